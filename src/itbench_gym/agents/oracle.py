@@ -1,0 +1,84 @@
+"""An agent that knows the scenario's ground truth and repairs its faults through the agent's tools.
+
+It shows what a perfect run looks like and checks that every scenario is solvable with real
+commands: it reads the objects with kubectl, undoes each catalogue fault with kubectl, waits for
+the system to recover and submits the ground-truth report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Generator
+
+import gymnasium as gym
+
+from itbench_gym.faults.operations import FLAGD_KEY
+from itbench_gym.spec import FaultRef, ScenarioSpec
+
+
+def _plain_name(group: dict[str, Any]) -> str | None:
+    """A group's object name, or None when only a regex describes it."""
+    if group.get("name"):
+        return str(group["name"])
+    pattern = re.sub(r"(\\b|-?\.\*)$", "", group.get("filter", [""])[0])
+    return pattern if pattern and re.fullmatch(r"[a-z0-9-]+", pattern) else None
+
+
+def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
+    """The ground truth in the report shape the submit tool takes (groups with plain names)."""
+    gt = spec.ground_truth
+    ids: dict[str, str] = {}
+    for group in gt["groups"]:
+        name = _plain_name(group)
+        if name is not None:
+            ids[group["id"]] = f"{group.get('namespace', spec.namespace)}/{group['kind']}/{name}"
+    return {
+        "entities": [{"id": ids[g["id"]], "root_cause": bool(g.get("root_cause"))} for g in gt["groups"] if g["id"] in ids],
+        "propagations": [
+            {"source": ids[p["source"]], "target": ids[p["target"]], "condition": p.get("condition", ""), "effect": p.get("effect", "")}
+            for p in gt["propagations"]
+            if p["source"] in ids and p["target"] in ids
+        ],
+    }
+
+
+class OracleAgent:
+    def __init__(self, env: gym.Env, *, settle_seconds: float = 120.0) -> None:
+        self._spec: ScenarioSpec = env.unwrapped.scenario
+        self._settle = settle_seconds
+        self._plan: Generator[Any, dict[str, Any], None] = self._script()
+        self._primed = False
+
+    def reset(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
+        self._plan = self._script()
+        self._primed = False
+
+    def act(self, observation: dict[str, Any]) -> Any:
+        """The next action; ``observation`` answers the previous one."""
+        if not self._primed:
+            self._primed = True
+            return next(self._plan)
+        return self._plan.send(observation)
+
+    def _script(self) -> Generator[Any, dict[str, Any], None]:
+        spec = self._spec
+        ns = spec.namespace
+        yield f"kubectl get pods -n {ns}"
+        restarts: list[FaultRef] = []
+        for fault in spec.faults:
+            if fault.id == "opentelemetry-demo-feature-flag":
+                meta = fault.args["kubernetesObject"]["metadata"]
+                observation = yield f"kubectl get configmap {meta['name']} -n {meta['namespace']} -o json"
+                configmap = json.loads(observation["text"])
+                flags = json.loads(configmap["data"][FLAGD_KEY])
+                flags["flags"][fault.args["flag"]["name"]]["defaultVariant"] = "off"
+                patch = {"data": {FLAGD_KEY: json.dumps(flags, indent=2)}}
+                yield {"tool": "kubectl", "args": {"argv": ["patch", "configmap", meta["name"], "-n", meta["namespace"], "--type", "merge", "-p", json.dumps(patch)]}}
+            elif fault.id == "restart-kubernetes-workload":
+                restarts.append(fault)
+        for fault in restarts:
+            obj = fault.args["kubernetesObject"]
+            yield f"kubectl rollout restart {obj['kind'].lower()}/{obj['metadata']['name']} -n {obj['metadata']['namespace']}"
+        yield f"wait {self._settle:g}"
+        yield {"tool": "submit", "args": ground_truth_report(spec)}

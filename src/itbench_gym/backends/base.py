@@ -1,0 +1,63 @@
+"""The contract both backends (embedded twin, real cluster) honour.
+
+Tools and faults only ever see what is here: endpoints that speak real protocols, a clock, and a few
+harness-side probes. Nothing in this contract is twin-specific.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from itbench_gym.clock import Clock
+from itbench_gym.spec import ScenarioSpec
+
+
+class BackendError(RuntimeError):
+    """The backend could not build the scenario (e.g. its alerts never fired)."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the agent's tools connect; every URL is on loopback for the twin."""
+
+    kubeconfig: Path
+    admin_kubeconfig: Path
+    kube_cache_dir: Path
+    prometheus: str | None
+    loki: str | None = None
+    jaeger: str | None = None
+    grafana: str | None = None
+    alertmanager: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "kubernetes_kubeconfig": str(self.kubeconfig),
+            "kubernetes_admin_kubeconfig": str(self.admin_kubeconfig),
+            "prometheus": self.prometheus,
+            "loki": self.loki,
+            "jaeger": self.jaeger,
+            "grafana": self.grafana,
+            "alertmanager": self.alertmanager,
+        }
+
+
+class Backend(Protocol):
+    clock: Clock
+
+    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
+        """Provision the environment and settle its healthy baseline (no fault yet)."""
+        ...
+
+    def advance(self, seconds: float) -> None:
+        """Let time pass (the twin fast-forwards; a real cluster waits)."""
+        ...
+
+    def set_time_limit(self, deadline: float | None) -> None:
+        """Latest clock value that blocking requests may advance to (the episode budget)."""
+        ...
+
+    def close(self) -> None:
+        """Stop every server, process and temporary directory the backend started."""
+        ...

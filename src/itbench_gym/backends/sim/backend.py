@@ -1,0 +1,138 @@
+"""``SimBackend``: the embedded twin behind loopback servers, with baselines cached per seed."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable
+
+from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.sim.kube.apiserver import make_kube_app
+from itbench_gym.backends.sim.kube.auth import Auth, write_kubeconfig
+from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
+from itbench_gym.backends.sim.server import ServerHandle, serve
+from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
+from itbench_gym.clock import SIM_EPOCH, SimClock
+from itbench_gym.paths import envs_dir
+from itbench_gym.spec import ScenarioSpec
+
+#: Namespaces the agent must not see: where a harness would keep its own machinery.
+HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
+HIDDEN_API_GROUPS = ("chaos-mesh.org",)
+_CACHED_BASELINES = 4
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
+
+
+class _Switch:
+    """A WSGI app that forwards to whichever twin is current, so servers outlive resets."""
+
+    def __init__(self) -> None:
+        self.target: WSGIApp | None = None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        assert self.target is not None
+        return self.target(environ, start_response)
+
+
+class SimBackend:
+    """The default backend: no cluster, no network beyond 127.0.0.1, deterministic under a seed."""
+
+    def __init__(self, envs_root: Path | None = None) -> None:
+        self.clock = SimClock()
+        self._envs_root = envs_root or envs_dir()
+        self._baselines: OrderedDict[tuple[str, int, float], tuple[Twin, TwinSnapshot]] = OrderedDict()
+        self._twin: Twin | None = None
+        self._deadline: float | None = None
+        self._kube_switch = _Switch()
+        self._prom_switch = _Switch()
+        self._servers: list[ServerHandle] = []
+        self._workdir: Path | None = None
+        self._endpoints: Endpoints | None = None
+        self._auth: Auth | None = None
+
+    @property
+    def twin(self) -> Twin:
+        if self._twin is None:
+            raise RuntimeError("the backend has not been started")
+        return self._twin
+
+    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
+        key = (spec.app, seed, spec.baseline_seconds)
+        if key in self._baselines:
+            twin, snap = self._baselines[key]
+            self._baselines.move_to_end(key)
+            twin.restore(snap)
+        else:
+            self.clock.reset(SIM_EPOCH)
+            twin = Twin(self._envs_root / spec.app, seed=seed, clock=self.clock)
+            twin.advance(spec.baseline_seconds)
+            self._baselines[key] = (twin, twin.snapshot())
+            while len(self._baselines) > _CACHED_BASELINES:
+                self._baselines.popitem(last=False)
+        self._twin = twin
+        self._deadline = None
+        self._ensure_servers()
+        assert self._auth is not None
+        self._kube_switch.target = make_kube_app(
+            twin.cluster,
+            clock=self.clock,
+            auth=self._auth,
+            lock=twin.lock,
+            advance=self._advance_blocking,
+            log_source=twin.log_lines,
+        )
+        self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self.clock)
+        assert self._endpoints is not None and self._auth is not None
+        kube_url = self._servers[0].url
+        write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, self._auth.ca_pem, namespace=spec.namespace)
+        write_kubeconfig(self._endpoints.admin_kubeconfig, kube_url, self._auth.admin_token, self._auth.ca_pem, namespace="default")
+        return self._endpoints
+
+    def _ensure_servers(self) -> None:
+        if self._servers:
+            return
+        self._workdir = Path(tempfile.mkdtemp(prefix="itbench-gym-"))
+        self._auth = Auth(hidden_namespaces=HARNESS_NAMESPACES, hidden_api_groups=HIDDEN_API_GROUPS)
+        kube = serve(self._kube_switch, ssl_context=self._auth.server_ssl_context())
+        prom = serve(self._prom_switch)
+        self._servers = [kube, prom]
+        cache = self._workdir / "kube-cache"
+        cache.mkdir()
+        self._endpoints = Endpoints(
+            kubeconfig=self._workdir / "kubeconfig",
+            admin_kubeconfig=self._workdir / "admin.kubeconfig",
+            kube_cache_dir=cache,
+            prometheus=prom.url,
+            grafana=prom.url,
+            alertmanager=prom.url,
+        )
+
+    def advance(self, seconds: float) -> None:
+        self.twin.advance(seconds)
+
+    def _advance_blocking(self, seconds: float) -> bool:
+        """Time passing inside a blocking API request; refused once the episode budget is spent."""
+        now = self.clock.now()
+        if self._deadline is not None:
+            if now >= self._deadline:
+                return False
+            seconds = min(seconds, self._deadline - now)
+        self.twin.advance(seconds)
+        return True
+
+    def set_time_limit(self, deadline: float | None) -> None:
+        self._deadline = deadline
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.stop()
+        self._servers = []
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+        self._endpoints = None
+        self._baselines.clear()
+        self._twin = None

@@ -1,0 +1,110 @@
+"""``itbench-gym``: run episodes, list and validate scenarios, serve a twin, run PromQL tests."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
+    diagnosis = evaluation.get("diagnosis", {})
+    mitigation = evaluation.get("mitigation", {})
+    return {
+        "fault_localisation_pass@1": diagnosis.get("fl_pass"),
+        "ntam_fl": diagnosis.get("ntam_fl"),
+        "mitigation_pass": mitigation.get("passed"),
+        "mitigation_reasons": mitigation.get("reasons"),
+        "mttd_seconds": evaluation.get("mttd"),
+        "mttr_seconds": evaluation.get("mttr"),
+        "reward": evaluation.get("reward"),
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import itbench_gym
+    from itbench_gym.agents import AGENTS, run_episode
+
+    env = itbench_gym.make(args.scenario, render_mode="ansi")
+    try:
+        for episode in range(args.episodes):
+            agent = AGENTS[args.agent](env.unwrapped)
+            info = run_episode(env, agent, seed=args.seed + episode)
+            record = env.unwrapped.episode
+            if args.transcript:
+                print(env.render())
+            if args.out:
+                out = Path(args.out)
+                out.mkdir(parents=True, exist_ok=True)
+                record.to_jsonl(out / f"{record.episode_id}.jsonl")
+            line = {"episode_id": record.episode_id, "steps": len(record.steps), **_summary(info["evaluation"])}
+            print(json.dumps(line, default=str))
+    finally:
+        env.close()
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import itbench_gym
+
+    for summary in itbench_gym.list_scenarios(domain=args.domain, complexity=args.complexity, cls=args.cls):
+        print(f"{summary['id']:40} {summary['domain']:7} {summary['complexity']:7} {summary['name']}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from itbench_gym.spec import SpecError, load_all_specs, load_spec
+
+    try:
+        specs = [load_spec(p) for p in args.files] if args.files else load_all_specs()
+    except SpecError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(specs)} scenario spec(s) valid")
+    return 0
+
+
+def cmd_promqltest(args: argparse.Namespace) -> int:
+    from itbench_gym.backends.sim.promql.promqltest import main as promqltest_main
+
+    return promqltest_main([str(f) for f in args.files])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="itbench-gym", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="play episodes with a reference agent and print their evaluation")
+    run.add_argument("scenario", help="scenario id, e.g. SRE-CacheFailure-v0")
+    run.add_argument("--agent", choices=["oracle", "random"], default="oracle")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--episodes", type=int, default=1)
+    run.add_argument("--out", help="write each episode as JSONL into this folder")
+    run.add_argument("--transcript", action="store_true", help="print the episode transcript")
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="list scenarios")
+    lst.add_argument("--domain", choices=["sre", "ciso", "finops"])
+    lst.add_argument("--complexity", choices=["easy", "medium", "hard"])
+    lst.add_argument("--class", dest="cls")
+    lst.set_defaults(func=cmd_list)
+
+    val = sub.add_parser("validate", help="validate scenario spec files (default: all shipped specs)")
+    val.add_argument("files", nargs="*", type=Path)
+    val.set_defaults(func=cmd_validate)
+
+    ptest = sub.add_parser("promqltest", help="run Prometheus promqltest files against the twin's PromQL engine")
+    ptest.add_argument("files", nargs="+", type=Path)
+    ptest.set_defaults(func=cmd_promqltest)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""``ITBenchEnv``: one ITBench scenario as a Gymnasium environment."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, Sequence, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from itbench_gym.actions import MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
+from itbench_gym.backends.base import Backend, Endpoints
+from itbench_gym.episode import Episode, StepRecord
+from itbench_gym.harness import Harness
+from itbench_gym.spaces import FreeText
+from itbench_gym.spec import ScenarioSpec
+from itbench_gym.tools import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult, default_tools
+
+#: Room for a prompt or tool output plus the truncation marker.
+MAX_OBSERVATION_CHARS = MAX_OUTPUT_CHARS + 4_096
+_SAMPLE_ACTIONS = (
+    "kubectl get pods -n otel-demo",
+    "kubectl get deployments -n otel-demo -o wide",
+    "kubectl get events -n otel-demo --sort-by=.lastTimestamp",
+    "alerts",
+    'promql sum by (service_name) (rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[2m]))',
+    "wait 30",
+)
+
+RewardFn = Callable[[dict[str, Any]], float]
+
+
+def _make_backend(name: str) -> Backend:
+    if name == "sim":
+        from itbench_gym.backends.sim.backend import SimBackend
+
+        return SimBackend()
+    raise ValueError(f"unknown backend {name!r}; available: 'sim' (the embedded twin)")
+
+
+class ITBenchEnv(gym.Env[dict[str, Any], Any]):
+    """An ITBench scenario (SRE incident, CISO control, FinOps task) as a Gymnasium environment.
+
+    ## Description
+    The agent is an on-call engineer. ``reset`` provisions the scenario's environment (by default an
+    embedded digital twin of a Kubernetes cluster running the OpenTelemetry Astronomy Shop with
+    Prometheus), settles a healthy baseline, injects the scenario's faults through the Kubernetes API
+    and waits until the scenario's triggering alerts fire. The agent then investigates and repairs the
+    system through tools that speak real protocols (the real ``kubectl``; the Prometheus HTTP API) and
+    ends the episode by submitting a diagnosis report.
+
+    ## Action Space
+    A string command ``"<tool> <arguments>"`` (e.g. ``"kubectl get pods -n otel-demo"``,
+    ``"promql up"``, ``"alerts"``, ``"wait 60"``, ``"submit {...}"``) or a tool call
+    ``{"tool": name, "args": {...}}`` whose args follow the tool's JSON Schema
+    (``env.unwrapped.tool_schemas``). ``FreeText(65536)``: any printable text; longer or malformed
+    actions are answered with an error observation and the episode goes on.
+
+    ## Observation Space
+    ``Dict`` with ``text`` (what an LLM reads: the task prompt after ``reset``, the tool output after
+    ``step``; bounded with an explicit truncation marker), ``tool`` (the tool that ran, ``""`` if none),
+    ``exit_status`` (0 on success; tool errors and bad actions are non-zero), ``firing_alerts``
+    (newline-separated ``alertname{label=value,...}`` of alerts firing now), ``clock`` (seconds since
+    the incident was handed over, on the environment's clock) and ``step`` (steps taken).
+
+    ## Rewards
+    0 on every step but the last. On ``submit`` (or when the budget runs out) the episode is evaluated
+    (``info["evaluation"]``: fault-localisation pass@1, NTAM, entity and propagation scores, the
+    mitigation verdict with its reasons, MTTD, MTTR) and the reward is, by ``reward_mode``: ``"sparse"``
+    1.0 iff diagnosis and mitigation both pass; ``"score"`` the documented weighted combination in
+    [0, 1]; or a callable ``f(evaluation) -> float``.
+
+    ## Starting State
+    The scenario's faults are active and its triggering alerts are firing. The clock starts at the
+    moment the alerts fired. Same seed ⇒ same starting state.
+
+    ## Episode End
+    Terminated when the agent calls ``submit``. Truncated when ``budget.max_steps`` steps have been
+    taken or ``budget.max_sim_seconds`` of environment time have passed; the episode is then evaluated
+    without a report (the mitigation is still judged).
+
+    ## Arguments
+    ``scenario`` (a spec or its id), ``backend`` (``"sim"`` or a ``Backend``), ``tools`` (a list of
+    tools; default: kubectl, promql, alerts, wait, submit), ``reward_mode``, ``max_steps`` and
+    ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).
+
+    ## Version History
+    * v0: first release — SRE scenarios on the embedded twin.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        scenario: ScenarioSpec | str,
+        *,
+        backend: str | Backend = "sim",
+        tools: Sequence[Tool] | None = None,
+        reward_mode: str | RewardFn = "sparse",
+        max_steps: int | None = None,
+        max_sim_seconds: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        from itbench_gym.registry import get_spec
+
+        self.scenario = get_spec(scenario) if isinstance(scenario, str) else scenario
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        if not callable(reward_mode) and reward_mode not in ("sparse", "score"):
+            raise ValueError(f"reward_mode must be 'sparse', 'score' or a callable, got {reward_mode!r}")
+        self.render_mode = render_mode
+        self.reward_mode = reward_mode
+        self.backend: Backend = _make_backend(backend) if isinstance(backend, str) else backend
+        self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
+        self.max_steps = max_steps or self.scenario.budget.max_steps
+        self.max_sim_seconds = float(max_sim_seconds or self.scenario.budget.max_sim_seconds)
+        self.action_space = FreeText(MAX_ACTION_CHARS, samples=_SAMPLE_ACTIONS)
+        self.observation_space = spaces.Dict(
+            {
+                "text": FreeText(MAX_OBSERVATION_CHARS),
+                "tool": FreeText(64),
+                "exit_status": spaces.Discrete(512, start=-256),
+                "firing_alerts": FreeText(8_192),
+                "clock": spaces.Box(low=0.0, high=np.inf, shape=(1,), dtype=np.float64),
+                "step": spaces.Discrete(self.max_steps + 1),
+            }
+        )
+        self._harness: Harness | None = None
+        self._endpoints: Endpoints | None = None
+        self._episode: Episode | None = None
+        self._start_time = 0.0
+        self._done = False
+        self._episode_counter = 0
+
+    # -- public helpers -------------------------------------------------------------------------
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        from itbench_gym.tools import tool_schemas
+
+        return tool_schemas(list(self.tools.values()))
+
+    @property
+    def episode(self) -> Episode | None:
+        return self._episode
+
+    @property
+    def endpoints(self) -> Endpoints | None:
+        """The agent-side endpoints (kubeconfig, Prometheus URL) of the current episode."""
+        return self._endpoints
+
+    # -- Gymnasium API --------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
+        self._endpoints = self.backend.start(self.scenario, episode_seed)
+        self._harness = Harness(self.scenario, self._endpoints, self.backend, seed=episode_seed)
+        self._harness.inject_and_wait()
+        self._start_time = self.backend.clock.now()
+        self.backend.set_time_limit(self._start_time + self.max_sim_seconds)
+        self._episode_counter += 1
+        self._episode = Episode(
+            episode_id=f"{self.scenario.id}-s{episode_seed}-e{self._episode_counter}",
+            scenario_id=self.scenario.id,
+            seed=episode_seed,
+            prompt=self._harness.task_prompt(list(self.tools.values())),
+        )
+        self._done = False
+        firing = self._harness.firing_alert_keys()
+        return self._observation(self._episode.prompt, "", 0, firing), self._info(None, 0.0, 0.0)
+
+    def step(self, action: Any) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._episode is None or self._harness is None or self._endpoints is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._done:
+            raise gym.error.ResetNeeded("the episode has ended (submitted or out of budget); call reset()")
+        wall_start = time.perf_counter()
+        sim_start = self.backend.clock.now()
+        call, result = self._run(action)
+        elapsed = self.backend.clock.now() - self._start_time
+        index = len(self._episode.steps) + 1
+        action_text = call.describe() if call else _describe_raw(action)
+        record = StepRecord(
+            index=index,
+            action=action_text,
+            tool=call.tool if call else None,
+            observation=result.text,
+            exit_status=result.exit_status,
+            sim_time=elapsed,
+            sim_cost_seconds=self.backend.clock.now() - sim_start,
+            wall_seconds=time.perf_counter() - wall_start,
+        )
+        self._episode.steps.append(record)
+        terminated = result.ends_episode
+        truncated = not terminated and (index >= self.max_steps or elapsed >= self.max_sim_seconds)
+        reward = 0.0
+        evaluation = None
+        if terminated or truncated:
+            self._done = True
+            data = result.data if terminated else {"report": None, "report_error": "no report submitted before the budget ran out"}
+            evaluation = self._harness.evaluate(
+                report=data.get("report"),
+                report_error=data.get("report_error"),
+                submitted_at=self.backend.clock.now() if terminated else None,
+                incident_start=self._start_time,
+                commands=[s.action for s in self._episode.steps],
+            )
+            reward = self._reward(evaluation)
+            evaluation["reward"] = reward
+            self._episode.evaluation = evaluation
+        firing = self._harness.firing_alert_keys()
+        obs = self._observation(result.text, call.tool if call else "", result.exit_status, firing)
+        return obs, reward, terminated, truncated, self._info(record, record.sim_cost_seconds, record.wall_seconds)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return self._episode.transcript() if self._episode else ""
+
+    def close(self) -> None:
+        self.backend.close()
+        self._harness = None
+        self._endpoints = None
+        super().close()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _run(self, action: Any) -> tuple[ToolCall | None, ToolResult]:
+        try:
+            call = parse_action(action, tuple(self.tools))
+        except ActionError as exc:
+            return None, ToolResult(text=f"error: {exc}", exit_status=2)
+        tool = self.tools[call.tool]
+        assert self._endpoints is not None
+        ctx = ToolContext(
+            endpoints=self._endpoints,
+            advance=self.backend.advance,
+            now=self.backend.clock.now,
+            time_left=lambda: self._start_time + self.max_sim_seconds - self.backend.clock.now(),
+        )
+        try:
+            result = tool.run(call.args, ctx)
+        except ToolInputError as exc:
+            result = ToolResult(text=f"{call.tool}: error: {exc}", exit_status=2)
+        if tool.cost_seconds:
+            self.backend.advance(tool.cost_seconds)
+        return call, result
+
+    def _observation(self, text: str, tool: str, exit_status: int, firing: list[str]) -> dict[str, Any]:
+        return {
+            "text": text[:MAX_OBSERVATION_CHARS],
+            "tool": tool,
+            "exit_status": int(max(-256, min(255, exit_status))),
+            "firing_alerts": "\n".join(firing)[:8_192],
+            "clock": np.array([max(0.0, self.backend.clock.now() - self._start_time)], dtype=np.float64),
+            "step": len(self._episode.steps) if self._episode else 0,
+        }
+
+    def _info(self, record: StepRecord | None, sim_cost: float, wall: float) -> dict[str, Any]:
+        assert self._episode is not None
+        info: dict[str, Any] = {
+            "episode_id": self._episode.episode_id,
+            "scenario_id": self.scenario.id,
+            "seed": self._episode.seed,
+            "sim_time": self.backend.clock.now() - self._start_time,
+            "sim_cost_seconds": sim_cost,
+            "wall_seconds": wall,
+            "tool": record.tool if record else None,
+            "exit_status": record.exit_status if record else 0,
+            "endpoints": self._endpoints.to_dict() if self._endpoints else {},
+        }
+        if self._episode.evaluation is not None:
+            info["evaluation"] = self._episode.evaluation
+        return info
+
+    def _reward(self, evaluation: dict[str, Any]) -> float:
+        from itbench_gym.evaluation.reward import compute_reward
+
+        return float(compute_reward(evaluation, self.reward_mode))
+
+
+def _describe_raw(action: Any) -> str:
+    try:
+        text = action if isinstance(action, str) else json.dumps(action, default=str)
+    except (TypeError, ValueError):
+        text = repr(action)
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text):,} characters)"

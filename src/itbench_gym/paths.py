@@ -1,0 +1,23 @@
+"""Where the shipped data lives: inside the wheel (``_data/``) or at the top of a checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """Directory ``envs`` or ``scenario_specs`` for an installed wheel or a source checkout."""
+    for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"itbench_gym data folder {name!r} not found next to {_PACKAGE}")
+
+
+def envs_dir() -> Path:
+    return data_dir("envs")
+
+
+def specs_dir() -> Path:
+    return data_dir("scenario_specs")

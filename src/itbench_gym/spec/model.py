@@ -1,0 +1,97 @@
+"""Typed view of a validated scenario spec (see ``scenario.schema.json``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Complexity:
+    level: str
+    technologies: int
+    propagation_length: int
+    resolution_steps: int
+
+
+@dataclass(frozen=True)
+class FaultRef:
+    """A fault from the catalogue and the arguments the scenario gives it."""
+
+    id: str
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class AlertMatcher:
+    """An alert identified by name and a subset of its labels."""
+
+    alertname: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, alert_labels: Mapping[str, str]) -> bool:
+        if alert_labels.get("alertname") != self.alertname:
+            return False
+        return all(alert_labels.get(k) == v for k, v in self.labels.items())
+
+    def __str__(self) -> str:
+        inner = ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()))
+        return f"{self.alertname}{{{inner}}}" if inner else self.alertname
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_steps: int
+    max_sim_seconds: float
+
+
+@dataclass(frozen=True)
+class Observability:
+    metrics: bool = True
+    logs: bool = True
+    traces: bool = True
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    id: str
+    name: str
+    description: str
+    domain: str
+    cls: str
+    complexity: Complexity
+    app: str
+    namespace: str
+    observability: Observability
+    load_users: int | None
+    baseline_seconds: float
+    faults: tuple[FaultRef, ...]
+    triggering_alerts: tuple[AlertMatcher, ...]
+    alert_wait_timeout: float
+    ground_truth: Mapping[str, Any]
+    mitigations: tuple[Mapping[str, Any], ...]
+    desired_outcome: Mapping[str, str]
+    budget: Budget
+    source: Path
+    itbench_scenario: int | None = None
+    tags: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        """The fields a catalogue lists."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "domain": self.domain,
+            "class": self.cls,
+            "complexity": self.complexity.level,
+            "app": self.app,
+            "description": self.description,
+            "itbench_scenario": self.itbench_scenario,
+        }
+
+    def with_observability(self, **changes: bool) -> "ScenarioSpec":
+        """A variant with some modalities masked (e.g. ``traces=False`` for ``-NoTraces``)."""
+        from dataclasses import replace
+
+        return replace(self, observability=replace(self.observability, **changes))

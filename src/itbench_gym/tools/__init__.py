@@ -1,0 +1,36 @@
+"""Agent-facing tools. Each speaks a real protocol, so it runs unchanged on either backend."""
+
+from itbench_gym.tools.alerts import AlertsTool
+from itbench_gym.tools.base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult
+from itbench_gym.tools.kubectl import KubectlTool
+from itbench_gym.tools.promql import PromQLTool
+from itbench_gym.tools.submit import SubmitTool
+from itbench_gym.tools.wait import WaitTool
+
+
+def default_tools() -> list[Tool]:
+    return [KubectlTool(), PromQLTool(), AlertsTool(), WaitTool(), SubmitTool()]
+
+
+def tool_schemas(tools: list[Tool]) -> list[dict]:
+    """OpenAI-style function descriptions for LLM tool calling."""
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}}
+        for t in tools
+    ]
+
+
+__all__ = [
+    "MAX_OUTPUT_CHARS",
+    "AlertsTool",
+    "KubectlTool",
+    "PromQLTool",
+    "SubmitTool",
+    "Tool",
+    "ToolContext",
+    "ToolInputError",
+    "ToolResult",
+    "WaitTool",
+    "default_tools",
+    "tool_schemas",
+]

@@ -1,0 +1,44 @@
+"""Active alerts from the Prometheus alerts API (pending and firing), as an SRE would list them."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import requests
+
+from itbench_gym.tools.base import ToolContext, ToolResult, bound_output
+
+
+def fetch_alerts(prometheus_url: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The ``alerts`` list of ``/api/v1/alerts``; raises ``requests.RequestException`` on failure."""
+    resp = requests.get(prometheus_url + "/api/v1/alerts", timeout=timeout)
+    resp.raise_for_status()
+    return list(resp.json()["data"]["alerts"])
+
+
+def alert_key(labels: Mapping[str, str]) -> str:
+    inner = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "alertname")
+    return f"{labels.get('alertname', '')}{{{inner}}}"
+
+
+class AlertsTool:
+    name = "alerts"
+    description = "List the alerts that are pending or firing now, with their labels, start time and description."
+    parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
+    cost_seconds = 1.0
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        url = ctx.endpoints.prometheus
+        if url is None:
+            return ToolResult(text="alerts are not available in this scenario (no Prometheus endpoint)", exit_status=1)
+        try:
+            alerts = fetch_alerts(url)
+        except (requests.RequestException, ValueError, KeyError) as exc:
+            return ToolResult(text=f"alerts request failed: {exc}", exit_status=1)
+        if not alerts:
+            return ToolResult(text="no alerts are pending or firing")
+        lines = []
+        for alert in sorted(alerts, key=lambda a: (a["state"], alert_key(a["labels"]))):
+            desc = alert.get("annotations", {}).get("description", "")
+            lines.append(f"{alert['state'].upper():8} {alert_key(alert['labels'])} since {alert.get('activeAt', '?')}  {desc}".rstrip())
+        return ToolResult(text=bound_output("\n".join(lines)), data={"count": len(alerts)})
