@@ -1,0 +1,210 @@
+"""One tick's read of the cluster: which pods of each service run and serve, and what the
+configuration (env vars, Services, NetworkPolicies, Chaos Mesh objects, flags) says.
+
+Reading everything once per tick keeps the flow model free of store calls and makes the tick's
+inputs explicit: the model is a function of this view and its own state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from itbench_gym.backends.sim.kube.errors import ApiError
+
+from .spec import AppSpec
+
+CHAOS_KINDS = ("NetworkChaos", "StressChaos", "HTTPChaos", "JVMChaos", "Schedule")
+CHAOS_API = "chaos-mesh.org/v1alpha1"
+
+
+class StoreLike(Protocol):
+    def get(self, kind: str, namespace: str | None, name: str, api_version: str | None = None) -> dict[str, Any]: ...
+
+    def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None, api_version: str | None = None) -> list[dict[str, Any]]: ...
+
+
+class ClusterLike(Protocol):
+    """What the app model needs from ``KubeCluster``."""
+
+    store: StoreLike
+
+    def set_usage(self, namespace: str, pod: str, container: str, *, cpu_cores: float, memory_bytes: float) -> None: ...
+
+    def kill_container(self, namespace: str, pod: str, container: str, *, reason: str = "OOMKilled",
+                       exit_code: int = 137, message: str = "") -> None: ...
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
+    """A Kubernetes LabelSelector (matchLabels + matchExpressions); an empty selector matches all."""
+    labels = labels or {}
+    selector = selector or {}
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def parse_quantity(q: Any) -> float:
+    """Kubernetes resource quantity → float (bytes or cores)."""
+    if q is None:
+        return 0.0
+    if isinstance(q, (int, float)):
+        return float(q)
+    s = str(q).strip()
+    suffixes = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+                "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+    for suf in sorted(suffixes, key=len, reverse=True):
+        if s.endswith(suf):
+            return float(s[: -len(suf)]) * suffixes[suf]
+    return float(s)
+
+
+@dataclass
+class PodView:
+    """A pod of one of the app's services, as this tick sees it."""
+
+    name: str
+    uid: str
+    service: str
+    labels: dict[str, str]
+    node: str
+    ip: str
+    running: bool
+    ready: bool
+    restarts: int
+    started_at: str
+    env: dict[str, str]
+    container: dict[str, Any]
+    limits: dict[str, float]
+    pod: dict[str, Any]
+
+
+@dataclass
+class ClusterView:
+    namespace: str
+    pods: list[PodView]
+    by_service: dict[str, list[PodView]]
+    services: dict[str, dict[str, Any]]
+    all_pods: list[dict[str, Any]]
+    network_policies: list[dict[str, Any]]
+    chaos: list[dict[str, Any]]
+    flags: dict[str, Any]
+
+    def serving(self, service: str) -> list[PodView]:
+        return [p for p in self.by_service.get(service, []) if p.ready]
+
+    def running(self, service: str) -> list[PodView]:
+        return [p for p in self.by_service.get(service, []) if p.running]
+
+
+def _env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
+    """Container env with ``$(VAR)`` expansion and the downward-API label fields the demo uses."""
+    out: dict[str, str] = {}
+    labels = pod["metadata"].get("labels") or {}
+    for e in container.get("env") or []:
+        if "value" in e:
+            value = str(e["value"])
+            for k, v in out.items():
+                value = value.replace(f"$({k})", v)
+            out[e["name"]] = value
+        elif "valueFrom" in e:
+            path = ((e["valueFrom"] or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if path.startswith("metadata.labels['"):
+                out[e["name"]] = labels.get(path[len("metadata.labels['"):-2], "")
+            elif path == "metadata.name":
+                out[e["name"]] = pod["metadata"]["name"]
+    return out
+
+
+def _container_status(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == name:
+            return cs
+    return {}
+
+
+def _safe_list(store: StoreLike, kind: str, namespace: str | None, api_version: str | None = None) -> list[dict[str, Any]]:
+    try:
+        return store.list(kind, namespace, api_version=api_version)
+    except (ApiError, KeyError, LookupError):
+        return []
+
+
+def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
+    """Flag values as the ConfigMap defines them now (``defaultVariant`` → variant value)."""
+    try:
+        cm = store.get("ConfigMap", spec.namespace, spec.flag_config_map)
+    except (ApiError, KeyError, LookupError):
+        return {}
+    try:
+        doc = json.loads((cm.get("data") or {}).get(spec.flag_key, "{}"))
+    except json.JSONDecodeError:
+        return {}
+    out: dict[str, Any] = {}
+    for name, f in (doc.get("flags") or {}).items():
+        if not isinstance(f, dict) or f.get("state", "ENABLED") != "ENABLED":
+            continue
+        variants = f.get("variants") or {}
+        canonical = spec.flag_aliases.get(name)
+        if canonical and f.get("defaultVariant") in variants:
+            out[canonical] = variants[f["defaultVariant"]]
+    return out
+
+
+def read_cluster(store: StoreLike, spec: AppSpec) -> ClusterView:
+    ns = spec.namespace
+    pods = _safe_list(store, "Pod", ns)
+    deployments = {d["metadata"]["name"]: d for d in _safe_list(store, "Deployment", ns)}
+    services = {s["metadata"]["name"]: s for s in _safe_list(store, "Service", ns)}
+    views: list[PodView] = []
+    by_service: dict[str, list[PodView]] = {}
+    for svc in spec.services.values():
+        dep = deployments.get(svc.workload)
+        if dep is None:
+            continue
+        selector = (dep.get("spec") or {}).get("selector") or {}
+        for p in pods:
+            meta = p["metadata"]
+            if meta.get("deletionTimestamp") and not (p.get("status") or {}).get("containerStatuses"):
+                continue
+            if not selector_matches(selector, meta.get("labels")):
+                continue
+            container = next((c for c in p["spec"].get("containers") or [] if c.get("name") == svc.container), None)
+            if container is None:
+                continue
+            status = p.get("status") or {}
+            cs = _container_status(p, svc.container)
+            running = "running" in (cs.get("state") or {})
+            conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+            ready = running and conditions.get("Ready") == "True" and not meta.get("deletionTimestamp")
+            limits = {k: parse_quantity(v) for k, v in ((container.get("resources") or {}).get("limits") or {}).items()}
+            view = PodView(
+                name=meta["name"], uid=meta.get("uid", meta["name"]), service=svc.name, labels=meta.get("labels") or {},
+                node=p["spec"].get("nodeName", ""), ip=status.get("podIP", ""), running=running, ready=ready,
+                restarts=int(cs.get("restartCount", 0)),
+                started_at=str(((cs.get("state") or {}).get("running") or {}).get("startedAt", "")),
+                env=_env(container, p), container=container, limits=limits, pod=p,
+            )
+            views.append(view)
+            by_service.setdefault(svc.name, []).append(view)
+    chaos: list[dict[str, Any]] = []
+    for kind in CHAOS_KINDS:
+        chaos += _safe_list(store, kind, None, CHAOS_API)
+    return ClusterView(
+        namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
+        network_policies=_safe_list(store, "NetworkPolicy", ns), chaos=chaos,
+        flags=read_flags(store, spec),
+    )

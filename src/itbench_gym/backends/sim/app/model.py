@@ -1,0 +1,464 @@
+"""AppModel: the application's behaviour in the twin, advanced once per scrape interval.
+
+``tick`` reads the cluster, serves the flags flagd loaded at its start, solves the request flow,
+moves every container's CPU and memory (killing the ones that exceed their limit), and returns one
+scrape of span metrics, app metrics and the cluster exporters' metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from itbench_gym.backends.sim.exporters import Cadvisor, kube_state_metrics
+from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
+
+from . import logs as logmod
+from .cluster_view import ClusterLike, ClusterView, PodView, read_cluster
+from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal
+from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
+from .runtime import AppRuntime
+from .spanmetrics import SpanMetrics
+from .spec import AppSpec, AppSpecError, Effect, load_spec
+
+Sample = tuple[dict[str, str], float]
+MI = 1024.0 * 1024.0
+_ROUTE = re.compile(r"(GET|POST|PUT|DELETE) (\S+)$")
+
+
+@dataclass
+class Instance:
+    """One run of one container (a restart is a new instance: memory and caches start afresh)."""
+
+    started: float
+    cache_entries: float = 0.0
+    leak_bytes: float = 0.0
+    panic_calls: tuple[str, ...] = ()
+
+
+@dataclass
+class _State:
+    tick: int = 0
+    instances: dict[str, Instance] = field(default_factory=dict)
+    flag_snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backlog: dict[tuple[str, str], float] = field(default_factory=dict)
+    closes: dict[str, float] = field(default_factory=dict)
+    cpu_demand: dict[str, float] = field(default_factory=dict)
+    history: list[logmod.TickLog] = field(default_factory=list)
+
+
+def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
+    files: list[Path] = []
+    for entry in spec.manifests:
+        path = spec.directory / entry
+        files += sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    out: list[dict[str, Any]] = []
+    for f in files:
+        try:
+            docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
+        except (OSError, yaml.YAMLError) as exc:
+            raise AppSpecError(f"{f}: cannot read manifest: {exc}") from None
+        for i, d in enumerate(docs):
+            if not isinstance(d, dict) or "kind" not in d or "metadata" not in d:
+                raise AppSpecError(f"{f}: document {i}: not a Kubernetes object (needs kind and metadata)")
+        out += docs
+    order = {"Node": 0, "Namespace": 1}
+    return sorted(out, key=lambda d: order.get(d["kind"], 2))
+
+
+def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([seed, tick, zlib.crc32(name.encode())])
+
+
+def _truthy(v: Any) -> bool:
+    return bool(v) and v != "off"
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (1.0 if v is True else 0.0)
+
+
+class AppModel:
+    def __init__(self, spec: AppSpec, manifests: list[dict[str, Any]], seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+        self._manifests = manifests
+        self._solver = FlowSolver(spec)
+        self._span = SpanMetrics(spec.buckets_ms, spec.namespace, spec.job_prefix)
+        self._cadvisor = Cadvisor()
+        self._state = _State()
+        self._view: ClusterView | None = None
+        self._runtime = AppRuntime(spec, lambda: self._view)
+
+    @classmethod
+    def load(cls, app_dir: Path, *, seed: int) -> "AppModel":
+        spec = load_spec(Path(app_dir))
+        return cls(spec, _load_manifests(spec), seed)
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """Everything to deploy, nodes and namespaces first."""
+        return copy.deepcopy(self._manifests)
+
+    def runtime(self) -> AppRuntime:
+        return self._runtime
+
+    # -- one tick -------------------------------------------------------------------------------
+
+    def tick(self, t: float, dt: float, cluster: ClusterLike) -> list[Sample]:
+        st = self._state
+        st.tick += 1
+        view = read_cluster(cluster.store, self.spec)
+        self._view = view
+        starts = self._track_instances(view, t)
+        flags = self._served_flags(view)
+        effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
+        knobs, burn, mem_add = self._knobs(view, effects)
+        reaches = self._reaches(view, effects)
+        stats = self._solver.stats(reaches, knobs)
+        roots = self._load_roots(view, stats)
+        rates, client = self._solver.rates(stats, roots)
+        app_samples, consumer_roots, effect_logs = self._kafka(view, rates, client, effects, dt)
+        if consumer_roots:
+            more_rates, more_client = self._solver.rates(stats, consumer_roots)
+            for k, v in more_rates.items():
+                rates[k] = rates.get(k, 0.0) + v
+            client.update(more_client)
+        samples = self._span_samples(view, stats, rates, client, dt)
+        usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
+        self._cadvisor.observe(usage, dt)
+        node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods}
+        st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs), starts))
+        return samples + app_samples + self._cadvisor.samples(usage, node_ips) + kube_state_metrics(cluster.store)
+
+    def _track_instances(self, view: ClusterView, t: float) -> dict[tuple[str, str], float]:
+        st = self._state
+        alive: set[str] = set()
+        starts: dict[tuple[str, str], float] = {}
+        for p in view.pods:
+            if not p.running:
+                continue
+            key = f"{p.uid}/{p.container['name']}/{p.restarts}"
+            alive.add(key)
+            if key not in st.instances:
+                st.instances[key] = Instance(started=t, panic_calls=self._panics_at_start(view, p))
+                starts[(p.name, p.container["name"])] = t
+        st.instances = {k: v for k, v in st.instances.items() if k in alive}
+        return starts
+
+    def _panics_at_start(self, view: ClusterView, pod: PodView) -> tuple[str, ...]:
+        """Calls whose client is built at start-up and is nil when the target was unreachable then."""
+        out = []
+        for op in self.spec.services[pod.service].operations.values():
+            for c in op.calls:
+                if c.unreachable_at_start == "panic":
+                    host, port = resolve_address(c.address, pod.env)
+                    if reach(self.spec, view, pod, host, port, c.service).ok_share <= 0:
+                        out.append(f"{op.id}/{c.id}")
+        return tuple(out)
+
+    def _served_flags(self, view: ClusterView) -> dict[str, Any]:
+        """flagd serves the file its init container copied when the pod started, not the live ConfigMap."""
+        serving = view.serving(self.spec.flag_service)
+        if not serving:
+            return {}
+        pod = serving[0]
+        key = f"{pod.uid}/{pod.restarts}"
+        snaps = self._state.flag_snapshots
+        if key not in snaps:
+            snaps[key] = dict(view.flags)
+        return snaps[key]
+
+    def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]]) -> tuple[Knobs, dict[str, float], dict[str, float]]:
+        k = Knobs()
+        burn: dict[str, float] = {}
+        mem_add: dict[str, float] = {}
+        for e, value in effects:
+            mag = float(e.get("magnitude", 0.0)) * (_num(value) if e.get("scale") == "value" else 1.0)
+            key = (e.get("service"), e.get("operation"))
+            if e.type == "error_ratio":
+                k.self_error[key] = (min(max(mag, 0.0), 1.0), e.get("grpc_code", "UNKNOWN"), e.get("error", ""))
+            elif e.type == "latency":
+                k.extra_latency[key] = lognormal(max(mag, 1e-3) / 1000.0, float(e.get("sigma", 0.5)))
+            elif e.type == "cpu_burn":
+                burn[e.get("service")] = burn.get(e.get("service"), 0.0) + mag
+            elif e.type == "call_count":
+                k.call_count[(e.get("service"), e.get("operation"), e.get("call"))] = mag
+            elif e.type == "cache_leak":
+                k.call_scale[(e.get("service"), e.get("operation"), e.get("call"))] = float(e.get("miss_ratio"))
+        for svc in self.spec.services.values():
+            labels = {"app.kubernetes.io/component": svc.name, "opentelemetry.io/name": svc.name}
+            pods = view.by_service.get(svc.name, [])
+            if pods:
+                labels = pods[0].labels
+            for s in active_chaos(view, "StressChaos"):
+                if chaos_selects(s.get("selector"), view.namespace, labels):
+                    stress = s.get("stressors") or {}
+                    cpu = stress.get("cpu") or {}
+                    burn[svc.name] = burn.get(svc.name, 0.0) + float(cpu.get("workers", 0)) * float(cpu.get("load", 100)) / 100.0
+                    memory = stress.get("memory") or {}
+                    if memory:
+                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + self._stress_bytes(str(memory.get("size", "0")), pods)
+            for j in active_chaos(view, "JVMChaos"):
+                if chaos_selects(j.get("selector"), view.namespace, labels) and j.get("action") in ("stress", "gc"):
+                    for op in svc.operations:
+                        k.extra_latency[(svc.name, op)] = lognormal(0.4, 0.8)
+                    if j.get("memType") == "heap" or j.get("action") == "stress":
+                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + 0.6 * svc.memory_mi * MI
+        for svc_name, demand in self._state.cpu_demand.items():
+            cap = self._capacity(view, svc_name)
+            if cap > 0 and demand > 0:
+                k.slowdown[svc_name] = 1.0 / (1.0 - min(demand / cap, 0.97))
+        return k, burn, mem_add
+
+    def _stress_bytes(self, size: str, pods: list[PodView]) -> float:
+        limit = pods[0].limits.get("memory", 0.0) if pods else 0.0
+        if size.endswith("%"):
+            return float(size[:-1]) / 100.0 * (limit or 16 * 1024 * MI)
+        units = {"GB": 1e9, "MB": 1e6, "KB": 1e3, "GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1.0}
+        for u, mult in units.items():
+            if size.endswith(u):
+                return float(size[: -len(u)]) * mult
+        return float(size or 0)
+
+    def _capacity(self, view: ClusterView, service: str) -> float:
+        svc = self.spec.services[service]
+        return sum(min(p.limits.get("cpu", math.inf), svc.cpu_cores) for p in view.serving(service))
+
+    def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]]) -> dict[tuple[str, str, str], Reach]:
+        redirects = {(e.get("service"), e.get("operation"), e.get("call")): e.get("address") for e, _ in effects if e.type == "redirect"}
+        cache: dict[tuple[str, str, int | None, str], Reach] = {}
+        out: dict[tuple[str, str, str], Reach] = {}
+        for svc in self.spec.services.values():
+            pods = view.serving(svc.name) or view.running(svc.name)
+            src = pods[0] if pods else None
+            env = src.env if src else {}
+            for op in svc.operations.values():
+                for c in op.calls:
+                    host, port = resolve_address(c.address, env, redirects.get((svc.name, op.id, c.id)))
+                    key = (svc.name, host, port, c.service)
+                    if key not in cache:
+                        cache[key] = reach(self.spec, view, src, host, port, c.service)
+                    out[(svc.name, op.id, c.id)] = cache[key]
+        return out
+
+    def _load_roots(self, view: ClusterView, stats: dict[OpKey, OpStats]) -> dict[OpKey, float]:
+        gen = view.running(self.spec.load_service)
+        if not gen:
+            return {}
+        users = 0.0
+        for p in gen:
+            try:
+                users += float(p.env.get(self.spec.users_env, self.spec.default_users))
+            except ValueError:
+                users += self.spec.default_users
+        total_w = sum(t.weight for t in self.spec.tasks)
+        mean_task = sum(t.weight / total_w * stats[(self.spec.load_service, t.operation)].ok.mean for t in self.spec.tasks)
+        per_user = 1.0 / (self.spec.wait_mean_s + mean_task)
+        return {(self.spec.load_service, t.operation): users * per_user * t.weight / total_w for t in self.spec.tasks}
+
+    def _kafka(self, view: ClusterView, rates: dict[OpKey, float], client: dict[tuple[str, str, str], tuple[float, float]],
+               effects: list[tuple[Effect, Any]], dt: float) -> tuple[list[Sample], dict[OpKey, float], dict[str, float]]:
+        st = self._state
+        samples: list[Sample] = []
+        roots: dict[OpKey, float] = {}
+        effect_logs: dict[str, float] = {}
+        for topic in self.spec.topics.values():
+            produce_key = (topic.producer_call_to[0], topic.producer_call_to[1])
+            produced = rates.get(produce_key, 0.0)
+            extra = sum(float(e.get("magnitude", 0)) * (_num(v) if e.get("scale") == "value" else 1.0)
+                        for e, v in effects if e.type == "extra_messages" and e.get("topic") == topic.name)
+            produced *= 1.0 + extra
+            rates[produce_key] = produced
+            for c in topic.consumers:
+                pods = view.running(c.service)
+                members = 0
+                for p in pods:
+                    host, port = resolve_address(c.address, p.env)
+                    if reach(self.spec, view, p, host, port, self.spec.broker or "").ok_share > 0:
+                        members += 1
+                if pods and members < len(pods):
+                    st.closes[c.service] = st.closes.get(c.service, 0.0) + (len(pods) - members) * dt / 5.0
+                delay = sum(float(e.get("magnitude", 0)) for e, _ in effects if e.type == "consumer_delay" and e.get("group") == c.group)
+                per_pod = min(c.max_per_second_per_pod, 1.0 / delay) if delay > 0 else c.max_per_second_per_pod
+                if delay > 0:
+                    effect_logs[c.service] = effect_logs.get(c.service, 0.0) + members * per_pod
+                backlog = st.backlog.get((topic.name, c.group), 0.0)
+                consumed = min(members * per_pod, produced + backlog / dt)
+                st.backlog[(topic.name, c.group)] = max(backlog + (produced - consumed) * dt, 0.0)
+                roots[(c.service, c.operation)] = roots.get((c.service, c.operation), 0.0) + consumed
+                lbl = {"namespace": view.namespace, "job": "otel-collector", "consumergroup": c.group, "topic": topic.name}
+                samples.append(({"__name__": "kafka_consumer_group_lag_sum_ratio", **lbl}, st.backlog[(topic.name, c.group)]))
+                samples.append(({"__name__": "kafka_consumer_group_members", "namespace": view.namespace, "job": "otel-collector",
+                                 "consumergroup": c.group}, float(members)))
+                if self.spec.services[c.service].language in ("java", "kotlin"):
+                    samples.append(({"__name__": "kafka_consumer_connection_close_rate", "namespace": view.namespace,
+                                     "job": self.spec.job_prefix + c.service, "client_id": f"consumer-{c.group}-1"},
+                                    st.closes.get(c.service, 0.0)))
+        return samples, roots, effect_logs
+
+    def _span_samples(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
+                      client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> list[Sample]:
+        tick = self._state.tick
+        for svc in self.spec.services.values():
+            if not svc.traced:
+                continue
+            pods = view.serving(svc.name) or (view.running(svc.name) if svc.name == self.spec.load_service or not svc.port else [])
+            if not pods:
+                continue
+            rng = _rng(self.seed, tick, svc.name)
+            share = dt / len(pods)
+            for op in svc.operations.values():
+                r = rates.get((svc.name, op.id), 0.0)
+                s = stats[(svc.name, op.id)]
+                for p in pods:
+                    if r > 0:
+                        n_ok = int(rng.poisson(r * (1.0 - s.p_err) * share))
+                        n_err = int(rng.poisson(r * s.p_err * share)) if s.p_err > 0 else 0
+                        self._span.record((svc.name, op.span, f"SPAN_KIND_{op.kind}", "STATUS_CODE_UNSET", p.uid), n_ok, s.ok, rng)
+                        self._span.record((svc.name, op.span, f"SPAN_KIND_{op.kind}", "STATUS_CODE_ERROR", p.uid), n_err, s.err, rng)
+                        for name in op.internal_spans:
+                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", p.uid), n_ok + n_err,
+                                              Moments(s.ok.mean * 0.3, s.ok.var * 0.09), rng)
+                    for co in s.calls:
+                        ok, err = client.get((svc.name, op.id, co.call.id), (0.0, 0.0))
+                        kind = f"SPAN_KIND_{co.call.client_kind}"
+                        if ok > 0:
+                            self._span.record((svc.name, co.call.client_span, kind, "STATUS_CODE_UNSET", p.uid), int(rng.poisson(ok * share)), co.ok, rng)
+                        if err > 0:
+                            self._span.record((svc.name, co.call.client_span, kind, "STATUS_CODE_ERROR", p.uid), int(rng.poisson(err * share)), co.err, rng)
+        return self._span.samples()
+
+    def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
+                   burn: dict[str, float], mem_add: dict[str, float], effects: list[tuple[Effect, Any]],
+                   stats: dict[OpKey, OpStats]) -> list[ContainerUsage]:
+        st = self._state
+        usage: list[ContainerUsage] = []
+        leaks = {(e.get("service"), e.get("operation")): (e, v) for e, v in effects if e.type in ("memory_leak", "cache_leak")}
+        for svc in self.spec.services.values():
+            serving = view.serving(svc.name) or (view.running(svc.name) if not svc.port else [])
+            demand = burn.get(svc.name, 0.0)
+            svc_rps = 0.0
+            for op in svc.operations.values():
+                r = rates.get((svc.name, op.id), 0.0)
+                svc_rps += r
+                demand += r * op.cpu_ms / 1000.0
+            rng = _rng(self.seed, st.tick, f"res/{svc.name}")
+            leak_cpu = 0.0
+            for p in view.by_service.get(svc.name, []):
+                if not p.running:
+                    continue
+                inst = st.instances[f"{p.uid}/{p.container['name']}/{p.restarts}"]
+                frac = 1.0 / len(serving) if p in serving else 0.0
+                for op in svc.operations.values():
+                    hit = leaks.get((svc.name, op.id))
+                    if hit is None or frac == 0:
+                        continue
+                    e, v = hit
+                    pod_rate = rates.get((svc.name, op.id), 0.0) * frac
+                    if e.type == "memory_leak":
+                        inst.leak_bytes += pod_rate * dt * float(e.get("magnitude", 0)) * (_num(v) if e.get("scale") == "value" else 1.0)
+                    else:
+                        g, add = float(e.get("growth")), float(e.get("entries_per_miss"))
+                        fixed = -g * add / (g - 1.0)
+                        misses = pod_rate * float(e.get("miss_ratio")) * dt
+                        inst.cache_entries = fixed + g ** misses * (inst.cache_entries - fixed)
+                        leak_cpu += pod_rate * inst.cache_entries * float(e.get("cpu_ns_per_entry", 0)) * 1e-9
+                limit_mem = p.limits.get("memory", 0.0)
+                node_cores = 4.0
+                cap = min(p.limits.get("cpu", math.inf), node_cores)
+                cpu = min(svc.cpu_idle + (demand + leak_cpu) * frac, cap)
+                mem = (svc.memory_mi + svc.memory_mi_per_rps * svc_rps * frac) * MI
+                mem += inst.leak_bytes + inst.cache_entries * self._entry_bytes(svc.name, leaks) + mem_add.get(svc.name, 0.0)
+                mem *= 1.0 + 0.01 * float(rng.standard_normal())
+                cluster.set_usage(view.namespace, p.name, p.container["name"], cpu_cores=cpu, memory_bytes=mem)
+                image = p.container.get("image", "")
+                usage.append(ContainerUsage(view.namespace, p.name, p.uid, p.container["name"], image, p.node,
+                                            f"{p.uid[:12]}-{p.container['name']}-{p.restarts}", cpu, mem, limit_mem, p.limits.get("cpu", 0.0)))
+                for side, (side_mem, side_cpu) in svc.sidecars.items():
+                    cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
+                if limit_mem and mem >= limit_mem:
+                    cluster.kill_container(view.namespace, p.name, p.container["name"], reason="OOMKilled", exit_code=137)
+                    self._cadvisor.record_oom(view.namespace, p.name, p.container["name"])
+                elif inst.panic_calls and any(rates.get((svc.name, c.split("/")[0]), 0.0) * frac > 0 for c in inst.panic_calls):
+                    cluster.kill_container(view.namespace, p.name, p.container["name"], reason="Error", exit_code=2,
+                                           message="panic: runtime error: invalid memory address or nil pointer dereference")
+            st.cpu_demand[svc.name] = demand + leak_cpu
+        return usage
+
+    def _entry_bytes(self, service: str, leaks: dict[tuple[str, str], tuple[Effect, Any]]) -> float:
+        for (svc, _), (e, _) in leaks.items():
+            if svc == service and e.type == "cache_leak":
+                return float(e.get("bytes_per_entry", 0))
+        return 0.0
+
+    def _log_activity(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
+                      effects: list[tuple[Effect, Any]], effect_logs: dict[str, float]) -> dict[tuple[str, str], tuple[logmod.LogActivity, ...]]:
+        out: dict[tuple[str, str], tuple[logmod.LogActivity, ...]] = {}
+        leak_ops = {(e.get("service"), e.get("operation")): float(e.get("miss_ratio", 0)) for e, _ in effects if e.type == "cache_leak"}
+        for svc in self.spec.services.values():
+            pods = view.serving(svc.name) or (view.running(svc.name) if not svc.port or svc.name == self.spec.load_service else [])
+            if not pods:
+                continue
+            acts: list[logmod.LogActivity] = []
+            lg = svc.logs
+            for op in svc.operations.values():
+                r = rates.get((svc.name, op.id), 0.0) / len(pods)
+                if r <= 0:
+                    continue
+                s = stats[(svc.name, op.id)]
+                m = _ROUTE.search(op.id)
+                ctx = {"method": m.group(1) if m else "POST", "path": m.group(2) if m else "/" + op.id}
+                if op.calls:
+                    ctx["upstream"] = op.calls[0].service
+                for line in lg.request:
+                    acts += logmod.activity(line.text, r * (1.0 - s.p_err) * line.ratio, **ctx)
+                if s.p_err > 0:
+                    failing = next((co for co in s.calls if co.q > 0 and co.call.on_error == "propagate"), None)
+                    if s.self_error > 0:
+                        template = lg.errors.get("flag") or lg.errors.get("default")
+                    elif failing is not None:
+                        template = lg.errors.get(failing.cause or "") or lg.errors.get(failing.call.cause_log or "") or lg.errors.get("default")
+                    else:
+                        template = lg.errors.get("default")
+                    acts += logmod.activity(template, r * s.p_err, error=s.error_text, grpc_code=s.grpc_code, status="500", **ctx)
+                for co in s.calls:
+                    if co.call.on_error == "warn" and co.q > 0:
+                        acts += logmod.activity(lg.errors.get(co.call.cause_log or ""), r * co.frac * co.q,
+                                                error=co.error_text, grpc_code=co.grpc_code, **ctx)
+                if (svc.name, op.id) in leak_ops:
+                    acts += logmod.activity(lg.effect.get("cache_leak"), r * leak_ops[(svc.name, op.id)])
+            if svc.name in effect_logs:
+                acts += logmod.activity(lg.effect.get("consumer_delay"), effect_logs[svc.name] / len(pods))
+            for p in pods:
+                out[(p.name, p.container["name"])] = tuple(acts)
+        return out
+
+    # -- logs and snapshots -----------------------------------------------------------------------
+
+    def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
+        """The container's log lines in [start, end], identical on every call."""
+        if namespace != self.spec.namespace:
+            return []
+        return logmod.render(self.spec, self.seed, self._state.history, pod, container, start, end)
+
+    def snapshot(self) -> object:
+        st = self._state
+        copy_state = _State(st.tick, copy.deepcopy(st.instances), copy.deepcopy(st.flag_snapshots), dict(st.backlog),
+                             dict(st.closes), dict(st.cpu_demand), list(st.history))
+        return (copy_state, self._span.snapshot(), self._cadvisor.snapshot())
+
+    def restore(self, snap: object) -> None:
+        state, span, cad = snap  # type: ignore[misc]
+        self._state = _State(state.tick, copy.deepcopy(state.instances), copy.deepcopy(state.flag_snapshots), dict(state.backlog),
+                             dict(state.closes), dict(state.cpu_demand), list(state.history))
+        self._span.restore(span)
+        self._cadvisor.restore(cad)
+        self._view = None

@@ -1,0 +1,269 @@
+"""Whether a call from one service reaches another, the way the cluster would route it.
+
+The caller dials an address from its own env vars (so an edited ``QUOTE_ADDR`` breaks the call
+exactly where the real app breaks): DNS → Service → port → ready endpoints → targetPort on the
+pod → NetworkPolicies → Chaos Mesh network/HTTP faults. The first failing step names the cause,
+and the cause decides how the failure looks (fast refusal vs. a timeout).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .cluster_view import ClusterView, PodView, selector_matches
+from .spec import Address, AppSpec
+
+#: cause → (seconds the failed call takes when not a timeout, gRPC code, message shape)
+CAUSES: dict[str, tuple[float, str, str]] = {
+    "dns": (0.004, "UNAVAILABLE", 'name resolver error: produced zero addresses (lookup {host}: no such host)'),
+    "refused": (0.001, "UNAVAILABLE", "connection error: desc = \"transport: Error while dialing: dial tcp {target}: connect: connection refused\""),
+    "no_endpoints": (0.001, "UNAVAILABLE", "connection error: desc = \"transport: Error while dialing: dial tcp {target}: connect: connection refused\""),
+    "timeout": (-1.0, "DEADLINE_EXCEEDED", "context deadline exceeded (dial tcp {target}: i/o timeout)"),
+    "http_abort": (0.002, "UNAVAILABLE", "upstream connect error or disconnect/reset before headers. reset reason: connection termination"),
+}
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Outcome of dialing one address: share of calls that arrive, and what happens to the rest."""
+
+    ok_share: float
+    cause: str | None
+    delay_ms: float
+    server_error_share: float
+    target: str
+
+    @property
+    def ok(self) -> bool:
+        return self.ok_share >= 1.0
+
+
+_SUFFIX = re.compile(r"\.(?P<ns>[a-z0-9-]+)(\.svc(\.cluster\.local)?)?\.?$")
+
+
+def resolve_address(addr: Address, env: dict[str, str], override: str | None = None) -> tuple[str, int | None]:
+    """host and port the caller dials, from its env (or the redirect a flag forces)."""
+    raw = override
+    if raw is None and addr.env and addr.env in env:
+        raw = env[addr.env]
+    if raw is None and addr.host_env and addr.host_env in env:
+        raw = env[addr.host_env]
+        if addr.port_env and addr.port_env in env:
+            host = raw.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+            raw = f"{host}:{env[addr.port_env]}"
+    if raw is None:
+        raw = addr.default
+    if "Host=" in raw:
+        parts = dict(p.split("=", 1) for p in raw.split(";") if "=" in p)
+        raw = f"{parts.get('Host', '')}:{parts.get('Port', '')}" if parts.get("Port") else parts.get("Host", "")
+    raw = raw.split("://", 1)[-1].split("/", 1)[0]
+    host, _, port = raw.partition(":")
+    if port == "":
+        return host, None
+    try:
+        return host, int(port)
+    except ValueError:
+        return host, -1
+
+
+def _ports_match(rule_ports: list[dict[str, Any]] | None, port: int, port_name: str | None) -> bool:
+    if not rule_ports:
+        return True
+    for p in rule_ports:
+        want = p.get("port")
+        if want is None or want == port or (port_name and want == port_name):
+            return True
+    return False
+
+
+def _peer_allowed(peers: list[dict[str, Any]] | None, peer: PodView | None, namespace: str) -> bool:
+    if peers is None:
+        return True
+    for peer_rule in peers:
+        if "podSelector" in peer_rule and "namespaceSelector" not in peer_rule:
+            if peer is not None and selector_matches(peer_rule["podSelector"], peer.labels):
+                return True
+        elif "namespaceSelector" in peer_rule:
+            ns_ok = selector_matches(peer_rule["namespaceSelector"], {"kubernetes.io/metadata.name": namespace})
+            pod_ok = peer is not None and selector_matches(peer_rule.get("podSelector"), peer.labels)
+            if ns_ok and pod_ok:
+                return True
+    return False
+
+
+def policy_allows(view: ClusterView, src: PodView | None, dst: dict[str, Any], port: int, port_name: str | None) -> bool:
+    """NetworkPolicy semantics: isolated pods accept only what some policy allows (ingress and egress)."""
+    dst_labels = dst["metadata"].get("labels") or {}
+    isolated_in, allowed_in = False, False
+    isolated_out, allowed_out = False, False
+    for pol in view.network_policies:
+        spec = pol.get("spec") or {}
+        types = spec.get("policyTypes") or (["Ingress"] + (["Egress"] if "egress" in spec else []))
+        if "Ingress" in types and selector_matches(spec.get("podSelector"), dst_labels):
+            isolated_in = True
+            for rule in spec.get("ingress") or []:
+                if _peer_allowed(rule.get("from"), src, view.namespace) and _ports_match(rule.get("ports"), port, port_name):
+                    allowed_in = True
+        if src is not None and "Egress" in types and selector_matches(spec.get("podSelector"), src.labels):
+            isolated_out = True
+            dst_view = PodView(dst["metadata"]["name"], "", "", dst_labels, "", "", True, True, 0, "", {}, {}, {}, dst)
+            for rule in spec.get("egress") or []:
+                if _peer_allowed(rule.get("to"), dst_view, view.namespace) and _ports_match(rule.get("ports"), port, port_name):
+                    allowed_out = True
+    return (not isolated_in or allowed_in) and (not isolated_out or allowed_out)
+
+
+def _chaos_spec(obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(kind, spec) of a chaos object or of the experiment a Schedule runs; None when paused."""
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get("experiment.chaos-mesh.org/pause") == "true":
+        return None
+    spec = obj.get("spec") or {}
+    if obj["kind"] == "Schedule":
+        kind = spec.get("type", "")
+        key = kind[:1].lower() + kind[1:]
+        inner = spec.get(key)
+        return (kind, inner) if isinstance(inner, dict) else None
+    return obj["kind"], spec
+
+
+def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, str]) -> bool:
+    sel = sel or {}
+    namespaces = sel.get("namespaces")
+    if namespaces and namespace not in namespaces:
+        return False
+    return selector_matches({"matchLabels": sel.get("labelSelectors") or {}, "matchExpressions": sel.get("expressionSelectors") or []}, labels)
+
+
+def active_chaos(view: ClusterView, kind: str) -> list[dict[str, Any]]:
+    out = []
+    for obj in view.chaos:
+        parsed = _chaos_spec(obj)
+        if parsed and parsed[0] == kind:
+            out.append(parsed[1])
+    return out
+
+
+def _delay_ms(text: str | None) -> float:
+    if not text:
+        return 0.0
+    m = re.fullmatch(r"\s*([0-9.]+)\s*(us|µs|ms|s|m)?\s*", str(text))
+    if not m:
+        return 0.0
+    unit = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4, None: 1.0}[m.group(2)]
+    return float(m.group(1)) * unit
+
+
+def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float]:
+    """(partitioned, added delay ms) between ``src`` and a destination pod."""
+    blocked, delay = False, 0.0
+    src_labels = src.labels if src else {}
+    for spec in active_chaos(view, "NetworkChaos"):
+        direction = spec.get("direction", "to")
+        sel_src = chaos_selects(spec.get("selector"), view.namespace, src_labels)
+        sel_dst = chaos_selects(spec.get("selector"), view.namespace, dst_labels)
+        target = spec.get("target")
+        tgt_dst = target is None or chaos_selects((target or {}).get("selector"), view.namespace, dst_labels)
+        tgt_src = target is None or chaos_selects((target or {}).get("selector"), view.namespace, src_labels)
+        hit = (direction in ("to", "both") and sel_src and tgt_dst) or (direction in ("from", "both") and sel_dst and tgt_src)
+        if target is None and direction == "both":
+            hit = sel_src or sel_dst
+        if not hit:
+            continue
+        action = spec.get("action")
+        if action == "partition" or (action == "loss" and float(str((spec.get("loss") or {}).get("loss", "0")).rstrip("%") or 0) >= 100):
+            blocked = True
+        elif action == "delay":
+            delay += _delay_ms((spec.get("delay") or {}).get("latency"))
+    return blocked, delay
+
+
+def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
+    """Ports the pod's process listens on (the app's port env, else its declared default)."""
+    ports: set[int] = set()
+    for svc_name, pods in view.by_service.items():
+        for p in pods:
+            if p.name == pod_obj["metadata"]["name"]:
+                svc = spec.services[svc_name]
+                if svc.port_env and svc.port_env in p.env:
+                    try:
+                        ports.add(int(p.env[svc.port_env]))
+                    except ValueError:
+                        pass
+                elif svc.port is not None:
+                    ports.add(svc.port)
+    if not ports:
+        for c in pod_obj["spec"].get("containers") or []:
+            ports |= {int(x["containerPort"]) for x in c.get("ports") or [] if "containerPort" in x}
+    return ports
+
+
+def _target_port(svc_port: dict[str, Any], pod_obj: dict[str, Any]) -> int | None:
+    tp = svc_port.get("targetPort", svc_port.get("port"))
+    if isinstance(tp, int) or (isinstance(tp, str) and tp.isdigit()):
+        return int(tp)
+    for c in pod_obj["spec"].get("containers") or []:
+        for p in c.get("ports") or []:
+            if p.get("name") == tp:
+                return int(p["containerPort"])
+    return None
+
+
+def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str) -> Reach:
+    """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client)."""
+    target = f"{host}:{port}" if port is not None else host
+    m = _SUFFIX.search(host)
+    name = host
+    if m and m.group("ns") == view.namespace:
+        name = host[: m.start()]
+    svc = view.services.get(name) if (not m or m.group("ns") == view.namespace) else None
+    if svc is None:
+        return Reach(0.0, "dns", 0.0, 0.0, target)
+    if port is None:
+        port = spec.services[target_service].port if target_service in spec.services else None
+    if port is None or port <= 0:
+        return Reach(0.0, "refused", 0.0, 0.0, target)
+    svc_port = next((p for p in (svc.get("spec") or {}).get("ports") or [] if int(p.get("port", 0)) == port), None)
+    if svc_port is None:
+        return Reach(0.0, "timeout", 0.0, 0.0, target)
+    selector = (svc.get("spec") or {}).get("selector")
+    if not selector:
+        return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
+    ready = [
+        p for p in view.all_pods
+        if selector_matches({"matchLabels": selector}, p["metadata"].get("labels"))
+        and not p["metadata"].get("deletionTimestamp")
+        and {c.get("type"): c.get("status") for c in (p.get("status") or {}).get("conditions") or []}.get("Ready") == "True"
+    ]
+    if not ready:
+        return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
+    ok, delay, causes = 0, 0.0, []
+    http_err = 0.0
+    for pod_obj in ready:
+        tp = _target_port(svc_port, pod_obj)
+        if tp is None or tp not in _listening_port(spec, pod_obj, view):
+            causes.append("refused")
+            continue
+        if not policy_allows(view, src, pod_obj, tp, svc_port.get("name")):
+            causes.append("timeout")
+            continue
+        blocked, extra = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
+        if blocked:
+            causes.append("timeout")
+            continue
+        for h in active_chaos(view, "HTTPChaos"):
+            if chaos_selects(h.get("selector"), view.namespace, pod_obj["metadata"].get("labels") or {}) and int(h.get("port", tp)) == tp:
+                if h.get("abort"):
+                    causes.append("http_abort")
+                    break
+                extra += _delay_ms(h.get("delay"))
+                if h.get("patch") or h.get("replace"):
+                    http_err += 1.0
+        else:
+            ok += 1
+            delay += extra
+    share = ok / len(ready)
+    cause = max(set(causes), key=causes.count) if causes else None
+    return Reach(share, cause, delay / ok if ok else 0.0, http_err / max(ok, 1), target)

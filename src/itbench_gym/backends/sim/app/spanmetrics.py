@@ -1,0 +1,85 @@
+"""What the OpenTelemetry collector's spanmetrics connector exports, fed by the fluid model.
+
+Series are keyed like the connector keys them (service, span name, kind, status code, plus the
+resource's ``service.instance.id`` = pod uid, which Prometheus' OTLP ingestion turns into
+``instance``); counters are cumulative and never expire, so a pod that is replaced leaves its series
+behind and a new pod starts a new series from zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .flow import Moments
+
+SeriesKey = tuple[str, str, str, str, str]  # service, span, kind, status, instance
+
+
+@dataclass
+class _Histogram:
+    buckets: np.ndarray
+    sum_ms: float
+    count: float
+
+
+def _bucket_probs(bounds_ms: np.ndarray, lat: Moments) -> np.ndarray:
+    """Probability mass per bucket (last = +Inf overflow) of a lognormal with these moments."""
+    mean_ms = max(lat.mean * 1000.0, 1e-6)
+    var_ms = lat.var * 1e6
+    s2 = math.log1p(var_ms / (mean_ms * mean_ms))
+    sigma = math.sqrt(max(s2, 1e-8))
+    mu = math.log(mean_ms) - s2 / 2
+    z = (np.log(bounds_ms) - mu) / (sigma * math.sqrt(2.0))
+    cdf = 0.5 * (1.0 + np.array([math.erf(x) for x in z]))
+    probs = np.diff(np.concatenate(([0.0], cdf, [1.0])))
+    return np.clip(probs, 0.0, 1.0)
+
+
+class SpanMetrics:
+    def __init__(self, buckets_ms: tuple[float, ...], namespace: str, job_prefix: str) -> None:
+        self.bounds = np.asarray(buckets_ms, dtype=float)
+        self.les = [f"{b:g}" for b in buckets_ms] + ["+Inf"]
+        self.namespace = namespace
+        self.job_prefix = job_prefix
+        self.calls: dict[SeriesKey, float] = {}
+        self.hist: dict[SeriesKey, _Histogram] = {}
+
+    def record(self, key: SeriesKey, n: int, lat: Moments, rng: np.random.Generator) -> None:
+        """Add ``n`` spans whose durations follow ``lat`` (seconds)."""
+        if n <= 0:
+            return
+        self.calls[key] = self.calls.get(key, 0.0) + n
+        h = self.hist.get(key)
+        if h is None:
+            h = self.hist[key] = _Histogram(np.zeros(len(self.les)), 0.0, 0.0)
+        probs = _bucket_probs(self.bounds, lat)
+        h.buckets += rng.multinomial(n, probs / max(probs.sum(), 1e-12))
+        noise = rng.normal(0.0, math.sqrt(n * lat.var)) * 1000.0 if lat.var > 0 else 0.0
+        h.sum_ms += max(n * lat.mean * 1000.0 + noise, 0.0)
+        h.count += n
+
+    def samples(self) -> list[tuple[dict[str, str], float]]:
+        out: list[tuple[dict[str, str], float]] = []
+        for key in sorted(self.calls):
+            service, span, kind, status, instance = key
+            base = {"service_name": service, "span_name": span, "span_kind": kind, "status_code": status,
+                    "namespace": self.namespace, "job": self.job_prefix + service, "instance": instance}
+            out.append(({"__name__": "traces_span_metrics_calls_total", **base}, self.calls[key]))
+            h = self.hist[key]
+            cumulative = np.cumsum(h.buckets)
+            for le, v in zip(self.les, cumulative):
+                out.append(({"__name__": "traces_span_metrics_duration_milliseconds_bucket", **base, "le": le}, float(v)))
+            out.append(({"__name__": "traces_span_metrics_duration_milliseconds_sum", **base}, h.sum_ms))
+            out.append(({"__name__": "traces_span_metrics_duration_milliseconds_count", **base}, h.count))
+        return out
+
+    def snapshot(self) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple[np.ndarray, float, float]]]:
+        return dict(self.calls), {k: (h.buckets.copy(), h.sum_ms, h.count) for k, h in self.hist.items()}
+
+    def restore(self, snap: tuple[dict[SeriesKey, float], dict[SeriesKey, tuple[np.ndarray, float, float]]]) -> None:
+        calls, hist = snap
+        self.calls = dict(calls)
+        self.hist = {k: _Histogram(b.copy(), s, c) for k, (b, s, c) in hist.items()}

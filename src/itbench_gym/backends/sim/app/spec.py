@@ -1,0 +1,386 @@
+"""Typed view of ``envs/<app>/app.yaml``, validated against ``app.schema.json``.
+
+The behaviour model is data so that a second app can be added without code; every loading error
+names the file and the field path, because the person fixing it is editing YAML, not Python.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Formatter
+from typing import Any
+
+import jsonschema
+import yaml
+
+#: Fields log templates may use; anything else is a typo caught at load time.
+LOG_FIELDS = frozenset(
+    "iso clf epoch_ms valkey_ts sec ms uuid uuid2 trace span n ip pod email category product product2 "
+    "product3 product4 product5 method path status error grpc_code op_text upstream upstream_ip bytes".split()
+)
+
+
+class AppSpecError(ValueError):
+    """app.yaml is malformed; the message names the file and the field path."""
+
+
+@dataclass(frozen=True)
+class Address:
+    env: str | None
+    host_env: str | None
+    port_env: str | None
+    default: str
+
+
+@dataclass(frozen=True)
+class Call:
+    id: str
+    service: str
+    operation: str
+    client_span: str
+    client_kind: str
+    address: Address
+    count: float
+    parallel: bool
+    on_error: str
+    unreachable_at_start: str | None
+    timeout_ms: float
+    cause_log: str | None
+
+
+@dataclass(frozen=True)
+class Operation:
+    service: str
+    id: str
+    span: str
+    kind: str
+    median_ms: float
+    sigma: float
+    cpu_ms: float
+    internal_spans: tuple[str, ...]
+    calls: tuple[Call, ...]
+
+
+@dataclass(frozen=True)
+class LogLine:
+    ratio: float
+    level: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Logs:
+    startup: tuple[str, ...] = ()
+    request: tuple[LogLine, ...] = ()
+    errors: dict[str, str] = field(default_factory=dict)
+    effect: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    language: str
+    workload: str
+    container: str
+    port_env: str | None
+    port: int | None
+    traced: bool
+    startup_seconds: float
+    memory_mi: float
+    memory_mi_per_rps: float
+    cpu_idle: float
+    cpu_cores: float
+    sidecars: dict[str, tuple[float, float]]
+    operations: dict[str, Operation]
+    logs: Logs
+
+
+@dataclass(frozen=True)
+class Effect:
+    flag: str
+    type: str
+    params: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+
+@dataclass(frozen=True)
+class Consumer:
+    topic: str
+    group: str
+    service: str
+    operation: str
+    max_per_second_per_pod: float
+    address: Address
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    producer_service: str
+    producer_call_to: tuple[str, str]
+    consumers: tuple[Consumer, ...]
+
+
+@dataclass(frozen=True)
+class ImageRule:
+    pattern: str
+    architectures: tuple[str, ...]
+    executables: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class LoadTask:
+    operation: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    directory: Path
+    name: str
+    namespace: str
+    manifests: tuple[str, ...]
+    buckets_ms: tuple[float, ...]
+    job_prefix: str
+    images: tuple[ImageRule, ...]
+    load_service: str
+    users_env: str
+    default_users: int
+    wait_mean_s: float
+    tasks: tuple[LoadTask, ...]
+    services: dict[str, Service]
+    topics: dict[str, Topic]
+    broker: str | None
+    flag_config_map: str
+    flag_key: str
+    flag_service: str
+    flag_aliases: dict[str, str]
+    effects: tuple[Effect, ...]
+
+    def op(self, service: str, op_id: str) -> Operation:
+        return self.services[service].operations[op_id]
+
+
+def _path(parts: list[Any] | tuple[Any, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "<root>"
+
+
+def _split_target(raw: str) -> tuple[str, str]:
+    service, _, op = raw.partition("/")
+    return service, op
+
+
+def _address(raw: dict[str, Any]) -> Address:
+    return Address(raw.get("env"), raw.get("host_env"), raw.get("port_env"), raw["default"])
+
+
+def _check_template(text: str, where: str) -> None:
+    try:
+        names = {fname for _, fname, _, _ in Formatter().parse(text) if fname is not None}
+    except ValueError as exc:
+        raise AppSpecError(f"{where}: bad log template ({exc})") from None
+    unknown = sorted(n for n in names if n not in LOG_FIELDS)
+    if unknown:
+        raise AppSpecError(f"{where}: unknown log field(s) {unknown}; known: {sorted(LOG_FIELDS)}")
+
+
+def _logs(raw: dict[str, Any], where: str) -> Logs:
+    for key in ("startup",):
+        for i, text in enumerate(raw.get(key, [])):
+            _check_template(text, f"{where}.{key}[{i}]")
+    for i, line in enumerate(raw.get("request", [])):
+        _check_template(line["text"], f"{where}.request[{i}].text")
+    for key in ("errors", "effect"):
+        for name, text in raw.get(key, {}).items():
+            _check_template(text, f"{where}.{key}.{name}")
+    return Logs(
+        startup=tuple(raw.get("startup", [])),
+        request=tuple(LogLine(x["ratio"], x["level"], x["text"]) for x in raw.get("request", [])),
+        errors=dict(raw.get("errors", {})),
+        effect=dict(raw.get("effect", {})),
+    )
+
+
+def _service(name: str, raw: dict[str, Any], where: str) -> Service:
+    ops: dict[str, Operation] = {}
+    for i, o in enumerate(raw["operations"]):
+        calls = []
+        seen: set[str] = set()
+        for j, c in enumerate(o.get("calls", [])):
+            svc, op = _split_target(c["to"])
+            cid = c.get("id", f"{j}")
+            if cid in seen:
+                raise AppSpecError(f"{where}.operations[{i}].calls[{j}].id: duplicate call id {cid!r}")
+            seen.add(cid)
+            calls.append(
+                Call(
+                    id=cid,
+                    service=svc,
+                    operation=op,
+                    client_span=c["client_span"],
+                    client_kind=c.get("client_kind", "CLIENT"),
+                    address=_address(c["address"]),
+                    count=float(c.get("count", 1)),
+                    parallel=bool(c.get("parallel", False)),
+                    on_error=c.get("on_error", "propagate"),
+                    unreachable_at_start=c.get("unreachable_at_start"),
+                    timeout_ms=float(c.get("timeout_ms", 20000)),
+                    cause_log=c.get("cause_log"),
+                )
+            )
+        if o["id"] in ops:
+            raise AppSpecError(f"{where}.operations[{i}].id: duplicate operation {o['id']!r}")
+        ops[o["id"]] = Operation(
+            service=name,
+            id=o["id"],
+            span=o.get("span", o["id"]),
+            kind=o["kind"],
+            median_ms=float(o["latency_ms"]["median"]),
+            sigma=float(o["latency_ms"].get("sigma", 0.4)),
+            cpu_ms=float(o.get("cpu_ms", 0.0)),
+            internal_spans=tuple(o.get("internal_spans", [])),
+            calls=tuple(calls),
+        )
+    res = raw["resources"]
+    port = raw.get("port")
+    return Service(
+        name=name,
+        language=raw["language"],
+        workload=raw.get("workload", name),
+        container=raw["container"],
+        port_env=port.get("env") if port else None,
+        port=int(port["default"]) if port else None,
+        traced=bool(raw["traced"]),
+        startup_seconds=float(raw.get("startup_seconds", 2.0)),
+        memory_mi=float(res["memory_mi"]),
+        memory_mi_per_rps=float(res.get("memory_mi_per_rps", 0.0)),
+        cpu_idle=float(res["cpu_idle"]),
+        cpu_cores=float(res["cpu_cores"]),
+        sidecars={k: (float(v["memory_mi"]), float(v["cpu_idle"])) for k, v in raw.get("sidecars", {}).items()},
+        operations=ops,
+        logs=_logs(raw.get("logs", {}), f"{where}.logs"),
+    )
+
+
+def _cross_check(spec: AppSpec, file: str) -> None:
+    """References between sections must resolve, and the call graph must be acyclic."""
+    services = spec.services
+
+    def need_op(service: str, op: str, where: str) -> None:
+        if service not in services:
+            raise AppSpecError(f"{file}: {where}: unknown service {service!r}")
+        if op not in services[service].operations:
+            raise AppSpecError(f"{file}: {where}: service {service!r} has no operation {op!r}")
+
+    for s in services.values():
+        for o in s.operations.values():
+            for c in o.calls:
+                need_op(c.service, c.operation, f"services.{s.name}.operations[{o.id}].calls[{c.id}].to")
+    if spec.load_service not in services:
+        raise AppSpecError(f"{file}: load.service: unknown service {spec.load_service!r}")
+    for i, t in enumerate(spec.tasks):
+        need_op(spec.load_service, t.operation, f"load.tasks[{i}].operation")
+    for name, topic in spec.topics.items():
+        need_op(topic.producer_call_to[0], topic.producer_call_to[1], f"kafka.topics.{name}.produced_by.call_to")
+        for i, c in enumerate(topic.consumers):
+            need_op(c.service, c.operation, f"kafka.topics.{name}.consumers[{i}]")
+    for i, e in enumerate(spec.effects):
+        where = f"flags.definitions.{e.flag}.effects[{i}]"
+        if "service" in e.params and e.params["service"] not in services:
+            raise AppSpecError(f"{file}: {where}.service: unknown service {e.params['service']!r}")
+        if "operation" in e.params:
+            need_op(e.params["service"], e.params["operation"], f"{where}.operation")
+            if "call" in e.params:
+                calls = {c.id for c in spec.op(e.params["service"], e.params["operation"]).calls}
+                if e.params["call"] not in calls:
+                    raise AppSpecError(f"{file}: {where}.call: no call {e.params['call']!r} (have {sorted(calls)})")
+        if "topic" in e.params and e.params["topic"] not in spec.topics:
+            raise AppSpecError(f"{file}: {where}.topic: unknown topic {e.params['topic']!r}")
+        if "group" in e.params and not any(c.group == e.params["group"] for t in spec.topics.values() for c in t.consumers):
+            raise AppSpecError(f"{file}: {where}.group: unknown consumer group {e.params['group']!r}")
+    state: dict[tuple[str, str], int] = {}
+
+    def visit(key: tuple[str, str], trail: list[str]) -> None:
+        if state.get(key) == 2:
+            return
+        if state.get(key) == 1:
+            raise AppSpecError(f"{file}: services: call cycle {' -> '.join(trail + ['/'.join(key)])}")
+        state[key] = 1
+        for c in spec.op(*key).calls:
+            visit((c.service, c.operation), trail + ["/".join(key)])
+        state[key] = 2
+
+    for s in services.values():
+        for o in s.operations:
+            visit((s.name, o), [])
+
+
+def load_spec(app_dir: Path) -> AppSpec:
+    """Read, validate and cross-check ``app.yaml`` in ``app_dir``."""
+    file = app_dir / "app.yaml"
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except FileNotFoundError:
+        raise AppSpecError(f"{file}: not found") from None
+    except yaml.YAMLError as exc:
+        raise AppSpecError(f"{file}: not valid YAML: {exc}") from None
+    schema = json.loads((app_dir / "app.schema.json").read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise AppSpecError(f"{file}: {_path(list(e.absolute_path))}: {e.message}{more}")
+    services = {n: _service(n, s, f"{file}: services.{n}") for n, s in raw["services"].items()}
+    topics: dict[str, Topic] = {}
+    for tname, t in raw.get("kafka", {}).get("topics", {}).items():
+        topics[tname] = Topic(
+            name=tname,
+            producer_service=t["produced_by"]["service"],
+            producer_call_to=_split_target(t["produced_by"]["call_to"]),
+            consumers=tuple(
+                Consumer(tname, c["group"], c["service"], c["operation"], float(c["max_per_second_per_pod"]), _address(c["address"]))
+                for c in t["consumers"]
+            ),
+        )
+    flags = raw["flags"]
+    aliases: dict[str, str] = {}
+    effects: list[Effect] = []
+    for fname, fdef in flags["definitions"].items():
+        aliases[fname] = fname
+        for a in fdef.get("aliases", []):
+            aliases[a] = fname
+        effects += [Effect(fname, e["type"], {k: v for k, v in e.items() if k != "type"}) for e in fdef["effects"]]
+    load = raw["load"]
+    spec = AppSpec(
+        directory=app_dir,
+        name=raw["name"],
+        namespace=raw["namespace"],
+        manifests=tuple(raw["manifests"]),
+        buckets_ms=tuple(float(b) for b in raw["span_metrics"]["buckets_ms"]),
+        job_prefix=raw["span_metrics"]["job_prefix"],
+        images=tuple(ImageRule(i["pattern"], tuple(i["architectures"]), tuple(i["executables"]) if "executables" in i else None) for i in raw["images"]),
+        load_service=load["service"],
+        users_env=load["users_env"],
+        default_users=int(load["default_users"]),
+        wait_mean_s=(float(load["wait_seconds"]["min"]) + float(load["wait_seconds"]["max"])) / 2.0,
+        tasks=tuple(LoadTask(t["operation"], float(t["weight"])) for t in load["tasks"]),
+        services=services,
+        topics=topics,
+        broker=raw.get("kafka", {}).get("broker"),
+        flag_config_map=flags["config_map"],
+        flag_key=flags["key"],
+        flag_service=flags["service"],
+        flag_aliases=aliases,
+        effects=tuple(effects),
+    )
+    if list(spec.buckets_ms) != sorted(set(spec.buckets_ms)):
+        raise AppSpecError(f"{file}: span_metrics.buckets_ms: must be strictly increasing")
+    _cross_check(spec, str(file))
+    return spec

@@ -1,0 +1,67 @@
+"""cAdvisor (kubelet ``/metrics/cadvisor``) container metrics from the usage the app model sets.
+
+CPU is a cumulative counter per container *instance*: a restarted container is a new cgroup and
+starts again from zero, as on a real node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Sample = tuple[dict[str, str], float]
+
+
+@dataclass(frozen=True)
+class ContainerUsage:
+    namespace: str
+    pod: str
+    pod_uid: str
+    container: str
+    image: str
+    node: str
+    instance_id: str
+    cpu_cores: float
+    memory_bytes: float
+    memory_limit: float
+    cpu_limit: float
+
+
+class Cadvisor:
+    def __init__(self) -> None:
+        self.cpu_seconds: dict[str, float] = {}
+        self.oom_events: dict[str, float] = {}
+
+    def observe(self, usage: list[ContainerUsage], dt: float) -> None:
+        for u in usage:
+            self.cpu_seconds[u.instance_id] = self.cpu_seconds.get(u.instance_id, 0.0) + u.cpu_cores * dt
+
+    def record_oom(self, namespace: str, pod: str, container: str) -> None:
+        key = f"{namespace}/{pod}/{container}"
+        self.oom_events[key] = self.oom_events.get(key, 0.0) + 1
+
+    def samples(self, usage: list[ContainerUsage], node_ips: dict[str, str]) -> list[Sample]:
+        out: list[Sample] = []
+        for u in usage:
+            lbl = {
+                "job": "kubelet", "metrics_path": "/metrics/cadvisor", "instance": f"{node_ips.get(u.node, u.node)}:10250",
+                "node": u.node, "namespace": u.namespace, "pod": u.pod, "container": u.container, "image": u.image,
+                "name": u.instance_id, "id": f"/kubepods/burstable/pod{u.pod_uid}/{u.instance_id}",
+            }
+            out.append(({"__name__": "container_cpu_usage_seconds_total", **lbl, "cpu": "total"}, self.cpu_seconds.get(u.instance_id, 0.0)))
+            out.append(({"__name__": "container_memory_working_set_bytes", **lbl}, u.memory_bytes))
+            out.append(({"__name__": "container_memory_usage_bytes", **lbl}, u.memory_bytes * 1.08))
+            out.append(({"__name__": "container_memory_rss", **lbl}, u.memory_bytes * 0.92))
+            out.append(({"__name__": "container_spec_memory_limit_bytes", **lbl}, u.memory_limit))
+            if u.cpu_limit > 0:
+                out.append(({"__name__": "container_spec_cpu_quota", **lbl}, u.cpu_limit * 100000.0))
+            out.append(({"__name__": "container_spec_cpu_period", **lbl}, 100000.0))
+            key = f"{u.namespace}/{u.pod}/{u.container}"
+            out.append(({"__name__": "container_oom_events_total", **lbl}, self.oom_events.get(key, 0.0)))
+        return out
+
+    def snapshot(self) -> tuple[dict[str, float], dict[str, float]]:
+        return dict(self.cpu_seconds), dict(self.oom_events)
+
+    def restore(self, snap: tuple[dict[str, float], dict[str, float]]) -> None:
+        self.cpu_seconds, self.oom_events = dict(snap[0]), dict(snap[1])
+
