@@ -66,6 +66,52 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """One twin with the scenario's faults injected, for agents and tools outside Python."""
+    import shutil
+    import signal
+    import threading
+
+    from itbench_gym.backends.sim.backend import SimBackend
+    from itbench_gym.harness import Harness
+    from itbench_gym.registry import get_spec
+
+    spec = get_spec(args.scenario)
+    backend = SimBackend(kube_port=args.port)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        endpoints = backend.start(spec, args.seed)
+        harness = Harness(spec, endpoints, backend, seed=args.seed)
+        harness.inject_and_wait()
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(endpoints.kubeconfig, out / "kubeconfig")
+        shutil.copyfile(endpoints.admin_kubeconfig, out / "admin.kubeconfig")
+        line = {
+            "scenario": spec.id,
+            "seed": args.seed,
+            "kubernetes": backend.kube_url,
+            "kubeconfig": str((out / "kubeconfig").resolve()),
+            "admin_kubeconfig": str((out / "admin.kubeconfig").resolve()),
+            "prometheus": endpoints.prometheus,
+            "grafana": endpoints.grafana,
+            "alertmanager": endpoints.alertmanager,
+            "loki": endpoints.loki,
+            "jaeger": endpoints.jaeger,
+            "realtime": args.realtime,
+        }
+        print(json.dumps(line), flush=True)
+        while not stop.wait(1.0):
+            if args.realtime:
+                backend.advance(args.speed)
+        harness.close()
+    finally:
+        backend.close()
+    return 0
+
+
 def cmd_promqltest(args: argparse.Namespace) -> int:
     from itbench_gym.backends.sim.promql.promqltest import main as promqltest_main
 
@@ -94,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="validate scenario spec files (default: all shipped specs)")
     val.add_argument("files", nargs="*", type=Path)
     val.set_defaults(func=cmd_validate)
+
+    srv = sub.add_parser("serve", help="serve one twin with the scenario's faults injected until SIGINT/SIGTERM")
+    srv.add_argument("scenario")
+    srv.add_argument("--seed", type=int, default=0)
+    srv.add_argument("--port", type=int, default=0, help="Kubernetes API port on 127.0.0.1 (default: any free port)")
+    srv.add_argument("--out", default=".", help="folder for kubeconfig (agent) and admin.kubeconfig")
+    srv.add_argument("--realtime", action="store_true", help="let the twin's clock follow the wall clock")
+    srv.add_argument("--speed", type=float, default=1.0, help="with --realtime: simulated seconds per wall second")
+    srv.set_defaults(func=cmd_serve)
 
     ptest = sub.add_parser("promqltest", help="run Prometheus promqltest files against the twin's PromQL engine")
     ptest.add_argument("files", nargs="+", type=Path)

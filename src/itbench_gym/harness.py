@@ -8,14 +8,18 @@ on a real cluster. The agent never sees any of it.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Sequence
 
+import networkx as nx
 import requests
 from kubernetes import client, config
 
 from itbench_gym.backends.base import Backend, BackendError, Endpoints
 from itbench_gym.evaluation.mitigation import Baseline, TrafficSample, WorkloadState, watch_mitigation
 from itbench_gym.faults import inject_faults
+from itbench_gym.paths import envs_dir
+from itbench_gym.topology import build_topology
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.tools import Tool
 from itbench_gym.tools.alerts import alert_key, fetch_alerts
@@ -25,6 +29,19 @@ ALERT_POLL_SECONDS = 15.0
 #: User-facing traffic: what the load generator's requests get from the shop's edge.
 _EDGE_RATE = 'sum(rate(traces_span_metrics_calls_total{{namespace="{ns}",service_name="frontend-proxy",span_kind="SPAN_KIND_SERVER"}}[2m]))'
 _EDGE_ERRORS = 'sum(rate(traces_span_metrics_calls_total{{namespace="{ns}",service_name="frontend-proxy",span_kind="SPAN_KIND_SERVER",status_code="STATUS_CODE_ERROR"}}[2m]))'
+
+
+@lru_cache(maxsize=8)
+def app_call_graph(app: str) -> tuple[tuple[str, str], ...]:
+    """(caller, callee) service pairs from the app's behaviour data in ``envs/<app>/``."""
+    from itbench_gym.backends.sim.app.spec import load_spec as load_app_spec
+
+    app_spec = load_app_spec(envs_dir() / app)
+    return tuple(
+        sorted(
+            {(svc.name, call.service) for svc in app_spec.services.values() for op in svc.operations.values() for call in op.calls}
+        )
+    )
 
 
 class ClusterProbe:
@@ -75,6 +92,29 @@ class ClusterProbe:
         success = 1.0 - errors / rate if rate > 0 else 0.0
         return TrafficSample(rate=rate, success_ratio=success)
 
+    def objects(self, namespace: str) -> list[dict[str, Any]]:
+        """The objects a topology is built from, as plain API dicts."""
+        core = client.CoreV1Api(self._api)
+        apps = client.AppsV1Api(self._api)
+        listers = (
+            core.list_namespaced_pod, core.list_namespaced_service, core.list_namespaced_endpoints,
+            core.list_namespaced_config_map, core.list_namespaced_secret,
+            core.list_namespaced_persistent_volume_claim, apps.list_namespaced_deployment,
+            apps.list_namespaced_replica_set, apps.list_namespaced_stateful_set, apps.list_namespaced_daemon_set,
+        )
+        kinds = ("Pod", "Service", "Endpoints", "ConfigMap", "Secret", "PersistentVolumeClaim", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
+        out: list[dict[str, Any]] = []
+        for lister, kind in zip(listers, kinds):
+            for item in lister(namespace).items:
+                obj = self._api.sanitize_for_serialization(item)
+                obj.setdefault("kind", kind)
+                out.append(obj)
+        for node in core.list_node().items:
+            obj = self._api.sanitize_for_serialization(node)
+            obj.setdefault("kind", "Node")
+            out.append(obj)
+        return out
+
     def _scalar(self, query: str) -> float:
         if self._endpoints.prometheus is None:
             return math.nan
@@ -93,6 +133,7 @@ class Harness:
         self.baseline: Baseline | None = None
         self.injection_log: list[str] = []
         self.alerts_fired_at: float | None = None
+        self.incident_alerts: list[dict[str, str]] = []
 
     def inject_and_wait(self) -> None:
         """Capture the healthy baseline, inject the faults and wait until the triggering alerts fire."""
@@ -106,9 +147,11 @@ class Harness:
         self.injection_log = inject_faults(self.spec.faults, self.endpoints.admin_kubeconfig, probe.now())
         deadline = probe.now() + self.spec.alert_wait_timeout
         while True:
-            missing = self._missing_triggering(probe.firing_alerts())
+            firing = probe.firing_alerts()
+            missing = self._missing_triggering(firing)
             if not missing:
                 self.alerts_fired_at = probe.now()
+                self.incident_alerts = firing
                 return
             if probe.now() >= deadline:
                 raise BackendError(
@@ -151,7 +194,10 @@ class Harness:
         from itbench_gym.evaluation.episode import evaluate_episode
 
         assert self.baseline is not None
-        verdict = watch_mitigation(self.probe, self.baseline, list(self.spec.triggering_alerts))
+        topology = self.topology()
+        verdict = watch_mitigation(
+            self.probe, self.baseline, list(self.spec.triggering_alerts), injection_alerts=self.incident_alerts
+        )
         return evaluate_episode(
             spec=self.spec,
             report=report,
@@ -160,7 +206,12 @@ class Harness:
             submitted_at=submitted_at,
             incident_start=incident_start,
             commands=commands,
+            topology=topology,
         )
+
+    def topology(self) -> nx.MultiDiGraph:
+        """The typed topology of the scenario's namespace as it is now, with the app's call graph."""
+        return build_topology(self.probe.objects(self.spec.namespace), app_call_graph(self.spec.app), self.spec.namespace)
 
     def close(self) -> None:
         self.probe.close()

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
-from itbench_gym.backends.sim.kube.auth import Auth, write_kubeconfig
+from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
@@ -40,8 +40,9 @@ class _Switch:
 class SimBackend:
     """The default backend: no cluster, no network beyond 127.0.0.1, deterministic under a seed."""
 
-    def __init__(self, envs_root: Path | None = None) -> None:
+    def __init__(self, envs_root: Path | None = None, *, kube_port: int = 0) -> None:
         self.clock = SimClock()
+        self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
         self._baselines: OrderedDict[tuple[str, int, float], tuple[Twin, TwinSnapshot]] = OrderedDict()
         self._twin: Twin | None = None
@@ -58,6 +59,12 @@ class SimBackend:
         if self._twin is None:
             raise RuntimeError("the backend has not been started")
         return self._twin
+
+    @property
+    def kube_url(self) -> str:
+        if not self._servers:
+            raise RuntimeError("the backend has not been started")
+        return self._servers[0].url
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         key = (spec.app, seed, spec.baseline_seconds)
@@ -77,26 +84,28 @@ class SimBackend:
         self._ensure_servers()
         assert self._auth is not None
         self._kube_switch.target = make_kube_app(
-            twin.cluster,
+            twin.cluster.store,
             clock=self.clock,
             auth=self._auth,
             lock=twin.lock,
             advance=self._advance_blocking,
             log_source=twin.log_lines,
+            metrics=twin.cluster.usage,
         )
         self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self.clock)
         assert self._endpoints is not None and self._auth is not None
         kube_url = self._servers[0].url
-        write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, self._auth.ca_pem, namespace=spec.namespace)
-        write_kubeconfig(self._endpoints.admin_kubeconfig, kube_url, self._auth.admin_token, self._auth.ca_pem, namespace="default")
+        ca_pem = tls_material().ca_pem
+        write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=spec.namespace)
+        write_kubeconfig(self._endpoints.admin_kubeconfig, kube_url, self._auth.admin_token, ca_pem, namespace="default")
         return self._endpoints
 
     def _ensure_servers(self) -> None:
         if self._servers:
             return
         self._workdir = Path(tempfile.mkdtemp(prefix="itbench-gym-"))
-        self._auth = Auth(hidden_namespaces=HARNESS_NAMESPACES, hidden_api_groups=HIDDEN_API_GROUPS)
-        kube = serve(self._kube_switch, ssl_context=self._auth.server_ssl_context())
+        self._auth = Auth(Visibility(hidden_namespaces=frozenset(HARNESS_NAMESPACES), hidden_groups=frozenset(HIDDEN_API_GROUPS)))
+        kube = serve(self._kube_switch, ssl_context=tls_material().server_context(), port=self._kube_port)
         prom = serve(self._prom_switch)
         self._servers = [kube, prom]
         cache = self._workdir / "kube-cache"

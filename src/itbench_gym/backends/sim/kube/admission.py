@@ -1,0 +1,581 @@
+"""Defaulting and validation applied on every write, as the real API server's registry strategies do.
+
+Clients and controllers rely on the defaults being present (a Deployment's rolling-update
+percentages, a container's ``imagePullPolicy``, a Service's ``clusterIP``), and agents rely on bad
+objects being refused with ``422 Invalid`` and the upstream wording rather than being stored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from . import errors
+from .resources import ResourceType
+from .selectors import selector_from_dict
+
+Obj = dict[str, Any]
+Causes = list[tuple[str, str, str]]
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+              "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+              "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+_DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+                "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+                "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+
+_GENERATION_KINDS = {
+    "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler",
+    "PodDisruptionBudget", "NetworkPolicy", "Ingress", "CustomResourceDefinition", "Pod",
+}
+_WORKLOADS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
+_SERVICE_CIDR_BASE = (10 << 24) | (96 << 16)  # 10.96.0.0/12; .1 is the kubernetes Service
+_NODE_PORT_BASE = 30000
+
+
+@dataclass
+class Allocations:
+    """Deterministic allocators for Service cluster IPs and node ports (part of the store's state)."""
+
+    next_ip: int = 1
+    next_node_port: int = 0
+    used_ips: set[str] = field(default_factory=set)
+
+    def copy(self) -> Allocations:
+        return Allocations(self.next_ip, self.next_node_port, set(self.used_ips))
+
+    def cluster_ip(self) -> str:
+        while True:
+            n = _SERVICE_CIDR_BASE + self.next_ip
+            self.next_ip += 1
+            ip = f"{n >> 24 & 255}.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}"
+            if ip not in self.used_ips and (n & 255) not in (0, 255):
+                self.used_ips.add(ip)
+                return ip
+
+    def node_port(self) -> int:
+        port = _NODE_PORT_BASE + self.next_node_port % 2768
+        self.next_node_port += 1
+        return port
+
+
+def has_generation(rt: ResourceType, obj: Obj) -> bool:
+    return rt.custom or rt.kind in _GENERATION_KINDS
+
+
+def spec_changed(old: Obj, new: Obj) -> bool:
+    """Anything but metadata and status differs: what bumps ``metadata.generation``."""
+    keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
+    return any(old.get(k) != new.get(k) for k in keys)
+
+
+# -- defaulting ----------------------------------------------------------------------------------
+
+
+def default(rt: ResourceType, obj: Obj, alloc: Allocations) -> None:
+    """Fill the defaults the real API server would (in place)."""
+    if rt.custom:
+        return
+    fn = _DEFAULTERS.get((rt.group, rt.kind))
+    if fn is not None:
+        fn(obj, alloc)
+
+
+def _default_container(c: Obj) -> None:
+    image = str(c.get("image") or "")
+    tag = image.rsplit("/", 1)[-1]
+    if "imagePullPolicy" not in c:
+        c["imagePullPolicy"] = "Always" if ("@" not in tag and (":" not in tag or tag.endswith(":latest"))) else "IfNotPresent"
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    res = c.setdefault("resources", {})
+    if isinstance(res, dict) and isinstance(res.get("limits"), dict):
+        requests = res.setdefault("requests", {})
+        for k, v in res["limits"].items():
+            requests.setdefault(k, v)
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        pr = c.get(probe)
+        if isinstance(pr, dict):
+            pr.setdefault("timeoutSeconds", 1)
+            pr.setdefault("periodSeconds", 10)
+            pr.setdefault("successThreshold", 1)
+            pr.setdefault("failureThreshold", 3)
+            if isinstance(pr.get("httpGet"), dict):
+                pr["httpGet"].setdefault("scheme", "HTTP")
+                pr["httpGet"].setdefault("path", "/")
+
+
+def _default_pod_spec(spec: Obj) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if isinstance(c, dict):
+                _default_container(c)
+
+
+def _qos_class(spec: Obj) -> str:
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or str(req.get(r, lim[r])) != str(lim[r]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_pod(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    _default_pod_spec(spec)
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    if "priorityClassName" not in spec:
+        spec.setdefault("priority", 0)
+    tolerations = spec.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(isinstance(t, dict) and t.get("key") == key for t in tolerations):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(spec))
+
+
+def _default_template(obj: Obj) -> None:
+    template = (obj.get("spec") or {}).get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        template.setdefault("metadata", {})
+        _default_pod_spec(template["spec"])
+
+
+def _default_deployment(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        ru = strategy.setdefault("rollingUpdate", {})
+        ru.setdefault("maxUnavailable", "25%")
+        ru.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_template(obj)
+
+
+def _default_replicaset(obj: Obj, alloc: Allocations) -> None:
+    obj.setdefault("spec", {}).setdefault("replicas", 1)
+    _default_template(obj)
+
+
+def _default_statefulset(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    us = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+    if us.get("type") == "RollingUpdate":
+        us.setdefault("rollingUpdate", {"partition": 0})
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+    _default_template(obj)
+
+
+def _default_daemonset(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.setdefault("spec", {})
+    us = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+    if us.get("type") == "RollingUpdate":
+        us.setdefault("rollingUpdate", {"maxUnavailable": 1, "maxSurge": 0})
+    spec.setdefault("revisionHistoryLimit", 10)
+    _default_template(obj)
+
+
+def _default_job(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    _default_template(obj)
+
+
+def _default_cronjob(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    jt = spec.get("jobTemplate")
+    if isinstance(jt, dict):
+        _default_job(jt, alloc)
+
+
+def _default_service(obj: Obj, alloc: Allocations) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        if not spec.get("clusterIP"):
+            spec["clusterIP"] = alloc.cluster_ip()
+        elif spec["clusterIP"] != "None":
+            alloc.used_ips.add(spec["clusterIP"])
+        spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if "port" in p:
+                p.setdefault("targetPort", p["port"])
+            if spec["type"] in ("NodePort", "LoadBalancer") and not p.get("nodePort"):
+                p["nodePort"] = alloc.node_port()
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    obj.setdefault("status", {}).setdefault("loadBalancer", {})
+
+
+def _default_namespace(obj: Obj, alloc: Allocations) -> None:
+    meta = obj["metadata"]
+    meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta.get("name", "")
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _default_secret(obj: Obj, alloc: Allocations) -> None:
+    import base64
+
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict):
+        data = obj.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+
+
+def _default_pvc(obj: Obj, alloc: Allocations) -> None:
+    obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+    obj.setdefault("status", {}).setdefault("phase", "Pending")
+
+
+def _default_hpa(obj: Obj, alloc: Allocations) -> None:
+    obj.setdefault("spec", {}).setdefault("minReplicas", 1)
+
+
+def _default_priorityclass(obj: Obj, alloc: Allocations) -> None:
+    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+_DEFAULTERS = {
+    ("", "Pod"): _default_pod,
+    ("", "Service"): _default_service,
+    ("", "Namespace"): _default_namespace,
+    ("", "Secret"): _default_secret,
+    ("", "PersistentVolumeClaim"): _default_pvc,
+    ("apps", "Deployment"): _default_deployment,
+    ("apps", "ReplicaSet"): _default_replicaset,
+    ("apps", "StatefulSet"): _default_statefulset,
+    ("apps", "DaemonSet"): _default_daemonset,
+    ("batch", "Job"): _default_job,
+    ("batch", "CronJob"): _default_cronjob,
+    ("autoscaling", "HorizontalPodAutoscaler"): _default_hpa,
+    ("scheduling.k8s.io", "PriorityClass"): _default_priorityclass,
+}
+
+
+def after_create(rt: ResourceType, obj: Obj) -> None:
+    """Status a real cluster fills at creation (a CRD is Established at once)."""
+    if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
+        spec = obj.get("spec") or {}
+        names = dict(spec.get("names") or {})
+        names.setdefault("singular", str(names.get("kind", "")).lower())
+        names.setdefault("listKind", f"{names.get('kind', '')}List")
+        ts = obj["metadata"]["creationTimestamp"]
+        obj["status"] = {
+            "acceptedNames": names,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": ts},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": ts},
+            ],
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+        }
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+
+def validate(rt: ResourceType, new: Obj, old: Obj | None) -> None:
+    """Raise ``422 Invalid`` listing every problem, as the API server does."""
+    causes: Causes = []
+    meta = new.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    _validate_meta(rt, meta, causes)
+    if not rt.custom:
+        fn = _VALIDATORS.get(rt.kind)
+        if fn is not None:
+            fn(new, old, causes)
+    if causes:
+        raise errors.invalid(rt.group, rt.kind, name, causes)
+
+
+def _validate_meta(rt: ResourceType, meta: Obj, causes: Causes) -> None:
+    name = str(meta.get("name", ""))
+    if rt.kind in ("Namespace",):
+        if not _LABEL.match(name) or len(name) > 63:
+            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}'))
+    elif rt.kind == "Service" and rt.group == "":
+        if not _DNS1035.match(name) or len(name) > 63:
+            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_DNS1035_MSG}'))
+    elif rt.group.startswith("rbac."):
+        if not name or "/" in name or "%" in name or name in (".", ".."):
+            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": may not contain "/" or "%"'))
+    elif not _SUBDOMAIN.match(name) or len(name) > 253:
+        causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}'))
+    labels = meta.get("labels")
+    if labels is not None and not isinstance(labels, dict):
+        causes.append(("FieldValueInvalid", "metadata.labels", "Invalid value: must be a map of strings"))
+    for k, v in (labels or {}).items():
+        if not _QUALIFIED.match(str(k)) or len(str(k).rpartition("/")[2]) > 63:
+            causes.append(("FieldValueInvalid", "metadata.labels", f'Invalid value: "{k}": name part must consist of '
+                           "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"))
+        if not isinstance(v, str) or len(v) > 63 or not _LABEL_VALUE.match(v):
+            causes.append(("FieldValueInvalid", "metadata.labels", f'Invalid value: "{v}": a valid label must be an '
+                           "empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                           "end with an alphanumeric character"))
+    ann = meta.get("annotations")
+    if ann is not None and (not isinstance(ann, dict) or not all(isinstance(v, str) for v in ann.values())):
+        causes.append(("FieldValueInvalid", "metadata.annotations", "Invalid value: annotation values must be strings"))
+
+
+def _check_quantity(value: Any, path: str, causes: Causes) -> Any:
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        causes.append(("FieldValueInvalid", path, f'Invalid value: "{value}": must match the regex '
+                       "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"))
+        return None
+
+
+def _validate_containers(containers: Any, path: str, causes: Causes, required: bool) -> None:
+    if not isinstance(containers, list) or (required and not containers):
+        if required or containers is not None:
+            causes.append(("FieldValueRequired", path, "Required value"))
+        return
+    seen: set[str] = set()
+    for i, c in enumerate(containers):
+        cp = f"{path}[{i}]"
+        if not isinstance(c, dict):
+            causes.append(("FieldValueInvalid", cp, "Invalid value: must be an object"))
+            continue
+        cname = c.get("name")
+        if not cname:
+            causes.append(("FieldValueRequired", f"{cp}.name", "Required value"))
+        elif not _LABEL.match(str(cname)):
+            causes.append(("FieldValueInvalid", f"{cp}.name", f'Invalid value: "{cname}": {_LABEL_MSG}'))
+        elif cname in seen:
+            causes.append(("FieldValueDuplicate", f"{cp}.name", f'Duplicate value: "{cname}"'))
+        seen.add(str(cname))
+        if not c.get("image"):
+            causes.append(("FieldValueRequired", f"{cp}.image", "Required value"))
+        res = c.get("resources") or {}
+        parsed: dict[str, dict[str, Any]] = {}
+        for kind in ("requests", "limits"):
+            for r, q in (res.get(kind) or {}).items():
+                parsed.setdefault(kind, {})[r] = _check_quantity(q, f"{cp}.resources.{kind}[{r}]", causes)
+        for r, lim in (parsed.get("limits") or {}).items():
+            req = (parsed.get("requests") or {}).get(r)
+            if req is not None and lim is not None and req > lim:
+                causes.append(("FieldValueInvalid", f"{cp}.resources.requests",
+                               f'Invalid value: "{res["requests"][r]}": must be less than or equal to {r} limit of {res["limits"][r]}'))
+        for j, p in enumerate(c.get("ports") or []):
+            port = p.get("containerPort") if isinstance(p, dict) else None
+            if not isinstance(port, int) or not 0 < port < 65536:
+                causes.append(("FieldValueInvalid", f"{cp}.ports[{j}].containerPort",
+                               f"Invalid value: {port}: must be between 1 and 65535, inclusive"))
+
+
+def _validate_pod_spec(spec: Any, path: str, causes: Causes) -> None:
+    if not isinstance(spec, dict):
+        causes.append(("FieldValueRequired", path, "Required value"))
+        return
+    _validate_containers(spec.get("containers"), f"{path}.containers", causes, True)
+    _validate_containers(spec.get("initContainers"), f"{path}.initContainers", causes, False)
+    rp = spec.get("restartPolicy")
+    if rp not in (None, "Always", "OnFailure", "Never"):
+        causes.append(("FieldValueNotSupported", f"{path}.restartPolicy",
+                       f'Unsupported value: "{rp}": supported values: "Always", "OnFailure", "Never"'))
+
+
+_POD_MUTABLE_MSG = ("Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+                    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions "
+                    "to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+                    "previously negative)")
+
+
+def _pod_spec_sans_mutable(spec: Obj) -> Obj:
+    out = dict(spec)
+    for k in ("activeDeadlineSeconds", "tolerations", "schedulingGates"):
+        out.pop(k, None)
+    for key in ("containers", "initContainers"):
+        out[key] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get(key) or [] if isinstance(c, dict)]
+    if not spec.get("nodeName"):
+        out.pop("nodeName", None)
+    return out
+
+
+def _validate_pod(new: Obj, old: Obj | None, causes: Causes) -> None:
+    _validate_pod_spec(new.get("spec"), "spec", causes)
+    if old is not None and isinstance(new.get("spec"), dict):
+        before, after = _pod_spec_sans_mutable(old.get("spec") or {}), _pod_spec_sans_mutable(new["spec"])
+        if "nodeName" not in before:
+            after.pop("nodeName", None)  # binding a pod to a node is allowed once
+        if before != after:
+            causes.append(("FieldValueForbidden", "spec", _POD_MUTABLE_MSG))
+
+
+def _validate_workload(new: Obj, old: Obj | None, causes: Causes) -> None:
+    spec = new.get("spec")
+    if not isinstance(spec, dict):
+        causes.append(("FieldValueRequired", "spec", "Required value"))
+        return
+    kind = new.get("kind")
+    replicas = spec.get("replicas")
+    if replicas is not None and (not isinstance(replicas, int) or replicas < 0):
+        causes.append(("FieldValueInvalid", "spec.replicas",
+                       f"Invalid value: {replicas}: must be greater than or equal to 0"))
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        causes.append(("FieldValueRequired", "spec.template", "Required value"))
+        return
+    selector = spec.get("selector")
+    if kind != "Job":
+        if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+            causes.append(("FieldValueRequired", "spec.selector", "Required value"))
+        else:
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            try:
+                ok = selector_from_dict(selector).matches(labels)
+            except errors.ApiError as e:
+                causes.append(("FieldValueInvalid", "spec.selector", f"Invalid value: {e.message}"))
+                ok = True
+            if not ok:
+                causes.append(("FieldValueInvalid", "spec.template.metadata.labels",
+                               f"Invalid value: {_go_map(labels)}: `selector` does not match template `labels`"))
+        if old is not None and (old.get("spec") or {}).get("selector") != selector:
+            causes.append(("FieldValueInvalid", "spec.selector",
+                           f"Invalid value: {_go_selector(selector)}: field is immutable"))
+    _validate_pod_spec(template.get("spec"), "spec.template.spec", causes)
+    rp = (template.get("spec") or {}).get("restartPolicy") if isinstance(template.get("spec"), dict) else None
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet") and rp not in (None, "Always"):
+        causes.append(("FieldValueNotSupported", "spec.template.spec.restartPolicy",
+                       f'Unsupported value: "{rp}": supported values: "Always"'))
+    if kind == "Job" and rp not in ("OnFailure", "Never"):
+        causes.append(("FieldValueRequired" if rp is None else "FieldValueNotSupported",
+                       "spec.template.spec.restartPolicy",
+                       'Unsupported value: "{}": supported values: "OnFailure", "Never"'.format(rp or "Always")))
+    if kind == "Job" and old is not None and (old.get("spec") or {}).get("template") != template:
+        causes.append(("FieldValueInvalid", "spec.template", "Invalid value: field is immutable"))
+
+
+def _go_map(m: dict[str, Any]) -> str:
+    return "map[string]string{" + ", ".join(f'"{k}":"{v}"' for k, v in sorted(m.items())) + "}"
+
+
+def _go_selector(sel: Any) -> str:
+    if not isinstance(sel, dict):
+        return "null"
+    return "v1.LabelSelector{MatchLabels:" + _go_map(sel.get("matchLabels") or {}) + ", MatchExpressions:[]}"
+
+
+def _validate_service(new: Obj, old: Obj | None, causes: Causes) -> None:
+    spec = new.get("spec") or {}
+    stype = spec.get("type", "ClusterIP")
+    if stype not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
+        causes.append(("FieldValueNotSupported", "spec.type",
+                       f'Unsupported value: "{stype}": supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort"'))
+    ports = spec.get("ports")
+    if stype != "ExternalName" and spec.get("clusterIP") != "None" and not ports:
+        causes.append(("FieldValueRequired", "spec.ports", "Required value"))
+    for i, p in enumerate(ports or []):
+        port = p.get("port") if isinstance(p, dict) else None
+        if not isinstance(port, int) or not 0 < port < 65536:
+            causes.append(("FieldValueInvalid", f"spec.ports[{i}].port",
+                           f"Invalid value: {port}: must be between 1 and 65535, inclusive"))
+        if len(ports) > 1 and isinstance(p, dict) and not p.get("name"):
+            causes.append(("FieldValueRequired", f"spec.ports[{i}].name", "Required value"))
+    if old is not None:
+        before = (old.get("spec") or {}).get("clusterIP")
+        if before and spec.get("clusterIP") != before and stype != "ExternalName":
+            causes.append(("FieldValueInvalid", "spec.clusterIPs[0]", "Invalid value: []string(nil): primary clusterIP can not be unset"
+                           if not spec.get("clusterIP") else f'Invalid value: "{spec.get("clusterIP")}": field is immutable'))
+
+
+def _validate_config_keys(new: Obj, old: Obj | None, causes: Causes) -> None:
+    for section in ("data", "binaryData"):
+        data = new.get(section)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            causes.append(("FieldValueInvalid", section, "Invalid value: must be a map"))
+            continue
+        for k, v in data.items():
+            if not _CONFIG_KEY.match(str(k)):
+                causes.append(("FieldValueInvalid", f"{section}[{k}]", f'Invalid value: "{k}": a valid config key must '
+                               "consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  "
+                               "or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"))
+            if not isinstance(v, str):
+                causes.append(("FieldValueInvalid", f"{section}[{k}]", "Invalid value: must be a string"))
+
+
+def _validate_hpa(new: Obj, old: Obj | None, causes: Causes) -> None:
+    spec = new.get("spec") or {}
+    if not isinstance(spec.get("scaleTargetRef"), dict) or not spec["scaleTargetRef"].get("name"):
+        causes.append(("FieldValueRequired", "spec.scaleTargetRef.name", "Required value"))
+    lo, hi = spec.get("minReplicas", 1), spec.get("maxReplicas")
+    if not isinstance(hi, int) or hi < 1:
+        causes.append(("FieldValueInvalid", "spec.maxReplicas", f"Invalid value: {hi}: must be greater than or equal to 1"))
+    elif isinstance(lo, int) and lo > hi:
+        causes.append(("FieldValueInvalid", "spec.maxReplicas", f"Invalid value: {hi}: must be greater than or equal to `minReplicas`"))
+
+
+_VALIDATORS = {
+    "Pod": _validate_pod,
+    "Deployment": _validate_workload,
+    "ReplicaSet": _validate_workload,
+    "StatefulSet": _validate_workload,
+    "DaemonSet": _validate_workload,
+    "Job": _validate_workload,
+    "Service": _validate_service,
+    "ConfigMap": _validate_config_keys,
+    "HorizontalPodAutoscaler": _validate_hpa,
+}

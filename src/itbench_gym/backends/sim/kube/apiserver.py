@@ -1,0 +1,1001 @@
+"""The twin's Kubernetes API server: a WSGI app speaking the real wire protocol over the store.
+
+It serves what kubectl (1.32–1.37) and the official Python client use: legacy discovery, CRUD with
+every patch type, list pagination, watch (streamed, with simulated time passing while the client
+waits), server-side ``Table`` printing, subresources (status, scale, log, eviction, binding),
+access reviews, ``metrics.k8s.io`` and OpenAPI. Every failure is a ``Status`` object.
+
+Simulated time: a blocking request (a watch) that has nothing to send calls ``advance(step)``
+under the shared lock so controllers make progress — this is how ``kubectl rollout status`` sees a
+rollout finish. ``advance`` returning False (the episode budget is spent) ends the watch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from werkzeug.wrappers import Request, Response
+
+from . import errors, openapi, tables
+from .auth import Auth, Identity
+from .resources import ResourceType, split_api_version
+from .selectors import fields_match, parse_field_selector, parse_label_selector
+from .store import ObjectStore, WatchEvent, clone, format_time, parse_time
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+#: ``(namespace, pod, container, start, end) -> [(timestamp, line), ...]`` for one container run.
+LogSource = Callable[[str, str, str, float, float], list[tuple[float, str]]]
+
+SERVER_VERSION = {
+    "major": "1", "minor": "34", "emulationMajor": "1", "emulationMinor": "34",
+    "minCompatibilityMajor": "1", "minCompatibilityMinor": "33",
+    "gitVersion": "v1.34.1", "gitCommit": "itbench-gym-twin", "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
+}
+MAX_BODY = 3 * 1024 * 1024
+WATCH_STEP = 1.0  # simulated seconds per idle step of a watch
+BOOKMARK_EVERY = 60.0  # simulated seconds between bookmarks
+DEFAULT_WATCH_TIMEOUT = 1800.0  # simulated seconds, when the client asks for none
+MAX_LOG_FOLLOW = 300.0  # simulated seconds a `logs -f` stays open
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Resource usage for ``metrics.k8s.io`` (what ``kubectl top`` prints).
+
+    ``pods`` maps ``(namespace, pod)`` to ``{container: (cpu_cores, memory_bytes)}``; ``nodes`` maps
+    a node to ``(cpu_cores, memory_bytes)`` — nodes missing there are the sum of their pods.
+    ``window`` is the sampling window in seconds.
+    """
+
+    pods: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]] = field(default_factory=dict)
+    nodes: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    window: float = 15.0
+
+
+MetricsSource = Callable[[], Usage]
+
+
+@dataclass(frozen=True)
+class Route:
+    group: str
+    version: str
+    namespace: str | None
+    plural: str
+    name: str | None
+    sub: str | None
+    watch_path: bool
+
+
+class KubeApp:
+    """WSGI callable; ``close()`` ends open watches (call before stopping the server)."""
+
+    def __init__(self, store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
+                 advance: Callable[[float], bool], log_source: LogSource | None = None,
+                 metrics: MetricsSource | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.auth = auth
+        self.lock = lock
+        self.advance = advance
+        self.log_source = log_source
+        self.metrics = metrics
+        self._closed = threading.Event()
+        self._openapi = openapi.OpenAPIBuilder(store.registry, self._crd)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _crd(self, name: str) -> Obj | None:
+        try:
+            return self.store.get_stored(self.store.registry.by_kind("CustomResourceDefinition"), None, name)
+        except errors.ApiError:
+            return None
+
+    # -- WSGI entry --------------------------------------------------------------------------
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        req = Request(environ)
+        try:
+            resp = self._dispatch(req)
+        except errors.ApiError as e:
+            resp = _status_response(e)
+        except Exception as e:  # a bug must not leak a traceback to the client
+            log.exception("kube API request %s %s failed", req.method, req.path)
+            resp = _status_response(errors.internal(f"{type(e).__name__}: {e}"))
+        return resp(environ, start_response)
+
+    def _dispatch(self, req: Request) -> Response:
+        path = req.path.rstrip("/") or "/"
+        if path in ("/healthz", "/readyz", "/livez"):
+            return Response("ok", mimetype="text/plain")
+        ident = self.auth.authenticate(req.headers.get("Authorization"))
+        if path == "/version":
+            return _json(SERVER_VERSION)
+        if path == "/api":
+            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": req.host}]})
+        if path == "/apis":
+            return _json(self._group_list(ident))
+        if path.startswith("/openapi/"):
+            with self.lock:
+                return _json(self._openapi.document(path, ident.visibility))
+        parts = [p for p in path.split("/") if p]
+        if parts[0] == "api" and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 2:
+            if not ident.visibility.group_visible(parts[1]):
+                raise errors.not_found_path()
+            if len(parts) == 2:
+                return _json(self._group(parts[1], ident))
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise errors.not_found_path()
+        if not ident.visibility.group_visible(group) or not any(
+                t.group == group and t.version == version for t in self.store.registry.all()):
+            raise errors.not_found_path()
+        if not rest:
+            if req.method != "GET":
+                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            return _json(self._resource_list(group, version, ident))
+        route = self._route(group, version, rest)
+        return self._resource(req, ident, route)
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def _group_entry(self, group: str, versions: list[str]) -> Obj:
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+    def _group_list(self, ident: Identity) -> Obj:
+        groups = [self._group_entry(g, vs) for g, vs in self.store.registry.groups()
+                  if g and ident.visibility.group_visible(g)]
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _group(self, group: str, ident: Identity) -> Obj:
+        for g, vs in self.store.registry.groups():
+            if g == group:
+                return {"kind": "APIGroup", "apiVersion": "v1", **self._group_entry(g, vs)}
+        raise errors.not_found_path()
+
+    def _resource_list(self, group: str, version: str, ident: Identity) -> Obj:
+        resources: list[Obj] = []
+        for t in self.store.registry.resources_in(group, version):
+            entry: Obj = {"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced, "kind": t.kind,
+                          "verbs": list(t.verbs)}
+            if t.short_names:
+                entry["shortNames"] = list(t.short_names)
+            if t.categories:
+                entry["categories"] = list(t.categories)
+            resources.append(entry)
+            for sub in t.subresources:
+                kind, verbs, extra = _SUBRESOURCES.get(sub, ("", ["get", "patch", "update"], {}))
+                resources.append({"name": f"{t.plural}/{sub}", "singularName": "", "namespaced": t.namespaced,
+                                  "kind": kind or t.kind, "verbs": verbs, **extra})
+        gv = f"{group}/{version}" if group else version
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def _route(self, group: str, version: str, rest: list[str]) -> Route:
+        registry = self.store.registry
+        watch_path = False
+        if rest and rest[0] == "watch":
+            watch_path, rest = True, rest[1:]
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            try:
+                candidate = registry.by_plural(group, version, rest[2])
+            except errors.ApiError:
+                candidate = None
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise errors.not_found_path()
+        rt = registry.by_plural(group, version, rest[0])
+        if rt.namespaced and namespace is None and len(rest) > 1:
+            raise errors.not_found_path()
+        return Route(group, version, namespace, rest[0], rest[1] if len(rest) > 1 else None,
+                     rest[2] if len(rest) > 2 else None, watch_path)
+
+    def _resource(self, req: Request, ident: Identity, r: Route) -> Response:
+        rt = self.store.registry.by_plural(r.group, r.version, r.plural)
+        vis = ident.visibility
+        if r.namespace is not None and not vis.namespace_visible(r.namespace):
+            return self._hidden_namespace(req, rt, r)
+        if rt.kind == "Namespace" and rt.group == "" and r.name and not vis.namespace_visible(r.name):
+            raise errors.not_found("", "namespaces", r.name)
+        if r.sub is not None and r.sub not in rt.subresources:
+            raise errors.not_found_path()
+        method = req.method
+        q = req.args
+        if r.group == "metrics.k8s.io":
+            if method != "GET":
+                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            return self._metrics(req, ident, rt, r)
+        if not rt.stored:
+            if method != "POST" or r.name:
+                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            return self._review(req, ident, rt)
+        if r.sub in ("exec", "attach", "portforward", "proxy"):
+            raise errors.bad_request(f"{r.sub} is not supported by the itbench_gym twin: it runs no containers; "
+                                     "use `kubectl logs`, `kubectl describe` and the metrics/trace tools instead")
+        if r.name is None:
+            if method == "GET":
+                if r.watch_path or _truthy(q.get("watch")):
+                    return self._watch(req, ident, rt, r.namespace)
+                return self._list(req, ident, rt, r.namespace)
+            if method == "POST":
+                return self._create(req, ident, rt, r.namespace)
+            if method == "DELETE":
+                return self._delete_collection(req, ident, rt, r.namespace)
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        if r.sub == "log":
+            return self._logs(req, r.namespace or "", r.name)
+        if r.sub == "eviction" and method == "POST":
+            return self._evict(req, ident, rt, r.namespace or "", r.name)
+        if r.sub == "binding" and method == "POST":
+            return self._bind(req, rt, r.namespace or "", r.name)
+        if r.sub == "scale":
+            return self._scale(req, ident, rt, r.namespace, r.name)
+        if method == "GET":
+            if r.watch_path or _truthy(q.get("watch")):
+                return self._watch(req, ident, rt, r.namespace, name=r.name)
+            with self.lock:
+                obj = self.store.registry.convert(self.store.get_stored(rt, r.namespace, r.name), rt)
+                return self._render_one(req, rt, obj)
+        if method == "PUT":
+            return self._update(req, ident, rt, r)
+        if method == "PATCH":
+            return self._patch(req, ident, rt, r)
+        if method == "DELETE":
+            return self._delete(req, ident, rt, r.namespace, r.name)
+        raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+    def _hidden_namespace(self, req: Request, rt: ResourceType, r: Route) -> Response:
+        """For the agent, a hidden namespace behaves like one that does not exist."""
+        if req.method == "GET" and r.name is None and not (r.watch_path or _truthy(req.args.get("watch"))):
+            return self._list_response(req, rt, [], str(self.store.resource_version), None, None)
+        if req.method == "POST" and r.name is None:
+            raise errors.not_found("", "namespaces", r.namespace or "")
+        raise errors.not_found(rt.group, rt.plural, r.name or "")
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _visible(self, ident: Identity, rt: ResourceType, obj: Obj) -> bool:
+        vis = ident.visibility
+        if ident.admin:
+            return True
+        meta = obj.get("metadata") or {}
+        if not vis.namespace_visible(meta.get("namespace")):
+            return False
+        if rt.kind == "Namespace" and rt.group == "" and not vis.namespace_visible(meta.get("name")):
+            return False
+        if rt.kind == "Event":
+            io = obj.get("involvedObject") or obj.get("regarding") or {}
+            if not vis.api_version_visible(io.get("apiVersion")) or not vis.namespace_visible(io.get("namespace")):
+                return False
+        return True
+
+    def _list(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
+        q = req.args
+        limit = _int_param(q, "limit", 0)
+        cont = q.get("continue") or ""
+        with self.lock:
+            objs = self.store.list_stored(rt, namespace, q.get("labelSelector"), q.get("fieldSelector"))
+            if not ident.admin:
+                objs = [o for o in objs if self._visible(ident, rt, o)]
+            rv = str(self.store.resource_version)
+            start = 0
+            if cont:
+                rv, start = _decode_continue(cont)
+            token = None
+            remaining = None
+            if limit > 0 and start + limit < len(objs):
+                page = objs[start:start + limit]
+                token = _encode_continue(rv, start + limit)
+                remaining = len(objs) - start - limit
+            else:
+                page = objs[start:]
+            if rt.storage_version != rt.api_version:
+                page = [self.store.registry.convert(o, rt) for o in page]
+            return self._list_response(req, rt, page, rv, token, remaining)
+
+    def _list_response(self, req: Request, rt: ResourceType, objs: list[Obj], rv: str, token: str | None,
+                       remaining: int | None) -> Response:
+        if _wants_table(req):
+            table = tables.to_table(objs, rt, self.clock.now(), include_object=req.args.get("includeObject", "Metadata"),
+                                    resource_version=rv, continue_token=token,
+                                    printer_columns=self._printer_columns(rt))
+            return _json(table)
+        meta: Obj = {"resourceVersion": rv}
+        if token:
+            meta["continue"] = token
+            meta["remainingItemCount"] = remaining
+        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": objs})
+
+    def _render_one(self, req: Request, rt: ResourceType, obj: Obj) -> Response:
+        if _wants_table(req):
+            return _json(tables.to_table([obj], rt, self.clock.now(),
+                                         include_object=req.args.get("includeObject", "Metadata"),
+                                         resource_version=str(obj["metadata"].get("resourceVersion", "")),
+                                         printer_columns=self._printer_columns(rt)))
+        return _json(obj)
+
+    def _printer_columns(self, rt: ResourceType) -> list[Obj] | None:
+        if not rt.custom:
+            return None
+        try:
+            crd = self.store.get_stored(self.store.registry.by_kind("CustomResourceDefinition"), None,
+                                        f"{rt.plural}.{rt.group}")
+        except errors.ApiError:
+            return None
+        for v in (crd.get("spec") or {}).get("versions") or []:
+            if v.get("name") == rt.version:
+                return v.get("additionalPrinterColumns")
+        return None
+
+    # -- watch -------------------------------------------------------------------------------
+
+    def _watch(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None,
+               name: str | None = None) -> Response:
+        q = req.args
+        labels = parse_label_selector(q.get("labelSelector"))
+        field_sel = q.get("fieldSelector") or ""
+        if name:
+            field_sel = ",".join(x for x in (field_sel, f"metadata.name={name}") if x)
+        fields = parse_field_selector(field_sel, rt.kind, rt.custom)
+        timeout = _watch_timeout(q)
+        bookmarks = _truthy(q.get("allowWatchBookmarks"))
+        initial_events = _truthy(q.get("sendInitialEvents"))
+        if initial_events and q.get("resourceVersionMatch") != "NotOlderThan":
+            raise errors.invalid("meta.k8s.io", "ListOptions", "", [(
+                "FieldValueForbidden", "resourceVersionMatch",
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")])
+        rv_param = q.get("resourceVersion") or ""
+        table = _wants_table(req)
+        include = q.get("includeObject", "Metadata")
+        printer_columns = self._printer_columns(rt) if table else None
+        with self.lock:
+            start_rv = self.store.resource_version
+            initial: list[Obj] = []
+            if initial_events or rv_param in ("", "0"):
+                initial = [o for o in self.store.list_stored(rt, namespace, None, None)
+                           if (not labels.requirements and not labels.match_nothing or labels.matches(o["metadata"].get("labels")))
+                           and fields_match(o, fields) and self._visible(ident, rt, o)]
+            else:
+                try:
+                    start_rv = int(rv_param)
+                except ValueError:
+                    raise errors.bad_request(f"invalid resource version: {rv_param!r}") from None
+                self.store.events_since(start_rv, rt, namespace)  # raises 410 when too old
+            deadline = self.clock.now() + timeout
+
+        def encode(ev_type: str, obj: Obj, first: bool) -> bytes:
+            if ev_type != "BOOKMARK" and table:
+                obj = tables.to_table([obj], rt, self.clock.now(), include_object=include,
+                                      resource_version=obj["metadata"].get("resourceVersion", ""),
+                                      printer_columns=printer_columns, with_columns=first)
+            return json.dumps({"type": ev_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+        def bookmark(rv: int, initial_end: bool = False) -> bytes:
+            meta: Obj = {"resourceVersion": str(rv)}
+            if initial_end:
+                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            return encode("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}, False)
+
+        def stream() -> Iterator[bytes]:
+            first = True
+            for o in initial:
+                yield encode("ADDED", self.store.registry.convert(o, rt), first)
+                first = False
+            last_rv = start_rv
+            if initial_events:
+                yield bookmark(last_rv, initial_end=True)
+            last_bookmark = self.clock.now()
+            while not self._closed.is_set():
+                out: list[bytes] = []
+                with self.lock:
+                    try:
+                        events = self.store.events_since(last_rv, rt, namespace)
+                    except errors.ApiError as e:
+                        out.append(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
+                        events = []
+                        done = True
+                    else:
+                        done = False
+                    for ev in events:
+                        last_rv = ev.resource_version
+                        if self._event_matches(ev, labels, fields, ident, rt):
+                            out.append(encode(ev.type, self.store.registry.convert(ev.obj, rt), first))
+                            first = False
+                    now = self.clock.now()
+                    if not out and not done:
+                        if now >= deadline:
+                            done = True
+                        elif not self.advance(min(WATCH_STEP, deadline - now)):
+                            done = True
+                        elif bookmarks and self.clock.now() - last_bookmark >= BOOKMARK_EVERY:
+                            last_bookmark = self.clock.now()
+                            out.append(bookmark(self.store.resource_version))
+                yield from out
+                if done:
+                    return
+
+        return Response(stream(), status=200, mimetype="application/json", direct_passthrough=True,
+                        headers={"Cache-Control": "no-cache, private"})
+
+    def _event_matches(self, ev: WatchEvent, labels: Any, fields: list[Any], ident: Identity,
+                       rt: ResourceType) -> bool:
+        o = ev.obj
+        if (labels.requirements or labels.match_nothing) and not labels.matches(o["metadata"].get("labels")):
+            return False
+        if fields and not fields_match(o, fields):
+            return False
+        return self._visible(ident, rt, o)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _create(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
+        body = _body(req)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a single object")
+        self._check_body_type(body, rt)
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = namespace
+        self._check_write_visibility(ident, body)
+        with self.lock:
+            warnings = self._field_validation(req, rt, body)
+            obj = self.store.create(body, dry_run=_dry_run(req))
+        return _warn(_json(obj, 201), warnings)
+
+    def _update(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
+        body = _body(req)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a single object")
+        self._check_body_type(body, rt)
+        meta = body.setdefault("metadata", {})
+        if meta.get("name") and meta["name"] != r.name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({r.name})")
+        meta["name"] = r.name
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != r.namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = r.namespace
+        self._check_write_visibility(ident, body)
+        with self.lock:
+            warnings = self._field_validation(req, rt, body)
+            obj = self.store.update(body, subresource=r.sub, dry_run=_dry_run(req))
+        return _warn(_json(obj), warnings)
+
+    def _patch(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
+        raw = req.get_data(cache=False)
+        if len(raw) > MAX_BODY:
+            raise errors.ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY}")
+        warnings: list[str] = []
+        if req.args.get("fieldValidation") in ("Strict", "Warn"):
+            from . import patch as patching
+
+            ptype = patching.normalize_patch_type(req.content_type or "")
+            if ptype != patching.JSON:
+                warnings = self._field_validation(req, rt, patching.decode_patch(raw, ptype))
+        with self.lock:
+            obj = self.store.patch(rt.kind, r.namespace, r.name or "", raw, req.content_type or "",
+                                   subresource=r.sub, field_manager=req.args.get("fieldManager"),
+                                   api_version=rt.api_version, force=_truthy(req.args.get("force")),
+                                   dry_run=_dry_run(req))
+        return _warn(_json(obj), warnings)
+
+    def _field_validation(self, req: Request, rt: ResourceType, body: Any) -> list[str]:
+        """``fieldValidation=Strict`` refuses unknown fields (kubectl's default); ``Warn`` reports them."""
+        mode = req.args.get("fieldValidation") or "Ignore"
+        if mode not in ("Strict", "Warn", "Ignore"):
+            raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                                     '"Ignore", "Strict", "Warn"')
+        if mode == "Ignore" or not isinstance(body, dict):
+            return []
+        unknown = self._openapi.unknown_fields(rt, body)
+        if not unknown:
+            return []
+        if mode == "Strict":
+            detail = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                     f"strict decoding error: {detail}")
+        return [f'unknown field "{u}"' for u in unknown]
+
+    def _delete_options(self, req: Request) -> Obj:
+        opts: Obj = {}
+        raw = req.get_data(cache=True)
+        if raw.strip():
+            body = _decode(raw, req.content_type)
+            if isinstance(body, dict):
+                opts.update(body)
+        q = req.args
+        if q.get("propagationPolicy"):
+            opts["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("gracePeriodSeconds"):
+            opts["gracePeriodSeconds"] = _int_param(q, "gracePeriodSeconds", 0)
+        if q.get("orphanDependents") is not None and "propagationPolicy" not in opts:
+            opts["propagationPolicy"] = "Orphan" if _truthy(q.get("orphanDependents")) else "Background"
+        if opts.get("orphanDependents") is True and "propagationPolicy" not in opts:
+            opts["propagationPolicy"] = "Orphan"
+        if q.getlist("dryRun"):
+            opts["dryRun"] = q.getlist("dryRun")
+        return opts
+
+    def _delete(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None, name: str) -> Response:
+        opts = self._delete_options(req)
+        with self.lock:
+            stored = self.store.get_stored(rt, namespace, name)
+            if not self._visible(ident, rt, stored):
+                raise errors.not_found(rt.group, rt.plural, name)
+            obj = self.store.delete(rt.kind, namespace, name, api_version=rt.api_version,
+                                    propagation_policy=opts.get("propagationPolicy") or "Background",
+                                    grace_period_seconds=opts.get("gracePeriodSeconds"),
+                                    preconditions=opts.get("preconditions"), dry_run=bool(opts.get("dryRun")))
+        return _json(obj)
+
+    def _delete_collection(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
+        if "deletecollection" not in rt.verbs:
+            raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        opts = self._delete_options(req)
+        with self.lock:
+            victims = [o for o in self.store.list_stored(rt, namespace, req.args.get("labelSelector"),
+                                                         req.args.get("fieldSelector"))
+                       if self._visible(ident, rt, o)]
+            deleted = [self.store.delete(rt.kind, o["metadata"].get("namespace"), o["metadata"]["name"],
+                                         api_version=rt.api_version,
+                                         propagation_policy=opts.get("propagationPolicy") or "Background",
+                                         grace_period_seconds=opts.get("gracePeriodSeconds"),
+                                         dry_run=bool(opts.get("dryRun")))
+                       for o in victims]
+            rv = str(self.store.resource_version)
+        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": rv},
+                      "items": deleted})
+
+    def _check_body_type(self, body: Obj, rt: ResourceType) -> None:
+        kind, av = body.get("kind"), body.get("apiVersion")
+        if not kind:
+            body["kind"] = rt.kind
+        elif kind != rt.kind:
+            raise errors.bad_request(f"the kind of the object ({kind}) does not match the resource ({rt.plural})")
+        if not av:
+            body["apiVersion"] = rt.api_version
+        elif split_api_version(str(av))[0] != rt.group:
+            raise errors.bad_request(f"the API version in the data ({av}) does not match the expected API version "
+                                     f"({rt.api_version})")
+
+    def _check_write_visibility(self, ident: Identity, body: Obj) -> None:
+        if not ident.visibility.namespace_visible((body.get("metadata") or {}).get("namespace")):
+            raise errors.not_found("", "namespaces", body["metadata"]["namespace"])
+
+    # -- subresources ------------------------------------------------------------------------
+
+    def _scale(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None, name: str) -> Response:
+        with self.lock:
+            obj = self.store.registry.convert(self.store.get_stored(rt, namespace, name), rt)
+            scale = _to_scale(obj, rt)
+            if req.method == "GET":
+                return _json(scale)
+            if req.method == "PUT":
+                body = _body(req)
+                if not isinstance(body, dict):
+                    raise errors.bad_request("the request body must be a Scale object")
+                new_scale = body
+            elif req.method == "PATCH":
+                from . import patch as patching
+
+                ptype = patching.normalize_patch_type(req.content_type or "")
+                if ptype == patching.APPLY:
+                    raise errors.unsupported_media_type("apply patches are not supported on the scale subresource")
+                doc = patching.decode_patch(req.get_data(cache=False), ptype)
+                new_scale = patching.apply_patch(scale, doc, ptype, rt)
+            else:
+                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            rv = (new_scale.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != obj["metadata"]["resourceVersion"]:
+                raise errors.modified_conflict(rt.group, rt.plural, name)
+            replicas = (new_scale.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise errors.invalid("autoscaling", "Scale", name, [(
+                    "FieldValueInvalid", "spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0")])
+            updated = clone(obj)
+            _set_path(updated, _replicas_path(rt, "specReplicasPath", ".spec.replicas"), replicas)
+            out = self.store.update(updated, dry_run=_dry_run(req))
+            return _json(_to_scale(out, rt))
+
+    def _evict(self, req: Request, ident: Identity, rt: ResourceType, namespace: str, name: str) -> Response:
+        body = _body(req) if req.get_data(cache=True).strip() else {}
+        opts = (body or {}).get("deleteOptions") or {}
+        with self.lock:
+            pod = self.store.get_stored(rt, namespace, name)
+            self._check_pdb(pod)
+            self.store.delete("Pod", namespace, name, grace_period_seconds=opts.get("gracePeriodSeconds"),
+                              dry_run=_dry_run(req))
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
+    def _check_pdb(self, pod: Obj) -> None:
+        ns = pod["metadata"].get("namespace")
+        labels = pod["metadata"].get("labels") or {}
+        pdb_rt = self.store.registry.by_kind("PodDisruptionBudget")
+        from .selectors import selector_from_dict
+
+        for pdb in self.store.list_stored(pdb_rt, ns):
+            if selector_from_dict((pdb.get("spec") or {}).get("selector") or {}).matches(labels):
+                if int((pdb.get("status") or {}).get("disruptionsAllowed", 1)) <= 0:
+                    raise errors.ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's "
+                                          "disruption budget.", {"causes": [{"reason": "DisruptionBudget", "message":
+                                          f"The disruption budget {pdb['metadata']['name']} needs "
+                                          f"{(pdb.get('status') or {}).get('desiredHealthy', 0)} healthy pods and has "
+                                          f"{(pdb.get('status') or {}).get('currentHealthy', 0)} currently"}]})
+
+    def _bind(self, req: Request, rt: ResourceType, namespace: str, name: str) -> Response:
+        body = _body(req)
+        target = ((body or {}).get("target") or {}).get("name")
+        if not target:
+            raise errors.invalid("", "Binding", name, [("FieldValueRequired", "target.name", "Required value")])
+        with self.lock:
+            pod = clone(self.store.get_stored(rt, namespace, name))
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise errors.conflict("", "pods", name, f"pod {name} is already assigned to node "
+                                      f"\"{pod['spec']['nodeName']}\"")
+            pod["spec"]["nodeName"] = target
+            self.store.update(pod)
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
+    def _logs(self, req: Request, namespace: str, name: str) -> Response:
+        q = req.args
+        with self.lock:
+            pod = self.store.get_stored(self.store.registry.by_kind("Pod", "v1"), namespace, name)
+            containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+            init = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []]
+            container = q.get("container")
+            if not container:
+                if len(containers) != 1:
+                    raise errors.bad_request(
+                        f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]"
+                        + (f" or one of the init containers: [{' '.join(init)}]" if init else ""))
+                container = containers[0]
+            if container not in containers and container not in init:
+                raise errors.bad_request(f"container {container} is not valid for pod {name}")
+            status = pod.get("status") or {}
+            cstatus = next((c for c in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or [])
+                            if c.get("name") == container), None)
+            now = self.clock.now()
+            previous = _truthy(q.get("previous"))
+            if previous:
+                term = ((cstatus or {}).get("lastState") or {}).get("terminated")
+                if not term or not term.get("startedAt"):
+                    raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+                start, end = parse_time(term["startedAt"]), parse_time(term.get("finishedAt") or term["startedAt"])
+            else:
+                state = (cstatus or {}).get("state") or {}
+                if state.get("running"):
+                    start, end = parse_time(state["running"].get("startedAt") or format_time(now)), now
+                elif state.get("terminated") and state["terminated"].get("startedAt"):
+                    t = state["terminated"]
+                    start, end = parse_time(t["startedAt"]), parse_time(t.get("finishedAt") or t["startedAt"])
+                elif ((cstatus or {}).get("lastState") or {}).get("terminated", {}).get("startedAt"):
+                    # Waiting to restart (CrashLoopBackOff): the kubelet serves the exited instance's log.
+                    t = cstatus["lastState"]["terminated"]
+                    start, end = parse_time(t["startedAt"]), parse_time(t.get("finishedAt") or t["startedAt"])
+                else:
+                    reason = ((state.get("waiting") or {}).get("reason")) or "ContainerCreating"
+                    raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
+                                             f"{_waiting_message(reason)}")
+            follow = _truthy(q.get("follow")) and not previous and bool(((cstatus or {}).get("state") or {}).get("running"))
+            lines = self._log_lines(namespace, name, container, start, end, q, now)
+        if not follow:
+            return Response(lines, mimetype="text/plain")
+
+        def stream() -> Iterator[bytes]:
+            yield lines
+            last, stop_at = end, end + MAX_LOG_FOLLOW
+            while not self._closed.is_set():
+                with self.lock:
+                    now = self.clock.now()
+                    if now >= stop_at or not self.advance(min(WATCH_STEP * 5, stop_at - now)):
+                        return
+                    now = self.clock.now()
+                    chunk = [f"{_ts(t)} {line}\n" if _truthy(q.get("timestamps")) else f"{line}\n"
+                             for t, line in (self.log_source(namespace, name, container, last, now)
+                                             if self.log_source else [])
+                             if t > last]
+                    last = now
+                if chunk:
+                    yield "".join(chunk).encode()
+
+        return Response(stream(), mimetype="text/plain", direct_passthrough=True)
+
+    def _log_lines(self, namespace: str, name: str, container: str, start: float, end: float,
+                   q: Mapping[str, str], now: float) -> bytes:
+        if q.get("sinceSeconds"):
+            start = max(start, now - _int_param(q, "sinceSeconds", 0))
+        if q.get("sinceTime"):
+            try:
+                start = max(start, parse_time(q["sinceTime"]))
+            except ValueError:
+                raise errors.bad_request(f"sinceTime: invalid RFC 3339 time {q['sinceTime']!r}") from None
+        entries = self.log_source(namespace, name, container, start, end) if self.log_source else []
+        tail = _int_param(q, "tailLines", -1)
+        if tail >= 0:
+            entries = entries[-tail:] if tail else []
+        ts = _truthy(q.get("timestamps"))
+        text = "".join(f"{_ts(t)} {line}\n" if ts else f"{line}\n" for t, line in entries).encode()
+        limit = _int_param(q, "limitBytes", 0)
+        return text[:limit] if limit > 0 else text
+
+    # -- reviews and metrics -----------------------------------------------------------------
+
+    def _review(self, req: Request, ident: Identity, rt: ResourceType) -> Response:
+        body = _body(req)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be an object")
+        out = dict(body)
+        out["apiVersion"], out["kind"] = rt.api_version, rt.kind
+        out.setdefault("metadata", {})
+        if rt.kind == "SelfSubjectReview":
+            out["status"] = {"userInfo": {"username": ident.username, "groups": list(ident.groups)}}
+        elif rt.kind == "SelfSubjectAccessReview":
+            attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
+            allowed = ident.admin or (ident.visibility.group_visible(attrs.get("group") or "")
+                                      and ident.visibility.namespace_visible(attrs.get("namespace")))
+            out["status"] = {"allowed": allowed}
+            if not allowed:
+                out["status"]["reason"] = "no RBAC policy matched"
+        else:  # SelfSubjectRulesReview
+            out["status"] = {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+                if ident.admin or ident.visibility.namespace_visible((body.get("spec") or {}).get("namespace")) else [],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": False}
+        return _json(out, 201)
+
+    def _metrics(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
+        if self.metrics is None:
+            raise errors.ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request "
+                                  "(metrics are not available in this twin)")
+        with self.lock:
+            usage = self.metrics()
+            now = self.clock.now()
+            ts, window = format_time(now), f"{int(usage.window)}s"
+            items: list[Obj] = []
+            if rt.kind == "NodeMetrics":
+                pod_rt = self.store.registry.by_kind("Pod", "v1")
+                per_node: dict[str, list[float]] = {}
+                for o in self.store.list_stored(pod_rt):
+                    node = (o.get("spec") or {}).get("nodeName")
+                    cont = usage.pods.get((o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+                    if node and cont:
+                        acc = per_node.setdefault(node, [0.0, 0.0])
+                        for cpu, mem in cont.values():
+                            acc[0] += cpu
+                            acc[1] += mem
+                node_rt = self.store.registry.by_kind("Node", "v1")
+                for n in self.store.list_stored(node_rt, None, req.args.get("labelSelector"), None):
+                    nm = n["metadata"]["name"]
+                    if r.name and nm != r.name:
+                        continue
+                    cpu, mem = usage.nodes.get(nm) or tuple(per_node.get(nm, [0.0, 0.0]))
+                    items.append({"metadata": {"name": nm, "creationTimestamp": ts, "labels": n["metadata"].get("labels", {})},
+                                  "timestamp": ts, "window": window, "usage": _usage(cpu, mem)})
+                if r.name and not items:
+                    raise errors.not_found("metrics.k8s.io", "nodes", r.name)
+            else:
+                pod_rt = self.store.registry.by_kind("Pod", "v1")
+                for o in self.store.list_stored(pod_rt, r.namespace, req.args.get("labelSelector"),
+                                                req.args.get("fieldSelector")):
+                    meta = o["metadata"]
+                    if (r.name and meta["name"] != r.name) or not self._visible(ident, pod_rt, o):
+                        continue
+                    cont = usage.pods.get((meta.get("namespace", ""), meta["name"]))
+                    if cont is None:
+                        continue
+                    items.append({"metadata": {"name": meta["name"], "namespace": meta.get("namespace"),
+                                               "creationTimestamp": ts, "labels": meta.get("labels", {})},
+                                  "timestamp": ts, "window": window,
+                                  "containers": [{"name": c, "usage": _usage(cpu, mem)}
+                                                 for c, (cpu, mem) in sorted(cont.items())]})
+                if r.name and not items:
+                    raise errors.not_found("metrics.k8s.io", "pods", r.name)
+        if r.name:
+            return _json({"kind": rt.kind, "apiVersion": rt.api_version, **items[0]})
+        return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {}, "items": items})
+
+
+_SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
+    "status": ("", ["get", "patch", "update"], {}),
+    "scale": ("Scale", ["get", "patch", "update"], {"group": "autoscaling", "version": "v1"}),
+    "log": ("Pod", ["get"], {}),
+    "exec": ("PodExecOptions", ["create", "get"], {}),
+    "attach": ("PodAttachOptions", ["create", "get"], {}),
+    "portforward": ("PodPortForwardOptions", ["create", "get"], {}),
+    "proxy": ("PodProxyOptions", ["create", "delete", "get", "patch", "update"], {}),
+    "eviction": ("Eviction", ["create"], {"group": "policy", "version": "v1"}),
+    "binding": ("Binding", ["create"], {}),
+    "finalize": ("Namespace", ["update"], {}),
+}
+def make_kube_app(store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
+                  advance: Callable[[float], bool], log_source: LogSource | None = None,
+                  metrics: MetricsSource | None = None) -> KubeApp:
+    """The Kubernetes API as a WSGI app over ``store`` (see module docstring for ``advance``)."""
+    return KubeApp(store, clock=clock, auth=auth, lock=lock, advance=advance, log_source=log_source, metrics=metrics)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(json.dumps(obj, separators=(",", ":")), status=status, mimetype="application/json")
+
+
+def _warn(resp: Response, warnings: list[str]) -> Response:
+    for w in warnings:
+        resp.headers.add("Warning", f'299 - "{w.replace(chr(34), chr(39))}"')
+    return resp
+
+
+def _status_response(e: errors.ApiError) -> Response:
+    resp = _json(e.status(), e.code)
+    if e.code == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="itbench-gym"'
+    return resp
+
+
+def _truthy(v: str | None) -> bool:
+    return v is not None and v.lower() in ("1", "true", "yes")
+
+
+def _int_param(q: Mapping[str, str], name: str, default: int) -> int:
+    v = q.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise errors.bad_request(f"{name}: invalid value {v!r}: must be an integer") from None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+
+
+def _watch_timeout(q: Mapping[str, str]) -> float:
+    if q.get("timeoutSeconds"):
+        return float(_int_param(q, "timeoutSeconds", 0))
+    t = q.get("timeout")
+    if t:
+        total, pos = 0.0, 0
+        for m in _DURATION.finditer(t):
+            total += float(m.group(1)) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[m.group(2)]
+            pos = m.end()
+        if pos != len(t):
+            raise errors.bad_request(f"timeout: invalid duration {t!r}")
+        return total
+    return DEFAULT_WATCH_TIMEOUT
+
+
+def _wants_table(req: Request) -> bool:
+    accept = req.headers.get("Accept", "")
+    for part in accept.split(","):
+        params = {k.strip(): v.strip() for k, _, v in (p.partition("=") for p in part.split(";")[1:])}
+        if params.get("as") == "Table":
+            return True
+        if part.strip().startswith("application/json") and not params:
+            return False
+    return False
+
+
+def _decode(raw: bytes, content_type: str | None) -> Any:
+    ct = (content_type or "application/json").split(";")[0].strip().lower()
+    if ct in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+        raise errors.unsupported_media_type("the body of the request was in an unknown format - accepted media types "
+                                            "include: application/json, application/yaml")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.bad_request("the request body is not valid UTF-8") from None
+    try:
+        if ct in ("application/yaml", "application/x-yaml", "text/yaml"):
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise errors.bad_request(f"couldn't decode the request body as JSON: {e}") from None
+    except yaml.YAMLError as e:
+        raise errors.bad_request(f"couldn't decode the request body as YAML: {str(e).splitlines()[0]}") from None
+
+
+def _body(req: Request) -> Any:
+    raw = req.get_data(cache=True)
+    if len(raw) > MAX_BODY:
+        raise errors.ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY}")
+    if not raw.strip():
+        raise errors.bad_request("the request body is empty")
+    return _decode(raw, req.content_type)
+
+
+def _dry_run(req: Request) -> bool:
+    values = req.args.getlist("dryRun")
+    for v in values:
+        if v != "All":
+            raise errors.bad_request(f'dryRun: Unsupported value: "{v}": supported values: "All"')
+    return bool(values)
+
+
+def _encode_continue(rv: str, offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": offset}).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(data["rv"]), int(data["start"])
+    except (ValueError, KeyError, TypeError):
+        raise errors.bad_request("continue key is not valid: the token is malformed") from None
+
+
+def _replicas_path(rt: ResourceType, key: str, default: str) -> str:
+    return dict(rt.scale_paths).get(key, default)
+
+
+def _get_path(obj: Obj, path: str) -> Any:
+    cur: Any = obj
+    for p in path.strip(".").split("."):
+        cur = cur.get(p) if isinstance(cur, dict) else None
+    return cur
+
+
+def _set_path(obj: Obj, path: str, value: Any) -> None:
+    parts = path.strip(".").split(".")
+    cur = obj
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+
+
+def _to_scale(obj: Obj, rt: ResourceType) -> Obj:
+    meta = obj["metadata"]
+    spec_replicas = _get_path(obj, _replicas_path(rt, "specReplicasPath", ".spec.replicas")) or 0
+    status_replicas = _get_path(obj, _replicas_path(rt, "statusReplicasPath", ".status.replicas")) or 0
+    if rt.custom:
+        selector = _get_path(obj, _replicas_path(rt, "labelSelectorPath", ".status.selector")) or ""
+    else:
+        selector = tables._selector_string((obj.get("spec") or {}).get("selector"))
+        selector = "" if selector == "<none>" else selector
+    out_meta = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta}
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": out_meta,
+            "spec": {"replicas": spec_replicas}, "status": {"replicas": status_replicas, "selector": selector}}
+
+
+def _usage(cpu_cores: float, memory_bytes: float) -> Obj:
+    return {"cpu": f"{max(0, int(round(cpu_cores * 1e9)))}n", "memory": f"{max(0, int(round(memory_bytes / 1024)))}Ki"}
+
+
+def _ts(t: float) -> str:
+    """RFC 3339 with nanoseconds, as ``kubectl logs --timestamps`` prints."""
+    whole = int(t)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int(round((t - whole) * 1e9)):09d}Z"
+
+
+def _waiting_message(reason: str) -> str:
+    return {
+        "ContainerCreating": "ContainerCreating",
+        "PodInitializing": "PodInitializing",
+        "ImagePullBackOff": "trying and failing to pull image",
+        "ErrImagePull": "trying and failing to pull image",
+        "CrashLoopBackOff": "CrashLoopBackOff",
+    }.get(reason, reason)

@@ -1,0 +1,180 @@
+"""Credentials and visibility for the twin's Kubernetes API.
+
+kubectl only sends bearer tokens over TLS, so the twin serves HTTPS with a self-signed CA generated
+once per process (EC P-256 keys are cheap). Two identities exist: the admin (the harness and fault
+injection: sees everything) and the agent, for whom the injection machinery (hidden API groups such
+as ``chaos-mesh.org`` and hidden namespaces) does not exist at all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hmac
+import ipaddress
+import os
+import secrets
+import ssl
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from . import errors
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """What an identity may see: hidden namespaces and API groups answer 404 and vanish from lists."""
+
+    hidden_namespaces: frozenset[str] = frozenset()
+    hidden_groups: frozenset[str] = frozenset()
+
+    def namespace_visible(self, namespace: str | None) -> bool:
+        return not namespace or namespace not in self.hidden_namespaces
+
+    def group_visible(self, group: str) -> bool:
+        return group not in self.hidden_groups
+
+    def api_version_visible(self, api_version: str | None) -> bool:
+        return self.group_visible((api_version or "").rpartition("/")[0])
+
+
+EVERYTHING = Visibility()
+
+
+@dataclass(frozen=True)
+class Identity:
+    username: str
+    groups: tuple[str, ...]
+    visibility: Visibility = field(default=EVERYTHING)
+
+    @property
+    def admin(self) -> bool:
+        return self.visibility == EVERYTHING
+
+
+class Auth:
+    """Bearer-token authentication with two fixed identities (admin, agent)."""
+
+    def __init__(self, agent_visibility: Visibility = EVERYTHING, *, admin_token: str | None = None,
+                 agent_token: str | None = None) -> None:
+        self.admin_token = admin_token or secrets.token_urlsafe(32)
+        self.agent_token = agent_token or secrets.token_urlsafe(32)
+        self.admin = Identity("kubernetes-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+        self.agent = Identity("system:serviceaccount:itbench:agent",
+                              ("system:serviceaccounts", "system:serviceaccounts:itbench", "system:authenticated"),
+                              agent_visibility)
+
+    def authenticate(self, authorization: str | None) -> Identity:
+        """The identity behind an ``Authorization`` header; 401 Unauthorized otherwise."""
+        if authorization:
+            scheme, _, token = authorization.partition(" ")
+            token = token.strip()
+            if scheme.lower() == "bearer" and token:
+                if hmac.compare_digest(token, self.admin_token):
+                    return self.admin
+                if hmac.compare_digest(token, self.agent_token):
+                    return self.agent
+        raise errors.unauthorized()
+
+
+@dataclass(frozen=True)
+class TLSMaterial:
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+
+    def server_context(self) -> ssl.SSLContext:
+        """An SSLContext serving the 127.0.0.1 certificate (TLS 1.2+)."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        with tempfile.TemporaryDirectory() as d:
+            cert, key = Path(d, "tls.crt"), Path(d, "tls.key")
+            cert.write_bytes(self.cert_pem + self.ca_pem)
+            key.write_bytes(self.key_pem)
+            os.chmod(key, 0o600)
+            ctx.load_cert_chain(cert, key)
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
+
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+@functools.cache
+def tls_material() -> TLSMaterial:
+    """A CA and a server certificate for 127.0.0.1/localhost, generated once per process."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    not_before, not_after = now - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("itbench-gym-ca"))
+        .issuer_name(_name("itbench-gym-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("kube-apiserver"))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.SubjectAlternativeName([
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.DNSName("localhost"),
+            x509.DNSName("kubernetes.default.svc"),
+        ]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    return TLSMaterial(
+        ca_pem=ca_cert.public_bytes(pem),
+        cert_pem=cert.public_bytes(pem),
+        key_pem=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
+
+
+def write_kubeconfig(path: str | os.PathLike[str], url: str, token: str, ca_pem: bytes | None,
+                     namespace: str = "default", *, name: str = "itbench-gym") -> Path:
+    """Write a kubeconfig (mode 0600) that makes ``url`` the current context with ``token``."""
+    import base64
+
+    cluster: dict[str, object] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
+        "current-context": name,
+        "preferences": {},
+    }
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+    return p

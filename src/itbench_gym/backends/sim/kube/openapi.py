@@ -1,0 +1,285 @@
+"""OpenAPI v3 documents for ``kubectl explain`` and ``kubectl apply`` (field validation).
+
+Schemas are generated at run time from the model classes of the official ``kubernetes`` PyPI
+client (field names, types, descriptions and required fields come from the real OpenAPI spec it
+was generated from); custom resources use their CRD's ``openAPIV3Schema``. Each group-version
+document lists the PATCH operations with the ``fieldValidation`` parameter, which tells kubectl to
+let the server validate (``?fieldValidation=Strict``); ``unknown_fields`` implements that check.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client import models as k8s_models
+
+from . import errors
+from .auth import Visibility
+from .resources import ResourceRegistry, ResourceType
+
+Obj = dict[str, Any]
+
+_META_TYPES = {"ObjectMeta", "ListMeta", "LabelSelector", "LabelSelectorRequirement", "OwnerReference",
+               "ManagedFieldsEntry", "Condition", "Status", "StatusDetails", "StatusCause", "DeleteOptions",
+               "Preconditions"}
+_PREFIX = re.compile(r"^(?:[A-Z][a-z]+)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])")
+_PRIMITIVES: dict[str, Obj] = {
+    "str": {"type": "string"},
+    "int": {"type": "integer", "format": "int64"},
+    "float": {"type": "number", "format": "double"},
+    "bool": {"type": "boolean"},
+    "datetime": {"type": "string", "format": "date-time"},
+    "date": {"type": "string", "format": "date"},
+    "bytearray": {"type": "string", "format": "byte"},
+    "object": {},
+}
+_KIND_MODEL_OVERRIDES = {("", "Event"): "CoreV1Event", ("events.k8s.io", "Event"): "EventsV1Event"}
+
+
+def _model_class(rt: ResourceType) -> Any | None:
+    name = _KIND_MODEL_OVERRIDES.get((rt.group, rt.kind)) or rt.version[0].upper() + rt.version[1:] + rt.kind
+    return getattr(k8s_models, name, None)
+
+
+def _package(rt: ResourceType) -> str:
+    group = rt.group.split(".")[0] if rt.group.endswith(".k8s.io") else rt.group
+    return f"io.k8s.api.{group or 'core'}.{rt.version}"
+
+
+class _SchemaGen:
+    """Turns client model classes into OpenAPI component schemas named like upstream's."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, Obj] = {}
+        self.names: dict[str, str] = {}  # model class name -> schema name
+
+    def name_for(self, cls_name: str, package: str) -> str:
+        if cls_name not in self.names:
+            short = _PREFIX.sub("", cls_name)
+            pkg = "io.k8s.apimachinery.pkg.apis.meta.v1" if short in _META_TYPES else package
+            self.names[cls_name] = f"{pkg}.{short}"
+        return self.names[cls_name]
+
+    def model(self, cls_name: str, package: str) -> str:
+        name = self.name_for(cls_name, package)
+        if name in self.schemas:
+            return name
+        cls = getattr(k8s_models, cls_name)
+        self.schemas[name] = {}  # recursion guard
+        doc = (cls.__doc__ or "").split("\n\n    Attributes:")[0].split("Attributes:")[0].strip()
+        props: Obj = {}
+        required: list[str] = []
+        for attr, type_str in cls.openapi_types.items():
+            json_name = cls.attribute_map[attr]
+            info = cls.model_fields.get(attr)
+            prop = self.type_schema(type_str, package)
+            if "$ref" in prop:
+                prop = {"allOf": [prop]}
+            if info is not None and info.description:
+                prop["description"] = info.description
+            props[json_name] = prop
+            if info is not None and info.is_required():
+                required.append(json_name)
+        schema: Obj = {"description": " ".join(doc.split()), "type": "object", "properties": props}
+        if required:
+            schema["required"] = required
+        self.schemas[name] = schema
+        return name
+
+    def type_schema(self, t: str, package: str) -> Obj:
+        t = t.strip()
+        if t in _PRIMITIVES:
+            return dict(_PRIMITIVES[t])
+        m = re.match(r"^List\[(.*)\]$", t)
+        if m:
+            return {"type": "array", "items": self.type_schema(m.group(1), package)}
+        m = re.match(r"^Dict\[str,\s*(.*)\]$", t)
+        if m:
+            return {"type": "object", "additionalProperties": self.type_schema(m.group(1), package)}
+        if hasattr(k8s_models, t):
+            return {"$ref": f"#/components/schemas/{self.model(t, package)}"}
+        return {}
+
+
+@functools.cache
+def _builtin_schemas(registry_types: tuple[ResourceType, ...]) -> tuple[dict[str, Obj], dict[tuple[str, str, str], str]]:
+    """Component schemas for all built-in kinds, and (group, version, kind) -> schema name."""
+    gen = _SchemaGen()
+    roots: dict[tuple[str, str, str], str] = {}
+    # Core first, so shared types (PodSpec, Container, ...) get the core package name like upstream.
+    for rt in sorted(registry_types, key=lambda t: t.group != ""):
+        cls = _model_class(rt)
+        if cls is None or not rt.stored:
+            continue
+        name = gen.model(cls.__name__, _package(rt))
+        schema = gen.schemas[name]
+        schema["x-kubernetes-group-version-kind"] = [{"group": rt.group, "version": rt.version, "kind": rt.kind}]
+        roots[(rt.group, rt.version, rt.kind)] = name
+    return gen.schemas, roots
+
+
+def _refs(schema: Any, out: set[str]) -> None:
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            out.add(ref.rsplit("/", 1)[-1])
+        for v in schema.values():
+            _refs(v, out)
+    elif isinstance(schema, list):
+        for v in schema:
+            _refs(v, out)
+
+
+def _closure(schemas: dict[str, Obj], roots: list[str]) -> dict[str, Obj]:
+    todo, seen = list(roots), set()
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in schemas:
+            continue
+        seen.add(n)
+        refs: set[str] = set()
+        _refs(schemas[n], refs)
+        todo.extend(refs - seen)
+    return {n: schemas[n] for n in sorted(seen)}
+
+
+class OpenAPIBuilder:
+    """Serves ``/openapi/v3`` (index) and ``/openapi/v3/<api|apis/g>/<v>`` documents."""
+
+    def __init__(self, registry: ResourceRegistry, crd_lookup: Callable[[str], Obj | None]) -> None:
+        self.registry = registry
+        self.crd_lookup = crd_lookup
+
+    def _builtin(self) -> tuple[dict[str, Obj], dict[tuple[str, str, str], str]]:
+        return _builtin_schemas(tuple(t for t in self.registry.all() if not t.custom))
+
+    def document(self, path: str, visibility: Visibility) -> Obj:
+        if path == "/openapi/v3":
+            return self.index(visibility)
+        m = re.match(r"^/openapi/v3/(api/(?P<cv>[^/]+)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))$", path)
+        if m is None:
+            raise errors.not_found_path()
+        group, version = (m.group("g") or ""), (m.group("v") or m.group("cv"))
+        if not visibility.group_visible(group):
+            raise errors.not_found_path()
+        return self.group_version(group, version)
+
+    def index(self, visibility: Visibility) -> Obj:
+        paths: Obj = {}
+        for group, versions in self.registry.groups():
+            if not visibility.group_visible(group):
+                continue
+            for v in versions:
+                key = f"apis/{group}/{v}" if group else f"api/{v}"
+                digest = hashlib.sha256(json.dumps(self.group_version(group, v), sort_keys=True).encode()).hexdigest()
+                paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest[:64].upper()}"}
+        return {"paths": paths}
+
+    def group_version(self, group: str, version: str) -> Obj:
+        types = [t for t in self.registry.resources_in(group, version) if t.stored]
+        if not self.registry.resources_in(group, version):
+            raise errors.not_found_path()
+        builtin, roots = self._builtin()
+        schemas: dict[str, Obj] = {}
+        root_names: list[str] = []
+        for t in types:
+            if t.custom:
+                name, schema = self._crd_schema(t)
+                if schema is not None:
+                    schemas[name] = schema
+                    root_names.append(name)
+            elif (t.group, t.version, t.kind) in roots:
+                root_names.append(roots[(t.group, t.version, t.kind)])
+        components = _closure({**builtin, **schemas}, root_names)
+        paths: Obj = {}
+        for t in types:
+            gvk = {"group": t.group, "version": t.version, "kind": t.kind}
+            prefix = f"/apis/{t.group}/{t.version}" if t.group else f"/api/{t.version}"
+            scope = f"{prefix}/namespaces/{{namespace}}/{t.plural}" if t.namespaced else f"{prefix}/{t.plural}"
+            op = lambda action, verb: {  # noqa: E731
+                "operationId": f"{verb}{t.kind}", "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
+                                "description": "fieldValidation instructs the server on how to handle objects in the "
+                                               "request containing unknown or duplicate fields."},
+                               {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                               {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}}],
+                "responses": {"200": {"description": "OK"}},
+            }
+            paths[scope] = {"get": op("list", "list"), "post": op("post", "create")}
+            paths[f"{scope}/{{name}}"] = {"get": op("get", "read"), "put": op("put", "replace"),
+                                         "patch": op("patch", "patch"), "delete": op("delete", "delete")}
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.1"}, "paths": paths,
+                "components": {"schemas": components}}
+
+    def _crd_schema(self, rt: ResourceType) -> tuple[str, Obj | None]:
+        name = f"{'.'.join(reversed(rt.group.split('.')))}.{rt.version}.{rt.kind}"
+        crd = self._crd_version(rt)
+        if crd is None:
+            return name, None
+        schema = json.loads(json.dumps(((crd.get("schema") or {}).get("openAPIV3Schema")) or {"type": "object"}))
+        schema.setdefault("type", "object")
+        props = schema.setdefault("properties", {})
+        props.setdefault("apiVersion", {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."})
+        props.setdefault("kind", {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."})
+        props["metadata"] = {"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}],
+                             "description": "Standard object's metadata."}
+        schema["x-kubernetes-group-version-kind"] = [{"group": rt.group, "version": rt.version, "kind": rt.kind}]
+        return name, schema
+
+    def _crd_version(self, rt: ResourceType) -> Obj | None:
+        crd = self.crd_lookup(f"{rt.plural}.{rt.group}")
+        for v in ((crd or {}).get("spec") or {}).get("versions") or []:
+            if v.get("name") == rt.version:
+                return v
+        return None
+
+    def unknown_fields(self, rt: ResourceType, obj: Obj) -> list[str]:
+        """Paths of fields the schema does not declare (for ``fieldValidation=Strict|Warn``)."""
+        if rt.custom:
+            name, schema = self._crd_schema(rt)
+            schemas = {**self._builtin()[0], name: schema} if schema else {}
+        else:
+            schemas, roots = self._builtin()
+            name = roots.get((rt.group, rt.version, rt.kind), "")
+        if name not in schemas or schemas[name] is None:
+            return []
+        out: list[str] = []
+        _walk_unknown(obj, schemas[name], schemas, "", out)
+        return out
+
+
+def _resolve(schema: Obj, schemas: dict[str, Obj]) -> Obj:
+    for _ in range(8):
+        if "$ref" in schema:
+            schema = schemas.get(schema["$ref"].rsplit("/", 1)[-1], {})
+        elif "allOf" in schema and len(schema["allOf"]) == 1:
+            schema = schema["allOf"][0]
+        else:
+            break
+    return schema
+
+
+def _walk_unknown(value: Any, schema: Obj, schemas: dict[str, Obj], path: str, out: list[str]) -> None:
+    schema = _resolve(schema, schemas)
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else k
+            if props is not None and k in props:
+                _walk_unknown(v, props[k], schemas, sub, out)
+            elif isinstance(extra, dict):
+                _walk_unknown(v, extra, schemas, sub, out)
+            elif props is not None and not k.startswith("$"):
+                out.append(sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value):
+            _walk_unknown(v, schema["items"], schemas, f"{path}[{i}]", out)

@@ -1,0 +1,163 @@
+"""SRE-CacheFailure-v0 end to end on the embedded twin, driven through the Gymnasium API."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import itbench_gym
+from itbench_gym.agents import OracleAgent, run_episode
+from itbench_gym.agents.oracle import ground_truth_report
+
+SCENARIO = "SRE-CacheFailure-v0"
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[gym.Env]:
+    environment = itbench_gym.make(SCENARIO, render_mode="ansi")
+    yield environment
+    environment.close()
+
+
+def _fix_and_submit(env: gym.Env, report: dict[str, Any]) -> dict[str, Any]:
+    """Turn the flag off, restart flagd (it copies the ConfigMap at start) and recommendation, then submit."""
+    obs, *_ = env.step("kubectl get configmap flagd-config -n otel-demo -o json")
+    assert obs["exit_status"] == 0, obs["text"]
+    flags = json.loads(json.loads(obs["text"])["data"]["demo.flagd.json"])
+    assert flags["flags"]["recommendationCacheFailure"]["defaultVariant"] == "on"
+    flags["flags"]["recommendationCacheFailure"]["defaultVariant"] = "off"
+    patch = json.dumps({"data": {"demo.flagd.json": json.dumps(flags)}})
+    obs, *_ = env.step({"tool": "kubectl", "args": {"argv": ["patch", "configmap", "flagd-config", "-n", "otel-demo", "--type", "merge", "-p", patch]}})
+    assert obs["exit_status"] == 0 and "patched" in obs["text"], obs["text"]
+    obs, *_ = env.step("kubectl rollout restart deployment/flagd deployment/recommendation -n otel-demo")
+    assert obs["exit_status"] == 0 and obs["text"].count("restarted") == 2, obs["text"]
+    env.step("wait 120")
+    _, _, terminated, truncated, info = env.step({"tool": "submit", "args": report})
+    assert terminated and not truncated
+    return info["evaluation"]
+
+
+def test_reset_shows_the_incident(env: gym.Env) -> None:
+    obs, info = env.reset(seed=1)
+    assert set(obs) == {"text", "tool", "exit_status", "firing_alerts", "clock", "step"}
+    assert "HighRequestErrorRate" in obs["firing_alerts"] and "service_name=frontend" in obs["firing_alerts"]
+    assert "HighRequestErrorRate" in obs["text"]
+    assert info["scenario_id"] == SCENARIO
+    pods, *_ = env.step("kubectl get pods -n otel-demo")
+    assert pods["exit_status"] == 0
+    assert "recommendation-" in pods["text"] and "RESTARTS" in pods["text"]
+
+
+def test_env_checker_passes(env: gym.Env) -> None:
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_correct_episode_passes_diagnosis_and_mitigation(env: gym.Env) -> None:
+    env.reset(seed=3)
+    evaluation = _fix_and_submit(env, ground_truth_report(env.unwrapped.scenario))
+    assert evaluation["diagnosis"]["fl_pass"] is True
+    assert evaluation["mitigation"]["passed"] is True, evaluation["mitigation"]["reasons"]
+    assert evaluation["reward"] == 1.0
+
+
+def test_wrong_diagnosis_fails(env: gym.Env) -> None:
+    env.reset(seed=3)
+    report = {"entities": [{"id": "otel-demo/Service/cart", "root_cause": True}], "propagations": []}
+    evaluation = _fix_and_submit(env, report)
+    assert evaluation["diagnosis"]["fl_pass"] is False
+    assert evaluation["mitigation"]["passed"] is True
+
+
+def test_doing_nothing_fails_mitigation_with_reason(env: gym.Env) -> None:
+    env.reset(seed=2)
+    _, reward, terminated, _, info = env.step({"tool": "submit", "args": ground_truth_report(env.unwrapped.scenario)})
+    mitigation = info["evaluation"]["mitigation"]
+    assert terminated and reward == 0.0
+    assert mitigation["passed"] is False
+    assert any("HighRequestErrorRate" in r and "still firing" in r for r in mitigation["reasons"]), mitigation["reasons"]
+
+
+def test_bad_actions_are_observations(env: gym.Env) -> None:
+    env.reset(seed=4)
+    cases = [
+        ({"tool": "kubectl", "args": 7}, "'args' must be an object"),
+        ("frobnicate the cluster", "unknown tool 'frobnicate'"),
+        ("kubectl get podz -n otel-demo", 'the server doesn\'t have a resource type "podz"'),
+        ("kubectl " + "a" * 1_000_000, "1,000,008 characters"),
+    ]
+    for action, expected in cases:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        assert expected in obs["text"], obs["text"]
+        assert obs["exit_status"] != 0 and not terminated and not truncated and reward == 0.0
+    obs, *_ = env.step("kubectl get deploy recommendation -n otel-demo")
+    assert obs["exit_status"] == 0 and "recommendation" in obs["text"]
+
+
+def _play(seed: int) -> tuple[list[str], dict[str, Any]]:
+    environment = itbench_gym.make(SCENARIO)
+    try:
+        info = run_episode(environment, OracleAgent(environment.unwrapped), seed=seed)
+        texts = [s.observation for s in environment.unwrapped.episode.steps]
+        evaluation = {k: v for k, v in info["evaluation"].items() if k != "timings"}
+        return texts, evaluation
+    finally:
+        environment.close()
+
+
+def test_same_seed_same_actions_same_observations_and_scores() -> None:
+    first = _play(seed=11)
+    second = _play(seed=11)
+    assert first == second
+    assert first[1]["mitigation"]["passed"] is True
+
+
+def test_episode_record_jsonl(env: gym.Env, tmp_path: Path) -> None:
+    env.reset(seed=5)
+    env.step("alerts")
+    env.step({"tool": "submit", "args": {"entities": [], "propagations": []}})
+    path = env.unwrapped.episode.to_jsonl(tmp_path / "episode.jsonl")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["type"] for line in lines] == ["episode", "step", "step", "evaluation"]
+    assert lines[1]["tool"] == "alerts" and "HighRequestErrorRate" in lines[1]["observation"]
+    assert {"sim_time", "wall_seconds", "exit_status", "action"} <= set(lines[1])
+    assert "alerts" in env.render()
+
+
+def _listening_ports() -> set[int]:
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if os.path.exists(table):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_close_leaves_no_sockets_or_temp_dirs() -> None:
+    before = _listening_ports()
+    environment = itbench_gym.make(SCENARIO)
+    environment.reset(seed=0)
+    endpoints = environment.unwrapped.endpoints
+    assert _listening_ports() - before
+    environment.close()
+    assert _listening_ports() - before == set()
+    assert not endpoints.kubeconfig.exists()
+
+
+def test_vector_envs() -> None:
+    for mode in ("sync", "async"):
+        envs = gym.make_vec(SCENARIO, num_envs=2, vectorization_mode=mode)
+        try:
+            obs, _ = envs.reset(seed=[0, 1])
+            assert len(obs["text"]) == 2 and all("HighRequestErrorRate" in t for t in obs["text"])
+            obs, *_ = envs.step(["alerts", "kubectl get pods -n otel-demo"])
+            assert "HighRequestErrorRate" in obs["text"][0] and "recommendation" in obs["text"][1]
+        finally:
+            envs.close()

@@ -1,0 +1,264 @@
+"""The twin's object store behaves like the Kubernetes API server's storage layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from itbench_gym.backends.sim.kube.errors import ApiError
+from itbench_gym.backends.sim.kube.store import ObjectStore
+from itbench_gym.clock import SimClock
+
+
+def deployment(name: str = "web", ns: str = "default", replicas: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}},
+    }
+
+
+def pod(name: str, ns: str = "default", labels: dict[str, str] | None = None, owner: dict[str, Any] | None = None,
+        node: str | None = "node-1") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels or {}}
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                    "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                    "controller": True}]
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nginx:1.25"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+@pytest.fixture
+def store() -> ObjectStore:
+    return ObjectStore(SimClock())
+
+
+def test_create_assigns_metadata_and_defaults(store: ObjectStore) -> None:
+    d = store.create(deployment())
+    meta = d["metadata"]
+    assert meta["generation"] == 1
+    assert meta["creationTimestamp"] == "2026-01-01T00:00:00Z"
+    assert int(meta["resourceVersion"]) > 0 and len(meta["uid"]) == 36
+    assert d["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}
+    assert d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_uids_and_generated_names_are_deterministic() -> None:
+    a, b = ObjectStore(SimClock(), seed=7), ObjectStore(SimClock(), seed=7)
+    pa = a.create({**pod(""), "metadata": {"generateName": "web-", "namespace": "default"}})
+    pb = b.create({**pod(""), "metadata": {"generateName": "web-", "namespace": "default"}})
+    assert pa["metadata"]["uid"] == pb["metadata"]["uid"]
+    assert pa["metadata"]["name"] == pb["metadata"]["name"] and pa["metadata"]["name"].startswith("web-")
+    c = ObjectStore(SimClock(), seed=8).create(pod("x"))
+    assert c["metadata"]["uid"] != pa["metadata"]["uid"]
+
+
+def test_create_errors(store: ObjectStore) -> None:
+    store.create(deployment())
+    with pytest.raises(ApiError) as e:
+        store.create(deployment())
+    assert (e.value.code, e.value.reason) == (409, "AlreadyExists")
+    assert e.value.message == 'deployments.apps "web" already exists'
+    with pytest.raises(ApiError) as e:
+        store.create(deployment(ns="nope"))
+    assert (e.value.code, e.value.message) == (404, 'namespaces "nope" not found')
+    bad = deployment("bad")
+    bad["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    with pytest.raises(ApiError) as e:
+        store.create(bad)
+    assert e.value.code == 422 and "`selector` does not match template `labels`" in e.value.message
+    assert e.value.status()["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
+
+
+def test_get_returns_copies(store: ObjectStore) -> None:
+    store.create(deployment())
+    got = store.get("Deployment", "default", "web")
+    got["spec"]["replicas"] = 99
+    assert store.get("Deployment", "default", "web")["spec"]["replicas"] == 2
+
+
+def test_update_conflict_generation_and_status(store: ObjectStore) -> None:
+    d = store.create(deployment())
+    stale = dict(d)
+    d["spec"]["replicas"] = 3
+    d2 = store.update(d)
+    assert d2["metadata"]["generation"] == 2
+    with pytest.raises(ApiError) as e:
+        store.update(stale)
+    assert e.value.reason == "Conflict" and "the object has been modified" in e.value.message
+    d2["metadata"]["labels"]["extra"] = "1"
+    d3 = store.update(d2)
+    assert d3["metadata"]["generation"] == 2  # metadata-only change
+    d3["status"] = {"replicas": 3, "observedGeneration": 2}
+    d3["spec"]["replicas"] = 10
+    d4 = store.update(d3, subresource="status")
+    assert d4["status"]["replicas"] == 3 and d4["spec"]["replicas"] == 3  # status update ignores spec
+    d4["status"] = {"replicas": 0}
+    d5 = store.update(d4)
+    assert d5["status"]["replicas"] == 3  # main resource update ignores status
+
+
+def test_noop_update_keeps_resource_version(store: ObjectStore) -> None:
+    d = store.create(deployment())
+    again = store.update(d)
+    assert again["metadata"]["resourceVersion"] == d["metadata"]["resourceVersion"]
+
+
+def test_label_and_field_selectors(store: ObjectStore) -> None:
+    store.create(pod("a", labels={"app": "web", "tier": "fe"}))
+    store.create(pod("b", labels={"app": "web"}, node="node-2"))
+    store.create(pod("c", labels={"app": "db"}, node=None))
+    names = lambda pods: [p["metadata"]["name"] for p in pods]  # noqa: E731
+    assert names(store.list("Pod", "default", label_selector="app=web")) == ["a", "b"]
+    assert names(store.list("Pod", "default", label_selector="app in (web, db),!tier")) == ["b", "c"]
+    assert names(store.list("Pod", "default", label_selector="app notin (web)")) == ["c"]
+    assert names(store.list("Pod", "default", label_selector="tier")) == ["a"]
+    assert names(store.list("Pod", None, field_selector="spec.nodeName=node-2")) == ["b"]
+    assert names(store.list("Pod", None, field_selector="spec.nodeName=,metadata.name!=a")) == ["c"]
+    with pytest.raises(ApiError) as e:
+        store.list("Pod", None, field_selector="spec.bogus=1")
+    assert e.value.code == 400 and "field label not supported: spec.bogus" in e.value.message
+    with pytest.raises(ApiError) as e:
+        store.list("Pod", None, label_selector="app in web")
+    assert e.value.code == 400
+
+
+def test_background_deletion_collects_dependents(store: ObjectStore) -> None:
+    d = store.create(deployment())
+    rs = store.create({**deployment("web-1"), "kind": "ReplicaSet",
+                       "metadata": {"name": "web-1", "namespace": "default", "ownerReferences": [
+                           {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": d["metadata"]["uid"],
+                            "controller": True}]}})
+    store.create(pod("web-1-a", labels={"app": "web-1"}, owner=rs, node=None))
+    store.create(pod("web-1-b", labels={"app": "web-1"}, owner=rs))
+    store.delete("Deployment", "default", "web")
+    assert store.list("ReplicaSet", "default") == []
+    remaining = store.list("Pod", "default")
+    # the unscheduled pod goes at once; the running one terminates gracefully
+    assert [p["metadata"]["name"] for p in remaining] == ["web-1-b"]
+    assert remaining[0]["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:30Z"
+    store.delete("Pod", "default", "web-1-b", grace_period_seconds=0)
+    assert store.list("Pod", "default") == []
+
+
+def test_orphan_and_foreground_deletion(store: ObjectStore) -> None:
+    d = store.create(deployment())
+    store.create(pod("p", owner=d, node=None))
+    store.delete("Deployment", "default", "web", propagation_policy="Orphan")
+    assert "ownerReferences" not in store.get("Pod", "default", "p")["metadata"]
+    d = store.create(deployment())
+    store.create(pod("q", owner=d))
+    out = store.delete("Deployment", "default", "web", propagation_policy="Foreground")
+    assert "foregroundDeletion" in out["metadata"]["finalizers"]
+    assert store.get("Deployment", "default", "web")["metadata"]["deletionTimestamp"]
+    store.delete("Pod", "default", "q", grace_period_seconds=0)  # the kubelet finishes the pod
+    with pytest.raises(ApiError):
+        store.get("Deployment", "default", "web")
+
+
+def test_finalizers_block_deletion(store: ObjectStore) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default",
+                                                                 "finalizers": ["example.com/keep"]}}
+    store.create(cm)
+    out = store.delete("ConfigMap", "default", "c")
+    assert out["metadata"]["deletionTimestamp"]
+    live = store.get("ConfigMap", "default", "c")
+    live["metadata"]["finalizers"] = []
+    store.update(live)
+    with pytest.raises(ApiError):
+        store.get("ConfigMap", "default", "c")
+
+
+def test_namespace_deletion_removes_contents(store: ObjectStore) -> None:
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}})
+    store.create(deployment(ns="shop"))
+    store.create(pod("running", ns="shop"))
+    store.delete("Namespace", None, "shop")
+    ns = store.get("Namespace", None, "shop")
+    assert ns["status"]["phase"] == "Terminating"
+    with pytest.raises(ApiError) as e:
+        store.create(deployment("new", ns="shop"))
+    assert e.value.code == 403 and "being terminated" in e.value.message
+    store.delete("Pod", "shop", "running", grace_period_seconds=0)
+    with pytest.raises(ApiError):
+        store.get("Namespace", None, "shop")
+
+
+def test_subscribe_and_watch_log(store: ObjectStore) -> None:
+    seen: list[tuple[str, str]] = []
+    store.subscribe(lambda t, o: seen.append((t, o["metadata"]["name"])))
+    rv = store.resource_version
+    d = store.create(deployment())
+    d["spec"]["replicas"] = 5
+    store.update(d)
+    store.delete("Deployment", "default", "web")
+    assert seen == [("ADDED", "web"), ("MODIFIED", "web"), ("DELETED", "web")]
+    dep = store.registry.by_kind("Deployment")
+    events = store.events_since(rv, dep, "default")
+    assert [e.type for e in events] == ["ADDED", "MODIFIED", "DELETED"]
+    assert [e.resource_version for e in events] == sorted(e.resource_version for e in events)
+    assert store.events_since(rv, store.registry.by_kind("Pod"), "default") == []
+
+
+def test_snapshot_restore(store: ObjectStore) -> None:
+    store.create(deployment())
+    snap = store.snapshot()
+    uid_next = store.create(pod("after"))["metadata"]["uid"]
+    store.delete("Deployment", "default", "web")
+    store.restore(snap)
+    assert [d["metadata"]["name"] for d in store.list("Deployment")] == ["web"]
+    assert store.list("Pod") == []
+    assert store.create(pod("after"))["metadata"]["uid"] == uid_next  # deterministic after restore
+    with pytest.raises(ApiError) as e:
+        store.events_since(0)
+    assert e.value.code == 410
+
+
+def test_crd_serves_new_kind(store: ObjectStore) -> None:
+    store.create({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podchaos.chaos-mesh.org"},
+        "spec": {"group": "chaos-mesh.org", "scope": "Namespaced",
+                 "names": {"kind": "PodChaos", "plural": "podchaos", "singular": "podchaos"},
+                 "versions": [{"name": "v1alpha1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+    })
+    pc = store.create({"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "PodChaos",
+                       "metadata": {"name": "kill", "namespace": "default"}, "spec": {"action": "pod-kill"}})
+    assert pc["metadata"]["generation"] == 1
+    assert store.registry.by_plural("chaos-mesh.org", "v1alpha1", "podchaos").kind == "PodChaos"
+    store.delete("CustomResourceDefinition", None, "podchaos.chaos-mesh.org")
+    with pytest.raises(ApiError):
+        store.registry.by_kind("PodChaos")
+
+
+def test_hpa_served_in_v1_and_v2(store: ObjectStore) -> None:
+    store.create({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                  "metadata": {"name": "h", "namespace": "default"},
+                  "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                           "maxReplicas": 5, "targetCPUUtilizationPercentage": 60}})
+    v2 = store.get("HorizontalPodAutoscaler", "default", "h")
+    assert v2["apiVersion"] == "autoscaling/v2"
+    assert v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 60
+    v1 = store.get("HorizontalPodAutoscaler", "default", "h", api_version="autoscaling/v1")
+    assert v1["spec"]["targetCPUUtilizationPercentage"] == 60
+
+
+def test_service_gets_cluster_ip_and_pod_updates_are_restricted(store: ObjectStore) -> None:
+    svc = store.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "cart", "namespace": "default"},
+                        "spec": {"selector": {"app": "cart"}, "ports": [{"port": 8080}]}})
+    assert svc["spec"]["clusterIP"].startswith("10.96.") and svc["spec"]["ports"][0]["targetPort"] == 8080
+    p = store.create(pod("p"))
+    p["spec"]["containers"][0]["image"] = "nginx:2"
+    store.update(p)  # images may change
+    p = store.get("Pod", "default", "p")
+    p["spec"]["containers"][0]["resources"] = {"limits": {"memory": "1Gi"}}
+    with pytest.raises(ApiError) as e:
+        store.update(p)
+    assert e.value.code == 422 and "pod updates may not change fields" in e.value.message
