@@ -1,0 +1,215 @@
+"""The machinery every controller shares: an informer cache, work queues and timed requeues.
+
+Real controllers never poll: they keep a local cache fed by watch events, map each event to the
+keys of the objects they own, and reconcile those keys from a work queue. Doing the same here
+keeps a quiet cluster free (a tick with nothing to do touches nothing) and makes ``reconcile()``
+a fixed-point iteration over dirty keys.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from ..errors import ApiError
+from ..events import EventRecorder
+from ..store import ObjectStore
+from .util import controller_of
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+#: Kinds the controllers watch, in storage form.
+WATCHED_KINDS = (
+    "Namespace", "Node", "Pod", "Service", "Endpoints", "ReplicaSet", "Deployment", "StatefulSet",
+    "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "ResourceQuota", "PriorityClass",
+    "ControllerRevision",
+)
+
+
+class Cache:
+    """The informer cache: the latest copy of every watched object, by kind and key."""
+
+    def __init__(self) -> None:
+        self._objs: dict[str, dict[Key, Obj]] = {k: {} for k in WATCHED_KINDS}
+        #: kind -> controller uid -> keys of the objects it controls
+        self._owned: dict[str, dict[str, dict[Key, None]]] = {k: {} for k in WATCHED_KINDS}
+
+    def _index(self, kind: str, key: Key, obj: Obj | None, add: bool) -> None:
+        ref = controller_of(obj) if obj is not None else None
+        if ref is None:
+            return
+        bucket = self._owned[kind]
+        uid = str(ref.get("uid", ""))
+        if add:
+            bucket.setdefault(uid, {})[key] = None
+        elif uid in bucket:
+            bucket[uid].pop(key, None)
+            if not bucket[uid]:
+                del bucket[uid]
+
+    @staticmethod
+    def key_of(obj: Obj) -> Key:
+        meta = obj["metadata"]
+        return (meta.get("namespace") or "", meta["name"])
+
+    def apply(self, event: str, obj: Obj) -> Obj | None:
+        """Record a watch event; returns the previous version of the object (if any)."""
+        bucket = self._objs.get(obj.get("kind", ""))
+        if bucket is None:
+            return None
+        kind = obj["kind"]
+        key = self.key_of(obj)
+        old = bucket.get(key)
+        self._index(kind, key, old, add=False)
+        if event == "DELETED":
+            bucket.pop(key, None)
+        else:
+            bucket[key] = obj
+            self._index(kind, key, obj, add=True)
+        return old
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        return self._objs[kind].get((namespace or "", name))
+
+    def list(self, kind: str, namespace: str | None = None) -> Iterator[Obj]:
+        bucket = self._objs[kind]
+        if namespace is None:
+            return iter(list(bucket.values()))
+        return iter([o for (ns, _), o in bucket.items() if ns == namespace])
+
+    def owned(self, kind: str, owner: Obj) -> list[Obj]:
+        """Objects of ``kind`` whose controller reference points at ``owner``."""
+        keys = self._owned[kind].get(str(owner["metadata"].get("uid", "")), {})
+        bucket = self._objs[kind]
+        return [bucket[k] for k in keys if k in bucket]
+
+    def snapshot(self) -> dict[str, dict[Key, Obj]]:
+        return {k: dict(v) for k, v in self._objs.items()}
+
+    def restore(self, snap: dict[str, dict[Key, Obj]]) -> None:
+        self._objs = {k: dict(v) for k, v in snap.items()}
+        self._owned = {k: {} for k in WATCHED_KINDS}
+        for kind, bucket in self._objs.items():
+            for key, obj in bucket.items():
+                self._index(kind, key, obj, add=True)
+
+
+@dataclass
+class Timers:
+    """Requeue-after: (due time, controller, key), earliest first; duplicates collapse."""
+
+    heap: list[tuple[float, int, str, Key]] = field(default_factory=list)
+    due: dict[tuple[str, Key], float] = field(default_factory=dict)
+    seq: int = 0
+
+    def add(self, controller: str, key: Key, at: float) -> None:
+        known = self.due.get((controller, key))
+        if known is not None and known <= at:
+            return
+        self.due[(controller, key)] = at
+        self.seq += 1
+        heapq.heappush(self.heap, (at, self.seq, controller, key))
+
+    def next_due(self) -> float | None:
+        while self.heap:
+            at, _, controller, key = self.heap[0]
+            if self.due.get((controller, key)) == at:
+                return at
+            heapq.heappop(self.heap)
+        return None
+
+    def pop_due(self, now: float) -> list[tuple[str, Key]]:
+        out = []
+        while self.heap and self.heap[0][0] <= now:
+            at, _, controller, key = heapq.heappop(self.heap)
+            if self.due.get((controller, key)) == at:
+                del self.due[(controller, key)]
+                out.append((controller, key))
+        return out
+
+    def copy(self) -> Timers:
+        return Timers(list(self.heap), dict(self.due), self.seq)
+
+
+class Context:
+    """What a controller may use: the store, the cache, the recorder, the time, its queue."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        cache: Cache,
+        recorder: EventRecorder,
+        now: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.recorder = recorder
+        self.now = now
+        self.timers = Timers()
+        #: Feeds deterministic generated names (pods, endpoint slices).
+        self.name_counter = 0
+
+    def requeue_at(self, controller: str, key: Key, at: float) -> None:
+        self.timers.add(controller, key, at)
+
+
+class Controller:
+    """A reconciler for one primary kind; subclasses map events to keys and sync a key."""
+
+    name = "controller"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.queue: dict[Key, None] = {}
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        """Keys of this controller's objects that ``event`` on ``obj`` (previously ``old``) may affect."""
+        return ()
+
+    def enqueue(self, key: Key) -> None:
+        self.queue[key] = None
+
+    def requeue_at(self, key: Key, at: float) -> None:
+        self.ctx.requeue_at(self.name, key, at)
+
+    def sync(self, key: Key) -> None:
+        raise NotImplementedError
+
+    def snapshot_state(self) -> Any:
+        """A copy of what the controller remembers beyond the store (None: nothing)."""
+        return None
+
+    def restore_state(self, state: Any) -> None:
+        """Take back what ``snapshot_state`` returned."""
+
+    def drain(self) -> int:
+        n = 0
+        while self.queue:
+            key = next(iter(self.queue))
+            del self.queue[key]
+            self.sync(key)
+            n += 1
+        return n
+
+    # helpers -------------------------------------------------------------------------------
+
+    def owner_key(self, obj: Obj, kind: str) -> Key | None:
+        ref = controller_of(obj)
+        if ref is None or ref.get("kind") != kind:
+            return None
+        return (obj["metadata"].get("namespace") or "", ref.get("name", ""))
+
+    def write_status(self, obj: Obj, status: Obj) -> Obj | None:
+        """Store ``status`` when it differs from what the object has; None if the object is gone."""
+        if obj.get("status") == status:
+            return obj
+        new = dict(obj)
+        new["status"] = status
+        try:
+            return self.ctx.store.update(new, subresource="status")
+        except ApiError as e:
+            if e.code in (404, 409):
+                return None
+            raise

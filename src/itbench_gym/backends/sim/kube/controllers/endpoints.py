@@ -1,0 +1,144 @@
+"""Endpoints controller: which pod IPs stand behind each Service.
+
+The app model routes traffic through this object (a Service whose selector matches no ready pod
+has no ``addresses``, so its callers fail), and agents read it with ``kubectl get endpoints`` or
+``describe svc``. Mirrors ``pkg/controller/endpoint``: ready pods in ``addresses``, unready ones
+in ``notReadyAddresses`` (unless ``publishNotReadyAddresses``), terminating pods dropped, named
+target ports resolved per pod, subsets grouped by identical port sets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..errors import ApiError
+from ..store import clone
+from .base import Cache, Controller, Key
+from .util import is_pod_ready, is_terminating, pod_phase
+
+Obj = dict[str, Any]
+
+
+def _resolve_port(pod: Obj, port: Obj) -> int | None:
+    target = port.get("targetPort", port.get("port"))
+    if isinstance(target, int):
+        return target
+    if isinstance(target, str) and target.isdigit():
+        return int(target)
+    protocol = port.get("protocol", "TCP")
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for cp in c.get("ports") or []:
+            if cp.get("name") == target and cp.get("protocol", "TCP") == protocol:
+                return int(cp["containerPort"])
+    return None
+
+
+def _selects(svc: Obj, pod: Obj | None) -> bool:
+    if pod is None:
+        return False
+    selector = (svc.get("spec") or {}).get("selector") or {}
+    if not selector:
+        return False
+    labels = pod["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class EndpointsController(Controller):
+    name = "endpoints"
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "Service":
+            return [Cache.key_of(obj)]
+        if kind == "Endpoints" and event == "DELETED":
+            return [Cache.key_of(obj)]  # recreated if its Service still exists
+        if kind == "Pod":
+            ns = obj["metadata"].get("namespace") or ""
+            return [
+                Cache.key_of(s) for s in self.ctx.cache.list("Service", ns)
+                if _selects(s, obj) or _selects(s, old)
+            ]
+        return ()
+
+    def sync(self, key: Key) -> None:
+        svc = self.ctx.cache.get("Service", *key)
+        current = self.ctx.cache.get("Endpoints", *key)
+        spec = (svc or {}).get("spec") or {}
+        if svc is None or not spec.get("selector"):
+            if svc is None and current is not None:
+                try:
+                    self.ctx.store.delete("Endpoints", key[0], key[1])
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+            return
+        subsets = self._subsets(svc)
+        labels = dict(svc["metadata"].get("labels") or {})
+        if spec.get("clusterIP") == "None":
+            labels["service.kubernetes.io/headless"] = ""
+        if current is None:
+            ep: Obj = {
+                "apiVersion": "v1", "kind": "Endpoints",
+                "metadata": {"name": key[1], "namespace": key[0], "labels": labels},
+            }
+            if subsets:
+                ep["subsets"] = subsets
+            try:
+                self.ctx.store.create(ep)
+            except ApiError as e:
+                if e.code not in (404, 403, 409):
+                    raise
+            return
+        if (current.get("subsets") or []) == subsets and (current["metadata"].get("labels") or {}) == labels:
+            return
+        new = clone(current)
+        new["metadata"]["labels"] = labels
+        if subsets:
+            new["subsets"] = subsets
+        else:
+            new.pop("subsets", None)
+        try:
+            self.ctx.store.update(new)
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+
+    def _subsets(self, svc: Obj) -> list[Obj]:
+        spec = svc.get("spec") or {}
+        publish_unready = bool(spec.get("publishNotReadyAddresses"))
+        groups: dict[tuple[tuple[str, int, str], ...], dict[str, list[Obj]]] = {}
+        ns = svc["metadata"].get("namespace") or ""
+        for pod in self.ctx.cache.list("Pod", ns):
+            if not _selects(svc, pod):
+                continue
+            status = pod.get("status") or {}
+            ip = status.get("podIP")
+            if not ip or is_terminating(pod) or pod_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            ports: list[tuple[str, int, str]] = []
+            for port in spec.get("ports") or []:
+                number = _resolve_port(pod, port)
+                if number is not None:
+                    ports.append((port.get("name", ""), number, port.get("protocol", "TCP")))
+            if not ports and spec.get("ports"):
+                continue
+            address: Obj = {"ip": ip}
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                address["nodeName"] = node
+            address["targetRef"] = {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
+                                    "uid": pod["metadata"].get("uid", "")}
+            group = groups.setdefault(tuple(sorted(ports)), {"addresses": [], "notReadyAddresses": []})
+            ready = is_pod_ready(pod) or publish_unready
+            group["addresses" if ready else "notReadyAddresses"].append(address)
+        subsets = []
+        for ports_key, addrs in sorted(groups.items()):
+            subset: Obj = {}
+            for field in ("addresses", "notReadyAddresses"):
+                if addrs[field]:
+                    subset[field] = sorted(addrs[field], key=lambda a: (a["ip"], a["targetRef"]["name"]))
+            if ports_key:
+                subset["ports"] = [
+                    {**({"name": n} if n else {}), "port": p, "protocol": proto} for n, p, proto in ports_key
+                ]
+            subsets.append(subset)
+        return subsets

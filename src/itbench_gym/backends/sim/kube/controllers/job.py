@@ -1,0 +1,268 @@
+"""Job and CronJob controllers (the basics: parallel pods to completion, back-off limit, schedules).
+
+Jobs run pods until ``completions`` succeed (``Complete``) or more than ``backoffLimit`` fail
+(``Failed``/``BackoffLimitExceeded``), replacing failed pods after an exponential delay (10 s,
+20 s, ... 6 min) like ``pkg/controller/job``. CronJobs create ``<cronjob>-<minutes since epoch>``
+Jobs at each scheduled minute and prune their history.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Iterable
+
+from ..errors import ApiError
+from ..store import clone
+from .base import Cache, Context, Controller, Key
+from .podcontrol import PodControl
+from .util import condition, controller_ref, is_terminating, parse_time, pod_phase, rfc3339
+
+Obj = dict[str, Any]
+
+_JOB = "job-controller"
+_CRON = "cronjob-controller"
+_POD_FAILURE_BACKOFF, _POD_FAILURE_BACKOFF_MAX = 10.0, 360.0
+
+
+class JobController(Controller):
+    name = "job"
+
+    def __init__(self, ctx: Context, seed: int) -> None:
+        super().__init__(ctx)
+        self.pods = PodControl(ctx, _JOB, seed)
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "Job":
+            return [Cache.key_of(obj)]
+        if kind == "Pod":
+            key = self.owner_key(obj, "Job")
+            return [key] if key else ()
+        return ()
+
+    def sync(self, key: Key) -> None:
+        job = self.ctx.cache.get("Job", *key)
+        if job is None or is_terminating(job):
+            return
+        now = self.ctx.now()
+        spec = job.get("spec") or {}
+        status = clone(job.get("status") or {})
+        if condition(job, "Complete") or condition(job, "Failed"):
+            return
+        pods = self.ctx.cache.owned("Pod", job)
+        active = [p for p in pods if pod_phase(p) not in ("Succeeded", "Failed") and not is_terminating(p)]
+        succeeded = sum(1 for p in pods if pod_phase(p) == "Succeeded")
+        failed = sum(1 for p in pods if pod_phase(p) == "Failed")
+        restarts = sum(c.get("restartCount", 0) for p in pods
+                       for c in (p.get("status") or {}).get("containerStatuses") or [])
+        completions = spec.get("completions")
+        parallelism = int(spec.get("parallelism", 1))
+        status.setdefault("startTime", rfc3339(now))
+        conditions = list(status.get("conditions") or [])
+        started = parse_time(status["startTime"]) or now
+        deadline = spec.get("activeDeadlineSeconds")
+        finished: tuple[str, str, str] | None = None
+        if failed + restarts > int(spec.get("backoffLimit", 6)):
+            finished = ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        elif deadline is not None and now >= started + float(deadline):
+            finished = ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
+        elif (completions is not None and succeeded >= int(completions)) or (
+                completions is None and succeeded > 0 and not active):
+            finished = ("Complete", "", "")
+        if finished is not None:
+            for p in active:
+                self.pods.delete(job, p)
+            ctype, reason, message = finished
+            stamp = rfc3339(now)
+            if ctype == "Complete":
+                conditions.append({"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                                   "message": "Reached expected number of succeeded pods", "lastProbeTime": stamp,
+                                   "lastTransitionTime": stamp})
+                conditions.append({"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                                   "message": "Reached expected number of succeeded pods", "lastProbeTime": stamp,
+                                   "lastTransitionTime": stamp})
+                status["completionTime"] = stamp
+                self.ctx.recorder.record(job, "Normal", "Completed", "Job completed", component=_JOB)
+            else:
+                conditions.append({"type": "FailureTarget", "status": "True", "reason": reason, "message": message,
+                                   "lastProbeTime": stamp, "lastTransitionTime": stamp})
+                conditions.append({"type": "Failed", "status": "True", "reason": reason, "message": message,
+                                   "lastProbeTime": stamp, "lastTransitionTime": stamp})
+                self.ctx.recorder.record(job, "Warning", reason, message, component=_JOB)
+            active = []
+        elif not spec.get("suspend"):
+            remaining = (int(completions) - succeeded) if completions is not None else parallelism
+            want = max(0, min(parallelism, remaining) - len(active))
+            delay = 0.0 if failed == 0 else min(_POD_FAILURE_BACKOFF * 2 ** (failed - 1), _POD_FAILURE_BACKOFF_MAX)
+            last_failure = max((parse_time(_finished_at(p)) or 0.0 for p in pods if pod_phase(p) == "Failed"), default=0.0)
+            if want and now < last_failure + delay:
+                self.requeue_at(key, last_failure + delay)
+                want = 0
+            for _ in range(want):
+                self._create(job)
+            active = [p for p in self.ctx.cache.owned("Pod", job)
+                      if pod_phase(p) not in ("Succeeded", "Failed") and not is_terminating(p)]
+            if deadline is not None:
+                self.requeue_at(key, started + float(deadline))
+        status.update({"active": len(active), "succeeded": succeeded, "failed": failed,
+                       "ready": sum(1 for p in active if condition(p, "Ready") and condition(p, "Ready").get("status") == "True"),
+                       "terminating": 0, "uncountedTerminatedPods": {}})
+        if conditions:
+            status["conditions"] = conditions
+        self.write_status(job, {k: v for k, v in status.items() if v or k in ("ready", "terminating", "uncountedTerminatedPods")})
+
+    def _create(self, job: Obj) -> None:
+        template = clone((job.get("spec") or {}).get("template") or {})
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        uid = job["metadata"].get("uid", "")
+        labels.update({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": job["metadata"]["name"],
+                       "controller-uid": uid, "job-name": job["metadata"]["name"]})
+        ns = job["metadata"].get("namespace") or ""
+        name = self.pods.generated_name(ns, job["metadata"]["name"] + "-")
+        pod = self.pods.pod_from_template(job, template, name)
+        pod["metadata"]["generateName"] = job["metadata"]["name"] + "-"
+        self.pods.create(job, pod)
+
+
+def _finished_at(pod: Obj) -> str | None:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        term = (c.get("state") or {}).get("terminated")
+        if term:
+            return term.get("finishedAt")
+    return None
+
+
+# -- cron ----------------------------------------------------------------------------------------
+
+_MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+           "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+
+
+def parse_cron(expr: str) -> tuple[frozenset[int], ...]:
+    """The five fields of a standard cron schedule as sets of allowed values; ValueError when malformed."""
+    fields = _MACROS.get(expr.strip(), expr).split()
+    if len(fields) != 5:
+        raise ValueError(f"expected exactly 5 fields, found {len(fields)}: {expr!r}")
+    out = []
+    for index, (text, (lo, hi)) in enumerate(zip(fields, _RANGES)):
+        allowed: set[int] = set()
+        for part in text.split(","):
+            rng, _, step_text = part.partition("/")
+            step = int(step_text) if step_text else 1
+            if rng in ("*", "?"):
+                a, b = lo, hi
+            elif "-" in rng:
+                a, b = (int(x) for x in rng.split("-", 1))
+            else:
+                a = int(rng)
+                b = hi if step_text else a
+            if a < lo or b > hi or a > b or step < 1:
+                raise ValueError(f"value out of range in {text!r} (allowed {lo}-{hi}): {expr!r}")
+            allowed.update(range(a, b + 1, step))
+        out.append(frozenset(v % 7 for v in allowed) if index == 4 else frozenset(allowed))  # 7 is Sunday too
+    return tuple(out)
+
+
+def _matches(fields: tuple[frozenset[int], ...], t: _dt.datetime) -> bool:
+    minute, hour, dom, month, dow = fields
+    return (t.minute in minute and t.hour in hour and t.month in month
+            and t.day in dom and (t.weekday() + 1) % 7 in dow)
+
+
+def next_schedule(fields: tuple[frozenset[int], ...], after: float, limit_minutes: int = 366 * 24 * 60) -> float | None:
+    """The first scheduled minute strictly after ``after`` (UTC), or None within a year."""
+    t = _dt.datetime.fromtimestamp((int(after) // 60 + 1) * 60, _dt.timezone.utc)
+    for _ in range(limit_minutes):
+        if _matches(fields, t):
+            return t.timestamp()
+        t += _dt.timedelta(minutes=1)
+    return None
+
+
+class CronJobController(Controller):
+    name = "cronjob"
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "CronJob":
+            return [Cache.key_of(obj)]
+        if kind == "Job":
+            key = self.owner_key(obj, "CronJob")
+            return [key] if key else ()
+        return ()
+
+    def sync(self, key: Key) -> None:
+        cj = self.ctx.cache.get("CronJob", *key)
+        if cj is None or is_terminating(cj):
+            return
+        now = self.ctx.now()
+        spec = cj.get("spec") or {}
+        status = clone(cj.get("status") or {})
+        try:
+            fields = parse_cron(str(spec.get("schedule", "")))
+        except ValueError as e:
+            self.ctx.recorder.record(cj, "Warning", "UnparseableSchedule", f"unparseable schedule: {e}", component=_CRON)
+            return
+        jobs = sorted(self.ctx.cache.owned("Job", cj), key=lambda j: j["metadata"]["name"])
+        active = [j for j in jobs if not (condition(j, "Complete") or condition(j, "Failed"))]
+        last = parse_time(status.get("lastScheduleTime")) or parse_time(cj["metadata"].get("creationTimestamp")) or now
+        due = next_schedule(fields, last)
+        if due is not None and due <= now and not spec.get("suspend"):
+            policy = spec.get("concurrencyPolicy", "Allow")
+            if policy == "Replace":
+                for j in active:
+                    self.ctx.store.delete("Job", j["metadata"].get("namespace"), j["metadata"]["name"])
+            if policy != "Forbid" or not active:
+                self._create_job(cj, due)
+                status["lastScheduleTime"] = rfc3339(due)
+                last = due
+            due = next_schedule(fields, max(last, now))
+        for j in jobs:
+            if condition(j, "Complete") and j["status"].get("completionTime"):
+                if (parse_time(status.get("lastSuccessfulTime")) or 0.0) < (parse_time(j["status"]["completionTime"]) or 0.0):
+                    status["lastSuccessfulTime"] = j["status"]["completionTime"]
+        self._prune(cj, jobs)
+        active = [j for j in self.ctx.cache.owned("Job", cj) if not (condition(j, "Complete") or condition(j, "Failed"))]
+        if active:
+            status["active"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": j["metadata"]["name"],
+                                 "namespace": j["metadata"].get("namespace"), "uid": j["metadata"].get("uid")}
+                                for j in active]
+        else:
+            status.pop("active", None)
+        self.write_status(cj, status)
+        if due is not None:
+            self.requeue_at(key, due)
+
+    def _create_job(self, cj: Obj, scheduled: float) -> None:
+        template = clone((cj.get("spec") or {}).get("jobTemplate") or {})
+        name = f"{cj['metadata']['name']}-{int(scheduled) // 60}"
+        job: Obj = {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": cj["metadata"].get("namespace"),
+                         "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                         "annotations": {**((template.get("metadata") or {}).get("annotations") or {}),
+                                         "batch.kubernetes.io/cronjob-scheduled-timestamp": rfc3339(scheduled)},
+                         "ownerReferences": [controller_ref(cj)]},
+            "spec": template.get("spec") or {},
+        }
+        try:
+            self.ctx.store.create(job)
+        except ApiError as e:
+            if e.code == 409:
+                return
+            self.ctx.recorder.record(cj, "Warning", "FailedCreate", f"Error creating job: {e.message}", component=_CRON)
+            return
+        self.ctx.recorder.record(cj, "Normal", "SuccessfulCreate", f"Created job {name}", component=_CRON)
+
+    def _prune(self, cj: Obj, jobs: list[Obj]) -> None:
+        spec = cj.get("spec") or {}
+        for ctype, limit in (("Complete", spec.get("successfulJobsHistoryLimit", 3)),
+                             ("Failed", spec.get("failedJobsHistoryLimit", 1))):
+            done = [j for j in jobs if condition(j, ctype)]
+            for j in done[: max(0, len(done) - int(limit))]:
+                try:
+                    self.ctx.store.delete("Job", j["metadata"].get("namespace"), j["metadata"]["name"])
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+                self.ctx.recorder.record(cj, "Normal", "SuccessfulDelete", f"Deleted job {j['metadata']['name']}",
+                                         component=_CRON)

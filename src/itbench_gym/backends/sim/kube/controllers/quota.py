@@ -1,0 +1,140 @@
+"""ResourceQuota: admission of new pods and the ``status.used`` the quota controller keeps.
+
+A quota fault shows up as pods that never appear: the ReplicaSet's ``FailedCreate`` event carries
+the admission error ("exceeded quota: ..., requested: ..., used: ..., limited: ..."), and
+``kubectl describe quota`` shows used against hard. Both come from the same accounting here.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Iterable
+
+from .. import errors
+from ..store import ObjectStore, parse_time
+from .base import Cache, Controller, Key
+from .util import container_limits, container_requests, format_quantity, quantity
+
+Obj = dict[str, Any]
+
+#: quota resource name -> (which accounting, resource)
+_COMPUTE = {
+    "cpu": ("requests", "cpu"),
+    "memory": ("requests", "memory"),
+    "requests.cpu": ("requests", "cpu"),
+    "requests.memory": ("requests", "memory"),
+    "requests.ephemeral-storage": ("requests", "ephemeral-storage"),
+    "limits.cpu": ("limits", "cpu"),
+    "limits.memory": ("limits", "memory"),
+    "limits.ephemeral-storage": ("limits", "ephemeral-storage"),
+}
+
+
+def pod_charged(pod: Obj, now: float) -> bool:
+    """Upstream ``QuotaV1Pod``: terminal pods and pods past their grace period are free."""
+    if ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed"):
+        return False
+    meta = pod.get("metadata") or {}
+    deleted = meta.get("deletionTimestamp")
+    return not (deleted and now > parse_time(deleted))
+
+
+def _containers(pod: Obj) -> list[Obj]:
+    spec = pod.get("spec") or {}
+    return list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+
+
+def pod_usage(pod: Obj) -> dict[str, Decimal]:
+    """What one pod charges against each quota resource name."""
+    spec = pod.get("spec") or {}
+    usage: dict[str, Decimal] = {"pods": Decimal(1), "count/pods": Decimal(1)}
+    for name, (which, res) in _COMPUTE.items():
+        getter = container_requests if which == "requests" else container_limits
+        app = sum((getter(c).get(res, Decimal(0)) for c in spec.get("containers") or []), Decimal(0))
+        init = max((getter(c).get(res, Decimal(0)) for c in spec.get("initContainers") or []), default=Decimal(0))
+        usage[name] = max(app, init)
+    return usage
+
+
+def _missing(pod: Obj, hard: Iterable[str]) -> list[str]:
+    """``must specify`` complaints for constrained compute resources the pod leaves unset."""
+    out = []
+    for name in sorted(hard):
+        if name not in _COMPUTE:
+            continue
+        which, res = _COMPUTE[name]
+        getter = container_requests if which == "requests" else container_limits
+        lacking = [c.get("name", "") for c in _containers(pod) if res not in getter(c)]
+        if lacking:
+            out.append(f"{name} for: {','.join(lacking)}")
+    return out
+
+
+def namespace_usage(pods: Iterable[Obj], now: float) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for p in pods:
+        if pod_charged(p, now):
+            for k, v in pod_usage(p).items():
+                total[k] = total.get(k, Decimal(0)) + v
+    return total
+
+
+def check_pod(store: ObjectStore, pod: Obj, now: float) -> None:
+    """Raise the API server's 403 when creating ``pod`` would break a ResourceQuota."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    # Admission runs before name generation, so upstream names the object by its generateName.
+    name = meta.get("generateName") or meta.get("name") or ""
+    quotas = store.list_stored(store.registry.by_kind("ResourceQuota"), ns)
+    if not quotas:
+        return
+    used = namespace_usage(store.list_stored(store.registry.by_kind("Pod"), ns), now)
+    wanted = pod_usage(pod)
+    for q in quotas:
+        hard = {k: quantity(v) for k, v in ((q.get("spec") or {}).get("hard") or {}).items()}
+        qname = q["metadata"]["name"]
+        missing = _missing(pod, hard)
+        if missing:
+            raise errors.forbidden(
+                f'pods "{name}" is forbidden: failed quota: {qname}: must specify {"; ".join(missing)}',
+                "", "pods", name,
+            )
+        over = sorted(
+            r for r, limit in hard.items()
+            if r in wanted and wanted[r] > 0 and used.get(r, Decimal(0)) + wanted[r] > limit
+        )
+        if over:
+            def fmt(values: dict[str, Decimal]) -> str:
+                return ",".join(f"{r}={format_quantity(values.get(r, Decimal(0)), r)}" for r in over)
+
+            raise errors.forbidden(
+                f'pods "{name}" is forbidden: exceeded quota: {qname}, requested: {fmt(wanted)}, '
+                f"used: {fmt(used)}, limited: {fmt(hard)}",
+                "", "pods", name,
+            )
+
+
+class QuotaController(Controller):
+    """Keeps ``status.hard`` / ``status.used`` of every ResourceQuota current."""
+
+    name = "resourcequota"
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "ResourceQuota":
+            return [Cache.key_of(obj)]
+        if kind == "Pod":
+            ns = obj["metadata"].get("namespace") or ""
+            return [Cache.key_of(q) for q in self.ctx.cache.list("ResourceQuota", ns)]
+        return ()
+
+    def sync(self, key: Key) -> None:
+        quota = self.ctx.cache.get("ResourceQuota", *key)
+        if quota is None:
+            return
+        hard_raw = dict((quota.get("spec") or {}).get("hard") or {})
+        used = namespace_usage(self.ctx.cache.list("Pod", key[0]), self.ctx.now())
+        status = {
+            "hard": hard_raw,
+            "used": {r: format_quantity(used.get(r, Decimal(0)), r) for r in sorted(hard_raw)},
+        }
+        self.write_status(quota, status)

@@ -1,0 +1,178 @@
+"""StatefulSet controller: stable ordinal pods, ordered start-up and rolling updates.
+
+Mirrors ``pkg/controller/statefulset`` for what agents observe: pods ``<set>-0..N-1`` with the
+``statefulset.kubernetes.io/pod-name``, ``apps.kubernetes.io/pod-index`` and
+``controller-revision-hash`` labels; with ``OrderedReady`` a pod is created only when every lower
+ordinal is Running and Ready, scale-down and updates go from the highest ordinal down one pod at
+a time; revisions are ``ControllerRevision`` objects (``kubectl rollout history sts``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..errors import ApiError
+from ..store import clone
+from .base import Cache, Context, Controller, Key
+from .deployment import template_hash
+from .podcontrol import PodControl
+from .quota import check_pod
+from .util import controller_ref, is_pod_ready, is_terminating, pod_phase
+
+Obj = dict[str, Any]
+
+REVISION_LABEL = "controller-revision-hash"
+_COMPONENT = "statefulset-controller"
+
+
+def _ordinal(sts: Obj, pod: Obj) -> int | None:
+    prefix = sts["metadata"]["name"] + "-"
+    name = pod["metadata"]["name"]
+    if not name.startswith(prefix) or not name[len(prefix):].isdigit():
+        return None
+    return int(name[len(prefix):])
+
+
+class StatefulSetController(Controller):
+    name = "statefulset"
+
+    def __init__(self, ctx: Context, seed: int) -> None:
+        super().__init__(ctx)
+        self.pods = PodControl(ctx, _COMPONENT, seed)
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "StatefulSet":
+            return [Cache.key_of(obj)]
+        if kind == "Pod":
+            key = self.owner_key(obj, "StatefulSet")
+            return [key] if key else ()
+        return ()
+
+    def _revision(self, sts: Obj) -> str:
+        """The update revision's name, creating its ControllerRevision when new."""
+        template = (sts.get("spec") or {}).get("template") or {}
+        name = f"{sts['metadata']['name']}-{template_hash(template, 0)}"
+        ns = sts["metadata"].get("namespace")
+        if self.ctx.cache.get("ControllerRevision", ns, name) is None:
+            numbers = [int(r.get("revision", 0)) for r in self.ctx.cache.owned("ControllerRevision", sts)]
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            labels[REVISION_LABEL] = name.rsplit("-", 1)[1]
+            revision: Obj = {
+                "apiVersion": "apps/v1", "kind": "ControllerRevision",
+                "metadata": {"name": name, "namespace": ns, "labels": labels,
+                             "ownerReferences": [controller_ref(sts)]},
+                "data": {"spec": {"template": {**clone(template), "$patch": "replace"}}},
+                "revision": max(numbers, default=0) + 1,
+            }
+            try:
+                self.ctx.store.create(revision)
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+        return name
+
+    def sync(self, key: Key) -> None:
+        sts = self.ctx.cache.get("StatefulSet", *key)
+        if sts is None or is_terminating(sts):
+            return
+        spec = sts.get("spec") or {}
+        want = int(spec.get("replicas", 1))
+        ordered = spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
+        update_rev = self._revision(sts)
+        by_ordinal: dict[int, Obj] = {}
+        for p in self.ctx.cache.owned("Pod", sts):
+            i = _ordinal(sts, p)
+            if i is not None:
+                by_ordinal[i] = p
+        healthy = True
+        for i in range(want):
+            pod = by_ordinal.get(i)
+            if pod is not None and pod_phase(pod) in ("Succeeded", "Failed") and not is_terminating(pod):
+                self.pods.delete(sts, pod)
+                pod = None
+                healthy = False
+            if pod is None:
+                if ordered and not healthy:
+                    break
+                if not self._create(sts, i, update_rev):
+                    break
+                healthy = False
+                if ordered:
+                    break
+                continue
+            if is_terminating(pod) or not (pod_phase(pod) == "Running" and is_pod_ready(pod)):
+                healthy = False
+                if ordered:
+                    break
+        if healthy or not ordered:
+            surplus = sorted((i for i in by_ordinal if i >= want), reverse=True)
+            for i in surplus:
+                if not is_terminating(by_ordinal[i]):
+                    self.pods.delete(sts, by_ordinal[i])
+                    if ordered:
+                        break
+            if healthy and not surplus:
+                self._roll(sts, by_ordinal, want, update_rev)
+        self._status(sts, update_rev)
+
+    def _create(self, sts: Obj, i: int, revision: str) -> bool:
+        name = f"{sts['metadata']['name']}-{i}"
+        template = (sts.get("spec") or {}).get("template") or {}
+        pod = self.pods.pod_from_template(sts, template, name)
+        labels = pod["metadata"]["labels"]
+        labels[REVISION_LABEL] = revision
+        labels["statefulset.kubernetes.io/pod-name"] = name
+        labels["apps.kubernetes.io/pod-index"] = str(i)
+        pod["spec"]["hostname"] = name
+        if (sts.get("spec") or {}).get("serviceName"):
+            pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
+        try:
+            check_pod(self.ctx.store, pod, self.ctx.now())
+            self.ctx.store.create(pod)
+        except ApiError as e:
+            self.ctx.recorder.record(sts, "Warning", "FailedCreate",
+                                     f"create Pod {name} in StatefulSet {sts['metadata']['name']} failed error: {e.message}",
+                                     component=_COMPONENT)
+            return False
+        self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
+                                 f"create Pod {name} in StatefulSet {sts['metadata']['name']} successful",
+                                 component=_COMPONENT)
+        return True
+
+    def _roll(self, sts: Obj, by_ordinal: dict[int, Obj], want: int, revision: str) -> None:
+        strategy = (sts.get("spec") or {}).get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+            return
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition", 0) or 0)
+        for i in range(want - 1, partition - 1, -1):
+            pod = by_ordinal.get(i)
+            if pod is not None and (pod["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision:
+                self.ctx.store.delete("Pod", pod["metadata"].get("namespace"), pod["metadata"]["name"])
+                self.ctx.recorder.record(
+                    sts, "Normal", "SuccessfulDelete",
+                    f"delete Pod {pod['metadata']['name']} in StatefulSet {sts['metadata']['name']} successful",
+                    component=_COMPONENT)
+                return
+
+    def _status(self, sts: Obj, revision: str) -> None:
+        pods = [p for p in self.ctx.cache.owned("Pod", sts) if _ordinal(sts, p) is not None and not is_terminating(p)]
+        updated = [p for p in pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision]
+        ready = [p for p in pods if is_pod_ready(p)]
+        old_status = sts.get("status") or {}
+        current_rev = old_status.get("currentRevision") or revision
+        want = int((sts.get("spec") or {}).get("replicas", 1))
+        if len(updated) == want == len(pods):
+            current_rev = revision
+        current = [p for p in pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == current_rev]
+        status: Obj = {
+            "observedGeneration": sts["metadata"].get("generation", 1),
+            "replicas": len(pods),
+            "readyReplicas": len(ready),
+            "currentReplicas": len(current),
+            "updatedReplicas": len(updated),
+            "currentRevision": current_rev,
+            "updateRevision": revision,
+            "collisionCount": 0,
+            "availableReplicas": len(ready),
+        }
+        self.write_status(sts, {k: v for k, v in status.items() if v or k in ("replicas", "observedGeneration", "collisionCount", "availableReplicas")})

@@ -1,0 +1,663 @@
+"""The kubelet of every node: a pod's life from ContainerCreating to Running, crashes and all.
+
+What an SRE agent diagnoses mostly lives here: ``ImagePullBackOff``, ``CrashLoopBackOff`` with
+its doubling back-off (first restart at once, then 10 s, 20 s, ... capped at 300 s, reset after
+10 minutes of good behaviour), ``OOMKilled`` in ``lastState``, readiness that lags start-up, init
+containers, graceful termination. Each container is a small state machine advanced at exact
+event times (the cluster's timers); probes are evaluated whenever the pod syncs (at least once
+per tick), asking the ContainerRuntime whether they pass *now*. The pod's status is rendered from
+that state, with the same fields, reasons and messages a real kubelet writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal
+
+from .controllers.base import Cache, Context, Controller, Key
+from .controllers.util import container_limits, container_requests, parse_time, rfc3339
+from .errors import ApiError
+from .runtime import ContainerRuntime
+
+Obj = dict[str, Any]
+
+MAX_BACKOFF = 300.0
+INITIAL_BACKOFF = 10.0
+#: A container that ran this long since its last restart starts its back-off afresh.
+BACKOFF_RESET = 2 * MAX_BACKOFF
+#: Time to resolve a reference that does not exist, and until the kubelet reports the back-off.
+PULL_FAILURE_SECONDS = 1.0
+POD_CIDR = ipaddress.ip_network("10.244.0.0/16")
+
+Phase = Literal["waiting", "running", "terminated"]
+
+
+@dataclass
+class ContainerRun:
+    """The kubelet's memory of one container of one pod."""
+
+    name: str
+    image: str
+    init: bool
+    sidecar: bool = False
+    state: Phase = "waiting"
+    reason: str = "ContainerCreating"
+    message: str = ""
+    #: What happens next and when: "create" | "pull-failed" | "pull-retry" | "start" | "restart".
+    step: str = "create"
+    due: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int = 0
+    term_reason: str = ""
+    term_message: str = ""
+    last: Obj | None = None
+    restarts: int = 0
+    backoff: float = 0.0
+    pull_backoff: float = INITIAL_BACKOFF
+    last_restart_at: float | None = None
+    exit_at: float | None = None
+    planned_exit: int = 0
+    ready: bool = False
+    started: bool = False
+    ever_ran: bool = False
+    ready_fail_since: float | None = None
+    live_fail_since: float | None = None
+    last_probe: dict[str, float] = field(default_factory=dict)
+    pulling: bool = False
+
+    def container_id(self, uid: str) -> str:
+        return "containerd://" + hashlib.sha256(f"{uid}/{self.name}/{self.restarts}".encode()).hexdigest()
+
+    def image_id(self) -> str:
+        repo = self.image.split("@")[0].rsplit(":", 1)[0] if ":" in self.image.split("/")[-1] else self.image
+        return f"{repo}@sha256:{hashlib.sha256(self.image.encode()).hexdigest()}"
+
+
+@dataclass
+class PodRun:
+    uid: str
+    node: str
+    ip: str
+    start_time: float
+    containers: list[ContainerRun]
+    conditions: dict[str, tuple[str, float]] = field(default_factory=dict)
+    stop_at: float | None = None
+
+
+@dataclass
+class KubeletState:
+    pods: dict[Key, PodRun] = field(default_factory=dict)
+    ips: dict[str, set[str]] = field(default_factory=dict)  # node -> allocated pod IPs
+    images: dict[str, set[str]] = field(default_factory=dict)  # node -> pulled images
+
+
+def _probe_target(pod_ip: str, container: Obj, probe: Obj) -> str:
+    def port(p: Any) -> Any:
+        if isinstance(p, str):
+            for cp in container.get("ports") or []:
+                if cp.get("name") == p:
+                    return cp.get("containerPort")
+        return p
+
+    if "httpGet" in probe:
+        h = probe["httpGet"]
+        scheme = str(h.get("scheme", "HTTP")).lower()
+        return f'Get "{scheme}://{pod_ip}:{port(h.get("port"))}{h.get("path", "/")}": dial tcp {pod_ip}:{port(h.get("port"))}: connect: connection refused'
+    if "tcpSocket" in probe:
+        p = port((probe["tcpSocket"] or {}).get("port"))
+        return f"dial tcp {pod_ip}:{p}: connect: connection refused"
+    if "grpc" in probe:
+        return f'timeout: failed to connect service "{pod_ip}:{(probe["grpc"] or {}).get("port")}" within 1s'
+    return "command terminated with non-zero exit code: exit status 1"
+
+
+class Kubelet(Controller):
+    """All nodes' kubelets: syncs every pod bound to a node."""
+
+    name = "kubelet"
+
+    def __init__(self, ctx: Context, runtime: ContainerRuntime) -> None:
+        super().__init__(ctx)
+        self.runtime = runtime
+        self.state = KubeletState()
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "Pod" and ((obj.get("spec") or {}).get("nodeName") or Cache.key_of(obj) in self.state.pods):
+            return [Cache.key_of(obj)]
+        return ()
+
+    def probing_pods(self) -> list[Key]:
+        """Pods whose probes need a look at the end of a tick."""
+        return [k for k, run in self.state.pods.items() if any(c.state == "running" for c in run.containers)]
+
+    def snapshot_state(self) -> KubeletState:
+        return copy.deepcopy(self.state)
+
+    def restore_state(self, state: KubeletState) -> None:
+        self.state = copy.deepcopy(state)
+
+    # -- the pod worker -------------------------------------------------------------------------
+
+    def sync(self, key: Key) -> None:
+        pod = self.ctx.cache.get("Pod", *key)
+        run = self.state.pods.get(key)
+        if pod is None:
+            if run is not None:
+                self._forget(key, run)
+            return
+        if run is not None and run.uid != pod["metadata"].get("uid"):
+            self._forget(key, run)
+            run = None
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            return
+        node = self.ctx.cache.get("Node", "", node_name)
+        if node is None:
+            return
+        now = self.ctx.now()
+        if pod["metadata"].get("deletionTimestamp"):
+            self._terminate(key, pod, run, now)
+            return
+        if run is None:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return
+            run = self._admit(key, pod, node, now)
+        self._advance(pod, node, run, now)
+        self._probe(pod, run, now)
+        self._write(pod, node, run, now)
+        nxt = self._next_due(pod, run)
+        if nxt is not None:
+            self.requeue_at(key, max(nxt, now))
+
+    def _forget(self, key: Key, run: PodRun) -> None:
+        self.state.pods.pop(key, None)
+        self.state.ips.get(run.node, set()).discard(run.ip)
+
+    # -- admission and IPs --------------------------------------------------------------------
+
+    def _allocate_ip(self, node: Obj, pod: Obj) -> str:
+        spec = pod.get("spec") or {}
+        if spec.get("hostNetwork"):
+            return _node_ip(node)
+        name = node["metadata"]["name"]
+        cidr = (node.get("spec") or {}).get("podCIDR")
+        if cidr:
+            net = ipaddress.ip_network(cidr, strict=False)
+        else:
+            names = sorted(n["metadata"]["name"] for n in self.ctx.cache.list("Node"))
+            index = names.index(name) + 1 if name in names else len(names) + 1
+            base = int(POD_CIDR.network_address)
+            net = ipaddress.ip_network((base + (index % 256) * 256, 24))
+        used = self.state.ips.setdefault(name, set())
+        first = int(net.network_address) + 2  # .1 is the node's bridge
+        for n in range(first, int(net.broadcast_address)):
+            ip = str(ipaddress.ip_address(n))
+            if ip not in used:
+                used.add(ip)
+                return ip
+        raise RuntimeError(f"node {name}: pod CIDR {net} is exhausted")
+
+    def _admit(self, key: Key, pod: Obj, node: Obj, now: float) -> PodRun:
+        spec = pod.get("spec") or {}
+        containers = [
+            ContainerRun(c["name"], c.get("image", ""), True, sidecar=c.get("restartPolicy") == "Always")
+            for c in spec.get("initContainers") or []
+        ] + [ContainerRun(c["name"], c.get("image", ""), False) for c in spec.get("containers") or []]
+        for c in containers:
+            c.reason = "PodInitializing" if (not c.init and spec.get("initContainers")) else "ContainerCreating"
+        run = PodRun(pod["metadata"].get("uid", ""), node["metadata"]["name"], self._allocate_ip(node, pod), now, containers)
+        self.state.pods[key] = run
+        run.conditions["PodReadyToStartContainers"] = ("True", now)
+        return run
+
+    # -- container state machine ------------------------------------------------------------
+
+    def _spec_of(self, pod: Obj, c: ContainerRun) -> Obj:
+        spec = pod.get("spec") or {}
+        for item in (spec.get("initContainers") if c.init else spec.get("containers")) or []:
+            if item.get("name") == c.name:
+                return item
+        return {"name": c.name, "image": c.image}
+
+    def _init_done(self, run: PodRun) -> bool:
+        return all(
+            (c.state == "terminated" and c.exit_code == 0) or (c.sidecar and c.started)
+            for c in run.containers if c.init
+        )
+
+    def _eligible(self, run: PodRun) -> list[ContainerRun]:
+        """Containers the kubelet may act on now: the next init container, or all app containers."""
+        out: list[ContainerRun] = []
+        for c in run.containers:
+            if not c.init:
+                continue
+            out.append(c)
+            if not ((c.state == "terminated" and c.exit_code == 0) or (c.sidecar and c.started)):
+                return out
+        return out + [c for c in run.containers if not c.init]
+
+    def _advance(self, pod: Obj, node: Obj, run: PodRun, now: float) -> None:
+        for _ in range(10_000):
+            pending: list[tuple[float, int, ContainerRun]] = []
+            for i, c in enumerate(self._eligible(run)):
+                if c.state == "waiting" and c.step == "create" and c.due is None:
+                    self._begin_create(pod, node, c, now)
+                if c.due is not None and c.due <= now:
+                    pending.append((c.due, i, c))
+                if c.state == "running" and c.exit_at is not None and c.exit_at <= now:
+                    pending.append((c.exit_at, i, c))
+            if not pending:
+                return
+            at, _, c = min(pending, key=lambda p: (p[0], p[1]))
+            if c.state == "running" and c.exit_at is not None and c.exit_at <= at:
+                code = c.planned_exit
+                self._terminated(pod, run, c, c.exit_at, code, "Completed" if code == 0 else "Error", "")
+            else:
+                self._step(pod, node, run, c, at)
+        raise RuntimeError(f"kubelet: pod {pod['metadata'].get('name')} did not settle")
+
+    def _record(self, pod: Obj, c: ContainerRun, type_: str, reason: str, message: str, count: int = 1) -> None:
+        prefix = "spec.initContainers" if c.init else "spec.containers"
+        self.ctx.recorder.record(pod, type_, reason, message, component="kubelet",
+                                 host=(pod.get("spec") or {}).get("nodeName"),
+                                 field_path=f"{prefix}{{{c.name}}}", count=count)
+
+    def _needs_pull(self, pod: Obj, node: Obj, c: ContainerRun) -> bool:
+        policy = self._spec_of(pod, c).get("imagePullPolicy")
+        if policy is None:
+            tail = c.image.split("/")[-1]
+            policy = "Always" if (":" not in tail or tail.endswith(":latest")) and "@" not in c.image else "IfNotPresent"
+        if policy == "Never":
+            return False
+        return policy == "Always" or c.image not in self.state.images.get(node["metadata"]["name"], set())
+
+    def _begin_create(self, pod: Obj, node: Obj, c: ContainerRun, at: float) -> None:
+        c.pulling = self._needs_pull(pod, node, c)
+        if c.pulling:
+            self._record(pod, c, "Normal", "Pulling", f'Pulling image "{c.image}"')
+            if not self.runtime.image_known(c.image):
+                c.step, c.due = "pull-failed", at + PULL_FAILURE_SECONDS
+                return
+        c.step, c.due = "start", at + max(0.0, float(self.runtime.startup_seconds(pod, self._spec_of(pod, c))))
+
+    def _step(self, pod: Obj, node: Obj, run: PodRun, c: ContainerRun, at: float) -> None:
+        step = c.step
+        c.due = None
+        if step == "pull-failed":
+            msg = (f'failed to pull and unpack image "{c.image}": failed to resolve reference "{c.image}": '
+                   f"{c.image}: not found")
+            self._record(pod, c, "Warning", "Failed", f'Failed to pull image "{c.image}": {msg}')
+            self._record(pod, c, "Warning", "Failed", "Error: ErrImagePull")
+            c.reason, c.message = "ErrImagePull", msg
+            c.step, c.due = "pull-backoff", at + PULL_FAILURE_SECONDS
+        elif step == "pull-backoff":
+            self._record(pod, c, "Normal", "BackOff", f'Back-off pulling image "{c.image}"')
+            self._record(pod, c, "Warning", "Failed", "Error: ImagePullBackOff")
+            c.reason, c.message = "ImagePullBackOff", f'Back-off pulling image "{c.image}": ErrImagePull: {c.message}'
+            c.step, c.due = "pull-retry", at - PULL_FAILURE_SECONDS + c.pull_backoff
+            c.pull_backoff = min(c.pull_backoff * 2, MAX_BACKOFF)
+        elif step == "pull-retry":
+            self._begin_create(pod, node, c, at)
+        elif step == "start":
+            self._start(pod, node, run, c, at, pulled=True)
+        elif step == "restart":
+            self._start(pod, node, run, c, at, pulled=False)
+
+    def _start(self, pod: Obj, node: Obj, run: PodRun, c: ContainerRun, at: float, *, pulled: bool) -> None:
+        spec = self._spec_of(pod, c)
+        node_name = node["metadata"]["name"]
+        images = self.state.images.setdefault(node_name, set())
+        if pulled and c.pulling:
+            took = max(0.0, float(self.runtime.startup_seconds(pod, spec)))
+            size = int(hashlib.sha256(c.image.encode()).hexdigest()[:6], 16) * 64 + 5_000_000
+            self._record(pod, c, "Normal", "Pulled",
+                         f'Successfully pulled image "{c.image}" in {_go_seconds(took)} '
+                         f"({_go_seconds(took)} including waiting). Image size: {size} bytes.")
+        else:
+            self._record(pod, c, "Normal", "Pulled", f'Container image "{c.image}" already present on machine')
+        images.add(c.image)
+        if c.ever_ran or c.restarts or c.last is not None:
+            c.restarts += 1
+            c.last_restart_at = at
+            c.backoff = INITIAL_BACKOFF if c.backoff == 0 else min(c.backoff * 2, MAX_BACKOFF)
+        error = self.runtime.start_error(pod, spec)
+        if error:
+            self._record(pod, c, "Warning", "Failed", f"Error: {error}")
+            c.state, c.started_at, c.ever_ran = "running", at, True
+            self._terminated(pod, run, c, at, 128, "StartError", error, waiting_reason="RunContainerError")
+            return
+        self._record(pod, c, "Normal", "Created", f"Created container: {c.name}")
+        self._record(pod, c, "Normal", "Started", f"Started container {c.name}")
+        c.state, c.reason, c.message = "running", "", ""
+        c.started_at, c.ever_ran = at, True
+        c.ready, c.ready_fail_since, c.live_fail_since, c.last_probe = False, None, None, {}
+        c.started = "startupProbe" not in spec
+        arch = ((node.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/arch", "amd64")
+        if not self.runtime.image_supports(c.image, arch):
+            c.exit_at, c.planned_exit = at, 255
+            return
+        planned = self.runtime.exit_after(pod, spec)
+        c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
+
+    def _should_restart(self, pod: Obj, c: ContainerRun, code: int) -> bool:
+        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
+        if c.sidecar:
+            return True
+        if c.init:
+            return code != 0 and policy != "Never"
+        return policy == "Always" or (policy == "OnFailure" and code != 0)
+
+    def _terminated(
+        self, pod: Obj, run: PodRun, c: ContainerRun, at: float, code: int, reason: str, message: str,
+        *, waiting_reason: str = "CrashLoopBackOff",
+    ) -> None:
+        """The process ended: record it, then restart (at once or after back-off) or stay down."""
+        c.state, c.finished_at, c.exit_code, c.term_reason, c.term_message = "terminated", at, code, reason, message
+        c.exit_at, c.ready, c.started = None, False, False
+        record: Obj = {"exitCode": code, "reason": reason, "startedAt": rfc3339(c.started_at or at),
+                       "finishedAt": rfc3339(at), "containerID": c.container_id(run.uid)}
+        if message:
+            record["message"] = message
+        if not self._should_restart(pod, c, code):
+            return
+        c.last = record
+        if c.last_restart_at is not None and at - c.last_restart_at > BACKOFF_RESET:
+            c.backoff = 0.0
+        c.step = "restart"
+        if c.backoff == 0:
+            c.state, c.reason, c.message, c.due = "waiting", waiting_reason, message, at
+            return
+        ident = f"{pod['metadata']['name']}_{pod['metadata'].get('namespace')}({run.uid})"
+        c.state, c.due = "waiting", at + c.backoff
+        c.reason = "CrashLoopBackOff"
+        c.message = f"back-off {_go_seconds(c.backoff)} restarting failed container={c.name} pod={ident}"
+        self._record(pod, c, "Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod {ident}")
+
+    def kill(self, key: Key, container: str, *, reason: str, exit_code: int, message: str) -> None:
+        """Something outside the pod (the OOM killer, a chaos tool) ended a running container."""
+        run = self.state.pods.get(key)
+        pod = self.ctx.cache.get("Pod", *key)
+        if run is None or pod is None:
+            raise KeyError(f"pod {key[0]}/{key[1]} is not running on any node")
+        c = next((c for c in run.containers if c.name == container), None)
+        if c is None:
+            raise KeyError(f"pod {key[0]}/{key[1]} has no container {container!r}")
+        if c.state != "running":
+            return
+        self._terminated(pod, run, c, self.ctx.now(), exit_code, reason, message)
+        self.enqueue(key)
+
+    # -- probes ---------------------------------------------------------------------------------
+
+    def _probe(self, pod: Obj, run: PodRun, now: float) -> None:
+        for c in run.containers:
+            if c.state != "running" or c.started_at is None:
+                continue
+            spec = self._spec_of(pod, c)
+            if not c.started:
+                self._startup_probe(pod, run, c, spec, now)
+                if not c.started or c.state != "running":
+                    continue
+            if c.init and not c.sidecar:
+                continue
+            self._readiness(pod, run, c, spec, now)
+            self._liveness(pod, run, c, spec, now)
+
+    def _probe_due(self, c: ContainerRun, probe: Obj, kind: str, now: float) -> int:
+        """How many probe periods of ``kind`` have elapsed since the last evaluation (0 = not yet)."""
+        first = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0) or 0)
+        if now < first:
+            return 0
+        period = float(probe.get("periodSeconds", 10) or 10)
+        last = c.last_probe.get(kind)
+        c.last_probe[kind] = now
+        if last is None:
+            return 1 + int((now - first) // period)
+        return max(1, int((now - last) // period)) if now > last else 0
+
+    def _startup_probe(self, pod: Obj, run: PodRun, c: ContainerRun, spec: Obj, now: float) -> None:
+        probe = spec.get("startupProbe") or {}
+        n = self._probe_due(c, probe, "startup", now)
+        if n == 0:
+            return
+        if self.runtime.probe_succeeds(pod, spec, "startup"):
+            c.started = True
+            return
+        self._record(pod, c, "Warning", "Unhealthy",
+                     f"Startup probe failed: {_probe_target(run.ip, spec, probe)}", count=n)
+        threshold = int(probe.get("failureThreshold", 3) or 3)
+        period = float(probe.get("periodSeconds", 10) or 10)
+        first = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0) or 0)
+        if now >= first + (threshold - 1) * period:
+            self._record(pod, c, "Normal", "Killing", f"Container {c.name} failed startup probe, will be restarted")
+            self._terminated(pod, run, c, now, 137, "Error", "")
+
+    def _readiness(self, pod: Obj, run: PodRun, c: ContainerRun, spec: Obj, now: float) -> None:
+        probe = spec.get("readinessProbe")
+        if probe is None:
+            c.ready = True
+            return
+        n = self._probe_due(c, probe, "readiness", now)
+        if n == 0:
+            return
+        if self.runtime.probe_succeeds(pod, spec, "readiness"):
+            c.ready, c.ready_fail_since = True, None
+            return
+        self._record(pod, c, "Warning", "Unhealthy",
+                     f"Readiness probe failed: {_probe_target(run.ip, spec, probe)}", count=n)
+        if not c.ready:
+            return
+        c.ready_fail_since = c.ready_fail_since if c.ready_fail_since is not None else now
+        threshold = int(probe.get("failureThreshold", 3) or 3)
+        period = float(probe.get("periodSeconds", 10) or 10)
+        if now >= c.ready_fail_since + (threshold - 1) * period:
+            c.ready = False
+
+    def _liveness(self, pod: Obj, run: PodRun, c: ContainerRun, spec: Obj, now: float) -> None:
+        probe = spec.get("livenessProbe")
+        if probe is None:
+            return
+        n = self._probe_due(c, probe, "liveness", now)
+        if n == 0:
+            return
+        if self.runtime.probe_succeeds(pod, spec, "liveness"):
+            c.live_fail_since = None
+            return
+        self._record(pod, c, "Warning", "Unhealthy",
+                     f"Liveness probe failed: {_probe_target(run.ip, spec, probe)}", count=n)
+        c.live_fail_since = c.live_fail_since if c.live_fail_since is not None else now
+        threshold = int(probe.get("failureThreshold", 3) or 3)
+        period = float(probe.get("periodSeconds", 10) or 10)
+        if now >= c.live_fail_since + (threshold - 1) * period:
+            self._record(pod, c, "Normal", "Killing", f"Container {c.name} failed liveness probe, will be restarted")
+            self._terminated(pod, run, c, now, 137, "Error", "")
+
+    # -- termination ----------------------------------------------------------------------------
+
+    def _terminate(self, key: Key, pod: Obj, run: PodRun | None, now: float) -> None:
+        meta = pod["metadata"]
+        if run is None:
+            self._remove(key, pod)
+            return
+        if run.stop_at is None:
+            deadline = parse_time(meta.get("deletionTimestamp")) or now
+            grace = float(meta.get("deletionGracePeriodSeconds", 0) or 0)
+            begun = deadline - grace
+            longest = 0.0
+            for c in run.containers:
+                if c.state == "running":
+                    self._record(pod, c, "Normal", "Killing", f"Stopping container {c.name}")
+                    longest = max(longest, float(self.runtime.stop_seconds(pod, self._spec_of(pod, c))))
+            run.stop_at = begun + min(grace, longest)
+        if now >= run.stop_at:
+            self._remove(key, pod)
+            return
+        self.requeue_at(key, run.stop_at)
+
+    def _remove(self, key: Key, pod: Obj) -> None:
+        run = self.state.pods.get(key)
+        if run is not None:
+            self._forget(key, run)
+        try:
+            self.ctx.store.delete("Pod", key[0], key[1], grace_period_seconds=0,
+                                  preconditions={"uid": pod["metadata"].get("uid", "")})
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def _next_due(self, pod: Obj, run: PodRun) -> float | None:
+        times: list[float] = []
+        for c in run.containers:
+            if c.due is not None:
+                times.append(c.due)
+            if c.exit_at is not None:
+                times.append(c.exit_at)
+            if c.state == "running" and c.started_at is not None:
+                spec = self._spec_of(pod, c)
+                for kind, key in (("startup", "startupProbe"), ("readiness", "readinessProbe"), ("liveness", "livenessProbe")):
+                    probe = spec.get(key)
+                    if probe is not None and kind not in c.last_probe:
+                        times.append(c.started_at + float(probe.get("initialDelaySeconds", 0) or 0))
+                for since, key in ((c.ready_fail_since, "readinessProbe"), (c.live_fail_since, "livenessProbe")):
+                    probe = spec.get(key)
+                    if since is not None and probe is not None:
+                        times.append(since + (int(probe.get("failureThreshold", 3) or 3) - 1)
+                                     * float(probe.get("periodSeconds", 10) or 10))
+        return min(times) if times else None
+
+    def _phase(self, pod: Obj, run: PodRun) -> str:
+        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
+        inits = [c for c in run.containers if c.init]
+        apps = [c for c in run.containers if not c.init]
+        for c in inits:
+            if c.state == "terminated" and c.exit_code != 0 and policy == "Never":
+                return "Failed"
+        if not self._init_done(run):
+            return "Pending"
+        waiting_fresh = sum(1 for c in apps if c.state == "waiting" and not c.ever_ran)
+        running = sum(1 for c in apps if c.state == "running")
+        restarting = sum(1 for c in apps if c.state == "waiting" and c.ever_ran)
+        stopped = [c for c in apps if c.state == "terminated"]
+        if waiting_fresh:
+            return "Pending"
+        if running or restarting:
+            return "Running"
+        if stopped and len(stopped) == len(apps):
+            return "Failed" if any(c.exit_code != 0 for c in stopped) else "Succeeded"
+        return "Pending"
+
+    def _container_status(self, run: PodRun, c: ContainerRun) -> Obj:
+        out: Obj = {"name": c.name, "image": c.image, "imageID": c.image_id() if c.ever_ran else ""}
+        if c.ever_ran:
+            out["containerID"] = c.container_id(run.uid)
+        out["ready"] = c.ready and c.state == "running"
+        out["restartCount"] = c.restarts
+        out["started"] = c.state == "running" and c.started
+        if c.state == "running":
+            out["state"] = {"running": {"startedAt": rfc3339(c.started_at or 0.0)}}
+        elif c.state == "terminated":
+            term: Obj = {"exitCode": c.exit_code, "reason": c.term_reason,
+                         "startedAt": rfc3339(c.started_at or 0.0), "finishedAt": rfc3339(c.finished_at or 0.0),
+                         "containerID": c.container_id(run.uid)}
+            if c.term_message:
+                term["message"] = c.term_message
+            out["state"] = {"terminated": term}
+        else:
+            waiting: Obj = {"reason": c.reason}
+            if c.message:
+                waiting["message"] = c.message
+            out["state"] = {"waiting": waiting}
+        out["lastState"] = {"terminated": dict(c.last)} if c.last else {}
+        return out
+
+    def _condition(self, run: PodRun, type_: str, status: str, now: float, reason: str = "", message: str = "") -> Obj:
+        prev = run.conditions.get(type_)
+        since = prev[1] if prev is not None and prev[0] == status else now
+        run.conditions[type_] = (status, since)
+        out: Obj = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": rfc3339(since)}
+        if reason:
+            out["reason"] = reason
+        if message:
+            out["message"] = message
+        return out
+
+    def _write(self, pod: Obj, node: Obj, run: PodRun, now: float) -> None:
+        apps = [c for c in run.containers if not c.init]
+        inits = [c for c in run.containers if c.init]
+        phase = self._phase(pod, run)
+        unready = [c.name for c in apps if not (c.ready and c.state == "running")]
+        init_pending = [c.name for c in inits if not (c.state == "terminated" and c.exit_code == 0)
+                        and not (c.sidecar and c.started)]
+        done = phase in ("Succeeded", "Failed")
+        conditions = [self._condition(run, "PodReadyToStartContainers", "False" if done else "True", now)]
+        if init_pending and not done:
+            conditions.append(self._condition(run, "Initialized", "False", now, "ContainersNotInitialized",
+                                              f"containers with incomplete status: [{' '.join(init_pending)}]"))
+        else:
+            conditions.append(self._condition(run, "Initialized", "True", now))
+        if done:
+            reason = "PodCompleted"
+            conditions.append(self._condition(run, "Ready", "False", now, reason))
+            conditions.append(self._condition(run, "ContainersReady", "False", now, reason))
+        elif unready:
+            msg = f"containers with unready status: [{' '.join(unready)}]"
+            conditions.append(self._condition(run, "Ready", "False", now, "ContainersNotReady", msg))
+            conditions.append(self._condition(run, "ContainersReady", "False", now, "ContainersNotReady", msg))
+        else:
+            conditions.append(self._condition(run, "Ready", "True", now))
+            conditions.append(self._condition(run, "ContainersReady", "True", now))
+        old_status = pod.get("status") or {}
+        kept = [c for c in old_status.get("conditions") or [] if c.get("type") not in run.conditions]
+        status: Obj = {"phase": phase, "conditions": conditions + kept}
+        host_ip = _node_ip(node)
+        status["hostIP"] = host_ip
+        status["hostIPs"] = [{"ip": host_ip}]
+        status["podIP"] = run.ip
+        status["podIPs"] = [{"ip": run.ip}]
+        status["startTime"] = rfc3339(run.start_time)
+        if inits:
+            status["initContainerStatuses"] = [self._container_status(run, c) for c in inits]
+        status["containerStatuses"] = [self._container_status(run, c) for c in apps]
+        status["qosClass"] = old_status.get("qosClass") or qos_class(pod)
+        for k in ("nominatedNodeName",):
+            if k in old_status:
+                status[k] = old_status[k]
+        self.write_status(pod, status)
+
+
+def qos_class(pod: Obj) -> str:
+    containers = list((pod.get("spec") or {}).get("containers") or []) + list(
+        (pod.get("spec") or {}).get("initContainers") or [])
+    requests = [container_requests(c) for c in containers]
+    limits = [container_limits(c) for c in containers]
+    if not any(requests) and not any(limits):
+        return "BestEffort"
+    guaranteed = all(
+        all(lim.get(r) is not None and req.get(r) == lim.get(r) for r in ("cpu", "memory"))
+        for req, lim in zip(requests, limits)
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _node_ip(node: Obj) -> str:
+    for addr in (node.get("status") or {}).get("addresses") or []:
+        if addr.get("type") == "InternalIP":
+            return str(addr.get("address"))
+    return "10.0.0.1"
+
+
+def _go_seconds(seconds: float) -> str:
+    """``time.Duration`` text for the kubelet's messages: ``1.5s``, ``10s``, ``5m0s``."""
+    if seconds < 60:
+        text = f"{seconds:.3f}".rstrip("0").rstrip(".")
+        return f"{text}s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s}s"
