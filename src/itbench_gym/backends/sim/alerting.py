@@ -1,0 +1,527 @@
+"""Prometheus rule evaluation (alerting and recording rules) on the twin's simulated clock.
+
+Groups evaluate at multiples of their ``interval``. When the clock jumps, :meth:`RuleManager.
+evaluate_until` runs every due evaluation in order; each rule's expression is evaluated *once* as a
+range query over all due times, then the alert state machine (inactive → pending → firing →
+resolved, ``for``, ``keep_firing_for``, 15 minute resolved retention) steps through the results, so
+fast-forwarding an hour costs one query per rule rather than one per evaluation.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from .promql.engine import Engine
+from .promql.errors import PromQLError
+from .tsdb import STALE_NAN, Labels, make_labels
+
+#: How long Prometheus keeps resolved alerts around (and sends them to Alertmanager).
+RESOLVED_RETENTION = 15 * 60.0
+
+_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+_UNITS = (365 * 86400.0, 7 * 86400.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
+
+
+class RuleError(ValueError):
+    """An invalid rules file; the message names the group and rule."""
+
+
+def parse_duration(value: Any, where: str) -> float:
+    """Prometheus duration (``5m``, ``1h30m``) or a number of seconds."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    m = _DURATION.match(text)
+    if not m or text == "" or (text != "0" and not any(m.groups())):
+        raise RuleError(f"{where}: invalid duration {value!r} (expected e.g. 30s, 5m, 1h)")
+    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS) if g)
+
+
+def rfc3339(t: float) -> str:
+    """Go's ``time.Time`` JSON form (RFC 3339 with trimmed nanoseconds, UTC)."""
+    whole = math.floor(t)
+    base = datetime.fromtimestamp(whole, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    frac = round(t - whole, 9)
+    if frac > 0:
+        base += (f"{frac:.9f}"[1:]).rstrip("0")
+    return base + "Z"
+
+
+# ------------------------------------------------------------------ templates
+_ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL)
+
+
+def _humanize(v: float) -> str:
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return _gfmt(v)
+    if abs(v) >= 1:
+        prefixes = ["", "k", "M", "G", "T", "P", "E", "Z", "Y"]
+        i = 0
+        while abs(v) >= 1000 and i < len(prefixes) - 1:
+            v /= 1000
+            i += 1
+        return f"{_g4(v)}{prefixes[i]}"
+    prefixes = ["", "m", "u", "n", "p", "f", "a", "z", "y"]
+    i = 0
+    while abs(v) < 1 and i < len(prefixes) - 1:
+        v *= 1000
+        i += 1
+    return f"{_g4(v)}{prefixes[i]}"
+
+
+def _g4(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _gfmt(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return f"{v:.4g}"
+
+
+def _humanize_duration(v: float) -> str:
+    if math.isnan(v) or math.isinf(v):
+        return _gfmt(v)
+    if v == 0:
+        return "0s"
+    if abs(v) < 1:
+        return _humanize(v) + "s"
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    d, rem = divmod(int(v), 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{d}d"] if d else []
+    if h:
+        parts.append(f"{h}h")
+    if m:
+        parts.append(f"{m}m")
+    parts.append(f"{s}s")
+    return sign + "".join(parts)
+
+
+def _printf(fmt: str, *args: Any) -> str:
+    py = re.sub(r"%v", "%s", fmt)
+    try:
+        return py % args
+    except (TypeError, ValueError):
+        return fmt
+
+
+_FUNCS: dict[str, Any] = {
+    "humanize": lambda v: _humanize(float(v)),
+    "humanizePercentage": lambda v: f"{_g4(float(v) * 100)}%",
+    "humanizeDuration": lambda v: _humanize_duration(float(v)),
+    "toUpper": lambda s: str(s).upper(),
+    "toLower": lambda s: str(s).lower(),
+    "title": lambda s: str(s).title(),
+    "printf": _printf,
+}
+
+
+def expand_template(text: str, labels: Mapping[str, str], value: float, external: Mapping[str, str] | None = None) -> str:
+    """Expand the Go-template subset used in alert annotations and labels.
+
+    Supported: ``$labels.x`` / ``.Labels.x``, ``$value`` / ``.Value``, ``$externalLabels.x``,
+    ``humanize``, ``humanizePercentage``, ``humanizeDuration``, ``printf``, ``toUpper``,
+    ``toLower``, ``title``, as calls or in pipelines (``$value | humanize``). Anything else yields
+    ``<error expanding template: ...>`` like Prometheus does on a template error.
+    """
+    if "{{" not in text:
+        return text
+    ext = external or {}
+
+    def operand(tok: str) -> Any:
+        if tok.startswith(('"', "`")):
+            return tok[1:-1]
+        if tok in ("$value", ".Value"):
+            return value
+        for prefix, src in (("$labels.", labels), (".Labels.", labels), ("$externalLabels.", ext)):
+            if tok.startswith(prefix):
+                return src.get(tok[len(prefix) :], "")
+        if tok in ("$labels", ".Labels"):
+            return dict(labels)
+        try:
+            return float(tok)
+        except ValueError:
+            raise ValueError(f"unknown operand {tok}") from None
+
+    def command(cmd: str, piped: list[Any]) -> Any:
+        toks = re.findall(r'"(?:\\.|[^"\\])*"|`[^`]*`|\S+', cmd)
+        if not toks:
+            raise ValueError("empty command")
+        if toks[0] in _FUNCS:
+            args = [operand(t) for t in toks[1:]] + piped
+            return _FUNCS[toks[0]](*args)
+        if len(toks) == 1 and not piped:
+            return operand(toks[0])
+        raise ValueError(f"function {toks[0]!r} not defined")
+
+    def render(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body.startswith("/*"):
+            return ""
+        result: Any = None
+        for i, stage in enumerate(body.split("|")):
+            result = command(stage.strip(), [] if i == 0 else [result])
+        if isinstance(result, float):
+            return _go_value(result)
+        return str(result)
+
+    try:
+        return _ACTION.sub(render, text)
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"<error expanding template: {exc}>"
+
+
+def _go_value(v: float) -> str:
+    """How Go's text/template prints a float64 ($value)."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    if v == int(v) and abs(v) < 1e21:
+        return str(int(v))
+    return repr(v)
+
+
+# ---------------------------------------------------------------------- model
+@dataclass
+class Alert:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: str  # "pending" | "firing" | "inactive"
+    active_at: float
+    value: float
+    fired_at: float | None = None
+    resolved_at: float | None = None
+    keep_firing_since: float | None = None
+    last_eval: float = 0.0
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "labels": dict(sorted(self.labels.items())),
+            "annotations": dict(sorted(self.annotations.items())),
+            "state": self.state,
+            "activeAt": rfc3339(self.active_at),
+            "value": _value_e(self.value),
+        }
+        if self.keep_firing_since is not None:
+            out["keepFiringSince"] = rfc3339(self.keep_firing_since)
+        return out
+
+
+def _value_e(v: float) -> str:
+    """``strconv.FormatFloat(v, 'e', -1, 64)``, the format of an alert's value in the API."""
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    mant, exp = np.format_float_scientific(v, trim="-", unique=True).split("e")
+    e = int(exp)
+    return f"{mant}e{'+' if e >= 0 else '-'}{abs(e):02d}"
+
+
+@dataclass
+class Rule:
+    kind: str  # "alerting" | "recording"
+    name: str
+    expr: str
+    labels: dict[str, str]
+    annotations: dict[str, str] = field(default_factory=dict)
+    for_s: float = 0.0
+    keep_firing_for_s: float = 0.0
+    active: dict[Labels, Alert] = field(default_factory=dict)
+    health: str = "unknown"
+    last_error: str = ""
+    last_eval: float | None = None
+    prev_output: set[Labels] = field(default_factory=set)
+
+    def state(self) -> str:
+        states = {a.state for a in self.active.values()}
+        if "firing" in states:
+            return "firing"
+        if "pending" in states:
+            return "pending"
+        return "inactive"
+
+
+@dataclass
+class Group:
+    name: str
+    interval: float
+    rules: list[Rule]
+    file: str = ""
+    next_eval: float | None = None
+    last_eval: float | None = None
+
+
+def _rule_from(raw: Mapping[str, Any], where: str) -> Rule:
+    if not isinstance(raw, Mapping):
+        raise RuleError(f"{where}: a rule must be a mapping, got {type(raw).__name__}")
+    expr = raw.get("expr")
+    if not isinstance(expr, (str, int, float)) or str(expr).strip() == "":
+        raise RuleError(f"{where}: missing 'expr'")
+    labels = {str(k): str(v) for k, v in (raw.get("labels") or {}).items()}
+    if "alert" in raw and "record" in raw:
+        raise RuleError(f"{where}: a rule cannot have both 'alert' and 'record'")
+    if "alert" in raw:
+        return Rule(
+            "alerting",
+            str(raw["alert"]),
+            str(expr),
+            labels,
+            {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()},
+            parse_duration(raw.get("for"), f"{where} 'for'"),
+            parse_duration(raw.get("keep_firing_for"), f"{where} 'keep_firing_for'"),
+        )
+    if "record" in raw:
+        return Rule("recording", str(raw["record"]), str(expr), labels)
+    raise RuleError(f"{where}: a rule needs 'alert' or 'record'")
+
+
+def load_groups(spec: Any, default_interval: float) -> list[Group]:
+    """Accept a rules file (``{"groups": [...]}``), a PrometheusRule (its ``spec``), or the list itself."""
+    if isinstance(spec, Mapping) and "spec" in spec and isinstance(spec["spec"], Mapping):
+        spec = spec["spec"]
+    if isinstance(spec, Mapping):
+        spec = spec.get("groups")
+    if not isinstance(spec, Sequence) or isinstance(spec, (str, bytes)):
+        raise RuleError("rules: expected a list of groups (a 'groups:' key or a PrometheusRule spec)")
+    groups = []
+    for gi, raw in enumerate(spec):
+        if not isinstance(raw, Mapping) or not raw.get("name"):
+            raise RuleError(f"groups[{gi}]: each group needs a 'name'")
+        where = f"group {raw['name']!r}"
+        interval = parse_duration(raw.get("interval"), f"{where} 'interval'") or default_interval
+        if interval <= 0:
+            raise RuleError(f"{where}: interval must be positive")
+        rules = [_rule_from(r, f"{where} rule {ri}") for ri, r in enumerate(raw.get("rules") or [])]
+        groups.append(Group(str(raw["name"]), interval, rules, str(raw.get("file", ""))))
+    return groups
+
+
+class RuleManager:
+    """Evaluates rule groups against ``engine`` as simulated time advances."""
+
+    def __init__(
+        self,
+        groups: Any,
+        engine: Engine,
+        default_interval: float = 30.0,
+        start: float | None = None,
+        external_labels: Mapping[str, str] | None = None,
+    ) -> None:
+        self.engine = engine
+        self._groups = load_groups(groups, default_interval)
+        self.external_labels = dict(external_labels or {})
+        for g in self._groups:
+            for r in g.rules:
+                try:
+                    engine.parse(r.expr)
+                except PromQLError as exc:
+                    raise RuleError(f"group {g.name!r} rule {r.name!r}: invalid expr: {exc.message}") from None
+            if start is not None:
+                g.next_eval = _align_up(start, g.interval)
+
+    # ---------------------------------------------------------------- running
+    def evaluate_until(self, t: float) -> None:
+        """Run every evaluation due at or before ``t`` (seconds), in time order per group."""
+        for g in self._groups:
+            if g.next_eval is None:
+                g.next_eval = _align_up(t, g.interval)
+            if g.next_eval > t:
+                continue
+            count = int(math.floor((t - g.next_eval) / g.interval + 1e-9)) + 1
+            times = g.next_eval + g.interval * np.arange(count)
+            ms = np.round(times * 1000).astype(np.int64)
+            for rule in g.rules:
+                self._eval_rule(rule, ms)
+            g.last_eval = float(times[-1])
+            g.next_eval = float(times[-1] + g.interval)
+
+    def _eval_rule(self, rule: Rule, ms: np.ndarray) -> None:
+        try:
+            res = self.engine.range_ms(rule.expr, ms)
+        except PromQLError as exc:
+            rule.health, rule.last_error = "err", exc.message
+            rule.last_eval = float(ms[-1]) / 1000.0
+            return
+        rule.health, rule.last_error = "ok", ""
+        per_step: list[dict[Labels, float]] = [dict() for _ in ms]
+        index = {int(t): i for i, t in enumerate(ms.tolist())}
+        if res.type == "scalar":
+            assert res.scalar is not None
+            per_step[0][()] = res.scalar[1]
+        else:
+            for lb, ts, vs in res.series:
+                for t, v in zip(ts.tolist(), vs.tolist()):
+                    per_step[index[int(t)]][lb] = v
+        for i, t_ms in enumerate(ms.tolist()):
+            t = t_ms / 1000.0
+            if rule.kind == "recording":
+                self._record(rule, t_ms, per_step[i])
+            else:
+                self._alert_step(rule, t, per_step[i])
+            rule.last_eval = t
+
+    def _record(self, rule: Rule, t_ms: int, samples: dict[Labels, float]) -> None:
+        out: set[Labels] = set()
+        for lb, v in samples.items():
+            d = dict(lb)
+            d["__name__"] = rule.name
+            d.update(rule.labels)
+            lbls = make_labels(d)
+            out.add(lbls)
+            self._store(lbls, t_ms, v)
+        for gone in rule.prev_output - out:
+            self._store(gone, t_ms, STALE_NAN)
+        rule.prev_output = out
+
+    def _store(self, labels: Labels, t_ms: int, value: float) -> None:
+        try:
+            self.engine.storage.append_ms(labels, t_ms, value)
+        except ValueError:
+            # Out-of-order (e.g. the TSDB was rewound without the rules): Prometheus drops such samples too.
+            pass
+
+    def _alert_step(self, rule: Rule, t: float, samples: dict[Labels, float]) -> None:
+        seen: set[Labels] = set()
+        for lb, v in samples.items():
+            base = {k: val for k, val in lb if k != "__name__"}
+            labels = dict(base)
+            for k, tmpl in rule.labels.items():
+                labels[k] = expand_template(tmpl, base, v, self.external_labels)
+            labels = {k: val for k, val in labels.items() if val != ""}
+            labels["alertname"] = rule.name
+            annotations = {k: expand_template(a, base, v, self.external_labels) for k, a in rule.annotations.items()}
+            key = make_labels(labels)
+            seen.add(key)
+            alert = rule.active.get(key)
+            if alert is not None and alert.state != "inactive":
+                alert.value, alert.annotations, alert.labels = v, annotations, labels
+            else:
+                alert = Alert(labels, annotations, "pending", t, v)
+                rule.active[key] = alert
+            alert.last_eval = t
+        for key, alert in list(rule.active.items()):
+            if key not in seen:
+                keep = False
+                if alert.state == "firing" and rule.keep_firing_for_s > 0:
+                    if alert.keep_firing_since is None:
+                        alert.keep_firing_since = t
+                    keep = t - alert.keep_firing_since < rule.keep_firing_for_s
+                if alert.state == "pending" or (
+                    alert.resolved_at is not None and t - alert.resolved_at > RESOLVED_RETENTION
+                ):
+                    del rule.active[key]
+                if alert.state != "inactive" and not keep:
+                    alert.state = "inactive"
+                    alert.resolved_at = t
+                if not keep:
+                    continue
+            else:
+                alert.keep_firing_since = None
+            if alert.state == "pending" and t - alert.active_at >= rule.for_s:
+                alert.state = "firing"
+                alert.fired_at = t
+        self._write_alerts_series(rule, t)
+
+    def _write_alerts_series(self, rule: Rule, t: float) -> None:
+        """Maintain Prometheus' synthetic ``ALERTS`` series (value 1 while pending/firing)."""
+        t_ms = int(round(t * 1000))
+        now: set[Labels] = set()
+        for alert in rule.active.values():
+            if alert.state in ("pending", "firing"):
+                lbls = make_labels({**alert.labels, "__name__": "ALERTS", "alertstate": alert.state})
+                now.add(lbls)
+                self._store(lbls, t_ms, 1.0)
+        for gone in rule.prev_output - now:
+            self._store(gone, t_ms, STALE_NAN)
+        rule.prev_output = now
+
+    # -------------------------------------------------------------- accessors
+    def alerts(self) -> list[Alert]:
+        """Pending and firing alerts (what ``/api/v1/alerts`` shows), ordered by labels."""
+        out = [a for g in self._groups for r in g.rules for a in r.active.values() if a.state != "inactive"]
+        return sorted(out, key=lambda a: sorted(a.labels.items()))
+
+    def all_alerts(self) -> list[Alert]:
+        """Including recently resolved alerts (kept 15 minutes, as Prometheus sends them on)."""
+        out = [a for g in self._groups for r in g.rules for a in r.active.values()]
+        return sorted(out, key=lambda a: sorted(a.labels.items()))
+
+    def firing(self) -> list[Alert]:
+        return [a for a in self.alerts() if a.state == "firing"]
+
+    def rule_groups(self) -> list[Group]:
+        return list(self._groups)
+
+    def groups(self, rule_type: str | None = None) -> list[dict[str, Any]]:
+        """The ``groups`` list of ``/api/v1/rules`` (``rule_type`` is ``alert`` or ``record``)."""
+        out = []
+        for g in self._groups:
+            rules = []
+            for r in g.rules:
+                if rule_type == "alert" and r.kind != "alerting" or rule_type == "record" and r.kind != "recording":
+                    continue
+                item: dict[str, Any] = {
+                    "name": r.name,
+                    "query": r.expr,
+                    "labels": dict(r.labels),
+                    "health": r.health,
+                    "evaluationTime": 0,
+                    "lastEvaluation": rfc3339(r.last_eval) if r.last_eval is not None else "0001-01-01T00:00:00Z",
+                    "type": r.kind,
+                }
+                if r.last_error:
+                    item["lastError"] = r.last_error
+                if r.kind == "alerting":
+                    item.update(
+                        state=r.state(),
+                        duration=r.for_s,
+                        keepFiringFor=r.keep_firing_for_s,
+                        annotations=dict(r.annotations),
+                        alerts=[a.to_api() for a in sorted(r.active.values(), key=lambda a: sorted(a.labels.items())) if a.state != "inactive"],
+                    )
+                rules.append(item)
+            if rule_type and not rules:
+                continue
+            out.append(
+                {
+                    "name": g.name,
+                    "file": g.file,
+                    "rules": rules,
+                    "interval": g.interval,
+                    "limit": 0,
+                    "evaluationTime": 0,
+                    "lastEvaluation": rfc3339(g.last_eval) if g.last_eval is not None else "0001-01-01T00:00:00Z",
+                }
+            )
+        return out
+
+    def snapshot(self) -> object:
+        return copy.deepcopy(self._groups)
+
+    def restore(self, snap: object) -> None:
+        if not isinstance(snap, list) or not all(isinstance(g, Group) for g in snap):
+            raise TypeError("restore() needs an object returned by RuleManager.snapshot()")
+        self._groups = copy.deepcopy(snap)
+
+
+def _align_up(t: float, interval: float) -> float:
+    return math.ceil(t / interval - 1e-9) * interval
+
+

@@ -1,0 +1,422 @@
+"""The twin's Prometheus HTTP API (plus Grafana's and Alertmanager's alert endpoints) as a WSGI app.
+
+Response envelopes, error types and HTTP codes follow Prometheus (``web/api/v1``): success is
+``{"status": "success", "data": ...}`` with optional ``warnings``/``infos``; failures are
+``{"status": "error", "errorType": ..., "error": ...}`` with 400 (bad_data), 422 (execution),
+503 (timeout) or 404 (not_found). Times accept Unix seconds or RFC 3339; durations accept
+seconds or Prometheus durations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from ...clock import Clock
+from .alerting import Alert, RuleManager, rfc3339
+from .promql.engine import Engine
+from .promql.errors import PromQLError
+from .tsdb import TSDB, Matcher, parse_matchers
+
+_STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "canceled": 503, "not_found": 404, "internal": 500}
+_MIN_TIME = -9_223_372_036_854_775.808
+_MAX_TIME = 9_223_372_036_854_775.807
+_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+_UNITS = (365 * 86400.0, 7 * 86400.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
+
+BUILD_INFO = {
+    "version": "3.5.0",
+    "revision": "itbench-gym-twin",
+    "branch": "HEAD",
+    "buildUser": "itbench-gym",
+    "buildDate": "20260101-00:00:00",
+    "goVersion": "go1.24",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+
+
+def parse_time(value: str, name: str) -> float:
+    """Prometheus' ``parseTime``: Unix seconds (fractional allowed) or RFC 3339."""
+    try:
+        t = float(value)
+        if math.isfinite(t):
+            return t
+    except ValueError:
+        pass
+    text = value.strip()
+    if text in ("-292273086-05-16T16:47:06Z",):
+        return _MIN_TIME
+    try:
+        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        m = re.match(r"^(.*T\d\d:\d\d:\d\d)\.(\d+)(.*)$", iso)
+        if m:  # Python accepts at most microseconds; keep nanosecond inputs parseable.
+            iso = f"{m.group(1)}.{m.group(2)[:6].ljust(6, '0')}{m.group(3)}"
+        dt = datetime.fromisoformat(iso)
+        if dt.tzinfo is None:
+            raise ValueError
+        return dt.timestamp()
+    except ValueError:
+        raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid timestamp') from None
+
+
+def parse_duration(value: str, name: str) -> float:
+    try:
+        d = float(value)
+        if math.isfinite(d):
+            return d
+    except ValueError:
+        pass
+    m = _DURATION.match(value.strip())
+    if m and any(m.groups()):
+        return sum(int(g) * u for g, u in zip(m.groups(), _UNITS) if g)
+    raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
+
+
+def _alertmanager_fingerprint(labels: Mapping[str, str]) -> str:
+    """Alertmanager's label-set fingerprint (FNV-1a 64 over sorted name/value pairs)."""
+    h = 14695981039346656037
+    for k in sorted(labels):
+        for part in (k, labels[k]):
+            for b in part.encode():
+                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+            h = ((h ^ 0xFF) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+class PrometheusAPI:
+    """Request handlers; :func:`make_prometheus_app` wraps one in a WSGI callable."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tsdb: TSDB,
+        rules: RuleManager | None,
+        clock: Clock,
+        metadata: Mapping[str, Mapping[str, str]] | None = None,
+        external_url: str = "http://127.0.0.1:9090",
+    ) -> None:
+        self.engine = engine
+        self.tsdb = tsdb
+        self.rules = rules
+        self.clock = clock
+        self.metadata = dict(metadata or {})
+        self.external_url = external_url
+        api: list[tuple[str, Callable[..., Any]]] = [
+            ("/api/v1/query", self.query),
+            ("/api/v1/query_range", self.query_range),
+            ("/api/v1/series", self.series),
+            ("/api/v1/labels", self.labels),
+            ("/api/v1/label/<path:name>/values", self.label_values),
+            ("/api/v1/metadata", self.metadata_endpoint),
+            ("/api/v1/alerts", self.alerts),
+            ("/api/v1/rules", self.rules_endpoint),
+            ("/api/v1/status/buildinfo", self.buildinfo),
+            ("/api/prometheus/grafana/api/v1/alerts", self.grafana_alerts),
+        ]
+        self.handlers: dict[str, Callable[..., Any]] = {}
+        rules_list = []
+        for path, fn in api:
+            endpoint = fn.__name__
+            self.handlers[endpoint] = fn
+            rules_list.append(Rule(path, endpoint=endpoint, methods=["GET", "POST"]))
+        rules_list += [
+            Rule("/api/v2/alerts", endpoint="am_alerts", methods=["GET"]),
+            Rule("/-/ready", endpoint="ready", methods=["GET", "HEAD"]),
+            Rule("/-/healthy", endpoint="healthy", methods=["GET", "HEAD"]),
+            Rule("/", endpoint="root", methods=["GET", "HEAD"]),
+            Rule("/query", endpoint="ui", methods=["GET", "HEAD"]),
+        ]
+        self.url_map = Map(rules_list, strict_slashes=False)
+
+    # ------------------------------------------------------------- plumbing
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        response = self.dispatch(request)
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        adapter = self.url_map.bind_to_environ(request.environ)
+        try:
+            endpoint, args = adapter.match()
+        except NotFound:
+            return Response("404 page not found\n", status=404, mimetype="text/plain")
+        except MethodNotAllowed as exc:
+            return _error("bad_data", f"method {request.method} not allowed", status=405, headers=exc.get_headers())
+        except HTTPException as exc:  # redirects for trailing slashes etc.
+            return exc.get_response(request.environ)  # type: ignore[return-value]
+        if endpoint == "ready":
+            return Response("Prometheus Server is Ready.\n", mimetype="text/plain")
+        if endpoint == "healthy":
+            return Response("Prometheus Server is Healthy.\n", mimetype="text/plain")
+        if endpoint == "root":
+            return Response("", status=302, headers={"Location": "/query"})
+        if endpoint == "ui":
+            return Response("<!doctype html><title>Prometheus (itbench-gym twin)</title>", mimetype="text/html")
+        if endpoint == "am_alerts":
+            try:
+                return _json(self.alertmanager_alerts(request))
+            except ApiError as exc:
+                return Response(json.dumps(exc.message), status=400, mimetype="application/json")
+        try:
+            data, warnings, infos = self._call(endpoint, request, args)
+        except ApiError as exc:
+            return _error(exc.error_type, exc.message)
+        except PromQLError as exc:
+            return _error(exc.error_type, exc.message)
+        body: dict[str, Any] = {"status": "success", "data": data}
+        if warnings:
+            body["warnings"] = warnings
+        if infos:
+            body["infos"] = infos
+        return _json(body)
+
+    def _call(self, endpoint: str, request: Request, args: Mapping[str, Any]) -> tuple[Any, list[str], list[str]]:
+        out = self.handlers[endpoint](request, **args)
+        if isinstance(out, tuple):
+            return out
+        return out, [], []
+
+    @staticmethod
+    def _param(request: Request, name: str) -> str | None:
+        if name in request.form:
+            return request.form[name]
+        return request.args.get(name)
+
+    @staticmethod
+    def _params(request: Request, name: str) -> list[str]:
+        return request.form.getlist(name) + request.args.getlist(name)
+
+    def _time(self, request: Request, name: str, default: float) -> float:
+        raw = self._param(request, name)
+        return default if raw in (None, "") else parse_time(raw, name)
+
+    def _matchers(self, request: Request, required: bool) -> list[list[Matcher]] | None:
+        raw = self._params(request, "match[]")
+        if not raw:
+            if required:
+                raise ApiError("bad_data", "no match[] parameter provided")
+            return None
+        out = []
+        for sel in raw:
+            try:
+                ms = parse_matchers(sel)
+            except ValueError as exc:
+                raise ApiError("bad_data", str(exc)) from None
+            if not any(not m.matches("") for m in ms):
+                raise ApiError("bad_data", f"match[] must contain at least one non-empty matcher: {sel}")
+            out.append(ms)
+        return out
+
+    # ------------------------------------------------------------ endpoints
+    def query(self, request: Request) -> tuple[Any, list[str], list[str]]:
+        expr = self._param(request, "query") or ""
+        t = self._time(request, "time", self.clock.now())
+        res = self.engine.instant(expr, t)
+        return res.to_api(), res.warnings, res.infos
+
+    def query_range(self, request: Request) -> tuple[Any, list[str], list[str]]:
+        expr = self._param(request, "query") or ""
+        for name in ("start", "end", "step"):
+            if not self._param(request, name):
+                raise ApiError("bad_data", f'invalid parameter "{name}": missing')
+        start = parse_time(self._param(request, "start") or "", "start")
+        end = parse_time(self._param(request, "end") or "", "end")
+        if end < start:
+            raise ApiError("bad_data", 'invalid parameter "end": end timestamp must not be before start time')
+        step = parse_duration(self._param(request, "step") or "", "step")
+        if step <= 0:
+            raise ApiError(
+                "bad_data",
+                'invalid parameter "step": zero or negative query resolution step widths are not accepted. Try a positive integer',
+            )
+        res = self.engine.range(expr, start, end, step)
+        return res.to_api(), res.warnings, res.infos
+
+    def _range(self, request: Request) -> tuple[float | None, float | None]:
+        start = self._param(request, "start")
+        end = self._param(request, "end")
+        return (
+            parse_time(start, "start") if start else None,
+            parse_time(end, "end") if end else None,
+        )
+
+    def series(self, request: Request) -> list[dict[str, str]]:
+        matcher_sets = self._matchers(request, required=True)
+        start, end = self._range(request)
+        seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        for ms in matcher_sets or []:
+            for s in self.tsdb.select(ms, start, end):
+                seen[s.labels] = s.metric
+        return [seen[k] for k in sorted(seen)]
+
+    def labels(self, request: Request) -> list[str]:
+        matcher_sets = self._matchers(request, required=False)
+        start, end = self._range(request)
+        if matcher_sets is None:
+            return self.tsdb.label_names(None, start, end)
+        names: set[str] = set()
+        for ms in matcher_sets:
+            names.update(self.tsdb.label_names(ms, start, end))
+        return sorted(names)
+
+    def label_values(self, request: Request, name: str) -> list[str]:
+        if name.startswith("U__"):
+            name = _unescape_label_name(name)
+        matcher_sets = self._matchers(request, required=False)
+        start, end = self._range(request)
+        if matcher_sets is None:
+            return self.tsdb.label_values(name, None, start, end)
+        values: set[str] = set()
+        for ms in matcher_sets:
+            values.update(self.tsdb.label_values(name, ms, start, end))
+        return sorted(values)
+
+    def metadata_endpoint(self, request: Request) -> dict[str, list[dict[str, str]]]:
+        metric = self._param(request, "metric")
+        limit_raw = self._param(request, "limit")
+        try:
+            limit = int(limit_raw) if limit_raw else -1
+        except ValueError:
+            raise ApiError("bad_data", f'invalid parameter "limit": cannot parse "{limit_raw}" to an integer') from None
+        out: dict[str, list[dict[str, str]]] = {}
+        for name in sorted(self.metadata):
+            if metric and name != metric:
+                continue
+            if 0 <= limit <= len(out):
+                break
+            md = self.metadata[name]
+            out[name] = [{"type": md.get("type", "unknown"), "help": md.get("help", ""), "unit": md.get("unit", "")}]
+        return out
+
+    def _alerts(self) -> list[Alert]:
+        return self.rules.alerts() if self.rules is not None else []
+
+    def alerts(self, request: Request) -> dict[str, Any]:
+        return {"alerts": [a.to_api() for a in self._alerts()]}
+
+    def rules_endpoint(self, request: Request) -> dict[str, Any]:
+        kind = self._param(request, "type")
+        if kind not in (None, "", "alert", "record"):
+            raise ApiError("bad_data", f'invalid parameter "type": not supported value "{kind}"')
+        groups = self.rules.groups(kind or None) if self.rules is not None else []
+        names = set(self._params(request, "rule_name[]"))
+        group_names = set(self._params(request, "rule_group[]"))
+        if group_names:
+            groups = [g for g in groups if g["name"] in group_names]
+        if names:
+            groups = [dict(g, rules=[r for r in g["rules"] if r["name"] in names]) for g in groups]
+            groups = [g for g in groups if g["rules"]]
+        return {"groups": groups}
+
+    def buildinfo(self, request: Request) -> dict[str, str]:
+        return dict(BUILD_INFO)
+
+    def grafana_alerts(self, request: Request) -> dict[str, Any]:
+        """Grafana's Prometheus-compatible alert list: states ``Alerting``, ``Pending``, ``Normal``."""
+        state = {"firing": "Alerting", "pending": "Pending", "inactive": "Normal"}
+        alerts = self.rules.all_alerts() if self.rules is not None else []
+        return {
+            "alerts": [
+                {
+                    "labels": dict(a.labels),
+                    "annotations": dict(a.annotations),
+                    "state": state[a.state],
+                    "activeAt": rfc3339(a.active_at),
+                    "value": a.to_api()["value"],
+                }
+                for a in alerts
+            ]
+        }
+
+    def alertmanager_alerts(self, request: Request) -> list[dict[str, Any]]:
+        """Alertmanager ``GET /api/v2/alerts``: firing alerts (Prometheus never sends pending ones)."""
+        active = request.args.get("active", "true").lower() != "false"
+        filters: list[Matcher] = []
+        for f in request.args.getlist("filter"):
+            try:
+                filters.extend(parse_matchers("{" + f.strip().strip("{}") + "}"))
+            except ValueError as exc:
+                raise ApiError("bad_data", f"bad matcher format: {f}: {exc}") from None
+        now = self.clock.now()
+        out: list[dict[str, Any]] = []
+        if self.rules is None or not active:
+            return out
+        interval = max((g.interval for g in self.rules.rule_groups()), default=60.0)
+        for a in self.rules.firing():
+            if not all(m.matches(a.labels.get(m.name, "")) for m in filters):
+                continue
+            starts = a.fired_at if a.fired_at is not None else a.active_at
+            out.append(
+                {
+                    "labels": dict(a.labels),
+                    "annotations": dict(a.annotations),
+                    "startsAt": rfc3339(starts),
+                    "updatedAt": rfc3339(a.last_eval or now),
+                    "endsAt": rfc3339(a.last_eval + 4 * max(interval, 60.0)),
+                    "generatorURL": f"{self.external_url}/graph?g0.expr=&g0.tab=1",
+                    "fingerprint": _alertmanager_fingerprint(a.labels),
+                    "receivers": [{"name": "default"}],
+                    "status": {"state": "active", "silencedBy": [], "inhibitedBy": [], "mutedBy": []},
+                }
+            )
+        return out
+
+
+def _unescape_label_name(name: str) -> str:
+    """Prometheus' ``U__`` label-name escaping (``_2e_`` = '.', ``__`` = '_')."""
+    body = name[3:]
+    out, i = [], 0
+    while i < len(body):
+        if body.startswith("__", i):
+            out.append("_")
+            i += 2
+        elif body[i] == "_":
+            end = body.find("_", i + 1)
+            if end < 0:
+                return name
+            try:
+                out.append(chr(int(body[i + 1 : end], 16)))
+            except ValueError:
+                return name
+            i = end + 1
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+def _json(body: Any, status: int = 200, headers: Any = None) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json", headers=headers)
+
+
+def _error(error_type: str, message: str, status: int | None = None, headers: Any = None) -> Response:
+    return _json(
+        {"status": "error", "errorType": error_type, "error": message},
+        status=status or _STATUS.get(error_type, 422),
+        headers=headers,
+    )
+
+
+def make_prometheus_app(
+    engine: Engine,
+    tsdb: TSDB,
+    rules: RuleManager | None,
+    clock: Clock,
+    metadata: Mapping[str, Mapping[str, str]] | None = None,
+) -> PrometheusAPI:
+    """Build the WSGI app serving the Prometheus, Grafana-alert and Alertmanager-alert APIs."""
+    return PrometheusAPI(engine, tsdb, rules, clock, metadata)

@@ -1,0 +1,155 @@
+"""Alert and recording rules on the simulated clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from itbench_gym.backends.sim.alerting import RESOLVED_RETENTION, RuleError, RuleManager, expand_template
+from itbench_gym.backends.sim.promql import Engine
+from itbench_gym.backends.sim.tsdb import TSDB
+
+RULES = {
+    "groups": [
+        {
+            "name": "errors",
+            "interval": "15s",
+            "rules": [
+                {"record": "job:errors:rate1m", "expr": "sum by (job) (rate(errors_total[1m]))"},
+                {
+                    "alert": "HighErrorRate",
+                    "expr": "job:errors:rate1m > 0",
+                    "for": "1m",
+                    "labels": {"severity": "critical", "team": "{{ $labels.job }}-oncall"},
+                    "annotations": {"summary": "{{ $labels.job }} fails {{ $value | humanize }}/s"},
+                },
+            ],
+        }
+    ]
+}
+
+
+def scrape(db: TSDB, start: int, end: int, failing: tuple[int, int]) -> None:
+    value = 0.0
+    for t in range(start, end, 15):
+        if failing[0] <= t < failing[1]:
+            value += 3
+        db.append(t, [({"__name__": "errors_total", "job": "api"}, value)])
+
+
+def states(rm: RuleManager) -> list[str]:
+    return [a.state for a in rm.all_alerts()]
+
+
+def test_pending_firing_resolved_lifecycle() -> None:
+    db = TSDB()
+    scrape(db, 0, 1200, failing=(300, 480))
+    rm = RuleManager(RULES, Engine(db), start=0)
+    rm.evaluate_until(290)
+    assert rm.alerts() == []
+    rm.evaluate_until(300)
+    (alert,) = rm.alerts()
+    assert alert.state == "pending" and alert.active_at == 300
+    assert alert.labels == {"job": "api", "severity": "critical", "team": "api-oncall", "alertname": "HighErrorRate"}
+    # First increase (0 -> 3) seen at t=300: no extrapolation below zero, 3 over the 60 s window.
+    assert alert.annotations["summary"] == "api fails 50m/s"
+    rm.evaluate_until(345)
+    assert states(rm) == ["pending"]
+    rm.evaluate_until(360)  # 'for: 1m' elapsed
+    assert states(rm) == ["firing"] and rm.firing()[0].fired_at == 360
+    rm.evaluate_until(600)  # errors stopped at 480; the 1m rate drops to 0
+    assert rm.alerts() == [] and states(rm) == ["inactive"]
+    resolved_at = rm.all_alerts()[0].resolved_at
+    assert resolved_at is not None and 480 < resolved_at <= 560
+    rm.evaluate_until(resolved_at + RESOLVED_RETENTION + 15)
+    assert rm.all_alerts() == []
+
+
+def test_recording_rule_writes_series_and_stale_markers() -> None:
+    db = TSDB()
+    scrape(db, 0, 300, failing=(0, 300))
+    e = Engine(db)
+    rm = RuleManager(RULES, e, start=0)
+    rm.evaluate_until(285)
+    res = e.instant("job:errors:rate1m", 285)
+    assert [dict(lb) for lb, _, _ in res.series] == [{"__name__": "job:errors:rate1m", "job": "api"}]
+    assert float(res.series[0][2][0]) == pytest.approx(0.2)
+    alerts = e.instant('ALERTS{alertname="HighErrorRate"}', 285)
+    assert dict(alerts.series[0][0])["alertstate"] == "firing"
+
+
+def test_batched_and_tick_by_tick_evaluation_agree() -> None:
+    def run(step: int) -> list[tuple[str, float]]:
+        db = TSDB()
+        scrape(db, 0, 900, failing=(300, 480))
+        rm = RuleManager(RULES, Engine(db), start=0)
+        seen = []
+        for t in range(0, 900, step):
+            rm.evaluate_until(t)
+            seen += [(a.state, a.active_at) for a in rm.all_alerts()]
+        rm.evaluate_until(900)
+        return seen[-1:] + [(a.state, a.active_at) for a in rm.all_alerts()]
+
+    assert run(15) == run(300)
+
+
+def test_keep_firing_for_holds_the_alert() -> None:
+    db = TSDB()
+    for t in range(0, 600, 15):
+        db.append(t, [({"__name__": "up", "job": "x"}, 0 if 60 <= t < 120 else 1)])
+    rules = {"groups": [{"name": "g", "interval": "15s", "rules": [
+        {"alert": "Down", "expr": "up == 0", "keep_firing_for": "2m"}]}]}
+    rm = RuleManager(rules, Engine(db), start=0)
+    rm.evaluate_until(120)
+    assert states(rm) == ["firing"]
+    rm.evaluate_until(225)
+    assert states(rm) == ["firing"] and rm.alerts()[0].keep_firing_since == 120
+    rm.evaluate_until(240)
+    assert states(rm) == ["inactive"]
+
+
+def test_prometheusrule_spec_and_api_groups() -> None:
+    rm = RuleManager({"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "spec": RULES}, Engine(TSDB()))
+    assert [r["type"] for r in rm.groups()[0]["rules"]] == ["recording", "alerting"]
+    assert [r["name"] for r in rm.groups("alert")[0]["rules"]] == ["HighErrorRate"]
+    assert rm.groups()[0]["interval"] == 15.0
+
+
+def test_invalid_rules_are_reported_with_their_location() -> None:
+    with pytest.raises(RuleError, match="group 'g' rule 0: missing 'expr'"):
+        RuleManager({"groups": [{"name": "g", "rules": [{"alert": "A"}]}]}, Engine(TSDB()))
+    with pytest.raises(RuleError, match="invalid duration"):
+        RuleManager({"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up", "for": "5 minutes"}]}]}, Engine(TSDB()))
+    with pytest.raises(RuleError, match="rule 'A': invalid expr"):
+        RuleManager({"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "sum("}]}]}, Engine(TSDB()))
+
+
+def test_evaluation_errors_mark_rule_unhealthy() -> None:
+    db = TSDB()
+    db.append(0, [({"__name__": "a", "x": "1"}, 1), ({"__name__": "a", "x": "2"}, 1), ({"__name__": "b"}, 1)])
+    rules = {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "a * on() b + on() a"}]}]}
+    rm = RuleManager(rules, Engine(db), start=0)
+    rm.evaluate_until(0)
+    rule = rm.groups()[0]["rules"][0]
+    assert rule["health"] == "err" and "matching" in rule["lastError"]
+
+
+def test_snapshot_restore_rewinds_alert_state() -> None:
+    db = TSDB()
+    scrape(db, 0, 600, failing=(0, 600))
+    rm = RuleManager(RULES, Engine(db), start=0)
+    rm.evaluate_until(30)
+    snap = rm.snapshot()
+    rm.evaluate_until(300)
+    assert states(rm) == ["firing"]
+    rm.restore(snap)
+    assert states(rm) == ["pending"]
+
+
+def test_template_subset() -> None:
+    labels = {"pod": "cart-1"}
+    assert expand_template("{{ $labels.pod }} at {{ $value }}", labels, 0.5) == "cart-1 at 0.5"
+    assert expand_template('{{ printf "%.1f" $value }}%', labels, 12.345) == "12.3%"
+    assert expand_template("{{ humanizePercentage $value }}", labels, 0.256) == "25.6%"
+    assert expand_template("{{ $value | humanizeDuration }}", labels, 3725) == "1h2m5s"
+    assert expand_template("{{ .Labels.pod | toUpper }}", labels, 1) == "CART-1"
+    assert expand_template("{{ nosuch }}", labels, 1).startswith("<error expanding template")

@@ -1,0 +1,100 @@
+"""TSDB behaviour the engine, the scraper and env resets rely on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from itbench_gym.backends.sim.tsdb import TSDB, Matcher, is_stale
+
+
+def _up(job: str, inst: str) -> dict[str, str]:
+    return {"__name__": "up", "job": job, "instance": inst}
+
+
+def test_select_returns_samples_in_range_sorted_by_labels() -> None:
+    db = TSDB()
+    for t in range(0, 60, 15):
+        db.append(t, [(_up("b", "1"), 1.0), (_up("a", "1"), float(t))])
+    series = db.select('up{job=~"a|b"}', 15, 30)
+    assert [s.metric["job"] for s in series] == ["a", "b"]
+    assert series[0].times.tolist() == [15.0, 30.0]
+    assert series[0].vs.tolist() == [15.0, 30.0]
+    assert not series[0].vs.flags.writeable
+
+
+def test_series_missing_from_a_scrape_of_its_job_get_a_staleness_marker() -> None:
+    db = TSDB()
+    db.append(0, [(_up("a", "1"), 1), (_up("a", "2"), 1), (_up("b", "1"), 1)])
+    db.append(15, [(_up("a", "1"), 1)])  # job b not scraped in this call: untouched
+    (gone,) = db.select({"instance": "2"})
+    assert is_stale(gone.vs).tolist() == [False, True]
+    assert not math.isnan(gone.vs[0])
+    (b,) = db.select({"job": "b"})
+    assert len(b.vs) == 1
+    db.append(30, [], jobs=["b"])  # an empty scrape of job b stales all of it
+    (b,) = db.select({"job": "b"})
+    assert is_stale(b.vs).tolist() == [False, True]
+
+
+def test_ordinary_nan_is_not_a_staleness_marker() -> None:
+    db = TSDB()
+    db.append_sample({"__name__": "x"}, 0, float("nan"))
+    assert not is_stale(db.select("x")[0].vs).any()
+
+
+def test_out_of_order_sample_is_rejected_with_the_series_named() -> None:
+    db = TSDB()
+    db.append_sample({"__name__": "x", "a": "1"}, 10, 1)
+    with pytest.raises(ValueError, match=r'x.*a="1".*before the last sample'):
+        db.append_sample({"__name__": "x", "a": "1"}, 5, 1)
+
+
+def test_matchers_follow_prometheus_semantics() -> None:
+    db = TSDB()
+    db.append_sample({"__name__": "m", "env": "prod"}, 0, 1)
+    db.append_sample({"__name__": "m"}, 0, 2)
+    # A matcher that matches the empty string also selects series without the label.
+    assert len(db.select([Matcher("env", "!=", "prod")])) == 1
+    assert len(db.select([Matcher("__name__", "=", "m"), Matcher("env", "=~", "")])) == 1
+    assert len(db.select([Matcher("env", "=~", "PR.*")])) == 0
+    assert len(db.select([Matcher("env", "=~", "(?i)PR.*")])) == 1
+    with pytest.raises(ValueError, match="invalid regular expression"):
+        Matcher("env", "=~", "(")
+
+
+def test_label_names_and_values_respect_matchers_and_time() -> None:
+    db = TSDB()
+    db.append_sample({"__name__": "a", "x": "1"}, 0, 1)
+    db.append_sample({"__name__": "b", "y": "2"}, 100, 1)
+    assert db.label_names() == ["__name__", "x", "y"]
+    assert db.label_names("b") == ["__name__", "y"]
+    assert db.label_values("__name__", start=50, end=150) == ["b"]
+
+
+def test_snapshot_restore_is_isolated_from_later_writes() -> None:
+    db = TSDB()
+    db.append(0, [(_up("a", "1"), 1)])
+    snap = db.snapshot()
+    db.append(15, [(_up("a", "1"), 2), (_up("a", "9"), 3)])
+    db.restore(snap)
+    assert len(db) == 1
+    assert db.select("up")[0].vs.tolist() == [1.0]
+    db.append(15, [(_up("a", "1"), 5)])  # writes after restore must not corrupt the snapshot
+    db.restore(snap)
+    assert db.select("up")[0].vs.tolist() == [1.0]
+    with pytest.raises(TypeError):
+        db.restore(object())  # type: ignore[arg-type]
+
+
+def test_append_refs_matches_append() -> None:
+    a, b = TSDB(), TSDB()
+    refs = np.array([b.ref(_up("a", str(i))) for i in range(3)])
+    for t in (0, 15):
+        a.append(t, [(_up("a", str(i)), t + i) for i in range(3)])
+        b.append_refs(t, refs, [t + i for i in range(3)])
+    assert [s.vs.tolist() for s in a.select("up")] == [s.vs.tolist() for s in b.select("up")]
+    with pytest.raises(ValueError, match="unknown series ref"):
+        b.append_refs(30, [99], [1.0])
