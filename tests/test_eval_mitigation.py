@@ -41,6 +41,7 @@ class State:
     workloads: dict[str, WorkloadState]
     namespaces: set[str]
     traffic: TrafficSample
+    pending: list[dict[str, str]] = field(default_factory=list)
 
 
 class ScriptedProbe:
@@ -62,6 +63,10 @@ class ScriptedProbe:
 
     def firing_alerts(self) -> list[dict[str, str]]:
         return [dict(a) for a in self._state().alerts]
+
+    def active_alerts(self) -> list[dict[str, str]]:
+        state = self._state()
+        return [dict(a) for a in [*state.alerts, *state.pending]]
 
     def workloads(self) -> dict[str, WorkloadState]:
         return dict(self._state().workloads)
@@ -88,10 +93,10 @@ def watch(script: Callable[[float], State]):
     return watch_mitigation(ScriptedProbe(script), BASELINE, TRIGGERING)
 
 
-def test_a_real_fix_passes_after_two_clear_polls() -> None:
+def test_a_real_fix_passes_and_is_watched_to_the_end_of_the_window() -> None:
     verdict = watch(lambda t: incident() if t < 60 else healthy())
     assert verdict.passed and verdict.reasons == ()
-    assert [p.at for p in verdict.polls] == [0, 30, 60, 90]
+    assert [p.at for p in verdict.polls] == [30.0 * i for i in range(11)]
     assert verdict.cleared_at == 1_060.0
     assert verdict.to_dict()["cleared_after_seconds"] == 60.0
 
@@ -133,8 +138,8 @@ def test_unavailable_workload_and_new_alert_fail() -> None:
     workloads = {**HEALTHY, f"{NS}/Deployment/flagd": WorkloadState(1, 0)}
     verdict = watch(lambda t: healthy(workloads=workloads, alerts=[WATCHDOG, crash]))
     assert verdict.reasons == (
-        "deployment/flagd unavailable (0/1 replicas available at t+30s)",
-        "new alert KubePodCrashLooping{namespace=otel-demo,pod=flagd-6d5f9c8b7-kx2lp} firing at t+30s (not firing at baseline or injection)",
+        "deployment/flagd unavailable (0/1 replicas available at t+300s)",
+        "new alert KubePodCrashLooping{namespace=otel-demo,pod=flagd-6d5f9c8b7-kx2lp} firing at t+300s (not firing at baseline or injection)",
     )
 
 
@@ -148,6 +153,18 @@ def test_flapping_alert_needs_consecutive_clear_polls() -> None:
     verdict = watch(lambda t: incident() if int(t // 30) % 2 == 0 else healthy())
     assert not verdict.passed
     assert verdict.reasons[0] == "alert HighRequestErrorRate{service_name=frontend} still firing at t+300s"
+
+
+def test_pending_alert_is_not_cleared() -> None:
+    verdict = watch(lambda t: healthy(pending=[ALERT]))
+    assert not verdict.passed
+    assert verdict.reasons[0] == "alert HighRequestErrorRate{service_name=frontend} still pending at t+300s"
+
+
+def test_alert_that_returns_after_clearing_fails() -> None:
+    verdict = watch(lambda t: healthy() if t < 120 else incident())
+    assert not verdict.passed and verdict.cleared_at is None
+    assert verdict.reasons[0] == "alert HighRequestErrorRate{service_name=frontend} still firing: it cleared at t+0s but was active again at t+120s"
 
 
 def test_unmeasurable_baseline_traffic_skips_the_traffic_check() -> None:

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from itbench_gym.actions import MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
 from itbench_gym.backends.base import Backend, Endpoints
 from itbench_gym.episode import Episode, StepRecord
-from itbench_gym.harness import Harness
+from itbench_gym.harness import Harness, IncidentRecord
 from itbench_gym.spaces import FreeText
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.tools import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult, default_tools
@@ -28,6 +28,8 @@ _SAMPLE_ACTIONS = (
     'promql sum by (service_name) (rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[2m]))',
     "wait 30",
 )
+
+_CACHED_INCIDENTS = 4
 
 RewardFn = Callable[[dict[str, Any]], float]
 
@@ -128,11 +130,12 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             }
         )
         self._harness: Harness | None = None
+        #: Incidents already set up, by seed: a repeated seed replays from the backend's checkpoint.
+        self._incidents: dict[int, tuple[object, IncidentRecord]] = {}
         self._endpoints: Endpoints | None = None
         self._episode: Episode | None = None
         self._start_time = 0.0
         self._done = False
-        self._episode_counter = 0
 
     # -- public helpers -------------------------------------------------------------------------
     @property
@@ -154,21 +157,34 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
-        self._endpoints = self.backend.start(self.scenario, episode_seed)
-        self._harness = Harness(self.scenario, self._endpoints, self.backend, seed=episode_seed)
-        self._harness.inject_and_wait()
+        if self._harness is not None:
+            self._harness.close()
+        cached = self._incidents.get(episode_seed)
+        if cached is not None:
+            token, incident = cached
+            self._endpoints = self.backend.restore(token)
+            self._harness = Harness(self.scenario, self._endpoints, self.backend, seed=episode_seed)
+            self._harness.incident = incident
+        else:
+            self._endpoints = self.backend.start(self.scenario, episode_seed)
+            self._harness = Harness(self.scenario, self._endpoints, self.backend, seed=episode_seed)
+            incident = self._harness.inject_and_wait()
+            token = self.backend.checkpoint()
+            if token is not None:
+                self._incidents[episode_seed] = (token, incident)
+                while len(self._incidents) > _CACHED_INCIDENTS:
+                    self._incidents.pop(next(iter(self._incidents)))
         self._start_time = self.backend.clock.now()
         self.backend.set_time_limit(self._start_time + self.max_sim_seconds)
-        self._episode_counter += 1
         self._episode = Episode(
-            episode_id=f"{self.scenario.id}-s{episode_seed}-e{self._episode_counter}",
+            episode_id=f"{self.scenario.id}-seed{episode_seed}",
             scenario_id=self.scenario.id,
             seed=episode_seed,
             prompt=self._harness.task_prompt(list(self.tools.values())),
         )
         self._done = False
         firing = self._harness.firing_alert_keys()
-        return self._observation(self._episode.prompt, "", 0, firing), self._info(None, 0.0, 0.0)
+        return self._observation(self._episode.prompt, "", 0, firing), self._info(None, 0.0)
 
     def step(self, action: Any) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
         if self._episode is None or self._harness is None or self._endpoints is None:
@@ -211,7 +227,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             self._episode.evaluation = evaluation
         firing = self._harness.firing_alert_keys()
         obs = self._observation(result.text, call.tool if call else "", result.exit_status, firing)
-        return obs, reward, terminated, truncated, self._info(record, record.sim_cost_seconds, record.wall_seconds)
+        return obs, reward, terminated, truncated, self._info(record, record.sim_cost_seconds)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -219,7 +235,10 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         return self._episode.transcript() if self._episode else ""
 
     def close(self) -> None:
+        if self._harness is not None:
+            self._harness.close()
         self.backend.close()
+        self._incidents.clear()
         self._harness = None
         self._endpoints = None
         super().close()
@@ -256,7 +275,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             "step": len(self._episode.steps) if self._episode else 0,
         }
 
-    def _info(self, record: StepRecord | None, sim_cost: float, wall: float) -> dict[str, Any]:
+    def _info(self, record: StepRecord | None, sim_cost: float) -> dict[str, Any]:
+        """Deterministic step facts; wall-clock timings live in the episode record."""
         assert self._episode is not None
         info: dict[str, Any] = {
             "episode_id": self._episode.episode_id,
@@ -264,7 +284,6 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             "seed": self._episode.seed,
             "sim_time": self.backend.clock.now() - self._start_time,
             "sim_cost_seconds": sim_cost,
-            "wall_seconds": wall,
             "tool": record.tool if record else None,
             "exit_status": record.exit_status if record else 0,
             "endpoints": self._endpoints.to_dict() if self._endpoints else {},

@@ -8,6 +8,7 @@ on a real cluster. The agent never sees any of it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -63,9 +64,15 @@ class ClusterProbe:
         self._backend.advance(seconds)
 
     def firing_alerts(self) -> list[dict[str, str]]:
+        return self._alerts(("firing",))
+
+    def active_alerts(self) -> list[dict[str, str]]:
+        return self._alerts(("pending", "firing"))
+
+    def _alerts(self, states: tuple[str, ...]) -> list[dict[str, str]]:
         if self._endpoints.prometheus is None:
             return []
-        return [dict(a["labels"]) for a in fetch_alerts(self._endpoints.prometheus) if a["state"] == "firing"]
+        return [dict(a["labels"]) for a in fetch_alerts(self._endpoints.prometheus) if a["state"] in states]
 
     def workloads(self) -> dict[str, WorkloadState]:
         apps = client.AppsV1Api(self._api)
@@ -123,6 +130,16 @@ class ClusterProbe:
         return float(result[0]["value"][1]) if result else 0.0
 
 
+@dataclass(frozen=True)
+class IncidentRecord:
+    """What the harness learned while setting up an incident; replayed with a backend checkpoint."""
+
+    baseline: Baseline
+    injection_log: tuple[str, ...]
+    alerts_fired_at: float
+    incident_alerts: tuple[dict[str, str], ...]
+
+
 class Harness:
     def __init__(self, spec: ScenarioSpec, endpoints: Endpoints, backend: Backend, *, seed: int) -> None:
         self.spec = spec
@@ -130,29 +147,25 @@ class Harness:
         self.backend = backend
         self.seed = seed
         self.probe = ClusterProbe(spec, endpoints, backend)
-        self.baseline: Baseline | None = None
-        self.injection_log: list[str] = []
-        self.alerts_fired_at: float | None = None
-        self.incident_alerts: list[dict[str, str]] = []
+        self.incident: IncidentRecord | None = None
 
-    def inject_and_wait(self) -> None:
+    def inject_and_wait(self) -> IncidentRecord:
         """Capture the healthy baseline, inject the faults and wait until the triggering alerts fire."""
         probe = self.probe
-        self.baseline = Baseline(
+        baseline = Baseline(
             workloads=probe.workloads(),
             namespaces=probe.namespaces(),
             traffic=probe.traffic(),
             alerts=[dict(a) for a in probe.firing_alerts()],
         )
-        self.injection_log = inject_faults(self.spec.faults, self.endpoints.admin_kubeconfig, probe.now())
+        log = inject_faults(self.spec.faults, self.endpoints.admin_kubeconfig, probe.now())
         deadline = probe.now() + self.spec.alert_wait_timeout
         while True:
             firing = probe.firing_alerts()
             missing = self._missing_triggering(firing)
             if not missing:
-                self.alerts_fired_at = probe.now()
-                self.incident_alerts = firing
-                return
+                self.incident = IncidentRecord(baseline, tuple(log), probe.now(), tuple(firing))
+                return self.incident
             if probe.now() >= deadline:
                 raise BackendError(
                     f"scenario {self.spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "
@@ -193,10 +206,13 @@ class Harness:
     ) -> dict[str, Any]:
         from itbench_gym.evaluation.episode import evaluate_episode
 
-        assert self.baseline is not None
+        assert self.incident is not None, "evaluate() needs an incident (inject_and_wait first)"
         topology = self.topology()
         verdict = watch_mitigation(
-            self.probe, self.baseline, list(self.spec.triggering_alerts), injection_alerts=self.incident_alerts
+            self.probe,
+            self.incident.baseline,
+            list(self.spec.triggering_alerts),
+            injection_alerts=list(self.incident.incident_alerts),
         )
         return evaluate_episode(
             spec=self.spec,

@@ -54,6 +54,15 @@ class Backend(Protocol):
         """Let time pass (the twin fast-forwards; a real cluster waits)."""
         ...
 
+    def checkpoint(self) -> object | None:
+        """An opaque token for the whole current state, or None when the backend cannot snapshot
+        (a real cluster). Used to replay a seed's incident without re-injecting it."""
+        ...
+
+    def restore(self, token: object) -> Endpoints:
+        """Return to a state taken by ``checkpoint``."""
+        ...
+
     def set_time_limit(self, deadline: float | None) -> None:
         """Latest clock value that blocking requests may advance to (the episode budget)."""
         ...

@@ -54,6 +54,10 @@ class MitigationProbe(Protocol):
 
     def firing_alerts(self) -> list[dict[str, str]]: ...
 
+    def active_alerts(self) -> list[dict[str, str]]:
+        """Label sets of alerts pending or firing: their condition holds now."""
+        ...
+
     def workloads(self) -> dict[str, WorkloadState]: ...
 
     def namespaces(self) -> set[str]: ...
@@ -64,7 +68,7 @@ class MitigationProbe(Protocol):
 @dataclass(frozen=True)
 class Poll:
     at: float  # seconds after submit
-    firing: tuple[str, ...]  # triggering alerts still firing
+    firing: tuple[str, ...]  # triggering alerts still active (pending or firing)
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,13 @@ def watch_mitigation(
     success_tolerance: float = 0.02,
     injection_alerts: Sequence[Mapping[str, str]] = (),
 ) -> MitigationVerdict:
-    """Poll from submit (t+0) every ``interval`` s until the triggering alerts are absent on
-    ``consecutive`` polls in a row or ``timeout`` s have passed; then check the invariants once,
-    on the state of the last poll.
+    """Poll from submit (t+0) every ``interval`` s for ``timeout`` s.
+
+    The triggering alerts count as cleared once they are neither pending nor firing on
+    ``consecutive`` polls in a row; a pending alert's condition still holds, so it is not cleared.
+    Polling goes on to the end of the window: a fix must hold, and an alert that becomes active
+    again after clearing fails the check (this stops a flapping alert from passing during a lull).
+    The invariants are checked once, on the state of the last poll.
 
     ``traffic_tolerance`` is the relative drop in request rate allowed; ``success_tolerance`` the
     absolute drop in success ratio. Alerts firing at baseline or in ``injection_alerts`` (the
@@ -127,31 +135,44 @@ def watch_mitigation(
     polls: list[Poll] = []
     streak = 0
     cleared_at: float | None = None
+    relapse: tuple[float, float, tuple[str, ...]] | None = None
     firing_now: list[dict[str, str]] = []
     while True:
         elapsed = probe.now() - start
         firing_now = probe.firing_alerts()
-        still = tuple(str(m) for m in triggering if any(m.matches(a) for a in firing_now))
+        active = probe.active_alerts()
+        still = tuple(str(m) for m in triggering if any(m.matches(a) for a in active))
         polls.append(Poll(at=elapsed, firing=still))
         if still:
-            streak, cleared_at = 0, None
+            if streak >= consecutive and relapse is None:
+                relapse = ((cleared_at or start) - start, elapsed, still)
+            if relapse is None:
+                streak, cleared_at = 0, None
         else:
             streak += 1
-            if streak == 1:
+            if streak == 1 and relapse is None and cleared_at is None:
                 cleared_at = start + elapsed
-            if streak >= consecutive:
-                break
         if elapsed + interval > timeout + 1e-9:
             break
         probe.advance(interval)
 
     reasons: list[str] = []
     last = polls[-1]
-    alerts_cleared = streak >= consecutive
-    if not alerts_cleared:
+    alerts_cleared = streak >= consecutive or relapse is not None
+    if relapse is not None:
+        gone, back, names = relapse
+        reasons.extend(
+            f"alert {name} still firing: it cleared at t+{gone:.0f}s but was active again at t+{back:.0f}s"
+            for name in names
+        )
+        cleared_at = None
+    elif not alerts_cleared:
         cleared_at = None
         if last.firing:
-            reasons.extend(f"alert {name} still firing at t+{last.at:.0f}s" for name in last.firing)
+            firing_keys = {frozenset(a.items()) for a in firing_now}
+            for matcher, name in ((m, str(m)) for m in triggering if str(m) in last.firing):
+                state = "firing" if any(matcher.matches(dict(a)) for a in firing_keys) else "pending"
+                reasons.append(f"alert {name} still {state} at t+{last.at:.0f}s")
         else:
             reasons.append(
                 f"triggering alerts absent on only {streak} consecutive poll(s) by t+{last.at:.0f}s "

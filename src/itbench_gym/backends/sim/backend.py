@@ -44,8 +44,9 @@ class SimBackend:
         self.clock = SimClock()
         self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
-        self._baselines: OrderedDict[tuple[str, int, float], tuple[Twin, TwinSnapshot]] = OrderedDict()
+        self._baselines: OrderedDict[tuple[str, int, float, int | None], tuple[Twin, TwinSnapshot]] = OrderedDict()
         self._twin: Twin | None = None
+        self._namespace = "default"
         self._deadline: float | None = None
         self._kube_switch = _Switch()
         self._prom_switch = _Switch()
@@ -67,19 +68,33 @@ class SimBackend:
         return self._servers[0].url
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
-        key = (spec.app, seed, spec.baseline_seconds)
+        key = (spec.app, seed, spec.baseline_seconds, spec.load_users)
         if key in self._baselines:
             twin, snap = self._baselines[key]
             self._baselines.move_to_end(key)
             twin.restore(snap)
         else:
             self.clock.reset(SIM_EPOCH)
-            twin = Twin(self._envs_root / spec.app, seed=seed, clock=self.clock)
+            twin = Twin(self._envs_root / spec.app, seed=seed, clock=self.clock, load_users=spec.load_users)
             twin.advance(spec.baseline_seconds)
             self._baselines[key] = (twin, twin.snapshot())
             while len(self._baselines) > _CACHED_BASELINES:
                 self._baselines.popitem(last=False)
+        return self._activate(twin, spec.namespace)
+
+    def checkpoint(self) -> object:
+        assert self._twin is not None
+        return (self._twin, self._namespace, self._twin.snapshot())
+
+    def restore(self, token: object) -> Endpoints:
+        twin, namespace, snap = token  # type: ignore[misc]
+        twin.restore(snap)
+        return self._activate(twin, namespace)
+
+    def _activate(self, twin: Twin, namespace: str) -> Endpoints:
+        """Make ``twin`` the one the servers answer for."""
         self._twin = twin
+        self._namespace = namespace
         self._deadline = None
         self._ensure_servers()
         assert self._auth is not None
@@ -96,7 +111,7 @@ class SimBackend:
         assert self._endpoints is not None and self._auth is not None
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
-        write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=spec.namespace)
+        write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=namespace)
         write_kubeconfig(self._endpoints.admin_kubeconfig, kube_url, self._auth.admin_token, ca_pem, namespace="default")
         return self._endpoints
 

@@ -38,7 +38,7 @@ class TwinSnapshot:
 class Twin:
     """One simulated cluster with one application; thread-safe through ``lock``."""
 
-    def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None) -> None:
+    def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load_users: int | None = None) -> None:
         self.clock = clock or SimClock()
         self.lock = threading.RLock()
         self.seed = seed
@@ -50,8 +50,29 @@ class Twin:
         self.rules = RuleManager(rules_doc["groups"], self.engine)
         self._next_tick = self.clock.now()
         with self.lock:
-            self.cluster.apply(self.model.manifests())
+            self.cluster.apply(self._with_load(self.model.manifests(), load_users))
             self._scrape()
+            self.rules.evaluate_until(self.clock.now())
+
+    def _with_load(self, manifests: list[dict[str, Any]], users: int | None) -> list[dict[str, Any]]:
+        """Set the load generator's user count (the scenario's ``environment.load.users``)."""
+        if users is None:
+            return manifests
+        app = self.model.spec
+        workload = app.services[app.load_service].workload
+        for obj in manifests:
+            if obj.get("kind") == "Deployment" and obj["metadata"]["name"] == workload:
+                for container in obj["spec"]["template"]["spec"]["containers"]:
+                    env = container.setdefault("env", [])
+                    for var in env:
+                        if var.get("name") == app.users_env:
+                            var.clear()
+                            var.update({"name": app.users_env, "value": str(users)})
+                            break
+                    else:
+                        env.append({"name": app.users_env, "value": str(users)})
+                return manifests
+        raise ValueError(f"{app.directory}: no Deployment {workload!r} for the load generator")
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward, running every tick that falls in the interval."""
@@ -64,13 +85,13 @@ class Twin:
                 self._scrape()
             self.clock.set(target)
             self.cluster.tick(target)
+            self.rules.evaluate_until(target)
 
     def _scrape(self) -> None:
         t = self._next_tick
         self.cluster.tick(t)
         samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster)
         self.tsdb.append(t, samples)
-        self.rules.evaluate_until(t)
         self._next_tick = t + SCRAPE_INTERVAL
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:

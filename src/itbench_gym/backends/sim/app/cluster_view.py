@@ -8,7 +8,7 @@ inputs explicit: the model is a function of this view and its own state.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from itbench_gym.backends.sim.kube.errors import ApiError
@@ -20,6 +20,10 @@ CHAOS_API = "chaos-mesh.org/v1alpha1"
 
 
 class StoreLike(Protocol):
+    registry: Any
+
+    def list_stored(self, rt: Any, namespace: str | None = None) -> list[dict[str, Any]]: ...
+
     def get(self, kind: str, namespace: str | None, name: str, api_version: str | None = None) -> dict[str, Any]: ...
 
     def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
@@ -102,12 +106,29 @@ class ClusterView:
     network_policies: list[dict[str, Any]]
     chaos: list[dict[str, Any]]
     flags: dict[str, Any]
+    #: The tick this view closes: endpoints that became ready during it served only part of it.
+    now: float = 0.0
+    dt: float = 0.0
+    ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def serving(self, service: str) -> list[PodView]:
         return [p for p in self.by_service.get(service, []) if p.ready]
 
     def running(self, service: str) -> list[PodView]:
         return [p for p in self.by_service.get(service, []) if p.running]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def ready_pod_labels(pods: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """uid -> labels of the pods that are Ready endpoints now."""
+    return {
+        p["metadata"].get("uid", ""): dict(p["metadata"].get("labels") or {})
+        for p in pods
+        if is_ready(p) and not p["metadata"].get("deletionTimestamp")
+    }
 
 
 def _env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
@@ -137,8 +158,9 @@ def _container_status(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _safe_list(store: StoreLike, kind: str, namespace: str | None, api_version: str | None = None) -> list[dict[str, Any]]:
+    """Stored objects, not copies: the model only reads them, every tick."""
     try:
-        return store.list(kind, namespace, api_version=api_version)
+        return store.list_stored(store.registry.by_kind(kind, api_version), namespace)
     except (ApiError, KeyError, LookupError):
         return []
 
@@ -164,7 +186,9 @@ def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
     return out
 
 
-def read_cluster(store: StoreLike, spec: AppSpec) -> ClusterView:
+def read_cluster(
+    store: StoreLike, spec: AppSpec, *, now: float = 0.0, dt: float = 0.0, ready_before: dict[str, dict[str, str]] | None = None
+) -> ClusterView:
     ns = spec.namespace
     pods = _safe_list(store, "Pod", ns)
     deployments = {d["metadata"]["name"]: d for d in _safe_list(store, "Deployment", ns)}
@@ -206,5 +230,5 @@ def read_cluster(store: StoreLike, spec: AppSpec) -> ClusterView:
     return ClusterView(
         namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
         network_policies=_safe_list(store, "NetworkPolicy", ns), chaos=chaos,
-        flags=read_flags(store, spec),
+        flags=read_flags(store, spec), now=now, dt=dt, ready_before=dict(ready_before or {}),
     )

@@ -22,7 +22,7 @@ from itbench_gym.backends.sim.exporters import Cadvisor, kube_state_metrics
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 
 from . import logs as logmod
-from .cluster_view import ClusterLike, ClusterView, PodView, read_cluster
+from .cluster_view import ClusterLike, ClusterView, PodView, read_cluster, ready_pod_labels
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal
 from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
 from .runtime import AppRuntime
@@ -53,6 +53,8 @@ class _State:
     closes: dict[str, float] = field(default_factory=dict)
     cpu_demand: dict[str, float] = field(default_factory=dict)
     history: list[logmod.TickLog] = field(default_factory=list)
+    #: Labels of the pods that were Ready at the previous tick, by uid (endpoint hand-over).
+    ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
@@ -115,7 +117,8 @@ class AppModel:
     def tick(self, t: float, dt: float, cluster: ClusterLike) -> list[Sample]:
         st = self._state
         st.tick += 1
-        view = read_cluster(cluster.store, self.spec)
+        view = read_cluster(cluster.store, self.spec, now=t, dt=dt, ready_before=st.ready_before)
+        st.ready_before = ready_pod_labels(view.all_pods)
         self._view = view
         starts = self._track_instances(view, t)
         flags = self._served_flags(view)
@@ -452,13 +455,13 @@ class AppModel:
     def snapshot(self) -> object:
         st = self._state
         copy_state = _State(st.tick, copy.deepcopy(st.instances), copy.deepcopy(st.flag_snapshots), dict(st.backlog),
-                             dict(st.closes), dict(st.cpu_demand), list(st.history))
+                             dict(st.closes), dict(st.cpu_demand), list(st.history), dict(st.ready_before))
         return (copy_state, self._span.snapshot(), self._cadvisor.snapshot())
 
     def restore(self, snap: object) -> None:
         state, span, cad = snap  # type: ignore[misc]
         self._state = _State(state.tick, copy.deepcopy(state.instances), copy.deepcopy(state.flag_snapshots), dict(state.backlog),
-                             dict(state.closes), dict(state.cpu_demand), list(state.history))
+                             dict(state.closes), dict(state.cpu_demand), list(state.history), dict(state.ready_before))
         self._span.restore(span)
         self._cadvisor.restore(cad)
         self._view = None

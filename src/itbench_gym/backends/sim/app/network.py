@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from itbench_gym.backends.sim.kube.store import parse_time
+
 from .cluster_view import ClusterView, PodView, selector_matches
 from .spec import Address, AppSpec
 
@@ -211,6 +213,35 @@ def _target_port(svc_port: dict[str, Any], pod_obj: dict[str, Any]) -> int | Non
     return None
 
 
+def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: dict[str, str]) -> float:
+    """Share of the tick during which the Service had a ready endpoint.
+
+    A pod that turned Ready during the tick (e.g. restarting after an OOM kill) served only the
+    tick's end. A pod that was Ready at the previous tick served its start: until it turned
+    unready, or — when it was deleted, as in a rolling update — until its replacement took over.
+    """
+    if view.dt <= 0:
+        return 1.0
+    start = view.now - view.dt
+    end_cover = 0.0
+    for pod in ready:
+        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        since = parse_time(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else start
+        end_cover = max(end_cover, (view.now - since) / view.dt)
+    present = {p["metadata"].get("uid", ""): p for p in view.all_pods}
+    start_cover = 0.0
+    for uid, labels in view.ready_before.items():
+        if not selector_matches({"matchLabels": selector}, labels):
+            continue
+        pod = present.get(uid)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return 1.0
+        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        if cond.get("status") == "False" and cond.get("lastTransitionTime"):
+            start_cover = max(start_cover, (parse_time(cond["lastTransitionTime"]) - start) / view.dt)
+    return min(1.0, max(0.0, end_cover) + max(0.0, start_cover))
+
+
 def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str) -> Reach:
     """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client)."""
     target = f"{host}:{port}" if port is not None else host
@@ -264,6 +295,8 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         else:
             ok += 1
             delay += extra
-    share = ok / len(ready)
+    share = ok / len(ready) * _served_fraction(view, ready, selector)
+    if share < 1.0 and not causes:
+        causes.append("no_endpoints")
     cause = max(set(causes), key=causes.count) if causes else None
     return Reach(share, cause, delay / ok if ok else 0.0, http_err / max(ok, 1), target)

@@ -24,8 +24,9 @@ def _m(name: str, value: float, **labels: str) -> Sample:
 
 
 def _list(store: StoreLike, kind: str, ns: str | None) -> list[dict[str, Any]]:
+    """Stored objects, not copies: the exporter only reads them, every tick."""
     try:
-        return store.list(kind, ns)
+        return store.list_stored(store.registry.by_kind(kind), ns)
     except (ApiError, KeyError, LookupError):
         return []
 

@@ -95,6 +95,10 @@ class KubeletState:
     images: dict[str, set[str]] = field(default_factory=dict)  # node -> pulled images
 
 
+#: How often a waiting init container retries its condition (the ``sleep`` of an ``until`` loop).
+INIT_POLL_SECONDS = 2.0
+
+
 def _probe_target(pod_ip: str, container: Obj, probe: Obj) -> str:
     def port(p: Any) -> Any:
         if isinstance(p, str):
@@ -405,9 +409,18 @@ class Kubelet(Controller):
                 if not c.started or c.state != "running":
                     continue
             if c.init and not c.sidecar:
+                self._poll_init(pod, c, spec, now)
                 continue
             self._readiness(pod, run, c, spec, now)
             self._liveness(pod, run, c, spec, now)
+
+    def _poll_init(self, pod: Obj, c: ContainerRun, spec: Obj, now: float) -> None:
+        """An init container that waits for something (``until nc -z kafka 9092``) ends once it is there."""
+        if c.exit_at is not None:
+            return
+        planned = self.runtime.exit_after(pod, spec)
+        if planned is not None:
+            c.exit_at, c.planned_exit = now + planned[0], planned[1]
 
     def _probe_due(self, c: ContainerRun, probe: Obj, kind: str, now: float) -> int:
         """How many probe periods of ``kind`` have elapsed since the last evaluation (0 = not yet)."""
@@ -520,6 +533,8 @@ class Kubelet(Controller):
                 times.append(c.due)
             if c.exit_at is not None:
                 times.append(c.exit_at)
+            elif c.state == "running" and c.init and not c.sidecar:
+                times.append(self.ctx.now() + INIT_POLL_SECONDS)
             if c.state == "running" and c.started_at is not None:
                 spec = self._spec_of(pod, c)
                 for kind, key in (("startup", "startupProbe"), ("readiness", "readinessProbe"), ("liveness", "livenessProbe")):
