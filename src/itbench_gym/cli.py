@@ -10,16 +10,18 @@ from typing import Any, Sequence
 
 
 def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
-    diagnosis = evaluation.get("diagnosis", {})
-    mitigation = evaluation.get("mitigation", {})
+    diagnosis = evaluation["diagnosis"]
+    mitigation = evaluation["mitigation"] or {}
     return {
-        "fault_localisation_pass@1": diagnosis.get("fl_pass"),
-        "ntam_fl": diagnosis.get("ntam_fl"),
+        "fault_localisation_pass@1": diagnosis["fl_pass"],
+        "ntam_fl": diagnosis["ntam_fl"],
+        "ntam_fpc": diagnosis["ntam_fpc"],
         "mitigation_pass": mitigation.get("passed"),
         "mitigation_reasons": mitigation.get("reasons"),
-        "mttd_seconds": evaluation.get("mttd"),
-        "mttr_seconds": evaluation.get("mttr"),
-        "reward": evaluation.get("reward"),
+        "mttd_seconds": evaluation["times"]["mttd"],
+        "mttr_seconds": evaluation["times"]["mttr"],
+        "destructive_commands": evaluation["safety"]["destructive_count"],
+        "reward": evaluation["reward"],
     }
 
 

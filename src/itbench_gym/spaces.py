@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import string
+from collections.abc import Sequence as SequenceABC
 from types import ModuleType
 from typing import Any, Sequence
 
@@ -46,10 +47,39 @@ def _create_free_text_shared_memory(space: FreeText, n: int = 1, ctx: ModuleType
     return ctx.Array(np.dtype(np.int32).char, n * space.max_length)
 
 
+class SharedTexts(SequenceABC[str]):
+    """The batch of strings in shared memory, decoded when read.
+
+    ``AsyncVectorEnv`` reads its shared buffers once and relies on them updating in place (numpy
+    views); a plain tuple of strings would freeze the first observation. Copies (the vector env's
+    default ``copy=True``) are ordinary tuples.
+    """
+
+    def __init__(self, shared_memory: Any, n: int, max_length: int) -> None:
+        self._codes = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, max_length))
+
+    def __len__(self) -> int:
+        return self._codes.shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        row = self._codes[index]
+        return "".join(map(chr, row[row != 0]))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, (tuple, list, SharedTexts)) else other)
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
 @read_from_shared_memory.register(FreeText)
-def _read_free_text(space: FreeText, shared_memory: Any, n: int = 1) -> tuple[str, ...]:
-    codes = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, space.max_length))
-    return tuple("".join(map(chr, row[row != 0])) for row in codes)
+def _read_free_text(space: FreeText, shared_memory: Any, n: int = 1) -> SharedTexts:
+    return SharedTexts(shared_memory, n, space.max_length)
 
 
 @write_to_shared_memory.register(FreeText)

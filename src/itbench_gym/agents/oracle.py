@@ -21,7 +21,7 @@ def _plain_name(group: dict[str, Any]) -> str | None:
     """A group's object name, or None when only a regex describes it."""
     if group.get("name"):
         return str(group["name"])
-    pattern = re.sub(r"(\\b|-?\.\*)$", "", group.get("filter", [""])[0])
+    pattern = re.sub(r"\\b$", "", group.get("filter", [""])[0])
     return pattern if pattern and re.fullmatch(r"[a-z0-9-]+", pattern) else None
 
 
