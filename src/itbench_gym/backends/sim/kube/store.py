@@ -123,6 +123,7 @@ class ObjectStore:
         self._listeners: list[Listener] = []
         self._log: deque[WatchEvent] = deque(maxlen=WATCH_LOG_SIZE)
         self._log_floor = 0  # events with rv <= floor are no longer in the log
+        self._finishing: set[str] = set()  # namespaces whose last Events are being removed
         self._rebuild_indexes()
         for ns in system_namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -680,7 +681,7 @@ class ObjectStore:
         ns = removed["metadata"].get("namespace")
         if ns:
             nso = self._bucket(("", "namespaces")).get("", {}).get(ns)
-            if nso is not None and nso["metadata"].get("deletionTimestamp"):
+            if nso is not None and nso["metadata"].get("deletionTimestamp") and ns not in self._finishing:
                 self._maybe_finish_namespace(nso)
 
     def _maybe_finish_foreground(self, owner: Obj) -> None:
@@ -721,10 +722,23 @@ class ObjectStore:
         return self._maybe_finish_namespace(current)
 
     def _maybe_finish_namespace(self, nso: Obj) -> Obj:
+        """Remove a terminating namespace once only Events are left in it (they may still be
+        written while it terminates); the namespace controller then deletes those too."""
         name = nso["metadata"]["name"]
+        events: list[tuple[ResourceType, Obj]] = []
         for t in self.registry.storage_types():
-            if t.namespaced and self._data.get(t.storage_key, {}).get(name):
+            objs = self._data.get(t.storage_key, {}).get(name) if t.namespaced else None
+            if not objs:
+                continue
+            if t.kind != "Event":
                 return nso
+            events += [(t, o) for o in list(objs.values())]
+        self._finishing.add(name)
+        try:
+            for t, event in events:
+                self._remove(t, event)
+        finally:
+            self._finishing.discard(name)
         return self._remove(self.registry.by_kind("Namespace", "v1"), nso)
 
     def _drop_custom_resources(self, crd: Obj) -> None:
