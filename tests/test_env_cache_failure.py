@@ -161,3 +161,15 @@ def test_vector_envs() -> None:
             assert "HighRequestErrorRate" in obs["text"][0] and "recommendation" in obs["text"][1]
         finally:
             envs.close()
+
+
+def test_topology_tool_shows_typed_relations(env: gym.Env) -> None:
+    env.reset(seed=1)
+    obs, *_ = env.step({"tool": "topology", "args": {"focus": "Deployment/recommendation", "depth": 2}})
+    assert obs["exit_status"] == 0, obs["text"]
+    graph = json.loads(obs["text"])
+    edges = {(e["source"], e["type"]) for e in graph["edges"]}
+    assert ("otel-demo/Deployment/recommendation", "DEPLOYMENT_OWNS_REPLICASET") in edges
+    assert any(kind == "SERVICE_SELECTS_POD" and src == "otel-demo/Service/recommendation" for src, kind in edges)
+    obs, *_ = env.step("topology Deployment/nothing")
+    assert obs["exit_status"] != 0 and "Did you mean" in obs["text"]

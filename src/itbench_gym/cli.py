@@ -43,8 +43,45 @@ def cmd_run(args: argparse.Namespace) -> int:
                 record.to_jsonl(out / f"{record.episode_id}.jsonl")
             line = {"episode_id": record.episode_id, "steps": len(record.steps), **_summary(info["evaluation"])}
             print(json.dumps(line, default=str))
+            if args.results:
+                spec = env.unwrapped.scenario
+                result = {
+                    "episode_id": record.episode_id,
+                    "scenario": spec.id,
+                    "class": spec.cls,
+                    "complexity": spec.complexity.level,
+                    "domain": spec.domain,
+                    "agent": args.agent,
+                    "seed": record.seed,
+                    "evaluation": info["evaluation"],
+                }
+                with open(args.results, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(result, default=str) + "\n")
     finally:
         env.close()
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """pass@k and mean ± standard error per group, from results files written by ``run --results``."""
+    from itbench_gym.evaluation.aggregate import format_table, summarise
+
+    results = []
+    for path in args.files:
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                try:
+                    results.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    print(f"{path}:{number}: not a JSON line: {exc.msg}", file=sys.stderr)
+                    return 1
+    k_values = sorted({int(k) for k in args.k.split(",")})
+    try:
+        summaries = summarise(results, by=tuple(args.by.split(",")), k_values=k_values)
+    except (KeyError, TypeError, ValueError) as exc:
+        print(f"cannot summarise: {exc}", file=sys.stderr)
+        return 1
+    print(format_table(summaries, metrics=args.metrics.split(",") if args.metrics else None))
     return 0
 
 
@@ -156,7 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--episodes", type=int, default=1)
     run.add_argument("--out", help="write each episode as JSONL into this folder")
     run.add_argument("--transcript", action="store_true", help="print the episode transcript")
+    run.add_argument("--results", help="append each episode's full result (with its evaluation) to this JSONL file")
     run.set_defaults(func=cmd_run)
+
+    rep = sub.add_parser("report", help="pass@k and mean ± SE tables from results files")
+    rep.add_argument("files", nargs="+", type=Path)
+    rep.add_argument("--by", default="scenario", help="comma-separated grouping keys: scenario, class, complexity, agent")
+    rep.add_argument("--k", default="1", help="comma-separated k values for pass@k")
+    rep.add_argument("--metrics", help="comma-separated metrics (default: all)")
+    rep.set_defaults(func=cmd_report)
 
     lst = sub.add_parser("list", help="list scenarios")
     lst.add_argument("--domain", choices=["sre", "ciso", "finops"])

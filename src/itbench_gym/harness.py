@@ -24,6 +24,7 @@ from itbench_gym.topology import build_topology
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.tools import Tool
 from itbench_gym.tools.alerts import alert_key, fetch_alerts
+from itbench_gym.tools.topology import list_topology_objects
 
 #: How often the harness looks at the alerts while waiting for the incident to start.
 ALERT_POLL_SECONDS = 15.0
@@ -100,27 +101,7 @@ class ClusterProbe:
         return TrafficSample(rate=rate, success_ratio=success)
 
     def objects(self, namespace: str) -> list[dict[str, Any]]:
-        """The objects a topology is built from, as plain API dicts."""
-        core = client.CoreV1Api(self._api)
-        apps = client.AppsV1Api(self._api)
-        listers = (
-            core.list_namespaced_pod, core.list_namespaced_service, core.list_namespaced_endpoints,
-            core.list_namespaced_config_map, core.list_namespaced_secret,
-            core.list_namespaced_persistent_volume_claim, apps.list_namespaced_deployment,
-            apps.list_namespaced_replica_set, apps.list_namespaced_stateful_set, apps.list_namespaced_daemon_set,
-        )
-        kinds = ("Pod", "Service", "Endpoints", "ConfigMap", "Secret", "PersistentVolumeClaim", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
-        out: list[dict[str, Any]] = []
-        for lister, kind in zip(listers, kinds):
-            for item in lister(namespace).items:
-                obj = self._api.sanitize_for_serialization(item)
-                obj.setdefault("kind", kind)
-                out.append(obj)
-        for node in core.list_node().items:
-            obj = self._api.sanitize_for_serialization(node)
-            obj.setdefault("kind", "Node")
-            out.append(obj)
-        return out
+        return list_topology_objects(self._api, namespace)
 
     def _scalar(self, query: str) -> float:
         if self._endpoints.prometheus is None:

@@ -5,11 +5,12 @@ from itbench_gym.tools.base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInpu
 from itbench_gym.tools.kubectl import KubectlTool
 from itbench_gym.tools.promql import PromQLTool
 from itbench_gym.tools.submit import SubmitTool
+from itbench_gym.tools.topology import TopologyTool
 from itbench_gym.tools.wait import WaitTool
 
 
 def default_tools() -> list[Tool]:
-    return [KubectlTool(), PromQLTool(), AlertsTool(), WaitTool(), SubmitTool()]
+    return [KubectlTool(), PromQLTool(), AlertsTool(), TopologyTool(), WaitTool(), SubmitTool()]
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict]:
@@ -30,6 +31,7 @@ __all__ = [
     "ToolContext",
     "ToolInputError",
     "ToolResult",
+    "TopologyTool",
     "WaitTool",
     "default_tools",
     "tool_schemas",

@@ -1,25 +1,43 @@
 """Container logs synthesised on demand from the recorded tick states.
 
 Each tick records, per container, what it did (requests served per operation, failures with their
-cause, fault-specific activity); a query replays the ticks it covers with an RNG keyed by
-(seed, tick, pod, container), so the same query always returns the same lines and lines cost
-nothing until someone reads them.
+cause, fault-specific activity). A tick's lines are rendered as a whole with an RNG keyed by
+(seed, tick, pod, container), so a line is the same whichever window a query asks for, and lines
+cost nothing until someone reads them. Rendered ticks are memoised on the tick itself: the history
+is append-only and shared between snapshots, so a baseline's lines are rendered once per process.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-import uuid
+import json
+import time
 import zlib
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from dataclasses import dataclass, field
+from string import Formatter
+from typing import Any, Callable
 
 import numpy as np
 
 from .spec import AppSpec
 
 MAX_LINES_PER_TICK = 60
+#: Start-up lines are stamped a little after the tick that started the container.
+_STARTUP_SPACING = 0.05
+_STARTUP_SPILL = 5.0
+
+_PRODUCTS = ("OLJCESPC7Z", "66VCHSJNUP", "1YMWWN1N4O", "L9ECAV7KIM", "2ZYFJ3GM2N", "0PUK6V6EV0",
+             "LS4PSXUNUM", "9SIQT8TOJO", "6E92ZMYYFZ", "HQTGWGPNH4")
+_NAMES = ("larry", "sergey", "ada", "grace", "alan")
+_CATEGORIES = ("binoculars", "telescopes", "accessories", "assembly", "travel", "books")
+#: Fields a template may leave to the activity's context, with the value used when it does not.
+_CONTEXT_DEFAULTS = {
+    "method": "GET", "path": "/", "status": "200", "error": "", "grpc_code": "OK",
+    "op_text": "User accessing index page", "upstream": "frontend", "upstream_ip": "10.244.1.20",
+}
+
+Line = tuple[float, str]
 
 
 @dataclass(frozen=True)
@@ -31,54 +49,135 @@ class LogActivity:
     context: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TickLog:
+    """What every container did during one tick; ``rendered`` memoises its lines per container."""
+
     t: float
     dt: float
     containers: dict[tuple[str, str], tuple[LogActivity, ...]]
     starts: dict[tuple[str, str], float]
+    rendered: dict[tuple[int, str, str], tuple[Line, ...]] = field(default_factory=dict, repr=False)
 
 
-class _Fields(dict[str, str]):
-    """Values for template fields, drawn from a keyed RNG."""
+@dataclass(frozen=True)
+class StreamInfo:
+    """One container of one pod that wrote (or could have written) logs in a window."""
 
-    def __init__(self, rng: np.random.Generator, t: float, pod: str, context: dict[str, str]) -> None:
-        super().__init__()
-        self.rng, self.t, self.pod, self.context = rng, t, pod, context
+    namespace: str
+    pod: str
+    container: str
+    service: str
+    workload: str
 
-    def __missing__(self, key: str) -> str:
-        if key in self.context:
-            return self.context[key]
-        r = self.rng
-        dt = datetime.fromtimestamp(self.t, tz=timezone.utc)
-        products = ["OLJCESPC7Z", "66VCHSJNUP", "1YMWWN1N4O", "L9ECAV7KIM", "2ZYFJ3GM2N", "0PUK6V6EV0",
-                    "LS4PSXUNUM", "9SIQT8TOJO", "6E92ZMYYFZ", "HQTGWGPNH4"]
-        values = {
-            "iso": dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z",
-            "clf": dt.strftime("%d/%b/%Y:%H:%M:%S +0000"),
-            "epoch_ms": str(int(self.t * 1000)),
-            "valkey_ts": dt.strftime("%d %b %Y %H:%M:%S.") + f"{dt.microsecond // 1000:03d}",
-            "sec": f"{r.uniform(0.005, 0.05):.4f}",
-            "ms": str(int(r.integers(1, 40))),
-            "uuid": str(uuid.UUID(bytes=r.bytes(16), version=4)),
-            "uuid2": str(uuid.UUID(bytes=r.bytes(16), version=4)),
-            "trace": r.bytes(16).hex(),
-            "span": r.bytes(8).hex(),
-            "n": str(int(r.integers(1, 500))),
-            "ip": f"10.244.{int(r.integers(1, 4))}.{int(r.integers(2, 250))}",
-            "pod": self.pod,
-            "email": f"{['larry', 'sergey', 'ada', 'grace', 'alan'][int(r.integers(0, 5))]}_{int(r.integers(10, 99))}@example.com",
-            "category": ["binoculars", "telescopes", "accessories", "assembly", "travel", "books"][int(r.integers(0, 6))],
-            "bytes": str(int(r.integers(200, 9000))),
-            "method": "GET", "path": "/", "status": "200", "error": "", "grpc_code": "OK",
-            "op_text": "User accessing index page", "upstream": "frontend", "upstream_ip": "10.244.1.20",
-        }
-        for i, k in enumerate(["product", "product2", "product3", "product4", "product5"]):
-            values[k] = products[(int(self.t) + i * 3 + int(r.integers(0, 10))) % len(products)]
-        if key not in values:
-            raise KeyError(key)
-        self[key] = values[key]
-        return values[key]
+
+class _Clock:
+    """Second-resolution time strings, cached per second (a tick spans only a few)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int], str] = {}
+
+    def fmt(self, pattern: str, sec: int) -> str:
+        key = (pattern, sec)
+        out = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = time.strftime(pattern, time.gmtime(sec))
+        return out
+
+
+def _ms_parts(ts: np.ndarray) -> tuple[list[int], list[int]]:
+    total = np.floor(ts * 1000.0).astype(np.int64)
+    return (total // 1000).tolist(), (total % 1000).tolist()
+
+
+def _uuids(rng: np.random.Generator, n: int) -> list[str]:
+    raw = rng.bytes(16 * n).hex()
+    out = []
+    for i in range(n):
+        h = raw[32 * i: 32 * i + 32]
+        variant = "89ab"[int(h[16], 16) & 3]
+        out.append(f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}")
+    return out
+
+
+def _hex(rng: np.random.Generator, n: int, width: int) -> list[str]:
+    raw = rng.bytes(width * n).hex()
+    return [raw[2 * width * i: 2 * width * (i + 1)] for i in range(n)]
+
+
+def _ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> list[int]:
+    return rng.integers(lo, hi, size=n).tolist()
+
+
+def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _Clock) -> list[str]:
+    """``len(ts)`` values of one generated template field, drawn together."""
+    n = len(ts)
+    if name in ("iso", "valkey_ts", "clf"):
+        secs, millis = _ms_parts(ts)
+        if name == "iso":
+            return [f"{clock.fmt('%Y-%m-%dT%H:%M:%S', s)}.{m:03d}Z" for s, m in zip(secs, millis)]
+        if name == "valkey_ts":
+            return [f"{clock.fmt('%d %b %Y %H:%M:%S', s)}.{m:03d}" for s, m in zip(secs, millis)]
+        return [clock.fmt("%d/%b/%Y:%H:%M:%S +0000", s) for s in secs]
+    if name == "epoch_ms":
+        return [str(v) for v in np.floor(ts * 1000.0).astype(np.int64).tolist()]
+    if name == "sec":
+        return [f"{v:.4f}" for v in rng.uniform(0.005, 0.05, size=n).tolist()]
+    if name == "ms":
+        return [str(v) for v in _ints(rng, 1, 40, n)]
+    if name == "n":
+        return [str(v) for v in _ints(rng, 1, 500, n)]
+    if name == "bytes":
+        return [str(v) for v in _ints(rng, 200, 9000, n)]
+    if name in ("uuid", "uuid2"):
+        return _uuids(rng, n)
+    if name == "trace":
+        return _hex(rng, n, 16)
+    if name == "span":
+        return _hex(rng, n, 8)
+    if name == "ip":
+        return [f"10.244.{a}.{b}" for a, b in zip(_ints(rng, 1, 4, n), _ints(rng, 2, 250, n))]
+    if name == "email":
+        return [f"{_NAMES[a]}_{b}@example.com" for a, b in zip(_ints(rng, 0, 5, n), _ints(rng, 10, 99, n))]
+    if name == "category":
+        return [_CATEGORIES[a] for a in _ints(rng, 0, 6, n)]
+    if name.startswith("product"):
+        slot = int(name[len("product"):] or 1) - 1
+        secs = np.floor(ts).astype(np.int64).tolist()
+        return [_PRODUCTS[(s + slot * 3 + k) % len(_PRODUCTS)] for s, k in zip(secs, _ints(rng, 0, 10, n))]
+    raise KeyError(name)
+
+
+def _template_fields(template: str) -> list[str]:
+    return sorted({f for _, f, _, _ in Formatter().parse(template) if f})
+
+
+def _is_json(template: str) -> bool:
+    text = template.strip()
+    return text.startswith("{{") and text.endswith("}}")
+
+
+def _fill(template: str, ts: np.ndarray, rng: np.random.Generator, clock: _Clock,
+          constants: dict[str, str]) -> list[Line]:
+    """Render ``template`` once per timestamp; JSON lines get their values JSON-escaped."""
+    escape: Callable[[str], str] = (lambda v: json.dumps(v)[1:-1]) if _is_json(template) else (lambda v: v)
+    fixed: dict[str, str] = {}
+    columns: dict[str, list[str]] = {}
+    for name in _template_fields(template):
+        if name in constants:
+            fixed[name] = escape(constants[name])
+        elif name in _CONTEXT_DEFAULTS:
+            fixed[name] = _CONTEXT_DEFAULTS[name]
+        else:
+            columns[name] = [escape(v) for v in _field_values(name, rng, ts, clock)]
+    out: list[Line] = []
+    names = list(columns)
+    for i, t in enumerate(ts.tolist()):
+        values = dict(fixed)
+        for name in names:
+            values[name] = columns[name][i]
+        out.append((t, template.format_map(values)))
+    return out
 
 
 def _rng(seed: int, tick_t: float, pod: str, container: str) -> np.random.Generator:
@@ -86,32 +185,68 @@ def _rng(seed: int, tick_t: float, pod: str, container: str) -> np.random.Genera
     return np.random.default_rng([seed, int(round(tick_t * 1000)), int.from_bytes(digest, "big"), zlib.crc32(b"logs")])
 
 
-def render(spec: AppSpec, seed: int, history: list[TickLog], pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
-    lines: list[tuple[float, str]] = []
-    key = (pod, container)
-    for tick in history:
-        lo, hi = tick.t - tick.dt, tick.t
-        if hi <= start or lo >= end:
-            continue
-        rng = _rng(seed, tick.t, pod, container)
-        start_t = tick.starts.get(key)
-        if start_t is not None and start <= start_t <= end:
-            for i, text in enumerate(_startup(spec, container)):
-                lines.append((start_t + 0.05 * i, text.format_map(_Fields(rng, start_t, pod, {}))))
-        for act in tick.containers.get(key, ()):
-            n = min(int(rng.poisson(act.rate * tick.dt)), MAX_LINES_PER_TICK)
-            for ts in np.sort(rng.uniform(lo, hi, size=n)):
-                if start <= ts <= end:
-                    lines.append((float(ts), act.template.format_map(_Fields(rng, float(ts), pod, dict(act.context)))))
-    lines.sort(key=lambda x: x[0])
-    return lines
-
-
 def _startup(spec: AppSpec, container: str) -> tuple[str, ...]:
     for svc in spec.services.values():
         if svc.container == container:
             return svc.logs.startup
     return ()
+
+
+def render_tick(spec: AppSpec, seed: int, tick: TickLog, pod: str, container: str) -> tuple[Line, ...]:
+    """Every line the container wrote during ``tick``, in time order."""
+    memo_key = (seed, pod, container)
+    cached = tick.rendered.get(memo_key)
+    if cached is not None:
+        return cached
+    key = (pod, container)
+    rng = _rng(seed, tick.t, pod, container)
+    clock = _Clock()
+    lines: list[Line] = []
+    start_t = tick.starts.get(key)
+    if start_t is not None:
+        for i, text in enumerate(_startup(spec, container)):
+            lines += _fill(text, np.array([start_t + _STARTUP_SPACING * i]), rng, clock, {"pod": pod})
+    lo = tick.t - tick.dt
+    for act in tick.containers.get(key, ()):
+        n = min(int(rng.poisson(act.rate * tick.dt)), MAX_LINES_PER_TICK)
+        if n:
+            ts = np.sort(rng.uniform(lo, tick.t, size=n))
+            lines += _fill(act.template, ts, rng, clock, {"pod": pod, **dict(act.context)})
+    lines.sort(key=lambda x: x[0])
+    out = tuple(lines)
+    tick.rendered[memo_key] = out
+    return out
+
+
+def ticks_between(history: list[TickLog], start: float, end: float) -> list[TickLog]:
+    """The ticks that may hold lines stamped in [start, end] (history is in time order)."""
+    lo = bisect.bisect_left(history, start - _STARTUP_SPILL, key=lambda tk: tk.t)
+    hi = bisect.bisect_right(history, end, key=lambda tk: tk.t - tk.dt)
+    return history[lo:hi]
+
+
+def render(spec: AppSpec, seed: int, history: list[TickLog], pod: str, container: str, start: float, end: float) -> list[Line]:
+    lines: list[Line] = []
+    for tick in ticks_between(history, start, end):
+        lines += [ln for ln in render_tick(spec, seed, tick, pod, container) if start <= ln[0] <= end]
+    lines.sort(key=lambda x: x[0])
+    return lines
+
+
+def streams(spec: AppSpec, history: list[TickLog], start: float, end: float) -> list[StreamInfo]:
+    """Every container that ran during [start, end], including those of pods deleted since."""
+    by_container = {svc.container: svc for svc in spec.services.values()}
+    seen: set[tuple[str, str]] = set()
+    for tick in ticks_between(history, start, end):
+        if tick.t - tick.dt <= end and tick.t >= start:
+            seen.update(tick.containers)
+        seen.update(k for k, t in tick.starts.items() if start <= t <= end)
+    out = []
+    for pod, container in sorted(seen):
+        svc = by_container.get(container)
+        if svc is not None:
+            out.append(StreamInfo(spec.namespace, pod, container, svc.name, svc.workload))
+    return out
 
 
 def activity(template: str | None, rate: float, **context: Any) -> list[LogActivity]:

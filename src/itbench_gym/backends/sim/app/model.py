@@ -465,3 +465,8 @@ class AppModel:
         self._span.restore(span)
         self._cadvisor.restore(cad)
         self._view = None
+
+    def log_streams(self, start: float, end: float) -> list[logmod.StreamInfo]:
+        """Every container run that could have logged in [start, end], with pods deleted since
+        (a log store keeps their lines after the Kubernetes API forgot them)."""
+        return logmod.streams(self.spec, self._state.history, start, end)

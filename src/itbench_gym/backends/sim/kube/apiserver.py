@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from werkzeug.wrappers import Request, Response
 
-from . import errors, openapi, tables
+from . import errors, openapi, protobuf, tables
 from .auth import Auth, Identity
 from .resources import ResourceType, split_api_version
 from .selectors import fields_match, parse_field_selector, parse_label_selector
@@ -463,6 +463,7 @@ class KubeApp:
         with self.lock:
             warnings = self._field_validation(req, rt, body)
             obj = self.store.create(body, dry_run=_dry_run(req))
+            self.store.settle()
         return _warn(_json(obj, 201), warnings)
 
     def _update(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
@@ -482,6 +483,7 @@ class KubeApp:
         with self.lock:
             warnings = self._field_validation(req, rt, body)
             obj = self.store.update(body, subresource=r.sub, dry_run=_dry_run(req))
+            self.store.settle()
         return _warn(_json(obj), warnings)
 
     def _patch(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
@@ -500,6 +502,7 @@ class KubeApp:
                                    subresource=r.sub, field_manager=req.args.get("fieldManager"),
                                    api_version=rt.api_version, force=_truthy(req.args.get("force")),
                                    dry_run=_dry_run(req))
+            self.store.settle()
         return _warn(_json(obj), warnings)
 
     def _field_validation(self, req: Request, rt: ResourceType, body: Any) -> list[str]:
@@ -549,6 +552,7 @@ class KubeApp:
                                     propagation_policy=opts.get("propagationPolicy") or "Background",
                                     grace_period_seconds=opts.get("gracePeriodSeconds"),
                                     preconditions=opts.get("preconditions"), dry_run=bool(opts.get("dryRun")))
+            self.store.settle()
         return _json(obj)
 
     def _delete_collection(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
@@ -565,6 +569,7 @@ class KubeApp:
                                          grace_period_seconds=opts.get("gracePeriodSeconds"),
                                          dry_run=bool(opts.get("dryRun")))
                        for o in victims]
+            self.store.settle()
             rv = str(self.store.resource_version)
         return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": rv},
                       "items": deleted})
@@ -618,6 +623,7 @@ class KubeApp:
             updated = clone(obj)
             _set_path(updated, _replicas_path(rt, "specReplicasPath", ".spec.replicas"), replicas)
             out = self.store.update(updated, dry_run=_dry_run(req))
+            self.store.settle()
             return _json(_to_scale(out, rt))
 
     def _evict(self, req: Request, ident: Identity, rt: ResourceType, namespace: str, name: str) -> Response:
@@ -628,6 +634,7 @@ class KubeApp:
             self._check_pdb(pod)
             self.store.delete("Pod", namespace, name, grace_period_seconds=opts.get("gracePeriodSeconds"),
                               dry_run=_dry_run(req))
+            self.store.settle()
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     def _check_pdb(self, pod: Obj) -> None:
@@ -657,6 +664,7 @@ class KubeApp:
                                       f"\"{pod['spec']['nodeName']}\"")
             pod["spec"]["nodeName"] = target
             self.store.update(pod)
+            self.store.settle()
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     def _logs(self, req: Request, namespace: str, name: str) -> Response:
@@ -902,7 +910,12 @@ def _wants_table(req: Request) -> bool:
 
 def _decode(raw: bytes, content_type: str | None) -> Any:
     ct = (content_type or "application/json").split(";")[0].strip().lower()
-    if ct in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+    if ct == protobuf.MEDIA_TYPE:
+        try:
+            return protobuf.decode(raw)
+        except protobuf.ProtobufError as e:
+            raise errors.bad_request(f"couldn't decode the protobuf request body: {e}") from None
+    if ct == "application/cbor":
         raise errors.unsupported_media_type("the body of the request was in an unknown format - accepted media types "
                                             "include: application/json, application/yaml")
     try:

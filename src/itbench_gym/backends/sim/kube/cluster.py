@@ -108,6 +108,7 @@ class KubeCluster:
             for obj in self.store.list(kind):
                 self.cache.apply("ADDED", obj)
         self.store.subscribe(self._on_event)
+        self.store.on_settle(self.reconcile)
 
     # -- event dispatch -------------------------------------------------------------------------
 

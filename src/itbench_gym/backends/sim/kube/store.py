@@ -121,6 +121,7 @@ class ObjectStore:
         self._name_counter = 0
         self._alloc = admission.Allocations()
         self._listeners: list[Listener] = []
+        self._settlers: list[Callable[[], None]] = []
         self._log: deque[WatchEvent] = deque(maxlen=WATCH_LOG_SIZE)
         self._log_floor = 0  # events with rv <= floor are no longer in the log
         self._finishing: set[str] = set()  # namespaces whose last Events are being removed
@@ -347,6 +348,16 @@ class ObjectStore:
 
     def unsubscribe(self, fn: Listener) -> None:
         self._listeners.remove(fn)
+
+    def on_settle(self, fn: Callable[[], None]) -> None:
+        """``fn()`` runs when a client's write request has committed (see ``settle``)."""
+        self._settlers.append(fn)
+
+    def settle(self) -> None:
+        """A client's write is done: let the control plane react now, as a real one does within a
+        second (a scaled Deployment has its pods before the next ``kubectl get``)."""
+        for fn in list(self._settlers):
+            fn()
 
     def events_since(
         self,
