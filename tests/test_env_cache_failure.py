@@ -173,3 +173,19 @@ def test_topology_tool_shows_typed_relations(env: gym.Env) -> None:
     assert any(kind == "SERVICE_SELECTS_POD" and src == "otel-demo/Service/recommendation" for src, kind in edges)
     obs, *_ = env.step("topology Deployment/nothing")
     assert obs["exit_status"] != 0 and "Did you mean" in obs["text"]
+
+
+@pytest.mark.parametrize("mode", ["score", "callable"])
+def test_reward_modes(mode: str) -> None:
+    reward_mode: Any = "score" if mode == "score" else (lambda evaluation: 0.25 + 0.5 * evaluation["diagnosis"]["fl_pass"])
+    environment = itbench_gym.make(SCENARIO, reward_mode=reward_mode)
+    try:
+        environment.reset(seed=3)
+        _, reward, terminated, _, info = environment.step({"tool": "submit", "args": ground_truth_report(environment.unwrapped.scenario)})
+        assert terminated and reward == info["evaluation"]["reward"]
+        if mode == "callable":
+            assert reward == 0.75
+        else:
+            assert 0.0 < reward < 1.0  # right diagnosis, mitigation not done
+    finally:
+        environment.close()

@@ -43,7 +43,7 @@ class Twin:
         self.lock = threading.RLock()
         self.seed = seed
         self.model = AppModel.load(app_dir, seed=seed)
-        self.cluster = KubeCluster(self.clock, runtime=self.model.runtime())
+        self.cluster = KubeCluster(self.clock, runtime=self.model.runtime(), seed=seed)
         self.tsdb = TSDB()
         self.engine = Engine(self.tsdb)
         rules_doc = yaml.safe_load((app_dir / "alert-rules.yaml").read_text())

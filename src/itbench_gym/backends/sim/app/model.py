@@ -20,6 +20,7 @@ import yaml
 
 from itbench_gym.backends.sim.exporters import Cadvisor, kube_state_metrics
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
+from itbench_gym.backends.sim.traces.record import TraceTick
 
 from . import logs as logmod
 from .cluster_view import ClusterLike, ClusterView, PodView, read_cluster, ready_pod_labels
@@ -55,6 +56,8 @@ class _State:
     history: list[logmod.TickLog] = field(default_factory=list)
     #: Labels of the pods that were Ready at the previous tick, by uid (endpoint hand-over).
     ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Each tick's solved flow, from which traces are synthesised on demand.
+    trace_ticks: list[TraceTick] = field(default_factory=list)
 
 
 def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
@@ -139,6 +142,7 @@ class AppModel:
         self._cadvisor.observe(usage, dt)
         node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods}
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs), starts))
+        st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog))
         return samples + app_samples + self._cadvisor.samples(usage, node_ips) + kube_state_metrics(cluster.store)
 
     def _track_instances(self, view: ClusterView, t: float) -> dict[tuple[str, str], float]:
@@ -455,13 +459,14 @@ class AppModel:
     def snapshot(self) -> object:
         st = self._state
         copy_state = _State(st.tick, copy.deepcopy(st.instances), copy.deepcopy(st.flag_snapshots), dict(st.backlog),
-                             dict(st.closes), dict(st.cpu_demand), list(st.history), dict(st.ready_before))
+                             dict(st.closes), dict(st.cpu_demand), list(st.history), dict(st.ready_before), list(st.trace_ticks))
         return (copy_state, self._span.snapshot(), self._cadvisor.snapshot())
 
     def restore(self, snap: object) -> None:
         state, span, cad = snap  # type: ignore[misc]
         self._state = _State(state.tick, copy.deepcopy(state.instances), copy.deepcopy(state.flag_snapshots), dict(state.backlog),
-                             dict(state.closes), dict(state.cpu_demand), list(state.history), dict(state.ready_before))
+                             dict(state.closes), dict(state.cpu_demand), list(state.history), dict(state.ready_before),
+                             list(state.trace_ticks))
         self._span.restore(span)
         self._cadvisor.restore(cad)
         self._view = None
@@ -470,3 +475,7 @@ class AppModel:
         """Every container run that could have logged in [start, end], with pods deleted since
         (a log store keeps their lines after the Kubernetes API forgot them)."""
         return logmod.streams(self.spec, self._state.history, start, end)
+
+    def trace_ticks(self) -> tuple[TraceTick, ...]:
+        """The recorded flow of every tick so far, oldest first (traces are synthesised from it)."""
+        return tuple(self._state.trace_ticks)

@@ -28,6 +28,7 @@ from .errors import ApiError
 from .apiserver import Usage
 from .events import EventRecorder, EventState
 from .kubelet import Kubelet
+from .nodes import NodeController
 from .runtime import ContainerRuntime, DefaultRuntime
 from .scheduler import SchedulerController
 from .store import ObjectStore, StoreSnapshot
@@ -99,6 +100,7 @@ class KubeCluster:
             self.jobs,
             self.scheduler,
             self.kubelet,
+            NodeController(self.ctx),
             EndpointsController(self.ctx),
             QuotaController(self.ctx),
             self.hpa,

@@ -140,6 +140,8 @@ BUILTIN: tuple[ResourceType, ...] = (
         sub=("status",), storage="autoscaling/v2"),
     _rt("batch/v1", "CronJob", "cronjobs", short=("cj",), cats=_ALL, sub=("status",)),
     _rt("batch/v1", "Job", "jobs", cats=_ALL, sub=("status",)),
+    _rt("coordination.k8s.io/v1", "Lease", "leases"),
+    _rt("discovery.k8s.io/v1", "EndpointSlice", "endpointslices"),
     _rt("events.k8s.io/v1", "Event", "events", short=("ev",), storage="v1"),
     _rt("networking.k8s.io/v1", "IngressClass", "ingressclasses", False),
     _rt("networking.k8s.io/v1", "Ingress", "ingresses", short=("ing",), sub=("status",)),

@@ -345,6 +345,23 @@ def _endpoints(o: Obj, now: float) -> list[Any]:
     return [_meta(o).get("name"), s, _age(o, now)]
 
 
+def _endpointslice(o: Obj, now: float) -> list[Any]:
+    ports = [str(p["port"]) if p.get("port") is not None else "<unset>" for p in o.get("ports") or []]
+    addrs = [a for e in o.get("endpoints") or [] for a in e.get("addresses") or []]
+    return [_meta(o).get("name"), o.get("addressType", ""), _first_three(ports), _first_three(addrs), _age(o, now)]
+
+
+def _first_three(items: list[str]) -> str:
+    """``formatDiscoveryPorts`` / ``formatDiscoveryEndpoints``: three items, then a count."""
+    if not items:
+        return "<unset>"
+    return ",".join(items[:3]) + (f" + {len(items) - 3} more..." if len(items) > 3 else "")
+
+
+def _lease(o: Obj, now: float) -> list[Any]:
+    return [_meta(o).get("name"), (o.get("spec") or {}).get("holderIdentity") or "<unknown>", _age(o, now)]
+
+
 def _ingress(o: Obj, now: float) -> list[Any]:
     spec, st = o.get("spec") or {}, o.get("status") or {}
     hosts = [r.get("host") for r in spec.get("rules") or [] if r.get("host")]
@@ -519,6 +536,9 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Printer]] = {
     ("", "Service"): (_cols(("Name", 0), ("Type", 0), ("Cluster-IP", 0), ("External-IP", 0), ("Port(s)", 0),
                             ("Age", 0), ("Selector", 1)), _service),
     ("", "Endpoints"): (_cols(("Name", 0), ("Endpoints", 0), ("Age", 0)), _endpoints),
+    ("discovery.k8s.io", "EndpointSlice"): (_cols(("Name", 0), ("AddressType", 0), ("Ports", 0), ("Endpoints", 0),
+                                                  ("Age", 0)), _endpointslice),
+    ("coordination.k8s.io", "Lease"): (_cols(("Name", 0), ("Holder", 0), ("Age", 0)), _lease),
     ("networking.k8s.io", "Ingress"): (_cols(("Name", 0), ("Class", 0), ("Hosts", 0), ("Address", 0), ("Ports", 0),
                                              ("Age", 0)), _ingress),
     ("networking.k8s.io", "IngressClass"): (_cols(("Name", 0), ("Controller", 0), ("Parameters", 0), ("Age", 0)),

@@ -24,7 +24,7 @@ Key = tuple[str, str]  # (namespace or "", name)
 WATCHED_KINDS = (
     "Namespace", "Node", "Pod", "Service", "Endpoints", "ReplicaSet", "Deployment", "StatefulSet",
     "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "ResourceQuota", "PriorityClass",
-    "ControllerRevision",
+    "ControllerRevision", "EndpointSlice",
 )
 
 

@@ -4,7 +4,9 @@ The app model routes traffic through this object (a Service whose selector match
 has no ``addresses``, so its callers fail), and agents read it with ``kubectl get endpoints`` or
 ``describe svc``. Mirrors ``pkg/controller/endpoint``: ready pods in ``addresses``, unready ones
 in ``notReadyAddresses`` (unless ``publishNotReadyAddresses``), terminating pods dropped, named
-target ports resolved per pod, subsets grouped by identical port sets.
+target ports resolved per pod, subsets grouped by identical port sets. The same pods also go into
+the Service's EndpointSlices (``discovery.k8s.io/v1``, one per port set, as
+``pkg/controller/endpointslice`` writes them), which ``kubectl describe svc`` reads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Iterable
 from ..errors import ApiError
 from ..store import clone
 from .base import Cache, Controller, Key
-from .util import is_pod_ready, is_terminating, pod_phase
+from .util import controller_ref, is_pod_ready, is_terminating, pod_phase
 
 Obj = dict[str, Any]
 
@@ -43,6 +45,11 @@ def _selects(svc: Obj, pod: Obj | None) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
+
+
 class EndpointsController(Controller):
     name = "endpoints"
 
@@ -51,6 +58,9 @@ class EndpointsController(Controller):
             return [Cache.key_of(obj)]
         if kind == "Endpoints" and event == "DELETED":
             return [Cache.key_of(obj)]  # recreated if its Service still exists
+        if kind == "EndpointSlice" and event == "DELETED":
+            name = (obj["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
+            return [(obj["metadata"].get("namespace") or "", name)] if name else []
         if kind == "Pod":
             ns = obj["metadata"].get("namespace") or ""
             return [
@@ -63,6 +73,8 @@ class EndpointsController(Controller):
         svc = self.ctx.cache.get("Service", *key)
         current = self.ctx.cache.get("Endpoints", *key)
         spec = (svc or {}).get("spec") or {}
+        if svc is not None and spec.get("selector"):
+            self._sync_slices(svc)
         if svc is None or not spec.get("selector"):
             if svc is None and current is not None:
                 try:
@@ -142,3 +154,85 @@ class EndpointsController(Controller):
                 ]
             subsets.append(subset)
         return subsets
+
+    # -- EndpointSlices ---------------------------------------------------------------------------
+
+    def _slice_groups(self, svc: Obj) -> dict[tuple[tuple[str, int, str], ...], list[Obj]]:
+        """Endpoints per port set; terminating pods stay in, marked ``terminating``."""
+        spec = svc.get("spec") or {}
+        publish_unready = bool(spec.get("publishNotReadyAddresses"))
+        ns = svc["metadata"].get("namespace") or ""
+        groups: dict[tuple[tuple[str, int, str], ...], list[Obj]] = {}
+        for pod in self.ctx.cache.list("Pod", ns):
+            status = pod.get("status") or {}
+            ip = status.get("podIP")
+            if not _selects(svc, pod) or not ip or pod_phase(pod) in ("Succeeded", "Failed"):
+                continue
+            ports = []
+            for port in spec.get("ports") or []:
+                number = _resolve_port(pod, port)
+                if number is not None:
+                    ports.append((port.get("name", ""), number, port.get("protocol", "TCP")))
+            ready = is_pod_ready(pod)
+            terminating = is_terminating(pod)
+            endpoint: Obj = {"addresses": [ip],
+                             "conditions": {"ready": (ready or publish_unready) and not terminating,
+                                            "serving": ready or publish_unready, "terminating": terminating}}
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name:
+                endpoint["nodeName"] = node_name
+                zone = ((self.ctx.cache.get("Node", "", node_name) or {}).get("metadata", {}).get("labels") or {}).get(
+                    "topology.kubernetes.io/zone")
+                if zone:
+                    endpoint["zone"] = zone
+            endpoint["targetRef"] = {"kind": "Pod", "namespace": ns, "name": pod["metadata"]["name"],
+                                     "uid": pod["metadata"].get("uid", "")}
+            groups.setdefault(tuple(sorted(ports)), []).append(endpoint)
+        for endpoints in groups.values():
+            endpoints.sort(key=lambda e: (e["addresses"][0], e["targetRef"]["name"]))
+        return groups
+
+    def _sync_slices(self, svc: Obj) -> None:
+        ns = svc["metadata"].get("namespace") or ""
+        labels = {**(svc["metadata"].get("labels") or {}), SERVICE_NAME_LABEL: svc["metadata"]["name"],
+                  MANAGED_BY_LABEL: SLICE_CONTROLLER}
+        groups = self._slice_groups(svc)
+        existing = sorted(self.ctx.cache.owned("EndpointSlice", svc), key=lambda o: o["metadata"]["name"])
+        by_ports = {tuple(sorted((p.get("name", ""), p.get("port", 0), p.get("protocol", "TCP"))
+                                 for p in o.get("ports") or [])): o for o in existing}
+        wanted: list[tuple[tuple[tuple[str, int, str], ...], list[Obj]]] = sorted(groups.items()) or [((), [])]
+        keep: set[str] = set()
+        for ports_key, endpoints in wanted:
+            body: Obj = {"addressType": "IPv4", "endpoints": endpoints,
+                         "ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports_key] or None}
+            current = by_ports.get(ports_key)
+            if current is None and len(wanted) == 1 and existing:
+                current = existing[0]  # reuse the slice whose ports changed
+            try:
+                if current is None:
+                    self.ctx.store.create({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                                           "metadata": {"generateName": svc["metadata"]["name"] + "-", "namespace": ns,
+                                                        "labels": labels, "ownerReferences": [controller_ref(svc)]},
+                                           **{k: v for k, v in body.items() if v is not None}})
+                    continue
+                keep.add(current["metadata"]["name"])
+                if all(current.get(k) == v for k, v in body.items()) and current["metadata"].get("labels") == labels:
+                    continue
+                new = clone(current)
+                new["metadata"]["labels"] = labels
+                for k, v in body.items():
+                    if v is None:
+                        new.pop(k, None)
+                    else:
+                        new[k] = v
+                self.ctx.store.update(new)
+            except ApiError as e:
+                if e.code not in (404, 403, 409):
+                    raise
+        for o in existing:
+            if o["metadata"]["name"] not in keep:
+                try:
+                    self.ctx.store.delete("EndpointSlice", ns, o["metadata"]["name"])
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
