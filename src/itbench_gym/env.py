@@ -85,7 +85,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
 
     ## Arguments
     ``scenario`` (a spec or its id), ``backend`` (``"sim"`` or a ``Backend``), ``tools`` (a list of
-    tools; default: kubectl, promql, alerts, topology, wait, submit), ``reward_mode``, ``max_steps`` and
+    tools; default: kubectl, promql, alerts, traces, topology, wait, submit), ``reward_mode``, ``max_steps`` and
     ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).
 
     ## Version History

@@ -6,11 +6,12 @@ from itbench_gym.tools.kubectl import KubectlTool
 from itbench_gym.tools.promql import PromQLTool
 from itbench_gym.tools.submit import SubmitTool
 from itbench_gym.tools.topology import TopologyTool
+from itbench_gym.tools.traces import TracesTool
 from itbench_gym.tools.wait import WaitTool
 
 
 def default_tools() -> list[Tool]:
-    return [KubectlTool(), PromQLTool(), AlertsTool(), TopologyTool(), WaitTool(), SubmitTool()]
+    return [KubectlTool(), PromQLTool(), AlertsTool(), TracesTool(), TopologyTool(), WaitTool(), SubmitTool()]
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict]:
@@ -32,6 +33,7 @@ __all__ = [
     "ToolInputError",
     "ToolResult",
     "TopologyTool",
+    "TracesTool",
     "WaitTool",
     "default_tools",
     "tool_schemas",

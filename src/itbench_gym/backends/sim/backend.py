@@ -13,6 +13,7 @@ from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
+from itbench_gym.backends.sim.traces import make_jaeger_app
 from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
 from itbench_gym.clock import SIM_EPOCH, SimClock
 from itbench_gym.paths import envs_dir
@@ -46,10 +47,11 @@ class SimBackend:
         self._envs_root = envs_root or envs_dir()
         self._baselines: OrderedDict[tuple[str, int, float, int | None], tuple[Twin, TwinSnapshot]] = OrderedDict()
         self._twin: Twin | None = None
-        self._namespace = "default"
+        self._spec: ScenarioSpec | None = None
         self._deadline: float | None = None
         self._kube_switch = _Switch()
         self._prom_switch = _Switch()
+        self._jaeger_switch = _Switch()
         self._servers: list[ServerHandle] = []
         self._workdir: Path | None = None
         self._endpoints: Endpoints | None = None
@@ -80,21 +82,22 @@ class SimBackend:
             self._baselines[key] = (twin, twin.snapshot())
             while len(self._baselines) > _CACHED_BASELINES:
                 self._baselines.popitem(last=False)
-        return self._activate(twin, spec.namespace)
+        return self._activate(twin, spec)
 
     def checkpoint(self) -> object:
-        assert self._twin is not None
-        return (self._twin, self._namespace, self._twin.snapshot())
+        assert self._twin is not None and self._spec is not None
+        return (self._twin, self._spec, self._twin.snapshot())
 
     def restore(self, token: object) -> Endpoints:
-        twin, namespace, snap = token  # type: ignore[misc]
+        twin, spec, snap = token  # type: ignore[misc]
         twin.restore(snap)
-        return self._activate(twin, namespace)
+        return self._activate(twin, spec)
 
-    def _activate(self, twin: Twin, namespace: str) -> Endpoints:
-        """Make ``twin`` the one the servers answer for."""
+    def _activate(self, twin: Twin, spec: ScenarioSpec) -> Endpoints:
+        """Make ``twin`` the one the servers answer for, with the scenario's modalities."""
         self._twin = twin
-        self._namespace = namespace
+        self._spec = spec
+        namespace = spec.namespace
         self._deadline = None
         self._ensure_servers()
         assert self._auth is not None
@@ -108,6 +111,7 @@ class SimBackend:
             metrics=twin.cluster.usage,
         )
         self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self.clock)
+        self._jaeger_switch.target = make_jaeger_app(twin.model, self.clock, twin.lock, enabled=spec.observability.traces)
         assert self._endpoints is not None and self._auth is not None
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
@@ -122,7 +126,8 @@ class SimBackend:
         self._auth = Auth(Visibility(hidden_namespaces=frozenset(HARNESS_NAMESPACES), hidden_groups=frozenset(HIDDEN_API_GROUPS)))
         kube = serve(self._kube_switch, ssl_context=tls_material().server_context(), port=self._kube_port)
         prom = serve(self._prom_switch)
-        self._servers = [kube, prom]
+        jaeger = serve(self._jaeger_switch)
+        self._servers = [kube, prom, jaeger]
         cache = self._workdir / "kube-cache"
         cache.mkdir()
         self._endpoints = Endpoints(
@@ -132,6 +137,7 @@ class SimBackend:
             prometheus=prom.url,
             grafana=prom.url,
             alertmanager=prom.url,
+            jaeger=jaeger.url,
         )
 
     def advance(self, seconds: float) -> None:

@@ -385,10 +385,12 @@ class AppModel:
                 mem = (svc.memory_mi + svc.memory_mi_per_rps * svc_rps * frac) * MI
                 mem += inst.leak_bytes + inst.cache_entries * self._entry_bytes(svc.name, leaks) + mem_add.get(svc.name, 0.0)
                 mem *= 1.0 + 0.01 * float(rng.standard_normal())
-                cluster.set_usage(view.namespace, p.name, p.container["name"], cpu_cores=cpu, memory_bytes=mem)
+                # The kernel kills at the limit: no scrape ever sees a working set above it.
+                seen_mem = min(mem, limit_mem) if limit_mem else mem
+                cluster.set_usage(view.namespace, p.name, p.container["name"], cpu_cores=cpu, memory_bytes=seen_mem)
                 image = p.container.get("image", "")
                 usage.append(ContainerUsage(view.namespace, p.name, p.uid, p.container["name"], image, p.node,
-                                            f"{p.uid[:12]}-{p.container['name']}-{p.restarts}", cpu, mem, limit_mem, p.limits.get("cpu", 0.0)))
+                                            f"{p.uid[:12]}-{p.container['name']}-{p.restarts}", cpu, seen_mem, limit_mem, p.limits.get("cpu", 0.0)))
                 for side, (side_mem, side_cpu) in svc.sidecars.items():
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
                 if limit_mem and mem >= limit_mem:

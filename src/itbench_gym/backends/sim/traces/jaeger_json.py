@@ -12,7 +12,7 @@ from typing import Any
 from itbench_gym.backends.sim.app.spec import AppSpec
 
 from .record import PodRef
-from .synth import Span, Trace
+from .synth import Span, Trace, span_id
 
 #: ``telemetry.sdk.language`` values by the app spec's language names.
 _SDK_LANGUAGE = {"typescript": "nodejs", "javascript": "nodejs", "csharp": "dotnet", "kotlin": "java", "nginx": "cpp"}
@@ -74,12 +74,12 @@ def trace_json(spec: AppSpec, trace: Trace) -> dict[str, Any]:
     trace_id = trace.hex_id
     processes: dict[tuple[str, PodRef | None], str] = {}
     spans = []
-    for s in trace.spans:
+    for index, s in enumerate(trace.spans):
         pid = processes.setdefault((s.service, s.pod), f"p{len(processes) + 1}")
-        refs = [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": f"{s.parent_id:016x}"}] if s.parent_id else []
+        refs = [{"refType": "CHILD_OF", "traceID": trace_id, "spanID": f"{span_id(trace.trace_id, s.parent - 1):016x}"}] if s.parent else []
         spans.append({
             "traceID": trace_id,
-            "spanID": f"{s.span_id:016x}",
+            "spanID": f"{span_id(trace.trace_id, index):016x}",
             "flags": 1,
             "operationName": s.name,
             "references": refs,

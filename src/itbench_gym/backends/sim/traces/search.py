@@ -10,6 +10,7 @@ could fail in that tick), which keeps queries over an hour of history fast.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -21,6 +22,8 @@ from .synth import Span, Trace, TraceSynth
 
 #: How long after its root a span of a trace may start (ticks this far before the window are scanned too).
 _SPAN_SLACK_SECONDS = 60.0
+#: Most candidate traces one search generates and filters.
+MAX_CANDIDATES = 6000
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,15 @@ def _span_matches(spec: AppSpec, span: Span, q: TraceQuery) -> bool:
 
 
 def find_traces(synth: TraceSynth, ticks: Sequence[TraceTick], q: TraceQuery) -> list[Trace]:
-    """The ``q.limit`` most recent traces matching ``q``."""
+    """The ``q.limit`` most recent traces matching ``q`` among at most ``MAX_CANDIDATES`` scanned.
+
+    When the window holds more traces than that, every (tick, root) contributes the same share of
+    its traces (a prefix, which is a uniform sample because trace ``i`` does not depend on the others).
+    """
     roots = [i for i, root in enumerate(synth.roots)
              if any(svc == q.service and (not q.operation or name == q.operation) for svc, name in synth.span_names[root])]
     wants_error = q.tags.get("error") == "true"
-    found: list[Trace] = []
+    plan: list[tuple[TraceTick, int, int]] = []
     for tick in reversed(ticks):
         if tick.t <= q.start - _SPAN_SLACK_SECONDS:
             break
@@ -67,10 +74,18 @@ def find_traces(synth: TraceSynth, ticks: Sequence[TraceTick], q: TraceQuery) ->
         for i in roots:
             if wants_error and not synth.may_fail(tick, i):
                 continue
-            for trace in synth.batch(tick, i):
-                if any(_span_matches(synth.spec, s, q) for s in trace.spans):
-                    found.append(trace)
-        if len(found) >= q.limit and tick.t - tick.dt <= q.end:
+            n = synth.count(tick, i)
+            if n:
+                plan.append((tick, i, n))
+    total = sum(n for _, _, n in plan)
+    share = min(1.0, MAX_CANDIDATES / total) if total else 1.0
+    found: list[Trace] = []
+    for k, (tick, i, n) in enumerate(plan):
+        for trace in synth.batch(tick, i, max(1, math.ceil(n * share))):
+            if any(_span_matches(synth.spec, s, q) for s in trace.spans):
+                found.append(trace)
+        last_of_tick = k + 1 == len(plan) or plan[k + 1][0] is not tick
+        if last_of_tick and len(found) >= q.limit and tick.t - tick.dt <= q.end:
             break
     found.sort(key=lambda tr: (-tr.start, tr.trace_id))
     return found[: q.limit]

@@ -26,7 +26,7 @@ import numpy as np
 
 from itbench_gym.backends.sim.app.flow import NETWORK_HOP_S, CallOutcome, Moments, OpKey, lognormal
 from itbench_gym.backends.sim.app.network import CAUSES
-from itbench_gym.backends.sim.app.spec import AppSpec, Consumer
+from itbench_gym.backends.sim.app.spec import AppSpec, Call, Consumer
 
 from .record import PodRef, TraceTick
 
@@ -34,6 +34,7 @@ from .record import PodRef, TraceTick
 CAP_PER_TICK = 200
 #: Uniform draws reserved per trace; a larger trace continues on a keyed overflow stream.
 _SLOTS = 256
+_MEMO_ENTRIES = 50_000
 _PAYLOAD_BITS = 72
 _HTTP = re.compile(r"(?:^|\s)(GET|POST|PUT|PATCH|DELETE|HEAD) (/\S*)$")
 _GRPC = re.compile(r"^/?([\w.]+)/(\w+)$")
@@ -55,8 +56,9 @@ _EXCEPTION_TYPES = {
 
 @dataclass(slots=True)
 class Span:
-    span_id: int
-    parent_id: int
+    """One span; ``parent`` is the index of the parent span in its trace plus one (0: the root)."""
+
+    parent: int
     service: str
     pod: PodRef | None
     name: str
@@ -67,6 +69,14 @@ class Span:
     status_message: str = ""
     attrs: list[tuple[str, Any]] = field(default_factory=list)
     events: list[tuple[float, list[tuple[str, Any]]]] = field(default_factory=list)
+
+
+def span_id(trace_id: int, index: int) -> int:
+    """The 64-bit id of the ``index``-th span of a trace (a SplitMix64 step, never zero)."""
+    x = ((trace_id & 0xFFFFFFFFFFFFFFFF) + (index + 1) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (x ^ (x >> 31)) or index + 1
 
 
 @dataclass(slots=True)
@@ -90,6 +100,20 @@ class Trace:
     @property
     def error(self) -> bool:
         return any(s.error for s in self.spans)
+
+
+@dataclass(frozen=True)
+class _OpInfo:
+    """What every server span of one operation shares, worked out once per spec."""
+
+    span: str
+    kind: str
+    traced: bool
+    language: str
+    internal: tuple[str, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    status_key: str | None
+    route: str | None
 
 
 @dataclass(frozen=True)
@@ -128,7 +152,9 @@ class _Draws:
         return math.exp(math.log(mean) - s2 / 2 + math.sqrt(s2) * self.normal())
 
     def pick(self, items: Sequence[Any]) -> Any:
-        return items[min(int(self.u() * len(items)), len(items) - 1)] if items else None
+        if len(items) <= 1:
+            return items[0] if items else None
+        return items[min(int(self.u() * len(items)), len(items) - 1)]
 
 
 def product_ids(manifests: Iterable[dict[str, Any]]) -> tuple[str, ...]:
@@ -171,6 +197,49 @@ class TraceSynth:
         self.reachable: dict[OpKey, frozenset[OpKey]] = {r: self._reach(r) for r in self.roots}
         self.span_names: dict[OpKey, frozenset[tuple[str, str]]] = {r: self._names(r) for r in self.roots}
         self._secret = hashlib.blake2b(f"itbench-gym-traces/{seed}".encode(), digest_size=16).digest()
+        self.ops = {(svc.name, op.id): self._op_info(op.service, op.id) for svc in spec.services.values() for op in svc.operations.values()}
+        self._client: dict[tuple[str, str, str, str], tuple[tuple[str, Any], ...]] = {}
+        self._counts: dict[tuple[int, int], tuple[TraceTick, int]] = {}
+
+    def _op_info(self, service: str, op_id: str) -> _OpInfo:
+        op = self.spec.op(service, op_id)
+        svc = self.spec.services[service]
+        grpc, http = _GRPC.match(op_id), _HTTP.search(op_id)
+        attrs: tuple[tuple[str, Any], ...] = ()
+        status_key, route = None, None
+        if grpc:
+            attrs, status_key = (("rpc.system", "grpc"), ("rpc.service", grpc.group(1)), ("rpc.method", grpc.group(2))), "rpc.grpc.status_code"
+        elif http:
+            attrs, status_key, route = (("http.method", http.group(1)), ("http.route", http.group(2))), "http.status_code", http.group(2)
+        elif op.kind == "CONSUMER":
+            attrs = (("messaging.system", "kafka"), ("messaging.destination.name", self.topic_of.get((service, op_id), "")),
+                     ("messaging.operation", op_id.rsplit(" ", 1)[-1]))
+        return _OpInfo(op.span, op.kind.lower(), svc.traced, svc.language, op.internal_spans, attrs, status_key, route)
+
+    def client_attrs(self, caller: str, op_id: str, call: Call, target: str) -> tuple[tuple[str, Any], ...]:
+        """The attributes every client span of ``call`` to ``target`` shares (memoised)."""
+        key = (caller, op_id, call.id, target)
+        attrs = self._client.get(key)
+        if attrs is None:
+            host, port = _split_target(target)
+            if port is None:
+                port = self.spec.services[call.service].port
+            grpc, http = _GRPC.match(call.operation), _HTTP.search(call.operation)
+            out: list[tuple[str, Any]] = []
+            if grpc:
+                named = _GRPC.match(call.client_span.removeprefix("grpc."))
+                service, method = (named or grpc).groups()
+                out += [("rpc.system", "grpc"), ("rpc.service", service), ("rpc.method", method)]
+            elif http:
+                out += [("http.method", http.group(1))]
+            elif call.client_kind == "PRODUCER":
+                out += [("messaging.system", "kafka"), ("messaging.destination.name", self.topic_of.get((call.service, call.operation), "")),
+                        ("messaging.operation", "publish")]
+            elif port in _DB_PORTS:
+                out += [("db.system", _DB_PORTS[port]), ("db.operation", call.operation.split(" ", 1)[0])]
+            out += [("net.peer.name", host)] + ([("net.peer.port", port)] if port is not None else [])
+            attrs = self._client[key] = tuple(out)
+        return attrs
 
     # -- the call graph, statically ---------------------------------------------------------------
 
@@ -242,15 +311,24 @@ class TraceSynth:
 
     def count(self, tick: TraceTick, root_index: int) -> int:
         """How many traces of this root the tick holds (capped at ``CAP_PER_TICK``)."""
+        memo = self._counts.get((id(tick), root_index))
+        if memo is not None and memo[0] is tick:
+            return memo[1]
         rate = tick.rates.get(self.roots[root_index], 0.0)
-        if rate <= 0 or self.roots[root_index][0] not in tick.pods:
-            return 0
-        n = int(np.random.default_rng(self._key(tick, root_index) + [1]).poisson(rate * tick.dt))
-        return min(n, CAP_PER_TICK)
+        n = 0
+        if rate > 0 and self.roots[root_index][0] in tick.pods:
+            n = min(int(np.random.default_rng(self._key(tick, root_index) + [1]).poisson(rate * tick.dt)), CAP_PER_TICK)
+        if len(self._counts) >= _MEMO_ENTRIES:
+            self._counts.clear()
+        self._counts[(id(tick), root_index)] = (tick, n)
+        return n
 
-    def batch(self, tick: TraceTick, root_index: int) -> list[Trace]:
+    def batch(self, tick: TraceTick, root_index: int, first: int | None = None) -> list[Trace]:
+        """The tick's traces of this root; ``first`` keeps only a prefix (a uniform sample of them)."""
         n = self.count(tick, root_index)
-        if n == 0:
+        if first is not None:
+            n = min(n, first)
+        if n <= 0:
             return []
         rows = np.random.default_rng(self._key(tick, root_index) + [2]).random((n, _SLOTS)).tolist()
         return [self._trace(tick, root_index, i, rows[i]) for i in range(n)]
@@ -258,14 +336,14 @@ class TraceSynth:
     def trace(self, tick: TraceTick, root_index: int, i: int) -> Trace | None:
         if i >= self.count(tick, root_index):
             return None
-        rng = np.random.default_rng(self._key(tick, root_index) + [2])
-        rng.bit_generator.advance(i * _SLOTS)
-        return self._trace(tick, root_index, i, rng.random(_SLOTS).tolist())
+        bits = np.random.PCG64(self._key(tick, root_index) + [2])
+        bits.advance(i * _SLOTS)  # one 64-bit output per double: row i without rows 0..i-1
+        return self._trace(tick, root_index, i, np.random.Generator(bits).random(_SLOTS).tolist())
 
     def _trace(self, tick: TraceTick, root_index: int, i: int, row: list[float]) -> Trace:
         draws = _Draws(row, self._key(tick, root_index) + [3, i])
         trace_id = self.encode_id(tick.t, root_index, i)
-        builder = _Builder(self, tick, trace_id, draws)
+        builder = _Builder(self, tick, draws)
         start = tick.t - tick.dt + draws.u() * tick.dt
         builder.server(self.roots[root_index], start, 0)
         return Trace(trace_id, self.roots[root_index], builder.spans)
@@ -274,104 +352,87 @@ class TraceSynth:
 class _Builder:
     """Walks the call graph for one request, emitting spans for traced services."""
 
-    def __init__(self, synth: TraceSynth, tick: TraceTick, trace_id: int, draws: _Draws) -> None:
+    def __init__(self, synth: TraceSynth, tick: TraceTick, draws: _Draws) -> None:
         self.synth = synth
-        self.spec = synth.spec
         self.tick = tick
         self.draws = draws
         self.spans: list[Span] = []
-        self._id_base = trace_id & 0xFFFFFFFFFFFFFFFF
-        self._products: dict[str, str] = {}
+        self._fills: dict[str, str] = {}
 
-    def _span(self, service: str, pod: PodRef | None, name: str, kind: str, start: float, parent: int) -> Span:
-        n = len(self.spans) + 1
-        x = (self._id_base + n * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-        span = Span((x ^ (x >> 31)) or n, parent, service, pod, name, kind, start)
-        self.spans.append(span)
-        return span
-
-    def _self_time(self, key: OpKey) -> float:
-        op = self.spec.op(*key)
-        k = self.tick.knobs
-        t = math.exp(math.log(op.median_ms / 1000.0) + op.sigma * self.draws.normal()) * k.slowdown.get(op.service, 1.0)
-        if key in k.extra_latency:
-            t += self.draws.sample(k.extra_latency[key])
-        return t
+    def _span(self, service: str, pod: PodRef | None, name: str, kind: str, start: float, parent: int) -> int:
+        self.spans.append(Span(parent, service, pod, name, kind, start))
+        return len(self.spans)
 
     def _path(self, template: str) -> str:
         """A concrete request path for a route template (placeholders filled once per trace)."""
+        if "{" not in template:
+            return template
+
         def fill(m: re.Match[str]) -> str:
             name = m.group(1)
-            if name not in self._products:
-                self._products[name] = self.draws.pick(self.synth.products) or m.group(0)
-            return self._products[name]
+            if name not in self._fills:
+                self._fills[name] = self.draws.pick(self.synth.products) or m.group(0)
+            return self._fills[name]
         return _PLACEHOLDER.sub(fill, template)
 
     def server(self, key: OpKey, start: float, parent: int) -> _Outcome:
         """Serve one request of operation ``key``; its spans are emitted when the service is traced."""
-        spec = self.spec
-        op = spec.op(*key)
-        svc = spec.services[op.service]
+        info = self.synth.ops[key]
         st = self.tick.stats[key]
-        pod = self.draws.pick(self.tick.pods.get(op.service, ()))
-        span = self._span(op.service, pod, op.span, op.kind.lower(), start, parent) if svc.traced else None
-        sid = span.span_id if span else parent
-        self_t = self._self_time(key)
+        knobs = self.tick.knobs
+        draws = self.draws
+        pod = draws.pick(self.tick.pods.get(key[0], ()))
+        me = self._span(key[0], pod, info.span, info.kind, start, parent) if info.traced else parent
+        op = st.op
+        self_t = math.exp(math.log(op.median_ms / 1000.0) + op.sigma * draws.normal()) * knobs.slowdown.get(key[0], 1.0)
+        if key in knobs.extra_latency:
+            self_t += draws.sample(knobs.extra_latency[key])
         cursor = start + 0.6 * self_t
         failed: _Outcome | None = None
         for co in st.calls:
             n = int(co.count)
-            if self.draws.u() < co.count - n:
+            if co.count > n and draws.u() < co.count - n:
                 n += 1
             if n <= 0:
                 continue
             if co.call.parallel and n > 1:
-                results = [self.call(op.service, pod, co, cursor, sid) for _ in range(n)]
+                results = [self.call(key, pod, co, cursor, me) for _ in range(n)]
                 cursor += max(r.duration for r in results)
                 bad = next((r for r in results if r.error), None)
                 if bad is not None and co.call.on_error == "propagate":
                     failed = bad
             else:
                 for _ in range(n):
-                    r = self.call(op.service, pod, co, cursor, sid)
+                    r = self.call(key, pod, co, cursor, me)
                     cursor += r.duration
                     if r.error and co.call.on_error == "propagate":
                         failed = r
                         break
             if failed is not None:
                 break
-        if failed is None and st.self_error > 0 and self.draws.u() < st.self_error:
+        if failed is None and st.self_error > 0 and draws.u() < st.self_error:
             failed = _Outcome(0.0, True, st.grpc_code, st.error_text, 500)
         duration = cursor + 0.4 * self_t - start
         status = 200 if failed is None else failed.http_status
-        if span is not None:
+        if info.traced:
+            span = self.spans[me - 1]
             span.duration = duration
-            self._server_attrs(span, op.kind, op.id, failed, status)
+            span.attrs = list(info.attrs)
+            if info.route is not None:
+                span.attrs += [("http.target", self._path(info.route)), ("http.status_code", status)]
+            elif info.status_key is not None:
+                span.attrs.append((info.status_key, GRPC_CODES.get(failed.code, 2) if failed else 0))
             if failed is not None:
-                self._fail(span, svc.language, failed.code, failed.text)
-            for name in op.internal_spans:
-                inner = self._span(op.service, pod, name, "internal", start + 0.05 * duration, sid)
-                inner.duration = 0.3 * duration
+                self._fail(span, info.language, failed.code, failed.text)
+            for name in info.internal:
+                self._span(key[0], pod, name, "internal", start + 0.05 * duration, me)
+                self.spans[-1].duration = 0.3 * duration
         if failed is None:
             return _Outcome(duration)
         return _Outcome(duration, True, failed.code, failed.text, status)
 
-    def _server_attrs(self, span: Span, kind: str, op_id: str, failed: _Outcome | None, status: int) -> None:
-        http = _HTTP.search(op_id)
-        grpc = _GRPC.match(op_id)
-        if grpc:
-            span.attrs += [("rpc.system", "grpc"), ("rpc.service", grpc.group(1)), ("rpc.method", grpc.group(2)),
-                           ("rpc.grpc.status_code", GRPC_CODES.get(failed.code if failed else "OK", 2))]
-        elif http:
-            span.attrs += [("http.method", http.group(1)), ("http.route", http.group(2)),
-                           ("http.target", self._path(http.group(2))), ("http.status_code", status)]
-        elif kind == "CONSUMER":
-            span.attrs += [("messaging.system", "kafka"), ("messaging.destination.name", self.synth.topic_of.get((span.service, op_id), "")),
-                           ("messaging.operation", op_id.rsplit(" ", 1)[-1])]
-
-    def _fail(self, span: Span, language: str, code: str, text: str) -> None:
+    @staticmethod
+    def _fail(span: Span, language: str, code: str, text: str) -> None:
         span.error = True
         span.status_message = text
         fields: list[tuple[str, Any]] = [("event", "exception")]
@@ -380,15 +441,13 @@ class _Builder:
         fields.append(("exception.message", f"{code}: {text}" if code and code != "OK" else text))
         span.events.append((span.start + span.duration, fields))
 
-    def call(self, caller: str, pod: PodRef | None, co: CallOutcome, start: float, parent: int) -> _Outcome:
+    def call(self, caller: OpKey, pod: PodRef | None, co: CallOutcome, start: float, parent: int) -> _Outcome:
         """One outgoing call: a client span on the caller, the callee's server span under it."""
         c, r = co.call, co.reach
-        traced = self.spec.services[caller].traced
-        span = self._span(caller, pod, c.client_span, c.client_kind.lower(), start, parent) if traced else None
-        sid = span.span_id if span else parent
+        info = self.synth.ops[caller]
+        me = self._span(caller[0], pod, c.client_span, c.client_kind.lower(), start, parent) if info.traced else parent
         hop = NETWORK_HOP_S + r.delay_ms / 1000.0
-        injected = r.server_error_share * self.tick.knobs.server_error.get(c.service, 1.0)
-        reached = self.draws.u() < r.ok_share
+        reached = r.ok_share >= 1.0 or self.draws.u() < r.ok_share
         origin = True
         if not reached:
             fast, code, shape = CAUSES.get(r.cause or "refused", CAUSES["refused"])
@@ -398,48 +457,36 @@ class _Builder:
             else:
                 duration = self.draws.sample(Moments(fast, (fast / 2) ** 2))
             text = shape.format(host=r.target.split(":")[0], target=r.target)
-            status = (504 if code == "DEADLINE_EXCEEDED" else 503) if _HTTP.search(c.operation) else 500
+            status = (504 if code == "DEADLINE_EXCEEDED" else 503) if self.synth.ops[(c.service, c.operation)].route else 500
             out = _Outcome(duration, True, code, text, status)
         else:
-            inner = self.server((c.service, c.operation), start + hop / 2, sid)
+            inner = self.server((c.service, c.operation), start + hop / 2, me)
             duration = inner.duration + hop
+            injected = r.server_error_share * self.tick.knobs.server_error.get(c.service, 1.0)
             if injected > 0 and self.draws.u() < injected:
                 out = _Outcome(duration, True, "INTERNAL", f"unexpected HTTP status 500 from {r.target} (response patched)", 500)
             else:
                 out = _Outcome(duration, inner.error, inner.code, inner.text, inner.http_status)
                 origin = False
             if not inner.error and (c.service, c.operation) in self.synth.consumers:
-                self._consume(c.service, c.operation, start + duration, sid)
-        if span is not None:
+                self._consume(c.service, c.operation, start + duration, me)
+        if info.traced:
+            span = self.spans[me - 1]
             span.duration = out.duration
-            self._client_attrs(span, co, out, reached)
+            span.attrs = list(self.synth.client_attrs(caller[0], caller[1], c, r.target))
+            callee = self.synth.ops[(c.service, c.operation)]
+            if callee.route is not None:
+                span.attrs.append(("http.url", f"http://{r.target}{self._path(callee.route)}"))
+                if reached:
+                    span.attrs.append(("http.status_code", out.http_status))
+            elif callee.status_key == "rpc.grpc.status_code":
+                span.attrs.append(("rpc.grpc.status_code", GRPC_CODES.get(out.code, 2) if out.error else 0))
             if out.error:
                 span.error = True
                 span.status_message = out.text
                 if origin:
-                    self._fail(span, self.spec.services[caller].language, out.code, out.text)
+                    self._fail(span, info.language, out.code, out.text)
         return out
-
-    def _client_attrs(self, span: Span, co: CallOutcome, out: _Outcome, reached: bool) -> None:
-        c = co.call
-        host, port = _split_target(co.reach.target)
-        http = _HTTP.search(c.operation)
-        grpc = _GRPC.match(c.operation)
-        if grpc:
-            named = _GRPC.match(c.client_span.removeprefix("grpc."))
-            service, method = (named or grpc).groups()
-            span.attrs += [("rpc.system", "grpc"), ("rpc.service", service), ("rpc.method", method),
-                           ("rpc.grpc.status_code", GRPC_CODES.get(out.code if out.error else "OK", 2))]
-        elif http:
-            span.attrs += [("http.method", http.group(1)), ("http.url", f"http://{co.reach.target}{self._path(http.group(2))}")]
-            if reached:
-                span.attrs.append(("http.status_code", out.http_status))
-        elif c.client_kind == "PRODUCER":
-            span.attrs += [("messaging.system", "kafka"), ("messaging.destination.name", self.synth.topic_of.get((c.service, c.operation), "")),
-                           ("messaging.operation", "publish")]
-        elif port in _DB_PORTS:
-            span.attrs += [("db.system", _DB_PORTS[port]), ("db.operation", c.operation.split(" ", 1)[0])]
-        span.attrs += [("net.peer.name", host)] + ([("net.peer.port", port)] if port is not None else [])
 
     def _consume(self, service: str, operation: str, produced_at: float, parent: int) -> None:
         """Consumer spans of a message this request produced, for the share the consumers kept up with."""

@@ -1,0 +1,324 @@
+"""The twin's Jaeger query API (``/api/...`` of jaeger-query) as a WSGI app.
+
+Semantics and messages follow Jaeger's ``cmd/query/app`` HTTP handler and query parser: every
+answer is the ``{"data", "total", "limit", "offset", "errors"}`` envelope; bad parameters are a 400
+whose ``errors`` carry Jaeger's message (``unable to parse param 'minDuration': time: invalid
+duration "x"``); ``start``/``end`` are Unix microseconds, ``minDuration``/``maxDuration`` Go
+durations, ``endTs``/``lookback`` of ``/api/dependencies`` milliseconds. Beyond Jaeger, ``lookback``
+on ``/api/traces`` (the UI's ``1h``, ``2d``...) sets the start when ``start`` is absent.
+
+With ``enabled=False`` (scenarios whose traces are masked) the API answers like a Jaeger that
+never received a span: no services, no operations, no traces, no dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from itbench_gym.clock import Clock
+
+from .jaeger_json import trace_json
+from .record import TraceTick
+from .search import TraceQuery, dependencies, find_trace, find_traces, operations
+from .synth import TraceSynth, product_ids
+
+if TYPE_CHECKING:
+    from itbench_gym.backends.sim.app.model import AppModel
+
+DEFAULT_LIMIT = 100
+#: Largest ``limit`` served (the Jaeger UI's own maximum); keeps a query's cost bounded.
+MAX_LIMIT = 1500
+DEFAULT_TRACE_LOOKBACK_S = 2 * 86400.0
+DEFAULT_DEPENDENCY_LOOKBACK_S = 86400.0
+_SPAN_KINDS = ("server", "client", "producer", "consumer", "internal")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+class ApiFailure(Exception):
+    """An answer in Jaeger's error shape: HTTP ``status`` and Jaeger's message."""
+
+    status = 500
+
+
+class BadParam(ApiFailure, ValueError):
+    """A request parameter Jaeger would reject with 400; the message is Jaeger's."""
+
+    status = 400
+
+
+class TraceNotFound(ApiFailure):
+    status = 404
+
+    def __init__(self) -> None:
+        super().__init__("trace not found")
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def parse_int(text: str, bits: int = 64) -> int:
+    """Go's ``strconv.ParseInt(text, 10, bits)``."""
+    if not _INT.match(text):
+        raise BadParam(f"strconv.ParseInt: parsing {_quote(text)}: invalid syntax")
+    value = int(text)
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise BadParam(f"strconv.ParseInt: parsing {_quote(text)}: value out of range")
+    return value
+
+
+def parse_go_duration(text: str) -> float:
+    """Go's ``time.ParseDuration`` in seconds (``1.5s``, ``300ms``, ``1h15m``)."""
+    invalid = BadParam(f"time: invalid duration {_quote(text)}")
+    s = text
+    neg = s[:1] == "-"
+    if s[:1] in "+-" and s:
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        raise invalid
+    total = 0.0
+    while s:
+        m = re.match(r"(\d*)(\.\d*)?", s)
+        if m is None or (not m.group(1) and len(m.group(2) or "") <= 1):
+            raise invalid
+        number = float((m.group(1) or "0") + (m.group(2) or ""))
+        s = s[m.end():]
+        unit = re.match(r"[^\d.]*", s).group(0)  # type: ignore[union-attr]
+        s = s[len(unit):]
+        if not unit:
+            raise BadParam(f"time: missing unit in duration {_quote(text)}")
+        if unit not in _UNITS:
+            raise BadParam(f"time: unknown unit {_quote(unit)} in duration {_quote(text)}")
+        total += number * _UNITS[unit]
+    return -total if neg else total
+
+
+def _lookback(text: str) -> float:
+    """The UI's lookback values: Go durations plus days (``2d``)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)d", text)
+    return float(m.group(1)) * 86400.0 if m else parse_go_duration(text)
+
+
+def _param_error(name: str, exc: BadParam) -> BadParam:
+    return BadParam(f"unable to parse param '{name}': {exc}")
+
+
+class JaegerAPI:
+    """Request handlers over one app model; :func:`make_jaeger_app` builds it."""
+
+    def __init__(self, model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock, enabled: bool = True) -> None:
+        self.model = model
+        self.clock = clock
+        self.lock = lock
+        self.enabled = enabled
+        self.synth = TraceSynth(model.spec, model.seed, product_ids(model.manifests()) if enabled else ())
+        self.url_map = Map([
+            Rule("/api/services", endpoint="services", methods=["GET"]),
+            Rule("/api/services/<service>/operations", endpoint="service_operations", methods=["GET"]),
+            Rule("/api/operations", endpoint="operations", methods=["GET"]),
+            Rule("/api/traces", endpoint="search", methods=["GET"]),
+            Rule("/api/traces/<trace_id>", endpoint="trace", methods=["GET"]),
+            Rule("/api/dependencies", endpoint="dependencies", methods=["GET"]),
+        ], strict_slashes=False)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        return self.dispatch(Request(environ))(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        adapter = self.url_map.bind_to_environ(request.environ)
+        try:
+            endpoint, args = adapter.match()
+        except NotFound:
+            return Response("404 page not found\n", status=404, mimetype="text/plain")
+        except MethodNotAllowed as exc:
+            return Response("", status=405, headers=exc.get_headers())
+        except HTTPException as exc:
+            return exc.get_response(request.environ)  # type: ignore[return-value]
+        with self.lock:
+            ticks = self.model.trace_ticks() if self.enabled else ()
+            now = self.clock.now()
+        try:
+            body, status = getattr(self, endpoint)(request, ticks, now, **args)
+        except ApiFailure as exc:
+            return _error(exc.status, str(exc))
+        indent = 4 if request.args.get("prettyPrint", "") not in ("", "false") else None
+        return Response(json.dumps(body, indent=indent), status=status, mimetype="application/json")
+
+    # ------------------------------------------------------------------ endpoints
+
+    def services(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+        names = sorted(operations(self.model.spec, ticks))
+        return _envelope(names, total=len(names)), 200
+
+    def service_operations(self, request: Request, ticks: tuple[TraceTick, ...], now: float, service: str) -> tuple[dict[str, Any], int]:
+        names = sorted({name for name, _ in operations(self.model.spec, ticks).get(service, ())})
+        return _envelope(names, total=len(names)), 200
+
+    def operations(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+        service = request.args.get("service", "")
+        if not service:
+            raise BadParam("parameter 'service' is required")
+        kind = request.args.get("spanKind", "")
+        ops = sorted(operations(self.model.spec, ticks).get(service, ()))
+        data = [{"name": name, "spanKind": k} for name, k in ops if not kind or k == kind]
+        return _envelope(data, total=len(data)), 200
+
+    def trace(self, request: Request, ticks: tuple[TraceTick, ...], now: float, trace_id: str) -> tuple[dict[str, Any], int]:
+        tid = parse_trace_id(trace_id)
+        trace = find_trace(self.synth, ticks, tid)
+        if trace is None:
+            raise TraceNotFound()
+        return _envelope([trace_json(self.model.spec, trace)]), 200
+
+    def search(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+        args = request.args
+        end = self._micros(args.get("end", ""), "end", now)
+        lookback = args.get("lookback", "")
+        default_start = now - DEFAULT_TRACE_LOOKBACK_S
+        if lookback and lookback != "custom":
+            try:
+                default_start = end - _lookback(lookback)
+            except BadParam as exc:
+                raise _param_error("lookback", exc) from None
+        start = self._micros(args.get("start", ""), "start", default_start)
+        tags = parse_tags(args.getlist("tag"), args.getlist("tags"))
+        limit = DEFAULT_LIMIT
+        if args.get("limit", ""):
+            limit = parse_int(args["limit"], 32)
+        limit = min(limit if limit > 0 else DEFAULT_LIMIT, MAX_LIMIT)
+        min_d = self._duration(args.get("minDuration", ""), "minDuration")
+        max_d = self._duration(args.get("maxDuration", ""), "maxDuration")
+        ids = []
+        for raw in args.getlist("traceID"):
+            try:
+                ids.append(parse_trace_id(raw))
+            except BadParam as exc:
+                raise BadParam(f"cannot parse traceID param: {exc}") from None
+        service = args.get("service", "")
+        if not ids and not service:
+            raise BadParam("parameter 'service' is required")
+        if min_d and max_d and max_d < min_d:
+            raise BadParam("'maxDuration' should be greater than 'minDuration'")
+        if ids:
+            found, errors = [], []
+            for tid in ids:
+                trace = find_trace(self.synth, ticks, tid)
+                if trace is None:
+                    errors.append({"msg": "trace not found", "traceID": f"{tid:032x}"})
+                else:
+                    found.append(trace_json(self.model.spec, trace))
+            return _envelope(found, errors=errors or None), 200
+        query = TraceQuery(service=service, operation=args.get("operation", ""), tags=tags, start=start, end=end,
+                           min_duration=min_d, max_duration=max_d, limit=limit)
+        traces = find_traces(self.synth, ticks, query)
+        return _envelope([trace_json(self.model.spec, t) for t in traces]), 200
+
+    def dependencies(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+        end = now
+        if request.args.get("endTs", ""):
+            try:
+                end = parse_int(request.args["endTs"]) / 1000.0
+            except BadParam as exc:
+                raise _param_error("endTs", exc) from None
+        lookback = DEFAULT_DEPENDENCY_LOOKBACK_S
+        if request.args.get("lookback", ""):
+            try:
+                lookback = parse_int(request.args["lookback"]) / 1000.0
+            except BadParam as exc:
+                raise _param_error("lookback", exc) from None
+        service = request.args.get("service", "")
+        links = [{"parent": p, "child": c, "callCount": n} for p, c, n in dependencies(self.synth, ticks, end - lookback, end)
+                 if not service or service in (p, c)]
+        return _envelope(links), 200
+
+    # ------------------------------------------------------------------ parameters
+
+    @staticmethod
+    def _micros(raw: str, name: str, default: float) -> float:
+        if not raw:
+            return default
+        try:
+            return parse_int(raw) / 1_000_000.0
+        except BadParam as exc:
+            raise _param_error(name, exc) from None
+
+    @staticmethod
+    def _duration(raw: str, name: str) -> float:
+        if not raw:
+            return 0.0
+        try:
+            return parse_go_duration(raw)
+        except BadParam as exc:
+            raise _param_error(name, exc) from None
+
+
+def parse_trace_id(text: str) -> int:
+    """Jaeger's ``TraceIDFromString``: up to 32 hex digits (shorter ids are the low bits)."""
+    if len(text) > 32:
+        raise BadParam(f"TraceID cannot be longer than 32 hex characters: {text}")
+    parts = [text[:-16], text[-16:]] if len(text) > 16 else [text]
+    for part in parts:
+        if not re.fullmatch(r"[0-9a-fA-F]+", part):
+            raise BadParam(f"strconv.ParseUint: parsing {_quote(part)}: invalid syntax")
+    return int(text, 16)
+
+
+def parse_tags(simple: list[str], json_maps: list[str]) -> dict[str, str]:
+    """``tag=k:v`` parameters and ``tags={"k":"v"}`` JSON maps, as Jaeger's query parser reads them."""
+    out: dict[str, str] = {}
+    for tag in simple:
+        key, sep, value = tag.partition(":")
+        if not sep:
+            raise BadParam(f"malformed 'tag' parameter, expecting key:value, received: {tag}")
+        out[key] = value
+    for text in json_maps:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadParam(f"malformed 'tags' parameter, cannot unmarshal JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise BadParam(f"malformed 'tags' parameter, cannot unmarshal JSON: json: cannot unmarshal {_json_kind(doc)} "
+                           "into Go value of type map[string]string")
+        for key, value in doc.items():
+            if not isinstance(value, str):
+                raise BadParam(f"malformed 'tags' parameter, cannot unmarshal JSON: json: cannot unmarshal {_json_kind(value)} "
+                               f"into Go value of type string (tag {key!r}: quote the value, e.g. \"{key}\":\"{json.dumps(value)}\")")
+            out[key] = value
+    return out
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if value is None:
+        return "null"
+    return "string" if isinstance(value, str) else "object"
+
+
+def _envelope(data: Any, total: int = 0, errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"data": data, "total": total, "limit": 0, "offset": 0, "errors": errors}
+
+
+def _error(status: int, message: str) -> Response:
+    body = json.dumps(_envelope(None, errors=[{"code": status, "msg": message}]))
+    return Response(body + "\n", status=status, mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"})
+
+
+def make_jaeger_app(model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock, enabled: bool = True) -> JaegerAPI:
+    """The Jaeger query API over ``model``'s recorded ticks (``enabled=False``: a Jaeger with no data)."""
+    return JaegerAPI(model, clock, lock, enabled)
