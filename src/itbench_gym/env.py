@@ -50,7 +50,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     embedded digital twin of a Kubernetes cluster running the OpenTelemetry Astronomy Shop with
     Prometheus), settles a healthy baseline, injects the scenario's faults through the Kubernetes API
     and waits until the scenario's triggering alerts fire. The agent then investigates and repairs the
-    system through tools that speak real protocols (the real ``kubectl``; the Prometheus HTTP API) and
+    system through tools that speak real protocols (the real ``kubectl``; the Prometheus, Loki and
+    Jaeger HTTP APIs) and
     ends the episode by submitting a diagnosis report.
 
     ## Action Space
@@ -85,7 +86,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
 
     ## Arguments
     ``scenario`` (a spec or its id), ``backend`` (``"sim"`` or a ``Backend``), ``tools`` (a list of
-    tools; default: kubectl, promql, alerts, traces, topology, wait, submit), ``reward_mode``, ``max_steps`` and
+    tools; default: kubectl, promql, logql, traces, alerts, topology, wait, submit), ``reward_mode``, ``max_steps`` and
     ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).
 
     ## Version History

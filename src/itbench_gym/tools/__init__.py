@@ -3,6 +3,7 @@
 from itbench_gym.tools.alerts import AlertsTool
 from itbench_gym.tools.base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.kubectl import KubectlTool
+from itbench_gym.tools.logql import LogQLTool
 from itbench_gym.tools.promql import PromQLTool
 from itbench_gym.tools.submit import SubmitTool
 from itbench_gym.tools.topology import TopologyTool
@@ -11,7 +12,7 @@ from itbench_gym.tools.wait import WaitTool
 
 
 def default_tools() -> list[Tool]:
-    return [KubectlTool(), PromQLTool(), AlertsTool(), TracesTool(), TopologyTool(), WaitTool(), SubmitTool()]
+    return [KubectlTool(), PromQLTool(), LogQLTool(), TracesTool(), AlertsTool(), TopologyTool(), WaitTool(), SubmitTool()]
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict]:
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_OUTPUT_CHARS",
     "AlertsTool",
     "KubectlTool",
+    "LogQLTool",
     "PromQLTool",
     "SubmitTool",
     "Tool",

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
+from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
@@ -52,6 +53,7 @@ class SimBackend:
         self._kube_switch = _Switch()
         self._prom_switch = _Switch()
         self._jaeger_switch = _Switch()
+        self._loki_switch = _Switch()
         self._servers: list[ServerHandle] = []
         self._workdir: Path | None = None
         self._endpoints: Endpoints | None = None
@@ -112,6 +114,7 @@ class SimBackend:
         )
         self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self.clock)
         self._jaeger_switch.target = make_jaeger_app(twin.model, self.clock, twin.lock, enabled=spec.observability.traces)
+        self._loki_switch.target = make_loki_app(twin.model, self.clock, twin.lock, namespace)
         assert self._endpoints is not None and self._auth is not None
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
@@ -127,7 +130,8 @@ class SimBackend:
         kube = serve(self._kube_switch, ssl_context=tls_material().server_context(), port=self._kube_port)
         prom = serve(self._prom_switch)
         jaeger = serve(self._jaeger_switch)
-        self._servers = [kube, prom, jaeger]
+        loki = serve(self._loki_switch)
+        self._servers = [kube, prom, jaeger, loki]
         cache = self._workdir / "kube-cache"
         cache.mkdir()
         self._endpoints = Endpoints(
@@ -138,6 +142,7 @@ class SimBackend:
             grafana=prom.url,
             alertmanager=prom.url,
             jaeger=jaeger.url,
+            loki=loki.url,
         )
 
     def advance(self, seconds: float) -> None:

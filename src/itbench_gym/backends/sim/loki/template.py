@@ -85,7 +85,7 @@ def _go_str(v: Value) -> str:
             return "+Inf" if v > 0 else "-Inf"
         if v == int(v) and abs(v) < 1e21:
             return str(int(v))
-        return repr(v).replace("e+", "e+0") if "e" in repr(v) and len(repr(v).split("e")[1]) == 2 else repr(v)
+        return repr(v)
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".") + " +0000 UTC"
     if v is None:

@@ -1,0 +1,298 @@
+"""The twin's Loki HTTP API as a WSGI app (``/loki/api/v1/*`` and ``/ready``).
+
+Envelopes follow Loki: ``{"status": "success", "data": ...}``; query results carry
+``resultType`` ``streams`` (nanosecond string timestamps), ``matrix``, ``vector`` or ``scalar``
+and a ``stats`` object. Bad requests get HTTP 400 with a plain-text body, as Loki's
+``WriteError`` sends, e.g. ``parse error at line 1, col 12: syntax error: unexpected ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from itbench_gym.clock import Clock
+
+from . import ast as A
+from .engine import MAX_ENTRIES, Engine, LogSource, Series, Streams
+from .errors import LogQLError
+from .matching import parse_duration
+from .syntax import parse
+
+BUILD_INFO = {"version": "3.4.2", "revision": "itbench-gym-twin", "branch": "HEAD", "buildUser": "itbench-gym",
+              "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24"}
+_DEFAULT_QUERY_RANGE_S = 3600.0
+_DEFAULT_LABELS_RANGE_S = 6 * 3600.0
+#: Loki's default ``max_query_length`` (721h).
+MAX_QUERY_LENGTH_S = 721 * 3600.0
+
+
+class BadRequest(LogQLError):
+    """A request parameter Loki would reject."""
+
+
+def parse_timestamp(value: str | None, default: float, name: str) -> float:
+    """Loki's ``parseTimestamp``: float seconds, integer seconds (<= 10 digits) or nanoseconds, or RFC3339."""
+    if value is None or value == "":
+        return default
+    text = value.strip()
+    if "." in text:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    try:
+        number = int(text)
+        return float(number) if len(text.lstrip("-")) <= 10 else number / 1e9
+    except ValueError:
+        pass
+    try:
+        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        if "." in iso:
+            head, _, rest = iso.partition(".")
+            digits = "".join(c for c in rest if c.isdigit())
+            iso = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
+        parsed = datetime.fromisoformat(iso)
+        if parsed.tzinfo is None:
+            raise ValueError(text)
+        return parsed.timestamp()
+    except ValueError:
+        raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a timestamp '
+                         "(Unix seconds, Unix nanoseconds or RFC3339)") from None
+
+
+def parse_seconds_or_duration(value: str, name: str) -> float:
+    try:
+        seconds = float(value)
+        if math.isfinite(seconds):
+            return seconds
+    except ValueError:
+        pass
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a duration or a number of seconds') from None
+
+
+def _go_duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}h{whole % 3600 // 60}m{whole % 60}s"
+
+
+def _ns(t: float) -> str:
+    return str(int(round(t * 1e9)))
+
+
+def _sec(t: float) -> float | int:
+    ms = round(t * 1000)
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000
+
+
+def _value(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return np.format_float_positional(v, trim="-")
+
+
+class LokiAPI:
+    """Request handlers; ``__call__`` makes it a WSGI app."""
+
+    def __init__(self, source: LogSource, clock: Clock, lock: AbstractContextManager[Any], namespace: str) -> None:
+        self.engine = Engine(source, namespace)
+        self.source = source
+        self.clock = clock
+        self.lock = lock
+        self.namespace = namespace
+        routes: list[tuple[str, Callable[..., Any]]] = [
+            ("/loki/api/v1/query", self.query),
+            ("/loki/api/v1/query_range", self.query_range),
+            ("/loki/api/v1/labels", self.labels),
+            ("/loki/api/v1/label", self.labels),
+            ("/loki/api/v1/label/<name>/values", self.label_values),
+            ("/loki/api/v1/series", self.series),
+            ("/loki/api/v1/status/buildinfo", self.buildinfo),
+        ]
+        self.handlers = {f"{path}": fn for path, fn in routes}
+        self.url_map = Map([Rule(path, endpoint=path, methods=["GET", "POST"]) for path, _ in routes]
+                           + [Rule("/ready", endpoint="ready", methods=["GET", "HEAD"])], strict_slashes=False)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        return self.dispatch(Request(environ))(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        adapter = self.url_map.bind_to_environ(request.environ)
+        try:
+            endpoint, args = adapter.match()
+        except NotFound:
+            return Response("404 page not found\n", status=404, mimetype="text/plain")
+        except MethodNotAllowed as exc:
+            return Response(f"method {request.method} not allowed\n", status=405, mimetype="text/plain", headers=exc.get_headers())
+        except HTTPException as exc:
+            return exc.get_response(request.environ)  # type: ignore[return-value]
+        if endpoint == "ready":
+            return Response("ready\n", mimetype="text/plain")
+        try:
+            with self.lock:
+                body = self.handlers[endpoint](request, **args)
+        except LogQLError as exc:
+            return Response(exc.message, status=400, mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"})
+        return Response(json.dumps(body), mimetype="application/json")
+
+    # -- parameters -----------------------------------------------------------------------------
+    @staticmethod
+    def _param(request: Request, name: str) -> str | None:
+        if name in request.form:
+            return request.form[name]
+        return request.args.get(name)
+
+    def _window(self, request: Request, default_span: float) -> tuple[float, float]:
+        end = parse_timestamp(self._param(request, "end"), self.clock.now(), "end")
+        since = self._param(request, "since")
+        span = parse_seconds_or_duration(since, "since") if since else default_span
+        start = parse_timestamp(self._param(request, "start"), end - span, "start")
+        return start, end
+
+    def _limit(self, request: Request) -> int:
+        raw = self._param(request, "limit")
+        if raw in (None, ""):
+            return 100
+        try:
+            limit = int(raw)
+        except ValueError:
+            raise BadRequest(f'invalid parameter "limit": cannot parse "{raw}" as an integer') from None
+        if limit <= 0:
+            raise BadRequest("limit must be a positive value")
+        if limit > MAX_ENTRIES:
+            raise BadRequest(f"max entries limit per query exceeded, limit > max_entries_limit_per_query ({limit} > {MAX_ENTRIES})")
+        return limit
+
+    def _direction(self, request: Request) -> str:
+        raw = self._param(request, "direction") or "backward"
+        if raw.lower() not in ("backward", "forward"):
+            raise BadRequest(f"invalid direction '{raw}'")
+        return raw.lower()
+
+    def _query(self, request: Request) -> A.Expr:
+        return parse(self._param(request, "query") or "")
+
+    # -- endpoints -------------------------------------------------------------------------------
+    def query_range(self, request: Request) -> dict[str, Any]:
+        expr = self._query(request)
+        start, end = self._window(request, _DEFAULT_QUERY_RANGE_S)
+        if end < start:
+            raise BadRequest("end timestamp must not be before or equal to start time")
+        if end - start > MAX_QUERY_LENGTH_S:
+            raise BadRequest(f"the query time range exceeds the limit (query length: {_go_duration(end - start)}, "
+                             f"limit: {_go_duration(MAX_QUERY_LENGTH_S)})")
+        limit = self._limit(request)
+        direction = self._direction(request)
+        if isinstance(expr, A.LogSelector):
+            return _streams_body(self.engine.logs(expr, start, end, limit, direction))
+        raw_step = self._param(request, "step")
+        step = parse_seconds_or_duration(raw_step, "step") if raw_step else max(math.ceil((end - start) / 250), 1)
+        if step <= 0:
+            raise BadRequest("zero or negative query resolution step widths are not accepted. Try a positive integer")
+        return _matrix_body(self.engine.metrics(expr, start, end, step))
+
+    def query(self, request: Request) -> dict[str, Any]:
+        expr = self._query(request)
+        t = parse_timestamp(self._param(request, "time"), self.clock.now(), "time")
+        self._limit(request)
+        self._direction(request)
+        return _vector_body(self.engine.metrics(expr, t, t, 0.0), _sort_order(expr))
+
+    def _selected(self, request: Request, start: float, end: float) -> list[dict[str, str]]:
+        raw = self._param(request, "query")
+        matchers: tuple[A.Matcher, ...] = ()
+        if raw:
+            expr = parse(raw)
+            if not isinstance(expr, A.LogSelector):
+                raise BadRequest("the query parameter must be a stream selector such as {namespace=\"otel-demo\"}")
+            matchers = expr.matchers
+        return [labels for _, labels in self.engine.select_streams(matchers, start, end)]
+
+    def labels(self, request: Request) -> dict[str, Any]:
+        start, end = self._window(request, _DEFAULT_LABELS_RANGE_S)
+        names = sorted({k for labels in self._selected(request, start, end) for k in labels})
+        return {"status": "success", "data": names}
+
+    def label_values(self, request: Request, name: str) -> dict[str, Any]:
+        start, end = self._window(request, _DEFAULT_LABELS_RANGE_S)
+        values = sorted({labels[name] for labels in self._selected(request, start, end) if name in labels})
+        return {"status": "success", "data": values}
+
+    def series(self, request: Request) -> dict[str, Any]:
+        start, end = self._window(request, _DEFAULT_LABELS_RANGE_S)
+        selectors = request.form.getlist("match[]") + request.args.getlist("match[]")
+        selectors += request.form.getlist("match") + request.args.getlist("match")
+        groups: list[tuple[A.Matcher, ...]] = []
+        for text in selectors:
+            expr = parse(text)
+            if not isinstance(expr, A.LogSelector) or expr.stages:
+                raise BadRequest(f"invalid match[] {text!r}: expected a stream selector such as {{namespace=\"otel-demo\"}}")
+            groups.append(expr.matchers)
+        seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        for _, labels in self.engine.select_streams((), start, end):
+            if not groups or any(all(m.matches(labels.get(m.name, "")) for m in g) for g in groups):
+                seen[tuple(sorted(labels.items()))] = labels
+        return {"status": "success", "data": [seen[k] for k in sorted(seen)]}
+
+    def buildinfo(self, request: Request) -> dict[str, Any]:
+        return dict(BUILD_INFO)
+
+
+def _streams_body(result: Streams) -> dict[str, Any]:
+    entries = sum(len(v) for _, v in result.streams)
+    return {"status": "success", "data": {
+        "resultType": "streams",
+        "result": [{"stream": labels, "values": [[_ns(t), line] for t, line in values]} for labels, values in result.streams],
+        "stats": result.stats.to_api(entries),
+    }}
+
+
+def _matrix_body(result: Series) -> dict[str, Any]:
+    steps = result.steps.tolist()
+    series: dict[tuple[tuple[str, str], ...], np.ndarray] = {(): result.scalar} if result.scalar is not None else result.series
+    out = []
+    for key in sorted(series):
+        values = series[key].tolist()
+        points = [[_sec(t), _value(v)] for t, v in zip(steps, values) if not math.isnan(v)]
+        if points:
+            out.append({"metric": dict(key), "values": points})
+    return {"status": "success", "data": {"resultType": "matrix", "result": out, "stats": result.stats.to_api(0)}}
+
+
+def _sort_order(expr: A.Expr) -> int:
+    """1 for ``sort(...)``, -1 for ``sort_desc(...)``, 0 otherwise (results ordered by labels)."""
+    if isinstance(expr, A.VectorAggregation) and expr.op in ("sort", "sort_desc"):
+        return 1 if expr.op == "sort" else -1
+    return 0
+
+
+def _vector_body(result: Series, order: int) -> dict[str, Any]:
+    t = float(result.steps[0])
+    if result.scalar is not None:
+        return {"status": "success", "data": {"resultType": "scalar", "result": [_sec(t), _value(float(result.scalar[0]))],
+                                              "stats": result.stats.to_api(0)}}
+    rows = [(key, float(v[0])) for key, v in sorted(result.series.items()) if not math.isnan(v[0])]
+    if order:
+        rows.sort(key=lambda row: order * row[1])
+    out = [{"metric": dict(key), "value": [_sec(t), _value(v)]} for key, v in rows]
+    return {"status": "success", "data": {"resultType": "vector", "result": out, "stats": result.stats.to_api(0)}}
+
+
+def make_loki_app(model: LogSource, clock: Clock, lock: AbstractContextManager[Any] | None, namespace: str) -> LokiAPI:
+    """The WSGI app serving Loki's query API over ``model``'s logs for ``namespace``."""
+    return LokiAPI(model, clock, lock if lock is not None else threading.RLock(), namespace)
