@@ -101,11 +101,7 @@ def _default_container(c: Obj) -> None:
         c["imagePullPolicy"] = "Always" if ("@" not in tag and (":" not in tag or tag.endswith(":latest"))) else "IfNotPresent"
     c.setdefault("terminationMessagePath", "/dev/termination-log")
     c.setdefault("terminationMessagePolicy", "File")
-    res = c.setdefault("resources", {})
-    if isinstance(res, dict) and isinstance(res.get("limits"), dict):
-        requests = res.setdefault("requests", {})
-        for k, v in res["limits"].items():
-            requests.setdefault(k, v)
+    c.setdefault("resources", {})
     for p in c.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")
@@ -155,6 +151,13 @@ def _default_pod(obj: Obj, alloc: Allocations) -> None:
     if not isinstance(spec, dict):
         return
     _default_pod_spec(spec)
+    # Requests default to limits on Pods only (upstream SetDefaults_Pod), never on pod templates.
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") if isinstance(c, dict) else None
+        if isinstance(res, dict) and isinstance(res.get("limits"), dict):
+            requests = res.setdefault("requests", {})
+            for k, v in res["limits"].items():
+                requests.setdefault(k, v)
     spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     spec.setdefault("enableServiceLinks", True)

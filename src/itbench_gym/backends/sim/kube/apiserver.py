@@ -7,7 +7,10 @@ access reviews, ``metrics.k8s.io`` and OpenAPI. Every failure is a ``Status`` ob
 
 Simulated time: a blocking request (a watch) that has nothing to send calls ``advance(step)``
 under the shared lock so controllers make progress — this is how ``kubectl rollout status`` sees a
-rollout finish. ``advance`` returning False (the episode budget is spent) ends the watch.
+rollout finish. ``advance`` returning False (the episode budget is spent) ends the watch. A GET of
+an object that is being deleted advances ``POLL_STEP`` too, so clients that poll for the deletion
+(``kubectl drain``) see the grace period end. After every write the store settles, so controllers
+react before the response is sent (a scaled Deployment has its new pods at once).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ SERVER_VERSION = {
 }
 MAX_BODY = 3 * 1024 * 1024
 WATCH_STEP = 1.0  # simulated seconds per idle step of a watch
+POLL_STEP = 1.0  # simulated seconds a GET of a terminating object lets pass (kubectl polls once a second)
 BOOKMARK_EVERY = 60.0  # simulated seconds between bookmarks
 DEFAULT_WATCH_TIMEOUT = 1800.0  # simulated seconds, when the client asks for none
 MAX_LOG_FOLLOW = 300.0  # simulated seconds a `logs -f` stays open
@@ -92,6 +96,7 @@ class KubeApp:
         self.log_source = log_source
         self.metrics = metrics
         self._closed = threading.Event()
+        self._polled: set[tuple[tuple[str, str], str | None, str | None]] = set()
         self._openapi = openapi.OpenAPIBuilder(store.registry, self._crd)
 
     def close(self) -> None:
@@ -253,7 +258,11 @@ class KubeApp:
             if r.watch_path or _truthy(q.get("watch")):
                 return self._watch(req, ident, rt, r.namespace, name=r.name)
             with self.lock:
-                obj = self.store.registry.convert(self.store.get_stored(rt, r.namespace, r.name), rt)
+                stored = self.store.get_stored(rt, r.namespace, r.name)
+                if (stored.get("metadata") or {}).get("deletionTimestamp") and self._poll_round(rt, r):
+                    # A client polling until the object is gone (`kubectl drain`) must see time pass.
+                    stored = self.store.get_stored(rt, r.namespace, r.name)
+                obj = self.store.registry.convert(stored, rt)
                 return self._render_one(req, rt, obj)
         if method == "PUT":
             return self._update(req, ident, rt, r)
@@ -262,6 +271,16 @@ class KubeApp:
         if method == "DELETE":
             return self._delete(req, ident, rt, r.namespace, r.name)
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+
+    def _poll_round(self, rt: ResourceType, r: Route) -> bool:
+        """Advance ``POLL_STEP`` once per round of polls: a client polling several terminating
+        objects each second (drain waits for every evicted pod) must not make time run faster."""
+        key = (rt.storage_key, r.namespace, r.name)
+        if key not in self._polled:
+            self._polled.add(key)
+            return False
+        self._polled = {key}
+        return self.advance(POLL_STEP)
 
     def _hidden_namespace(self, req: Request, rt: ResourceType, r: Route) -> Response:
         """For the agent, a hidden namespace behaves like one that does not exist."""
@@ -917,7 +936,7 @@ def _decode(raw: bytes, content_type: str | None) -> Any:
             raise errors.bad_request(f"couldn't decode the protobuf request body: {e}") from None
     if ct == "application/cbor":
         raise errors.unsupported_media_type("the body of the request was in an unknown format - accepted media types "
-                                            "include: application/json, application/yaml")
+                                            "include: application/json, application/yaml, application/vnd.kubernetes.protobuf")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

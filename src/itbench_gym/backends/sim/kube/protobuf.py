@@ -101,9 +101,9 @@ def decode(raw: bytes) -> dict[str, Any]:
     type_meta: dict[int, str] = {}
     for number, wire, value in _fields(envelope.get(1, b""), "runtime.TypeMeta"):
         if number in (1, 2) and wire == _LEN:
-            type_meta[number] = _text(value, "runtime.TypeMeta", "apiVersion" if number == 1 else "kind")
+            type_meta[number] = _text(value, "runtime.TypeMeta." + ("apiVersion" if number == 1 else "kind"))
     api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
-    encoding = _text(envelope.get(3, b""), "runtime.Unknown", "contentEncoding")
+    encoding = _text(envelope.get(3, b""), "runtime.Unknown.contentEncoding")
     if encoding:
         raise ProtobufError(f"content encoding {encoding!r} is not supported")
     if not kind:
@@ -164,11 +164,11 @@ def _fields(buf: bytes, where: str) -> list[tuple[int, int, Any]]:
     return out
 
 
-def _text(value: bytes, message: str, field: str) -> str:
+def _text(value: bytes, where: str) -> str:
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:
-        raise ProtobufError(f"{message}.{field}: string is not valid UTF-8") from None
+        raise ProtobufError(f"{where}: string is not valid UTF-8") from None
 
 
 def _signed(v: int) -> int:
@@ -214,7 +214,7 @@ def _map_entry(buf: bytes, f: FieldSpec, table: Schema, where: str) -> tuple[str
         if number == 1:
             if wire != _LEN:
                 raise ProtobufError(f"{where}: map key must be a string")
-            key = _text(value, where, "key")
+            key = _text(value, f"{where} key")
         elif number == 2:
             item = _value(wire, value, f.type, table, f"{where}[{key}]")
     if item is None:
@@ -239,14 +239,14 @@ def _value(wire: int, value: Any, typ: str, table: Schema, where: str) -> Any:
     if wire != _LEN:
         raise ProtobufError(f"{where}: expected a length-delimited {typ}, got wire type {wire}")
     if typ == "string":
-        return _text(value, where, "")
+        return _text(value, where)
     if typ == "bytes":
         return base64.b64encode(value).decode("ascii")
     if typ == "time":
         return _time(value, where)
     if typ == "quantity":
         fields = {n: v for n, w, v in _fields(value, where) if w == _LEN}
-        return _text(fields.get(1, b""), where, "string")
+        return _text(fields.get(1, b""), where)
     if typ == "intorstring":
         return _int_or_string(value, where)
     if typ == "rawjson":
@@ -271,7 +271,7 @@ def _int_or_string(buf: bytes, where: str) -> int | str:
         elif number == 2 and wire == _VARINT:
             int_val = _signed(value)
         elif number == 3 and wire == _LEN:
-            str_val = _text(value, where, "strVal")
+            str_val = _text(value, where)
     return str_val if kind == 1 else int_val
 
 

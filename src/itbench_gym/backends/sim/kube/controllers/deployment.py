@@ -76,6 +76,9 @@ def _created(rs: Obj) -> tuple[float, str]:
     return (parse_time(rs["metadata"].get("creationTimestamp")) or 0.0, rs["metadata"]["name"])
 
 
+_OMIT_WHEN_ZERO = ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas")
+
+
 class DeploymentController(Controller):
     name = "deployment"
 
@@ -524,6 +527,9 @@ class DeploymentController(Controller):
         self._copy_replica_failure(status, ([new] if new else []) + old)
         if not status["conditions"]:
             del status["conditions"]
+        for counter in _OMIT_WHEN_ZERO:  # omitempty in DeploymentStatus: a real server never shows them at 0
+            if not status.get(counter):
+                status.pop(counter, None)
         d["status"] = status
         self._write_deployment_status(d)
 

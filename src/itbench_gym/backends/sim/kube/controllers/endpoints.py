@@ -197,7 +197,7 @@ class EndpointsController(Controller):
         labels = {**(svc["metadata"].get("labels") or {}), SERVICE_NAME_LABEL: svc["metadata"]["name"],
                   MANAGED_BY_LABEL: SLICE_CONTROLLER}
         groups = self._slice_groups(svc)
-        existing = sorted(self.ctx.cache.owned("EndpointSlice", svc), key=lambda o: o["metadata"]["name"])
+        existing: list[Obj] = sorted(self.ctx.cache.owned("EndpointSlice", svc), key=lambda o: o["metadata"]["name"])
         by_ports = {tuple(sorted((p.get("name", ""), p.get("port", 0), p.get("protocol", "TCP"))
                                  for p in o.get("ports") or [])): o for o in existing}
         wanted: list[tuple[tuple[tuple[str, int, str], ...], list[Obj]]] = sorted(groups.items()) or [((), [])]
