@@ -95,6 +95,10 @@ def _fail_latency(reach: Reach, call: Call) -> Moments:
     return Moments(fast, (fast / 2) ** 2)
 
 
+def _switched_off(stats: OpStats) -> bool:
+    return bool(stats.calls) and all(co.count <= 0 for co in stats.calls)
+
+
 class FlowSolver:
     """Solves one tick's flow over a fixed call graph."""
 
@@ -176,8 +180,12 @@ class FlowSolver:
         return out
 
     def rates(self, stats: dict[OpKey, OpStats], roots: dict[OpKey, float]) -> tuple[dict[OpKey, float], dict[tuple[str, str, str], tuple[float, float]]]:
-        """Top-down: processed requests/s per operation and (ok, error) calls/s per client span."""
-        rate: dict[OpKey, float] = dict(roots)
+        """Top-down: processed requests/s per operation and (ok, error) calls/s per client span.
+
+        A root whose calls are all switched off this tick does nothing, not even open its span:
+        Locust's flood_home returns at once while loadGeneratorFloodHomepage is 0.
+        """
+        rate: dict[OpKey, float] = {k: r for k, r in roots.items() if not _switched_off(stats[k])}
         client: dict[tuple[str, str, str], tuple[float, float]] = {}
         for key in self.order:
             r = rate.get(key, 0.0)

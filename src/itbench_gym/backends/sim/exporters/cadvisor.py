@@ -49,7 +49,10 @@ class Cadvisor:
             }
             out.append(({"__name__": "container_cpu_usage_seconds_total", **lbl, "cpu": "total"}, self.cpu_seconds.get(u.instance_id, 0.0)))
             out.append(({"__name__": "container_memory_working_set_bytes", **lbl}, u.memory_bytes))
-            out.append(({"__name__": "container_memory_usage_bytes", **lbl}, u.memory_bytes * 1.08))
+            usage_bytes = u.memory_bytes * 1.08  # working set plus reclaimable page cache
+            if u.memory_limit > 0:
+                usage_bytes = min(usage_bytes, u.memory_limit)  # the cgroup cannot hold more than its limit
+            out.append(({"__name__": "container_memory_usage_bytes", **lbl}, usage_bytes))
             out.append(({"__name__": "container_memory_rss", **lbl}, u.memory_bytes * 0.92))
             out.append(({"__name__": "container_spec_memory_limit_bytes", **lbl}, u.memory_limit))
             if u.cpu_limit > 0:
