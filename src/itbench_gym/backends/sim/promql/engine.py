@@ -38,6 +38,7 @@ from .ast import (
     line_col,
 )
 from .errors import Annotations, PromQLError
+from .syntax_position import locate
 from .values import Block, Windows, drop_names_now, flatten, format_value, merge_same_labels, search, without_name
 
 _MAX_ELEMENTS = 50_000_000
@@ -596,5 +597,11 @@ def _parse_error(query: str, message: str) -> str:
             if idx >= 0:
                 pos = idx
                 break
+    if pos is None:
+        found = locate(query)
+        if found is not None:
+            pos, what = found
+            if message.strip() == "invalid promql query":
+                message = what
     prefix = f"{line_col(query, pos)}: " if pos is not None else ""
     return f"{prefix}parse error: {message}"
