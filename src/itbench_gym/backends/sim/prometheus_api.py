@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.exceptions import MethodNotAllowed
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
@@ -25,6 +25,7 @@ from .alerting import Alert, RuleManager, rfc3339
 from .promql.engine import Engine
 from .promql.errors import PromQLError
 from .tsdb import TSDB, Matcher, parse_matchers
+from .wsgi import RoutedApp
 
 _STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "canceled": 503, "not_found": 404, "internal": 500}
 _MIN_TIME = -9_223_372_036_854_775.808
@@ -97,7 +98,7 @@ def _alertmanager_fingerprint(labels: Mapping[str, str]) -> str:
     return f"{h:016x}"
 
 
-class PrometheusAPI:
+class PrometheusAPI(RoutedApp):
     """Request handlers; :func:`make_prometheus_app` wraps one in a WSGI callable."""
 
     def __init__(
@@ -143,21 +144,10 @@ class PrometheusAPI:
         self.url_map = Map(rules_list, strict_slashes=False)
 
     # ------------------------------------------------------------- plumbing
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        request = Request(environ)
-        response = self.dispatch(request)
-        return response(environ, start_response)
+    def method_not_allowed(self, request: Request, exc: MethodNotAllowed) -> Response:
+        return _error("bad_data", f"method {request.method} not allowed", status=405, headers=exc.get_headers())
 
-    def dispatch(self, request: Request) -> Response:
-        adapter = self.url_map.bind_to_environ(request.environ)
-        try:
-            endpoint, args = adapter.match()
-        except NotFound:
-            return Response("404 page not found\n", status=404, mimetype="text/plain")
-        except MethodNotAllowed as exc:
-            return _error("bad_data", f"method {request.method} not allowed", status=405, headers=exc.get_headers())
-        except HTTPException as exc:  # redirects for trailing slashes etc.
-            return exc.get_response(request.environ)  # type: ignore[return-value]
+    def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         if endpoint == "ready":
             return Response("Prometheus Server is Ready.\n", mimetype="text/plain")
         if endpoint == "healthy":

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
 
 from . import ast as A
@@ -106,7 +106,7 @@ def _value(v: float) -> str:
     return np.format_float_positional(v, trim="-")
 
 
-class LokiAPI:
+class LokiAPI(RoutedApp):
     """Request handlers; ``__call__`` makes it a WSGI app."""
 
     def __init__(self, source: LogSource, clock: Clock, lock: AbstractContextManager[Any], namespace: str) -> None:
@@ -128,19 +128,7 @@ class LokiAPI:
         self.url_map = Map([Rule(path, endpoint=path, methods=["GET", "POST"]) for path, _ in routes]
                            + [Rule("/ready", endpoint="ready", methods=["GET", "HEAD"])], strict_slashes=False)
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        return self.dispatch(Request(environ))(environ, start_response)
-
-    def dispatch(self, request: Request) -> Response:
-        adapter = self.url_map.bind_to_environ(request.environ)
-        try:
-            endpoint, args = adapter.match()
-        except NotFound:
-            return Response("404 page not found\n", status=404, mimetype="text/plain")
-        except MethodNotAllowed as exc:
-            return Response(f"method {request.method} not allowed\n", status=405, mimetype="text/plain", headers=exc.get_headers())
-        except HTTPException as exc:
-            return exc.get_response(request.environ)  # type: ignore[return-value]
+    def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         if endpoint == "ready":
             return Response("ready\n", mimetype="text/plain")
         try:

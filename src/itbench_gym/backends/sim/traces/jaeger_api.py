@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
 
 from .jaeger_json import trace_json
@@ -114,7 +113,7 @@ def _param_error(name: str, exc: BadParam) -> BadParam:
     return BadParam(f"unable to parse param '{name}': {exc}")
 
 
-class JaegerAPI:
+class JaegerAPI(RoutedApp):
     """Request handlers over one app model; :func:`make_jaeger_app` builds it."""
 
     def __init__(self, model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock, enabled: bool = True) -> None:
@@ -132,19 +131,7 @@ class JaegerAPI:
             Rule("/api/dependencies", endpoint="dependencies", methods=["GET"]),
         ], strict_slashes=False)
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        return self.dispatch(Request(environ))(environ, start_response)
-
-    def dispatch(self, request: Request) -> Response:
-        adapter = self.url_map.bind_to_environ(request.environ)
-        try:
-            endpoint, args = adapter.match()
-        except NotFound:
-            return Response("404 page not found\n", status=404, mimetype="text/plain")
-        except MethodNotAllowed as exc:
-            return Response("", status=405, headers=exc.get_headers())
-        except HTTPException as exc:
-            return exc.get_response(request.environ)  # type: ignore[return-value]
+    def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         with self.lock:
             ticks = self.model.trace_ticks() if self.enabled else ()
             now = self.clock.now()
