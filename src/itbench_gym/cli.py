@@ -30,11 +30,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from itbench_gym.agents import AGENTS, run_episode
 
     env = itbench_gym.make(args.scenario, render_mode="ansi")
+    unwrapped = env.unwrapped
+    assert isinstance(unwrapped, itbench_gym.ITBenchEnv)
     try:
         for episode in range(args.episodes):
-            agent = AGENTS[args.agent](env.unwrapped)
+            agent = AGENTS[args.agent](unwrapped)
             info = run_episode(env, agent, seed=args.seed + episode)
-            record = env.unwrapped.episode
+            record = unwrapped.episode
+            assert record is not None
             if args.transcript:
                 print(env.render())
             if args.out:
@@ -44,7 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             line = {"episode_id": record.episode_id, "steps": len(record.steps), **_summary(info["evaluation"])}
             print(json.dumps(line, default=str))
             if args.results:
-                spec = env.unwrapped.scenario
+                spec = unwrapped.scenario
                 result = {
                     "episode_id": record.episode_id,
                     "scenario": spec.id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import networkx as nx
 import requests
@@ -75,24 +75,30 @@ class ClusterProbe:
             return []
         return [dict(a["labels"]) for a in fetch_alerts(self._endpoints.prometheus) if a["state"] in states]
 
+    def _items(self, lister: Callable[[], Any]) -> list[dict[str, Any]]:
+        """A list call's items as plain API dicts."""
+        return list(self._api.sanitize_for_serialization(lister()).get("items") or [])
+
     def workloads(self) -> dict[str, WorkloadState]:
         apps = client.AppsV1Api(self._api)
         out: dict[str, WorkloadState] = {}
-        for kind, lister in (
-            ("Deployment", apps.list_deployment_for_all_namespaces),
-            ("StatefulSet", apps.list_stateful_set_for_all_namespaces),
-        ):
-            for item in lister().items:
-                key = f"{item.metadata.namespace}/{kind}/{item.metadata.name}"
-                out[key] = WorkloadState(desired=item.spec.replicas or 0, available=item.status.available_replicas or 0)
-        for item in apps.list_daemon_set_for_all_namespaces().items:
-            key = f"{item.metadata.namespace}/DaemonSet/{item.metadata.name}"
-            out[key] = WorkloadState(desired=item.status.desired_number_scheduled or 0, available=item.status.number_available or 0)
+        listers = (
+            ("Deployment", apps.list_deployment_for_all_namespaces, "replicas", "availableReplicas"),
+            ("StatefulSet", apps.list_stateful_set_for_all_namespaces, "replicas", "availableReplicas"),
+            ("DaemonSet", apps.list_daemon_set_for_all_namespaces, "desiredNumberScheduled", "numberAvailable"),
+        )
+        for kind, lister, desired, available in listers:
+            for item in self._items(lister):
+                meta, spec, status = item["metadata"], item.get("spec") or {}, item.get("status") or {}
+                wanted = spec.get(desired, status.get(desired, 0)) if kind != "DaemonSet" else status.get(desired, 0)
+                out[f"{meta['namespace']}/{kind}/{meta['name']}"] = WorkloadState(
+                    desired=int(wanted or 0), available=int(status.get(available) or 0)
+                )
         return out
 
     def namespaces(self) -> set[str]:
-        core = client.CoreV1Api(self._api)
-        return {ns.metadata.name for ns in core.list_namespace().items if ns.metadata.deletion_timestamp is None}
+        items = self._items(client.CoreV1Api(self._api).list_namespace)
+        return {ns["metadata"]["name"] for ns in items if not ns["metadata"].get("deletionTimestamp")}
 
     def traffic(self) -> TrafficSample:
         rate = self._scalar(_EDGE_RATE.format(ns=self._spec.namespace))

@@ -45,7 +45,7 @@ def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
 
 class OracleAgent:
     def __init__(self, env: gym.Env, *, settle_seconds: float = 120.0) -> None:
-        self._spec: ScenarioSpec = env.unwrapped.scenario
+        self._spec: ScenarioSpec = getattr(env.unwrapped, "scenario")
         self._settle = settle_seconds
         self._plan: Generator[Any, dict[str, Any], None] = self._script()
         self._primed = False

@@ -44,7 +44,10 @@ class Endpoints:
 
 
 class Backend(Protocol):
-    clock: Clock
+    @property
+    def clock(self) -> Clock:
+        """The clock episodes are measured on."""
+        ...
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         """Provision the environment and settle its healthy baseline (no fault yet)."""

@@ -21,7 +21,7 @@ def _labels(metric: Mapping[str, str]) -> str:
 def format_result(data: Mapping[str, Any]) -> str:
     """Prometheus ``data`` -> lines an LLM reads easily (one series per line)."""
     kind = data.get("resultType")
-    result = data.get("result")
+    result: Any = data.get("result")
     if kind in ("scalar", "string"):
         return f"{kind}: {result[1]}"
     if not result:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import requests
 from kubernetes import client, config
@@ -28,7 +28,9 @@ _NAMESPACED = (
 def list_topology_objects(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
     """The objects a topology is built from, as plain API dicts; kinds the caller may not read are skipped."""
     out: list[dict[str, Any]] = []
-    listers = [(kind, getattr(getattr(client, cls)(api), fn), (namespace,)) for kind, cls, fn in _NAMESPACED]
+    listers: list[tuple[str, Callable[..., Any], tuple[str, ...]]] = [
+        (kind, getattr(getattr(client, cls)(api), fn), (namespace,)) for kind, cls, fn in _NAMESPACED
+    ]
     listers.append(("Node", client.CoreV1Api(api).list_node, ()))
     for kind, lister, lister_args in listers:
         try:

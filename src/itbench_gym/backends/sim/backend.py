@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,6 +29,15 @@ _CACHED_BASELINES = 4
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
 
+@dataclass(frozen=True)
+class SimCheckpoint:
+    """A whole twin's state plus the scenario it serves."""
+
+    twin: Twin
+    spec: ScenarioSpec
+    snapshot: TwinSnapshot
+
+
 class _Switch:
     """A WSGI app that forwards to whichever twin is current, so servers outlive resets."""
 
@@ -43,7 +53,7 @@ class SimBackend:
     """The default backend: no cluster, no network beyond 127.0.0.1, deterministic under a seed."""
 
     def __init__(self, envs_root: Path | None = None, *, kube_port: int = 0) -> None:
-        self.clock = SimClock()
+        self._clock = SimClock()
         self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
         self._baselines: OrderedDict[tuple[str, int, float, int | None], tuple[Twin, TwinSnapshot]] = OrderedDict()
@@ -58,6 +68,10 @@ class SimBackend:
         self._workdir: Path | None = None
         self._endpoints: Endpoints | None = None
         self._auth: Auth | None = None
+
+    @property
+    def clock(self) -> SimClock:
+        return self._clock
 
     @property
     def twin(self) -> Twin:
@@ -78,22 +92,23 @@ class SimBackend:
             self._baselines.move_to_end(key)
             twin.restore(snap)
         else:
-            self.clock.reset(SIM_EPOCH)
-            twin = Twin(self._envs_root / spec.app, seed=seed, clock=self.clock, load_users=spec.load_users)
+            self._clock.reset(SIM_EPOCH)
+            twin = Twin(self._envs_root / spec.app, seed=seed, clock=self._clock, load_users=spec.load_users)
             twin.advance(spec.baseline_seconds)
             self._baselines[key] = (twin, twin.snapshot())
             while len(self._baselines) > _CACHED_BASELINES:
                 self._baselines.popitem(last=False)
         return self._activate(twin, spec)
 
-    def checkpoint(self) -> object:
+    def checkpoint(self) -> SimCheckpoint:
         assert self._twin is not None and self._spec is not None
-        return (self._twin, self._spec, self._twin.snapshot())
+        return SimCheckpoint(self._twin, self._spec, self._twin.snapshot())
 
     def restore(self, token: object) -> Endpoints:
-        twin, spec, snap = token  # type: ignore[misc]
-        twin.restore(snap)
-        return self._activate(twin, spec)
+        if not isinstance(token, SimCheckpoint):
+            raise TypeError(f"not a checkpoint of this backend: {type(token).__name__}")
+        token.twin.restore(token.snapshot)
+        return self._activate(token.twin, token.spec)
 
     def _activate(self, twin: Twin, spec: ScenarioSpec) -> Endpoints:
         """Make ``twin`` the one the servers answer for, with the scenario's modalities."""
@@ -105,16 +120,16 @@ class SimBackend:
         assert self._auth is not None
         self._kube_switch.target = make_kube_app(
             twin.cluster.store,
-            clock=self.clock,
+            clock=self._clock,
             auth=self._auth,
             lock=twin.lock,
             advance=self._advance_blocking,
             log_source=twin.log_lines,
             metrics=twin.cluster.usage,
         )
-        self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self.clock)
-        self._jaeger_switch.target = make_jaeger_app(twin.model, self.clock, twin.lock, enabled=spec.observability.traces)
-        self._loki_switch.target = make_loki_app(twin.model, self.clock, twin.lock, namespace)
+        self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
+        self._jaeger_switch.target = make_jaeger_app(twin.model, self._clock, twin.lock, enabled=spec.observability.traces)
+        self._loki_switch.target = make_loki_app(twin.model, self._clock, twin.lock, namespace)
         assert self._endpoints is not None and self._auth is not None
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
@@ -150,7 +165,7 @@ class SimBackend:
 
     def _advance_blocking(self, seconds: float) -> bool:
         """Time passing inside a blocking API request; refused once the episode budget is spent."""
-        now = self.clock.now()
+        now = self._clock.now()
         if self._deadline is not None:
             if now >= self._deadline:
                 return False
