@@ -164,7 +164,7 @@ def test_manifests_deploy_nodes_first_with_the_chart_facts(base_model: AppModel)
     assert deps["frontend"]["spec"]["selector"]["matchLabels"] == {"opentelemetry.io/name": "frontend"}
     cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "flagd-config")
     assert '"recommendationCacheFailure"' in cm["data"]["demo.flagd.json"]
-    assert all(o["metadata"].get("namespace") == "otel-demo" for o in objs if o["kind"] not in ("Node", "Namespace"))
+    assert all(o["metadata"].get("namespace") == "otel-demo" for o in objs if o["kind"] not in ("Node", "Namespace", "CustomResourceDefinition"))
 
 
 def test_healthy_baseline_has_no_error_spans_and_sane_rates(base_model: AppModel) -> None:

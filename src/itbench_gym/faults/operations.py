@@ -63,7 +63,31 @@ def restart_workload(api: client.ApiClient, args: Mapping[str, Any], now: float)
     return f"{kind} {namespace}/{name} restarted at {stamp}"
 
 
+#: What ITBench's scenarios leave out of ``scheduleSpec``: a run every minute, one at a time.
+SCHEDULE_DEFAULTS = {"schedule": "@every 1m", "historyLimit": 1, "concurrencyPolicy": "Forbid"}
+_SCHEDULE_KEYS = {"PodChaos": "podChaos", "NetworkChaos": "networkChaos", "StressChaos": "stressChaos",
+                  "HTTPChaos": "httpChaos", "JVMChaos": "jvmChaos", "IOChaos": "ioChaos"}
+
+
+def create_chaos_schedule(api: client.ApiClient, args: Mapping[str, Any], now: float) -> str:
+    """Create the Chaos Mesh ``Schedule`` (a custom object) that ITBench's fault describes."""
+    namespace, name = _target(args)
+    spec = {**SCHEDULE_DEFAULTS, **args["scheduleSpec"]}
+    kind = spec["type"]
+    if not isinstance(spec.get(_SCHEDULE_KEYS[kind]), dict):
+        raise FaultError(f"args.scheduleSpec.{_SCHEDULE_KEYS[kind]}: required for type {kind}")
+    body = {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "chaos-mesh.org", "v1alpha1", namespace, "schedules", body)
+    except ApiException as exc:
+        raise FaultError(f"cannot create Schedule {namespace}/{name}: {exc.reason}: {exc.body}") from None
+    return f"Schedule {namespace}/{name}: {kind} {spec['schedule']}"
+
+
 OPERATIONS: dict[str, Callable[[client.ApiClient, Mapping[str, Any], float], str]] = {
     "set_feature_flag": set_feature_flag,
     "restart_workload": restart_workload,
+    "create_chaos_schedule": create_chaos_schedule,
 }

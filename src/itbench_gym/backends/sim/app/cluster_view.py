@@ -11,16 +11,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from itbench_gym.backends.sim.chaos import API_VERSION as CHAOS_API
+from itbench_gym.backends.sim.chaos import PAUSE_IMAGE, active
 from itbench_gym.backends.sim.kube.errors import ApiError
 
 from .spec import AppSpec
 
-CHAOS_KINDS = ("NetworkChaos", "StressChaos", "HTTPChaos", "JVMChaos", "Schedule")
-CHAOS_API = "chaos-mesh.org/v1alpha1"
+#: The experiment kinds whose effects the model computes (PodChaos acts on pods through its controller).
+CHAOS_KINDS = ("NetworkChaos", "StressChaos", "HTTPChaos", "JVMChaos", "IOChaos")
 
 
 class StoreLike(Protocol):
-    registry: Any
+    @property
+    def registry(self) -> Any: ...
 
     def list_stored(self, rt: Any, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
@@ -33,7 +36,8 @@ class StoreLike(Protocol):
 class ClusterLike(Protocol):
     """What the app model needs from ``KubeCluster``."""
 
-    store: StoreLike
+    @property
+    def store(self) -> StoreLike: ...
 
     def set_usage(self, namespace: str, pod: str, container: str, *, cpu_cores: float, memory_bytes: float) -> None: ...
 
@@ -211,7 +215,7 @@ def read_cluster(
                 continue
             status = p.get("status") or {}
             cs = _container_status(p, svc.container)
-            running = "running" in (cs.get("state") or {})
+            running = "running" in (cs.get("state") or {}) and container.get("image") != PAUSE_IMAGE
             conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
             ready = running and conditions.get("Ready") == "True" and not meta.get("deletionTimestamp")
             limits = {k: parse_quantity(v) for k, v in ((container.get("resources") or {}).get("limits") or {}).items()}
@@ -226,7 +230,7 @@ def read_cluster(
             by_service.setdefault(svc.name, []).append(view)
     chaos: list[dict[str, Any]] = []
     for kind in CHAOS_KINDS:
-        chaos += _safe_list(store, kind, None, CHAOS_API)
+        chaos += active(_safe_list(store, kind, None, CHAOS_API), now)
     return ClusterView(
         namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
         network_policies=_safe_list(store, "NetworkPolicy", ns), chaos=chaos,

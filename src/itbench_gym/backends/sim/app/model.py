@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters import Cadvisor, kube_state_metrics
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.traces.record import TraceTick
@@ -102,6 +103,7 @@ class AppModel:
         self._state = _State()
         self._view: ClusterView | None = None
         self._runtime = AppRuntime(spec, lambda: self._view)
+        self._disk_io = load_disk_io(spec.directory)
 
     @classmethod
     def load(cls, app_dir: Path, *, seed: int) -> "AppModel":
@@ -219,6 +221,14 @@ class AppModel:
                         k.extra_latency[(svc.name, op)] = lognormal(0.4, 0.8)
                     if j.get("memType") == "heap" or j.get("action") == "stress":
                         mem_add[svc.name] = mem_add.get(svc.name, 0.0) + 0.6 * svc.memory_mi * MI
+            io = io_fault([o for o in view.chaos if o["kind"] == "IOChaos"], view.namespace, pods[0].pod,
+                          self._disk_io.get(svc.name)) if pods else None
+            if io is not None:
+                for op in svc.operations:
+                    if io.delay_s > 0:
+                        k.extra_latency[(svc.name, op)] = lognormal(io.delay_s, 0.2)
+                    if io.error_ratio > 0:
+                        k.self_error[(svc.name, op)] = (io.error_ratio, "UNKNOWN", io.message)
         for svc_name, demand in self._state.cpu_demand.items():
             cap = self._capacity(view, svc_name)
             if cap > 0 and demand > 0:

@@ -117,20 +117,6 @@ def policy_allows(view: ClusterView, src: PodView | None, dst: dict[str, Any], p
     return (not isolated_in or allowed_in) and (not isolated_out or allowed_out)
 
 
-def _chaos_spec(obj: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """(kind, spec) of a chaos object or of the experiment a Schedule runs; None when paused."""
-    annotations = obj["metadata"].get("annotations") or {}
-    if annotations.get("experiment.chaos-mesh.org/pause") == "true":
-        return None
-    spec = obj.get("spec") or {}
-    if obj["kind"] == "Schedule":
-        kind = spec.get("type", "")
-        key = kind[:1].lower() + kind[1:]
-        inner = spec.get(key)
-        return (kind, inner) if isinstance(inner, dict) else None
-    return obj["kind"], spec
-
-
 def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, str]) -> bool:
     sel = sel or {}
     namespaces = sel.get("namespaces")
@@ -140,12 +126,8 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
 
 
 def active_chaos(view: ClusterView, kind: str) -> list[dict[str, Any]]:
-    out = []
-    for obj in view.chaos:
-        parsed = _chaos_spec(obj)
-        if parsed and parsed[0] == kind:
-            out.append(parsed[1])
-    return out
+    """Specs of the running experiments of ``kind`` (the view holds only running ones)."""
+    return [obj.get("spec") or {} for obj in view.chaos if obj["kind"] == kind]
 
 
 def _delay_ms(text: str | None) -> float:
@@ -158,27 +140,34 @@ def _delay_ms(text: str | None) -> float:
     return float(m.group(1)) * unit
 
 
+def _shapes(spec: dict[str, Any], namespace: str, sender: dict[str, str], receiver: dict[str, str]) -> bool:
+    """Whether a NetworkChaos shapes packets from ``sender`` to ``receiver`` (pod labels)."""
+    direction, target = spec.get("direction", "to"), spec.get("target")
+    in_sel = chaos_selects(spec.get("selector"), namespace, sender), chaos_selects(spec.get("selector"), namespace, receiver)
+    in_tgt = tuple(target is None or chaos_selects(target.get("selector"), namespace, lab) for lab in (sender, receiver))
+    return ((direction in ("to", "both") and in_sel[0] and in_tgt[1])
+            or (direction in ("from", "both") and target is not None and in_tgt[0] and in_sel[1]))
+
+
 def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float]:
-    """(partitioned, added delay ms) between ``src`` and a destination pod."""
+    """(partitioned, added delay ms) of a call from ``src`` to a destination pod.
+
+    Chaos Mesh shapes the *egress* of the selected pods (``to``: towards the target, ``from``: the
+    target's egress towards them, ``both``), so a call is hit on its request leg (caller's egress)
+    and on its response leg (callee's egress); without a target every peer counts as one.
+    """
     blocked, delay = False, 0.0
     src_labels = src.labels if src else {}
     for spec in active_chaos(view, "NetworkChaos"):
-        direction = spec.get("direction", "to")
-        sel_src = chaos_selects(spec.get("selector"), view.namespace, src_labels)
-        sel_dst = chaos_selects(spec.get("selector"), view.namespace, dst_labels)
-        target = spec.get("target")
-        tgt_dst = target is None or chaos_selects((target or {}).get("selector"), view.namespace, dst_labels)
-        tgt_src = target is None or chaos_selects((target or {}).get("selector"), view.namespace, src_labels)
-        hit = (direction in ("to", "both") and sel_src and tgt_dst) or (direction in ("from", "both") and sel_dst and tgt_src)
-        if target is None and direction == "both":
-            hit = sel_src or sel_dst
-        if not hit:
+        legs = int(src is not None and _shapes(spec, view.namespace, src_labels, dst_labels))
+        legs += int(_shapes(spec, view.namespace, dst_labels, src_labels))
+        if not legs:
             continue
         action = spec.get("action")
         if action == "partition" or (action == "loss" and float(str((spec.get("loss") or {}).get("loss", "0")).rstrip("%") or 0) >= 100):
             blocked = True
         elif action == "delay":
-            delay += _delay_ms((spec.get("delay") or {}).get("latency"))
+            delay += legs * _delay_ms((spec.get("delay") or {}).get("latency"))
     return blocked, delay
 
 
@@ -188,6 +177,8 @@ def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -
     for svc_name, pods in view.by_service.items():
         for p in pods:
             if p.name == pod_obj["metadata"]["name"]:
+                if not p.running:
+                    return set()  # e.g. the pause image of a PodChaos pod-failure: nothing listens
                 svc = spec.services[svc_name]
                 if svc.port_env and svc.port_env in p.env:
                     try:

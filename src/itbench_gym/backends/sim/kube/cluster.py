@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ....clock import SimClock
+from ..chaos import chaos_controllers
 from .controllers.base import WATCHED_KINDS, Cache, Context, Controller, Key, Timers
 from .controllers.daemonset import DaemonSetController
 from .controllers.deployment import DeploymentController
@@ -104,6 +105,7 @@ class KubeCluster:
             EndpointsController(self.ctx),
             QuotaController(self.ctx),
             self.hpa,
+            *chaos_controllers(self.ctx, seed, self.kill_container),
         ]
         self._by_name = {c.name: c for c in self.controllers}
         for kind in WATCHED_KINDS:

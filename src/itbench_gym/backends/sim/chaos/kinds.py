@@ -1,0 +1,82 @@
+"""Chaos Mesh facts the controller and the app model share: kinds, annotations, durations, and
+which experiments are running now.
+
+The model must see an experiment exactly while chaos-controller-manager would keep it injected:
+from creation until ``duration`` elapses, it is paused, or it is deleted — never a Schedule itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..kube.controllers.util import parse_time
+
+Obj = dict[str, Any]
+
+API_GROUP = "chaos-mesh.org"
+API_VERSION = "chaos-mesh.org/v1alpha1"
+#: Experiment kind -> the field of a Schedule's spec that embeds it.
+SPEC_KEYS = {
+    "PodChaos": "podChaos", "NetworkChaos": "networkChaos", "StressChaos": "stressChaos",
+    "HTTPChaos": "httpChaos", "JVMChaos": "jvmChaos", "IOChaos": "ioChaos",
+}
+EXPERIMENT_KINDS = tuple(SPEC_KEYS)
+PAUSE_ANNOTATION = "experiment.chaos-mesh.org/pause"
+#: chaos-controller-manager's default ``--pod-failure-pause-image``.
+PAUSE_IMAGE = "gcr.io/google-containers/pause:latest"
+FINALIZER = "chaos-mesh/records"
+COMPONENT = "chaos-controller-manager"
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Go's ``time.ParseDuration`` (what Chaos Mesh uses for ``duration``): "55s", "1m30s", "1.5h"."""
+    s = str(text).strip()
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _PART.match(s, pos)
+        if m is None:
+            raise ValueError(f'time: invalid duration "{text}"')
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos == 0:
+        raise ValueError(f'time: invalid duration "{text}"')
+    return sign * total
+
+
+def is_paused(obj: Obj) -> bool:
+    return (obj["metadata"].get("annotations") or {}).get(PAUSE_ANNOTATION) == "true"
+
+
+def ends_at(obj: Obj) -> float | None:
+    """When the experiment's ``duration`` runs out (None: it runs until paused or deleted)."""
+    text = (obj.get("spec") or {}).get("duration")
+    start = parse_time(obj["metadata"].get("creationTimestamp"))
+    if not text or start is None:
+        return None
+    try:
+        return start + parse_duration(text)
+    except ValueError:
+        return None
+
+
+def is_running(obj: Obj, now: float) -> bool:
+    """Whether the experiment is injected at ``now`` (Schedules never are: they only spawn)."""
+    if obj.get("kind") not in SPEC_KEYS or is_paused(obj) or obj["metadata"].get("deletionTimestamp"):
+        return False
+    if ((obj.get("status") or {}).get("experiment") or {}).get("desiredPhase") == "Stop":
+        return False
+    end = ends_at(obj)
+    return end is None or now < end
+
+
+def active(objs: list[Obj], now: float) -> list[Obj]:
+    """The experiments among ``objs`` that are running at ``now``."""
+    return [o for o in objs if is_running(o, now)]

@@ -1,0 +1,130 @@
+"""Chaos Mesh semantics that do not need the shop: durations, cron, pod selection, what counts as
+running, IOChaos arithmetic and the fault catalogue entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from itbench_gym.backends.sim.chaos import is_running
+from itbench_gym.backends.sim.chaos.io import DiskIO, io_fault
+from itbench_gym.backends.sim.chaos.kinds import parse_duration
+from itbench_gym.backends.sim.chaos.schedule import Cron
+from itbench_gym.backends.sim.chaos.selection import SelectionError, choose, pod_matches
+from itbench_gym.backends.sim.kube.controllers.util import rfc3339
+from itbench_gym.faults.catalogue import validate_fault_args
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+SCENARIOS = Path("/work/shared/itbench/scenarios")
+
+
+def _pod(name: str, ns: str = "otel-demo", **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"}}
+
+
+def _exp(kind: str = "NetworkChaos", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": kind,
+            "metadata": {"name": "x", "namespace": "chaos-mesh", "creationTimestamp": rfc3339(T0)}, "spec": spec}
+
+
+@pytest.mark.parametrize("text,seconds", [("55s", 55), ("1m30s", 90), ("1.5h", 5400), ("200ms", 0.2), ("0", 0)])
+def test_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "1d", "abc", "5 s"])
+def test_bad_durations_say_what_was_wrong(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+def test_cron_every_and_standard_fields() -> None:
+    every = Cron("@every 1m")
+    assert every.next_after(T0 + 10) == T0 + 70
+    assert every.last_due(T0, T0 + 185) == T0 + 180
+    minute = Cron("*/5 * * * *")
+    assert minute.next_after(T0 + 1) == T0 + 300
+    assert minute.last_due(T0, T0 + 299) is None
+    with pytest.raises(ValueError):
+        Cron("61 * * * *")
+    with pytest.raises(ValueError):
+        Cron("@every -1m")
+
+
+def test_selector_defaults_to_the_experiments_namespace_and_checks_every_criterion() -> None:
+    pod = _pod("cart-1", **{"app": "cart"})
+    assert pod_matches({"labelSelectors": {"app": "cart"}}, pod, "otel-demo")
+    assert not pod_matches({"labelSelectors": {"app": "cart"}}, pod, "chaos-mesh")
+    assert pod_matches({"namespaces": ["otel-demo"], "podPhaseSelectors": ["Running"]}, pod, "chaos-mesh")
+    assert not pod_matches({"namespaces": ["otel-demo"], "podPhaseSelectors": ["Pending"]}, pod, "chaos-mesh")
+    assert pod_matches({"pods": {"otel-demo": ["cart-1"]}}, pod, "chaos-mesh")
+    assert not pod_matches({"namespaces": ["otel-demo"], "nodes": ["n2"]}, pod, "chaos-mesh")
+
+
+def test_modes_pick_reproducible_counts() -> None:
+    pods = [_pod(f"p{i}") for i in range(10)]
+    assert len(choose(pods, "all", None, 0, "u")) == 10
+    assert len(choose(pods, "one", None, 0, "u")) == 1
+    assert len(choose(pods, "fixed", "3", 0, "u")) == 3
+    assert len(choose(pods, "fixed-percent", "50", 0, "u")) == 5
+    assert len(choose(pods, "random-max-percent", "30", 0, "u")) <= 3
+    assert choose(pods, "fixed", "3", 7, "u") == choose(list(reversed(pods)), "fixed", "3", 7, "u")
+    with pytest.raises(SelectionError, match="spec.mode"):
+        choose(pods, "some", None, 0, "u")
+    with pytest.raises(SelectionError, match="spec.value"):
+        choose(pods, "fixed", "many", 0, "u")
+
+
+def test_running_means_injected_now() -> None:
+    exp = _exp(duration="55s")
+    assert is_running(exp, T0 + 54) and not is_running(exp, T0 + 55)
+    assert is_running(_exp(), T0 + 10**6)
+    paused = _exp()
+    paused["metadata"]["annotations"] = {"experiment.chaos-mesh.org/pause": "true"}
+    assert not is_running(paused, T0)
+    stopped = _exp()
+    stopped["status"] = {"experiment": {"desiredPhase": "Stop"}}
+    assert not is_running(stopped, T0)
+    assert not is_running(_exp("Schedule"), T0)
+
+
+def test_io_fault_needs_the_path_and_scales_with_percent() -> None:
+    pg = _pod("postgresql-1", **{"app": "pg"})
+    disk = DiskIO(("/var/lib/postgresql/data",), 2)
+    sel = {"namespaces": ["otel-demo"], "labelSelectors": {"app": "pg"}}
+    slow = io_fault([_exp("IOChaos", action="latency", selector=sel, volumePath="/var/lib/postgresql", delay="100ms", percent=50)],
+                    "otel-demo", pg, disk)
+    assert slow is not None and slow.delay_s == pytest.approx(0.1) and slow.error_ratio == 0
+    assert io_fault([_exp("IOChaos", action="latency", selector=sel, volumePath="/var/log", delay="1s")], "otel-demo", pg, disk) is None
+    failing = io_fault([_exp("IOChaos", action="fault", selector=sel, volumePath="/var/lib/postgresql/data", errno=5, percent=50)],
+                       "otel-demo", pg, disk)
+    assert failing is not None and failing.error_ratio == pytest.approx(0.75)
+    assert "Input/output error" in failing.message
+    assert io_fault([_exp("IOChaos", action="latency", selector=sel, volumePath="/", delay="1s")], "otel-demo", pg, None) is None
+
+
+def _itbench_args() -> list[dict[str, Any]]:
+    out = []
+    for f in sorted(SCENARIOS.glob("*.json")):
+        for d in json.loads(f.read_text()).get("disruptions", []):
+            out += [i["args"] for i in d.get("injections", []) if i.get("id") == "scheduled-chaos-mesh-experiment"]
+    return out
+
+
+@pytest.mark.skipif(not SCENARIOS.is_dir(), reason="ITBench scenarios not present")
+def test_every_itbench_scheduled_experiment_validates() -> None:
+    args = _itbench_args()
+    assert args
+    assert all(validate_fault_args("scheduled-chaos-mesh-experiment", a) is None for a in args)
+
+
+def test_catalogue_entry_rejects_a_wrong_kind_with_its_path() -> None:
+    bad = {"kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "PodChaos",
+                                "metadata": {"name": "x", "namespace": "chaos-mesh"}},
+           "scheduleSpec": {"type": "PodChaos", "podChaos": {}}}
+    where, message = validate_fault_args("scheduled-chaos-mesh-experiment", bad) or ("", "")
+    assert where == "args.kubernetesObject.kind" and "Schedule" in message
