@@ -26,20 +26,32 @@ def _plain_name(group: dict[str, Any]) -> str | None:
 
 
 def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
-    """The ground truth in the report shape the submit tool takes (groups with plain names)."""
+    """The ground truth in the report shape the submit tool takes.
+
+    A group described only by a regex (e.g. the Pods ``recommendation-.*``) is named through an
+    alias that has a plain name (the Service ``recommendation``), as an SRE would name it.
+    """
     gt = spec.ground_truth
     ids: dict[str, str] = {}
     for group in gt["groups"]:
         name = _plain_name(group)
         if name is not None:
             ids[group["id"]] = f"{group.get('namespace', spec.namespace)}/{group['kind']}/{name}"
+    for alias in gt.get("aliases", []):
+        named = next((ids[g] for g in alias if g in ids), None)
+        for group_id in alias:
+            if named is not None:
+                ids.setdefault(group_id, named)
+    entities = {ids[g["id"]]: bool(g.get("root_cause")) for g in gt["groups"] if g["id"] in ids}
+    propagations = []
+    for p in gt["propagations"]:
+        if p["source"] in ids and p["target"] in ids and ids[p["source"]] != ids[p["target"]]:
+            propagations.append(
+                {"source": ids[p["source"]], "target": ids[p["target"]], "condition": p.get("condition", ""), "effect": p.get("effect", "")}
+            )
     return {
-        "entities": [{"id": ids[g["id"]], "root_cause": bool(g.get("root_cause"))} for g in gt["groups"] if g["id"] in ids],
-        "propagations": [
-            {"source": ids[p["source"]], "target": ids[p["target"]], "condition": p.get("condition", ""), "effect": p.get("effect", "")}
-            for p in gt["propagations"]
-            if p["source"] in ids and p["target"] in ids
-        ],
+        "entities": [{"id": entity, "root_cause": root} for entity, root in entities.items()],
+        "propagations": propagations,
     }
 
 
