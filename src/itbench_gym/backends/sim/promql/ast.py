@@ -8,6 +8,7 @@ milliseconds, result types, and approximate source positions for annotations.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -20,12 +21,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(eq=False)
-class Node:
+class Node(ABC):
     pos: int = field(default=0, init=False)
 
     @property
-    def type(self) -> str:  # "vector" | "scalar" | "matrix" | "string"
-        raise NotImplementedError
+    @abstractmethod
+    def type(self) -> str:
+        """The PromQL value type: "vector", "scalar", "matrix" or "string"."""
 
 
 @dataclass(eq=False)

@@ -8,6 +8,8 @@ a fixed-point iteration over dirty keys.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -155,7 +157,7 @@ class Context:
         self.timers.add(controller, key, at)
 
 
-class Controller:
+class Controller(ABC):
     """A reconciler for one primary kind; subclasses map events to keys and sync a key."""
 
     name = "controller"
@@ -174,8 +176,9 @@ class Controller:
     def requeue_at(self, key: Key, at: float) -> None:
         self.ctx.requeue_at(self.name, key, at)
 
+    @abstractmethod
     def sync(self, key: Key) -> None:
-        raise NotImplementedError
+        """Bring the object named by ``key`` (and what it owns) to its desired state."""
 
     def snapshot_state(self) -> Any:
         """A copy of what the controller remembers beyond the store (None: nothing)."""
