@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from itbench_gym.backends.sim.app.logs import StreamInfo
+from itbench_gym.backends.sim.promql.binops import scalar_scalar
 
 from . import ast as A
 from .errors import LogQLError, PipelineError
@@ -439,30 +440,8 @@ def _label_replace(expr: A.LabelReplace, series: dict[Key, np.ndarray]) -> dict[
 # -- binary operators -----------------------------------------------------------------------------
 
 def _apply(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            return np.true_divide(a, b)
-        if op == "%":
-            return np.fmod(a, b)
-        if op == "^":
-            return np.power(a, b)
-        if op == "==":
-            return (a == b).astype(np.float64)
-        if op == "!=":
-            return (a != b).astype(np.float64)
-        if op == ">":
-            return (a > b).astype(np.float64)
-        if op == ">=":
-            return (a >= b).astype(np.float64)
-        if op == "<":
-            return (a < b).astype(np.float64)
-        return (a <= b).astype(np.float64)
+    """LogQL's binary operators are PromQL's: arithmetic, or 0/1 for comparisons."""
+    return scalar_scalar(op, a, b)
 
 
 def _combine(expr: A.BinaryOp, value_l: np.ndarray, value_r: np.ndarray, keep_from: np.ndarray) -> np.ndarray:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from typing import Any
+
 import numpy as np
 
 from .errors import PromQLError
@@ -100,6 +102,27 @@ def _errstate() -> np.errstate:
     return np.errstate(all="ignore")
 
 
+def _extrapolate(
+    result: np.ndarray, v0: np.ndarray, t0: np.ndarray, tl: np.ndarray, end: Any, range_ms: Any,
+    cnt: np.ndarray, is_counter: bool, is_rate: bool,
+) -> np.ndarray:
+    """Prometheus' extrapolation of a window's delta to the window edges (times in ms)."""
+    dur_start = (t0 - (end - range_ms)) / 1000.0
+    dur_end = (end - tl) / 1000.0
+    sampled = (tl - t0) / 1000.0
+    avg = sampled / np.maximum(cnt - 1, 1)
+    threshold = avg * 1.1
+    dur_start = np.where(dur_start >= threshold, avg / 2, dur_start)
+    if is_counter:
+        to_zero = np.where((result > 0) & (v0 >= 0), sampled * (v0 / result), dur_start)
+        dur_start = np.where(to_zero < dur_start, to_zero, dur_start)
+    dur_end = np.where(dur_end >= threshold, avg / 2, dur_end)
+    factor = np.where(sampled != 0, (sampled + dur_start + dur_end) / np.where(sampled != 0, sampled, 1), 1.0)
+    if is_rate:
+        factor = factor / (range_ms / 1000.0)
+    return result * factor
+
+
 # --------------------------------------------------------------------------- rates
 def _extrapolated(win: Win, is_counter: bool, is_rate: bool) -> tuple[np.ndarray, np.ndarray]:
     with _errstate():
@@ -110,21 +133,7 @@ def _extrapolated(win: Win, is_counter: bool, is_rate: bool) -> tuple[np.ndarray
         if is_counter:
             drops = (win.v[:, 1:] < win.v[:, :-1]) & win.mask[:, 1:]
             result = result + np.where(drops, win.v[:, :-1], 0.0).sum(axis=1)
-        range_start = win.end - win.range
-        dur_start = (t0 - range_start) / 1000.0
-        dur_end = (win.end - tl) / 1000.0
-        sampled = (tl - t0) / 1000.0
-        avg = sampled / np.maximum(win.cnt - 1, 1)
-        threshold = avg * 1.1
-        dur_start = np.where(dur_start >= threshold, avg / 2, dur_start)
-        if is_counter:
-            to_zero = np.where((result > 0) & (v0 >= 0), sampled * (v0 / result), dur_start)
-            dur_start = np.where(to_zero < dur_start, to_zero, dur_start)
-        dur_end = np.where(dur_end >= threshold, avg / 2, dur_end)
-        factor = np.where(sampled != 0, (sampled + dur_start + dur_end) / np.where(sampled != 0, sampled, 1), 1.0)
-        if is_rate:
-            factor = factor / (win.range / 1000.0)
-        return result * factor, win.cnt >= 2
+        return _extrapolate(result, v0, t0, tl, win.end, win.range, win.cnt, is_counter, is_rate), win.cnt >= 2
 
 
 def rate(win: Win) -> tuple[np.ndarray, np.ndarray]:
@@ -433,21 +442,7 @@ def _fast_rate(w: Windows, is_counter: bool, is_rate: bool) -> tuple[np.ndarray,
                 return None
             pref = _prefix(drop, w)
             result = result + (pref[w.hi] - pref[np.minimum(w.lo + 1, len(w.ts))])
-        range_start = w.end[None, :] - w.range
-        dur_start = (t0 - range_start) / 1000.0
-        dur_end = (w.end[None, :] - tl) / 1000.0
-        sampled = (tl - t0) / 1000.0
-        avg = sampled / np.maximum(cnt - 1, 1)
-        threshold = avg * 1.1
-        dur_start = np.where(dur_start >= threshold, avg / 2, dur_start)
-        if is_counter:
-            to_zero = np.where((result > 0) & (v0 >= 0), sampled * (v0 / result), dur_start)
-            dur_start = np.where(to_zero < dur_start, to_zero, dur_start)
-        dur_end = np.where(dur_end >= threshold, avg / 2, dur_end)
-        factor = np.where(sampled != 0, (sampled + dur_start + dur_end) / np.where(sampled != 0, sampled, 1), 1.0)
-        if is_rate:
-            factor = factor / (w.range / 1000.0)
-        return result * factor, cnt >= 2
+        return _extrapolate(result, v0, t0, tl, w.end[None, :], w.range, cnt, is_counter, is_rate), cnt >= 2
 
 
 def _fast_instant(w: Windows, is_rate: bool) -> tuple[np.ndarray, np.ndarray]:
