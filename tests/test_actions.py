@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from itbench_gym.actions import MAX_ACTION_CHARS, ActionError, parse_action
@@ -58,9 +60,33 @@ def test_kubectl_heredoc_becomes_stdin() -> None:
         ("--token abc get pods", "not allowed"),
         ("edit configmap flagd-config", "kubectl patch"),
         ("get pods -o 'unterminated", "quotes"),
-        ("", "subcommand"),
+        ("", "needs a command"),
+        ("rollout deploy/frontend", "needs a subcommand: history, pause, restart"),
+        ("-n otel-demo config set-credentials x --token=y", "credentials and context are fixed"),
+        ("get pods -o jsonpath-file=/etc/shadow", "reads a local file"),
+        ("get pods --no-such-flag", "unknown or unavailable flag --no-such-flag for `kubectl get`"),
+        ("gett pods", "Did you mean 'get'"),
     ],
 )
 def test_kubectl_refusals(text: str, message: str) -> None:
-    with pytest.raises(ToolInputError, match=message):
+    with pytest.raises(ToolInputError, match=re.escape(message)):
         KubectlTool().parse({"text": text})
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("-n otel-demo get pods -owide", "get", ["pods"]),
+        ("get -n=otel-demo pods -A --show-labels=false", "get", ["pods"]),
+        ("--request-timeout 5s -v=6 describe deploy frontend", "describe", ["deploy", "frontend"]),
+        ("top pods -n otel-demo", "top pod", []),
+        ("create cm c --from-literal=a=b", "create configmap", ["c"]),
+        ("create rolebinding r --user=bob --clusterrole=view", "create rolebinding", ["r"]),
+        ("exec -it frontend-x -- sh -c 'echo -n hi'", "exec", ["frontend-x", "sh", "-c", "echo -n hi"]),
+        ("rollout restart deployment/flagd", "rollout restart", ["deployment/flagd"]),
+    ],
+)
+def test_kubectl_grammar_reads_commands_as_kubectl_does(text: str, command: str, args: list[str]) -> None:
+    argv, _ = KubectlTool().parse({"text": text})
+    invocation = KubectlTool.check(argv)
+    assert (invocation.command, invocation.args) == (command, args)

@@ -76,7 +76,7 @@ def test_scheduled_pod_kill_replaces_cart_pods_every_minute_and_frontend_errs_on
         "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule",
                              "metadata": {"name": "cart-pod-kill", "namespace": "chaos-mesh"}},
         "scheduleSpec": {"type": "PodChaos", "podChaos": {"action": "pod-kill", "mode": "one", "selector": _selector("cart")}},
-    })], shop.endpoints.admin_kubeconfig, start)
+    })], shop.backend.admin_kubeconfig, start)
     names = [p["metadata"]["name"] for p in shop.pods("cart")]
     kills = [(start // 60 + i) * 60 for i in range(1, 5)]
     error_ticks, quiet_ticks = [], []
@@ -177,6 +177,6 @@ def test_agent_cannot_see_chaos_objects_admin_can(shop: Shop) -> None:
     assert agent.returncode != 0
     assert "the server doesn't have a resource type \"podchaos\"" in agent.stderr
     assert "chaos-mesh" not in _kubectl(shop, shop.endpoints.kubeconfig, "get", "namespaces").stdout
-    admin = _kubectl(shop, shop.endpoints.admin_kubeconfig, "get", "podchaos", "-A")
+    admin = _kubectl(shop, shop.backend.admin_kubeconfig, "get", "podchaos", "-A")
     assert admin.returncode == 0, admin.stderr
     assert "cart-kill" in admin.stdout

@@ -138,7 +138,7 @@ class Shop:
         faults += [FaultRef("restart-kubernetes-workload", {
             "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS}},
         }) for name in restarts]
-        inject_faults(faults, self.endpoints.admin_kubeconfig, start)
+        inject_faults(faults, self.backend.admin_kubeconfig, start)
         self.backend.advance(minutes * 60)
         end = self.backend.clock.now()
         results: dict[str, dict[Key, float]] = {}

@@ -16,6 +16,7 @@ from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.backends.sim.traces import make_jaeger_app
 from itbench_gym.harness import Harness
 from itbench_gym.registry import get_spec
+from conftest import ContextFactory
 from itbench_gym.tools.base import ToolContext, ToolInputError
 from itbench_gym.tools.traces import TracesTool
 
@@ -174,15 +175,15 @@ def test_same_query_twice_is_identical_over_http(server: ServerHandle) -> None:
     assert requests.get(server.url + "/api/nope", timeout=30).status_code == 404
 
 
-def _ctx(started: tuple[SimBackend, Endpoints], server: ServerHandle | None) -> ToolContext:
+def _ctx(started: tuple[SimBackend, Endpoints], server: ServerHandle | None, make: ContextFactory) -> ToolContext:
     backend, base = started
-    endpoints = dataclasses.replace(base, jaeger=server.url if server else None)
-    return ToolContext(endpoints, backend.advance, backend.clock.now, lambda: 600.0)
+    return make(backend, dataclasses.replace(base, jaeger=server.url if server else None), 600.0)
 
 
-def test_traces_tool_lists_error_traces_and_shows_a_span_tree(started: tuple[SimBackend, Endpoints], server: ServerHandle) -> None:
+def test_traces_tool_lists_error_traces_and_shows_a_span_tree(started: tuple[SimBackend, Endpoints], server: ServerHandle,
+                                                            tool_context: ContextFactory) -> None:
     tool = TracesTool()
-    ctx = _ctx(started, server)
+    ctx = _ctx(started, server, tool_context)
     listing = tool.run({"text": "service=frontend error=true limit=5 lookback=10m"}, ctx)
     assert listing.exit_status == 0, listing.text
     lines = listing.text.splitlines()
@@ -197,9 +198,10 @@ def test_traces_tool_lists_error_traces_and_shows_a_span_tree(started: tuple[Sim
     assert "slowest first" in slow.text and durations == sorted(durations, reverse=True)
 
 
-def test_traces_tool_reports_bad_input_clearly(started: tuple[SimBackend, Endpoints], server: ServerHandle) -> None:
+def test_traces_tool_reports_bad_input_clearly(started: tuple[SimBackend, Endpoints], server: ServerHandle,
+                                               tool_context: ContextFactory) -> None:
     tool = TracesTool()
-    ctx = _ctx(started, server)
+    ctx = _ctx(started, server, tool_context)
     with pytest.raises(ToolInputError, match="needs service"):
         tool.run({"text": "error=true"}, ctx)
     with pytest.raises(ToolInputError, match="unknown argument 'servce'"):
@@ -210,5 +212,5 @@ def test_traces_tool_reports_bad_input_clearly(started: tuple[SimBackend, Endpoi
     assert bad.exit_status == 1 and "time: invalid duration" in bad.text
     missing = tool.run({"text": "trace_id=0123456789abcdef"}, ctx)
     assert missing.exit_status == 1 and "not found" in missing.text
-    none = tool.run({"text": "service=frontend"}, _ctx(started, None))
+    none = tool.run({"text": "service=frontend"}, _ctx(started, None, tool_context))
     assert none.exit_status == 1 and "not available" in none.text

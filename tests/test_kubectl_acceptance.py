@@ -75,7 +75,7 @@ class Kubectl:
 
     def __call__(self, *args: str, check: bool = True, admin: bool = False, stdin: str | None = None,
                  timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        cfg = self.shop.endpoints.admin_kubeconfig if admin else self.shop.endpoints.kubeconfig
+        cfg = self.shop.backend.admin_kubeconfig if admin else self.shop.endpoints.kubeconfig
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.shop.tmp), "KUBECONFIG": str(cfg)}
         cache = self.shop.tmp / f"cache-{self.minor}-{'admin' if admin else 'agent'}"
         proc = subprocess.run([self.path, "--cache-dir", str(cache), *args], capture_output=True, text=True,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import requests
 
+from conftest import ContextFactory
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
@@ -41,7 +42,7 @@ class Incident:
 
 
 @pytest.fixture(scope="module")
-def incident() -> Iterator[Incident]:
+def incident(tool_context: ContextFactory) -> Iterator[Incident]:
     spec = get_spec("SRE-CacheFailure-v0")
     backend = SimBackend()
     endpoints = backend.start(spec, SEED)
@@ -49,8 +50,7 @@ def incident() -> Iterator[Incident]:
     Harness(spec, endpoints, backend, seed=SEED).inject_and_wait()
     twin = backend.twin
     loki = serve(make_loki_app(twin.model, backend.clock, twin.lock, spec.namespace))
-    ctx = ToolContext(endpoints=replace(endpoints, loki=loki.url), advance=backend.advance, now=backend.clock.now,
-                      time_left=lambda: 3600.0)
+    ctx = tool_context(backend, replace(endpoints, loki=loki.url))
     try:
         yield Incident(backend, loki, ctx, injected_at)
     finally:
@@ -131,6 +131,5 @@ def test_logql_tool_reads_lines_and_metrics(incident: Incident) -> None:
     assert empty.text == "no log lines matched in the last 15m"
     with pytest.raises(ToolInputError, match="limit must be an integer"):
         tool.run({"query": '{app="cart"}', "limit": 0}, incident.ctx)
-    no_loki = ToolContext(endpoints=replace(incident.ctx.endpoints, loki=None), advance=incident.ctx.advance,
-                          now=incident.ctx.now, time_left=incident.ctx.time_left)
+    no_loki = replace(incident.ctx, endpoints=replace(incident.ctx.endpoints, loki=None))
     assert tool.run({"query": '{app="cart"}'}, no_loki).text.startswith("logs are not available")

@@ -25,7 +25,13 @@ class ToolCall:
     text: str = ""
 
     def describe(self) -> str:
-        return self.text or json.dumps({"tool": self.tool, "args": dict(self.args)}, sort_keys=True)
+        if self.text:
+            return self.text
+        call = {"tool": self.tool, "args": dict(self.args)}
+        try:
+            return json.dumps(call, sort_keys=True, default=str)
+        except TypeError:  # keys of mixed types cannot be sorted
+            return json.dumps(call, default=str)
 
 
 def parse_action(action: object, tool_names: tuple[str, ...]) -> ToolCall:
@@ -83,7 +89,12 @@ def _parse_mapping(action: Mapping[str, Any], tool_names: tuple[str, ...]) -> To
         args = {"text": args}
     if not isinstance(args, Mapping):
         raise ActionError(f"'args' must be an object, got {type(args).__name__}")
-    size = len(json.dumps(args, default=str))
+    try:
+        size = len(json.dumps(args, default=str))
+    except RecursionError:
+        raise ActionError("tool-call args are nested too deeply") from None
+    except (TypeError, ValueError) as exc:
+        raise ActionError(f"tool-call args are not JSON data: {exc}") from None
     if size > MAX_ACTION_CHARS:
         raise ActionError(f"tool-call args are {size:,} characters long; the limit is {MAX_ACTION_CHARS:,}")
     return ToolCall(tool=_check_tool(tool, tool_names), args=dict(args))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -108,9 +109,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a credential file readable by its owner only (0600), whatever the umask."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """One twin with the scenario's faults injected, for agents and tools outside Python."""
-    import shutil
     import signal
     import threading
 
@@ -129,8 +137,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         harness.inject_and_wait()
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(endpoints.kubeconfig, out / "kubeconfig")
-        shutil.copyfile(endpoints.admin_kubeconfig, out / "admin.kubeconfig")
+        _write_private(out / "kubeconfig", endpoints.kubeconfig.read_bytes())
+        _write_private(out / "admin.kubeconfig", backend.admin_kubeconfig.read_bytes())
         line = {
             "scenario": spec.id,
             "seed": args.seed,

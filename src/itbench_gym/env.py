@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import time
 from typing import Any, Callable, Sequence, SupportsFloat
 
@@ -17,6 +19,9 @@ from itbench_gym.harness import Harness, IncidentRecord
 from itbench_gym.spaces import FreeText
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.tools import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult, default_tools
+from itbench_gym.workdirs import WorkDir
+
+logger = logging.getLogger(__name__)
 
 #: Room for a prompt or tool output plus the truncation marker.
 MAX_OBSERVATION_CHARS = MAX_OUTPUT_CHARS + 4_096
@@ -135,6 +140,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         self._incidents: dict[int, tuple[object, IncidentRecord]] = {}
         self._endpoints: Endpoints | None = None
         self._episode: Episode | None = None
+        #: The agent's workspace and the tools' scratch space, emptied at every reset.
+        self._workdir: WorkDir | None = None
         self._start_time = 0.0
         self._done = False
 
@@ -175,6 +182,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
                 self._incidents[episode_seed] = (token, incident)
                 while len(self._incidents) > _CACHED_INCIDENTS:
                     self._incidents.pop(next(iter(self._incidents)))
+        self._fresh_workspace()
         self._start_time = self.backend.clock.now()
         self.backend.set_time_limit(self._start_time + self.max_sim_seconds)
         self._episode = Episode(
@@ -242,26 +250,44 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         self._incidents.clear()
         self._harness = None
         self._endpoints = None
+        if self._workdir is not None:
+            self._workdir.close()
+            self._workdir = None
         super().close()
 
     # -- internals ------------------------------------------------------------------------------
+    def _fresh_workspace(self) -> None:
+        """An empty workspace per episode: nothing one episode's agent left is seen by the next."""
+        if self._workdir is None:
+            self._workdir = WorkDir("episode")
+        for name in ("workspace", "scratch"):
+            shutil.rmtree(self._workdir.path / name, ignore_errors=True)
+            self._workdir.subdir(name)
+
     def _run(self, action: Any) -> tuple[ToolCall | None, ToolResult]:
         try:
             call = parse_action(action, tuple(self.tools))
         except ActionError as exc:
             return None, ToolResult(text=f"error: {exc}", exit_status=2)
         tool = self.tools[call.tool]
-        assert self._endpoints is not None
+        assert self._endpoints is not None and self._workdir is not None
         ctx = ToolContext(
             endpoints=self._endpoints,
             advance=self.backend.advance,
             now=self.backend.clock.now,
             time_left=lambda: self._start_time + self.max_sim_seconds - self.backend.clock.now(),
+            workspace=self._workdir.path / "workspace",
+            scratch=self._workdir.path / "scratch",
         )
         try:
             result = tool.run(call.args, ctx)
         except ToolInputError as exc:
             result = ToolResult(text=f"{call.tool}: error: {exc}", exit_status=2)
+        except RecursionError:
+            result = ToolResult(text=f"{call.tool}: error: the arguments are nested too deeply", exit_status=2)
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is the agent's observation, never a crash
+            logger.exception("tool %s failed on %s", call.tool, call.describe()[:200])
+            result = ToolResult(text=f"{call.tool}: internal error ({type(exc).__name__}); the episode goes on", exit_status=70)
         if tool.cost_seconds:
             self.backend.advance(tool.cost_seconds)
         return call, result
@@ -303,5 +329,7 @@ def _describe_raw(action: Any) -> str:
     try:
         text = action if isinstance(action, str) else json.dumps(action, default=str)
     except (TypeError, ValueError):
-        text = repr(action)
+        text = object.__repr__(action)
+    except RecursionError:
+        text = f"<{type(action).__name__} nested too deeply to show>"
     return text if len(text) <= 200 else f"{text[:200]}... ({len(text):,} characters)"

@@ -53,7 +53,7 @@ class ClusterProbe:
         self._spec = spec
         self._endpoints = endpoints
         self._backend = backend
-        self._api = config.new_client_from_config(config_file=str(endpoints.admin_kubeconfig))
+        self._api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
 
     def close(self) -> None:
         self._api.close()
@@ -145,7 +145,7 @@ class Harness:
             traffic=probe.traffic(),
             alerts=[dict(a) for a in probe.firing_alerts()],
         )
-        log = inject_faults(self.spec.faults, self.endpoints.admin_kubeconfig, probe.now())
+        log = inject_faults(self.spec.faults, self.backend.admin_kubeconfig, probe.now())
         deadline = probe.now() + self.spec.alert_wait_timeout
         while True:
             firing = probe.firing_alerts()

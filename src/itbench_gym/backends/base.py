@@ -20,10 +20,13 @@ class BackendError(RuntimeError):
 
 @dataclass(frozen=True)
 class Endpoints:
-    """Where the agent's tools connect; every URL is on loopback for the twin."""
+    """Where the agent's tools connect (every URL on loopback for the twin): the agent's side only.
+
+    The harness's admin credential is not here (see ``Backend.admin_kubeconfig``), so nothing that
+    hands endpoints to tools, observations or ``info`` can leak it.
+    """
 
     kubeconfig: Path
-    admin_kubeconfig: Path
     kube_cache_dir: Path
     prometheus: str | None
     loki: str | None = None
@@ -34,7 +37,6 @@ class Endpoints:
     def to_dict(self) -> dict[str, str | None]:
         return {
             "kubernetes_kubeconfig": str(self.kubeconfig),
-            "kubernetes_admin_kubeconfig": str(self.admin_kubeconfig),
             "prometheus": self.prometheus,
             "loki": self.loki,
             "jaeger": self.jaeger,
@@ -47,6 +49,12 @@ class Backend(Protocol):
     @property
     def clock(self) -> Clock:
         """The clock episodes are measured on."""
+        ...
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """The harness's cluster-admin kubeconfig (mode 0600, in a 0700 directory): fault injection
+        and grading only; never given to the agent's tools."""
         ...
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:

