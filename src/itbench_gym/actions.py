@@ -7,8 +7,9 @@ shown to the agent as the observation.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 #: Longest action accepted; longer ones are rejected with a clear message, not truncated.
 MAX_ACTION_CHARS = 65_536

@@ -6,7 +6,8 @@ import json
 import logging
 import shutil
 import time
-from typing import Any, Callable, Sequence, SupportsFloat
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -285,7 +286,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             result = ToolResult(text=f"{call.tool}: error: {exc}", exit_status=2)
         except RecursionError:
             result = ToolResult(text=f"{call.tool}: error: the arguments are nested too deeply", exit_status=2)
-        except Exception as exc:  # noqa: BLE001 - a tool's failure is the agent's observation, never a crash
+        except Exception as exc:
             logger.exception("tool %s failed on %s", call.tool, call.describe()[:200])
             result = ToolResult(text=f"{call.tool}: internal error ({type(exc).__name__}); the episode goes on", exit_status=70)
         if tool.cost_seconds:

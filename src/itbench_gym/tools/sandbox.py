@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import functools
 import os
+import selectors
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 #: ``ITBENCH_GYM_SANDBOX``: ``auto`` (bwrap when it works), ``bwrap`` (required) or ``none``.
 SANDBOX_ENV = "ITBENCH_GYM_SANDBOX"
+#: Most bytes kept from each of stdout and stderr; a program that writes more is stopped.
+MAX_CAPTURE_BYTES = 8 * 1024 * 1024
 #: Host files a network client may need, shown read-only when present (none is a secret).
 _SYSTEM_FILES = ("/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/ssl/certs")
 
@@ -34,6 +38,8 @@ class Completed:
     stdout: str
     stderr: str
     timed_out: bool = False
+    #: The program wrote more than ``MAX_CAPTURE_BYTES`` to a stream and was stopped.
+    overflowed: bool = False
 
 
 @functools.cache
@@ -89,12 +95,65 @@ def run_confined(
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(stdin.encode("utf-8") if stdin is not None else None, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return Completed(124, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out=True)
-    return Completed(proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+        out, err, timed_out, overflowed = _collect(proc, stdin.encode("utf-8") if stdin is not None else b"", timeout)
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+        proc.wait()
+    code = 124 if timed_out else proc.returncode
+    return Completed(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out, overflowed)
+
+
+def _collect(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bytes, bool, bool]:
+    """Feed stdin and read both streams until exit, the deadline or ``MAX_CAPTURE_BYTES``."""
+    deadline = time.monotonic() + timeout
+    chunks: dict[int, list[bytes]] = {}
+    sizes: dict[int, int] = {}
+    with selectors.DefaultSelector() as sel:
+        assert proc.stdout is not None and proc.stderr is not None
+        for stream in (proc.stdout, proc.stderr):
+            sel.register(stream, selectors.EVENT_READ)
+            chunks[stream.fileno()], sizes[stream.fileno()] = [], 0
+        if proc.stdin is not None:
+            if data:
+                sel.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        view = memoryview(data)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _kill_group(proc)
+                out, err = _split(chunks, proc)
+                return out, err, True, False
+            for key, _ in sel.select(min(left, 1.0)):
+                if key.fileobj is proc.stdin:
+                    try:
+                        written = os.write(key.fd, view[:65536])
+                    except BrokenPipeError:
+                        written = len(view)
+                    view = view[written:]
+                    if not view:
+                        sel.unregister(key.fileobj)
+                        proc.stdin.close()
+                    continue
+                block = os.read(key.fd, 65536)
+                if not block:
+                    sel.unregister(key.fileobj)
+                    continue
+                chunks[key.fd].append(block)
+                sizes[key.fd] += len(block)
+                if sizes[key.fd] > MAX_CAPTURE_BYTES:
+                    _kill_group(proc)
+                    out, err = _split(chunks, proc)
+                    return out[:MAX_CAPTURE_BYTES], err[:MAX_CAPTURE_BYTES], False, True
+    out, err = _split(chunks, proc)
+    return out, err, False, False
+
+
+def _split(chunks: dict[int, list[bytes]], proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    assert proc.stdout is not None and proc.stderr is not None
+    return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()])
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
