@@ -12,6 +12,10 @@ from itbench_gym.tools import ToolContext
 
 ContextFactory = Callable[[Backend, Endpoints], ToolContext]
 
+#: The project root, and the reference data beside it (``../shared``), which may be absent.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED = PROJECT_ROOT.parent / "shared"
+
 
 @pytest.fixture(scope="session")
 def tool_context(tmp_path_factory: pytest.TempPathFactory) -> ContextFactory:

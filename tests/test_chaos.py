@@ -4,11 +4,11 @@ running, IOChaos arithmetic and the fault catalogue entry."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import SHARED
 from itbench_gym.backends.sim.chaos import is_running
 from itbench_gym.backends.sim.chaos.io import DiskIO, io_fault
 from itbench_gym.backends.sim.chaos.kinds import parse_duration
@@ -18,7 +18,7 @@ from itbench_gym.backends.sim.kube.controllers.util import rfc3339
 from itbench_gym.faults.catalogue import validate_fault_args
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-SCENARIOS = Path("/work/shared/itbench/scenarios")
+SCENARIOS = SHARED / "itbench" / "scenarios"
 
 
 def _pod(name: str, ns: str = "otel-demo", **labels: str) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def _itbench_args() -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.skipif(not SCENARIOS.is_dir(), reason="ITBench scenarios not present")
+@pytest.mark.skipif(not SCENARIOS.is_dir(), reason=f"ITBench scenarios not present at {SCENARIOS}")
 def test_every_itbench_scheduled_experiment_validates() -> None:
     args = _itbench_args()
     assert args

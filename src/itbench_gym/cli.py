@@ -98,12 +98,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from itbench_gym.spec import SpecError, load_all_specs, load_spec
+    """Check every file (folders: their *.yaml) and report every problem of every bad file."""
+    from itbench_gym.spec import check_spec_files, spec_files
 
-    try:
-        specs = [load_spec(p) for p in args.files] if args.files else load_all_specs()
-    except SpecError as exc:
-        print(f"invalid: {exc}", file=sys.stderr)
+    files = spec_files(args.files)
+    if not files:
+        print("invalid: no scenario spec files found", file=sys.stderr)
+        return 1
+    specs, errors = check_spec_files(files)
+    for exc in errors:
+        print(f"invalid: {exc.source}: {len(exc.problems)} problem(s)", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {exc.source}: {problem}", file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} of {len(files)} scenario spec file(s) invalid", file=sys.stderr)
         return 1
     print(f"{len(specs)} scenario spec(s) valid")
     return 0

@@ -86,9 +86,11 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     moment the alerts fired. Same seed ⇒ same starting state.
 
     ## Episode End
-    Terminated when the agent calls ``submit``. Truncated when ``budget.max_steps`` steps have been
-    taken or ``budget.max_sim_seconds`` of environment time have passed; the episode is then evaluated
-    without a report (the mitigation is still judged).
+    Terminated when the agent submits a report that can be read (JSON, possibly fenced or wrapped in
+    prose); an unreadable report is an error observation (exit status 2) saying what is wrong and the
+    episode goes on. Truncated when ``budget.max_steps`` steps have been taken or
+    ``budget.max_sim_seconds`` of environment time have passed; the episode is then evaluated without a
+    report (the mitigation is still judged).
 
     ## Arguments
     ``scenario`` (a spec or its id), ``backend`` (``"sim"`` or a ``Backend``), ``tools`` (a list of

@@ -20,7 +20,7 @@ import networkx as nx
 import yaml
 
 from itbench_gym.evaluation.entities import EntityRef, canonical_kind
-from itbench_gym.evaluation.validation import json_path, schema_errors
+from itbench_gym.evaluation.validation import json_path, schema_problems
 
 _STR = {"type": "string", "minLength": 1}
 _TEXT = {"type": ["string", "null"]}
@@ -106,7 +106,19 @@ _REGEX_META = set(".^$*+?{}[]|()")
 
 
 class GroundTruthError(ValueError):
-    """The ground truth is malformed; the message lists every problem with its field path."""
+    """The ground truth is malformed; the message lists every problem with its field path.
+
+    ``problems`` holds the same as ``(field path, message)`` pairs, for callers (the scenario-spec
+    loader) that report them in their own terms.
+    """
+
+    def __init__(self, message: str, problems: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+    @classmethod
+    def of(cls, problems: list[tuple[str, str]]) -> GroundTruthError:
+        return cls("invalid ground truth:\n  " + "\n  ".join(f"{p}: {m}" for p, m in problems), tuple(problems))
 
 
 @dataclass(frozen=True)
@@ -120,10 +132,12 @@ class Group:
 
     @cached_property
     def _compiled(self) -> tuple[tuple[re.Pattern[str], re.Pattern[str] | None, int], ...]:
+        """Filters compiled once; one that does not compile matches nothing (never raises at grading)."""
         out = []
         for f in self.filters:
-            workload = re.compile(f[:-3], re.IGNORECASE) if f.endswith("-.*") else None
-            out.append((re.compile(f, re.IGNORECASE), workload, _literal_prefix(f)))
+            pattern = compile_filter(f)
+            if pattern is not None:
+                out.append((pattern, _workload_idiom(f), _literal_prefix(f)))
         return tuple(out)
 
     def _filter_specificity(self, name: str) -> int | None:
@@ -275,35 +289,45 @@ def parse_ground_truth(data: Mapping[str, Any], *, where: str = "ground_truth", 
     ``warnings``. Malformed structure and invalid regular expressions are always errors.
     """
     if not isinstance(data, Mapping):
-        raise GroundTruthError(f"{where.rstrip(': ') or 'ground truth'}: expected a mapping, got {type(data).__name__}")
+        where_ = where.rstrip(": ") or "ground truth"
+        raise GroundTruthError(f"{where_}: expected a mapping, got {type(data).__name__}",
+                               ((where_, f"expected a mapping, got {type(data).__name__}"),))
     if data.get("kind") == "GroundTruth" and isinstance(data.get("spec"), Mapping):
         data, where = data["spec"], json_path(where, ["spec"])
-    errors = schema_errors(data, GROUND_TRUTH_SCHEMA, where)
+    errors = schema_problems(data, GROUND_TRUTH_SCHEMA, where)
     if errors:
-        raise GroundTruthError("invalid ground truth:\n  " + "\n  ".join(errors))
+        raise GroundTruthError.of(errors)
 
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     warnings: list[str] = []
 
+    def complain(path: str, message: str, always: bool = False) -> None:
+        if strict or always:
+            problems.append((path, message))
+        else:
+            warnings.append(f"{path}: {message}")
+
     def dangling(path: str, gid: str) -> None:
-        (problems if strict else warnings).append(f"{path}: unknown group id {gid!r}")
+        complain(path, f"unknown group id {gid!r}")
 
     groups: list[Group] = []
     seen: set[str] = set()
     for i, raw in enumerate(data["groups"]):
         path = json_path(where, ["groups", i])
         if raw["id"] in seen:
-            (problems if strict else warnings).append(f"{path}.id: duplicate group id {raw['id']!r}")
+            complain(f"{path}.id", f"duplicate group id {raw['id']!r}")
             continue
         filters = []
         for j, pattern in enumerate(raw.get("filter", [])):
-            try:
-                re.compile(pattern)
+            problem = filter_problem(pattern)
+            if problem is None:
                 filters.append(pattern)
-            except re.error as exc:
-                message = f"{path}.filter[{j}]: invalid regular expression {pattern!r} ({exc})"
-                (problems if strict else warnings).append(message)
+            else:
+                complain(f"{path}.filter[{j}]", f"invalid regular expression {pattern!r} ({problem})")
         if not filters and not raw.get("name"):
+            if strict:
+                seen.add(raw["id"])  # its invalid filter is the error; references to it are not
+                continue
             warnings.append(f"{path}: group {raw['id']!r} dropped: it has no usable name or filter")
             continue
         seen.add(raw["id"])
@@ -318,7 +342,7 @@ def parse_ground_truth(data: Mapping[str, Any], *, where: str = "ground_truth", 
             )
         )
     if not any(g.root_cause for g in groups):
-        problems.append(f"{json_path(where, ['groups'])}: no group has root_cause: true")
+        problems.append((json_path(where, ["groups"]), "no group has root_cause: true"))
 
     aliases: list[tuple[str, ...]] = []
     for i, alias in enumerate(data.get("aliases") or []):
@@ -350,30 +374,36 @@ def parse_ground_truth(data: Mapping[str, Any], *, where: str = "ground_truth", 
         description = (raw.get("metadata") or {}).get("description") or ""
         alerts.append(GTAlert(id=raw["id"], group_id=gid, description=description))
 
-    faults = tuple(
-        Fault(
-            category=f.get("category") or "",
-            condition=f.get("condition") or "",
-            mechanism=f.get("fault_mechanism") or "",
-            entity_kind=(f.get("entity") or {}).get("kind"),
-            entity_name=(f.get("entity") or {}).get("name"),
-            entity_group_id=(f.get("entity") or {}).get("group_id"),
+    faults: list[Fault] = []
+    for i, raw in enumerate(data.get("fault") or []):
+        entity = raw.get("entity") or {}
+        gid = entity.get("group_id")
+        if gid is not None and (not isinstance(gid, str) or gid not in seen):
+            dangling(json_path(where, ["fault", i, "entity", "group_id"]), str(gid))
+            gid = None
+        faults.append(
+            Fault(
+                category=raw.get("category") or "",
+                condition=raw.get("condition") or "",
+                mechanism=raw.get("fault_mechanism") or "",
+                entity_kind=entity.get("kind"),
+                entity_name=entity.get("name"),
+                entity_group_id=gid,
+            )
         )
-        for f in data.get("fault") or []
-    )
     raw_actions = data.get("recommended_actions") or data.get("recommendedActions") or []
     actions = tuple(
         RecommendedAction(id=a["solution"]["id"], actions=tuple(a["solution"].get("actions", [])))
         for a in raw_actions
     )
     if problems:
-        raise GroundTruthError("invalid ground truth:\n  " + "\n  ".join(problems))
+        raise GroundTruthError.of(problems)
     return GroundTruth(
         groups=tuple(groups),
         aliases=tuple(aliases),
         propagations=tuple(propagations),
         alerts=tuple(alerts),
-        faults=faults,
+        faults=tuple(faults),
         recommended_actions=actions,
         warnings=tuple(warnings),
     )
@@ -384,8 +414,8 @@ def load_ground_truth(path: str | Path, *, strict: bool = True) -> GroundTruth:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise GroundTruthError(f"{path}: cannot read ground truth ({exc})") from exc
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise GroundTruthError(f"{path}: cannot read ground truth ({exc})", ((str(path), f"cannot read ground truth ({exc})"),)) from None
     return parse_ground_truth(data, where=f"{path}: ", strict=strict)
 
 
@@ -396,6 +426,28 @@ _GENERATED_POD = (
     re.compile(rf"(?P<base>.+)-[{_SAFE}]{{5}}"),  # DaemonSet / Job / bare ReplicaSet
     re.compile(r"(?P<base>.+)-\d+"),  # StatefulSet ordinal
 )
+
+
+def filter_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be a group filter (the regex error), or None when it compiles."""
+    try:
+        re.compile(pattern, re.IGNORECASE)
+    except (re.error, OverflowError, RecursionError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def compile_filter(pattern: str) -> re.Pattern[str] | None:
+    """A filter as matching compiles it (case-insensitive), or None when it does not compile."""
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except (re.error, OverflowError, RecursionError, ValueError):
+        return None
+
+
+def _workload_idiom(pattern: str) -> re.Pattern[str] | None:
+    """For ITBench's pod idiom ``X-.*``: ``X`` itself (matches the bare workload name), if it compiles."""
+    return compile_filter(pattern[:-3]) if pattern.endswith("-.*") else None
 
 
 def _pod_workload(name: str) -> str | None:

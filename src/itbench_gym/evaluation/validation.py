@@ -21,15 +21,19 @@ def json_path(root: str, path: Iterable[str | int]) -> str:
 
 def schema_errors(instance: Any, schema: Mapping[str, Any], root: str) -> list[str]:
     """Every violation as ``path: message``, deepest-first within a path, in document order."""
+    return [f"{path}: {message}" for path, message in schema_problems(instance, schema, root)]
+
+
+def schema_problems(instance: Any, schema: Mapping[str, Any], root: str) -> list[tuple[str, str]]:
+    """Every violation as ``(path, message)``, without duplicates, in document order."""
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    messages: list[str] = []
+    problems: list[tuple[str, str]] = []
     for error in errors:
-        message = _describe(error)
-        line = f"{json_path(root, error.absolute_path)}: {message}"
-        if line not in messages:
-            messages.append(line)
-    return messages
+        problem = (json_path(root, error.absolute_path), _describe(error))
+        if problem not in problems:
+            problems.append(problem)
+    return problems
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
@@ -38,5 +42,13 @@ def _describe(error: jsonschema.ValidationError) -> str:
         expected = sorted({sub.message for sub in error.context})
         return "expected one of: " + "; ".join(expected)
     if error.validator == "type":
-        return f"expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"[:300]
+        return f"expected {error.validator_value}, got {type(error.instance).__name__} {_short_repr(error.instance)}"[:300]
     return str(error.message)[:300]
+
+
+def _short_repr(value: Any) -> str:
+    """``repr`` cut to 200 characters; never raises (huge integers cannot be printed)."""
+    try:
+        return repr(value)[:200]
+    except ValueError:
+        return f"<{type(value).__name__} too large to print>"

@@ -1,20 +1,41 @@
-"""Load ``catalogue.yaml`` and validate a scenario's fault arguments against it."""
+"""Load ``catalogue.yaml`` and validate a scenario's fault arguments against it.
+
+Besides each fault's JSON Schema, the catalogue declares which arguments *name* something in the
+app (``x-ref``: a Kubernetes object, a container, a feature flag and its variant, a Chaos Mesh pod
+selector). :func:`argument_refs` lists them for an actual set of arguments, so the scenario-spec
+validator checks references by type, driven by the catalogue's data rather than per-fault code.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jsonschema
 import yaml
 
 _CATALOGUE = Path(__file__).with_name("catalogue.yaml")
 
+#: Reference types and the parameters each needs (``x-ref`` in catalogue.yaml; see its header).
+REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # type: (required parameters, optional parameters)
+    "object": (frozenset(), frozenset({"creates", "spawns"})),
+    "container": (frozenset(), frozenset({"workload", "selector", "namespace"})),
+    "flag": (frozenset({"config_map"}), frozenset()),
+    "flag-variant": (frozenset({"flag", "config_map"}), frozenset()),
+    "pod-selector": (frozenset(), frozenset({"namespace"})),
+}
+
 
 class FaultError(RuntimeError):
     """A fault could not be injected (the target object is missing, the flag is unknown, ...)."""
+
+
+class CatalogueError(ValueError):
+    """catalogue.yaml itself is inconsistent (a developer error, reported with the fault and path)."""
 
 
 @dataclass(frozen=True)
@@ -26,24 +47,146 @@ class FaultDefinition:
     args_schema: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class ArgRef:
+    """One argument value that names something in the app.
+
+    ``path`` is the field path within the fault entry (``args.kubernetesObject``); ``params`` are the
+    ``x-ref`` parameters with every argument path already resolved to its value (``None`` when the
+    scenario leaves that argument out).
+    """
+
+    path: str
+    type: str
+    value: Any
+    params: Mapping[str, Any]
+
+
 @lru_cache(maxsize=1)
 def catalogue() -> dict[str, FaultDefinition]:
     doc = yaml.safe_load(_CATALOGUE.read_text())
-    return {
+    out = {
         fid: FaultDefinition(fid, d["description"], d["category"], d["operation"], d["args"])
         for fid, d in doc["faults"].items()
     }
+    for definition in out.values():
+        check_declarations(definition)
+    return out
 
 
 def validate_fault_args(fault_id: str, args: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``None`` when valid, else (field path within the fault entry, message)."""
+    """``None`` when valid, else (field path within the fault entry, message) of the most specific error."""
+    problems = fault_args_problems(fault_id, args)
+    return problems[0] if problems else None
+
+
+def fault_args_problems(fault_id: str, args: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every schema violation of ``args`` as (field path within the fault entry, message); [] if valid."""
     known = catalogue()
     if fault_id not in known:
-        return "id", f"unknown fault {fault_id!r}; the catalogue has: {', '.join(sorted(known))}"
+        import difflib
+
+        close = difflib.get_close_matches(fault_id, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return [("id", f"unknown fault {fault_id!r}; {hint}the catalogue has: {', '.join(sorted(known))}")]
     validator = jsonschema.Draft202012Validator(known[fault_id].args_schema)
     errors = sorted(validator.iter_errors(args), key=lambda e: -len(e.absolute_path))
-    if not errors:
-        return None
-    err = errors[0]
-    path = "args" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
-    return path, err.message
+    out: list[tuple[str, str]] = []
+    for err in errors:
+        problem = (_path("args", err.absolute_path), err.message)
+        if problem not in out:
+            out.append(problem)
+    return out
+
+
+def argument_refs(definition: FaultDefinition, args: Mapping[str, Any]) -> list[ArgRef]:
+    """The references among ``args`` (which must already satisfy the fault's schema), in document order."""
+    root = definition.args_schema
+    out: list[ArgRef] = []
+    for path, parent, value, ref in _walk(root, root, args, (), None):
+        params = {k: v for k, v in ref.items() if k != "type"}
+        for key in ("config_map", "flag", "workload", "selector", "namespace", "spawns"):
+            if isinstance(params.get(key), str):
+                params[key] = _resolve(args, parent, params[key])
+        out.append(ArgRef(_path("args", path), ref["type"], value, params))
+    return out
+
+
+def _walk(
+    schema: Any, root: Mapping[str, Any], value: Any, path: tuple[Any, ...], parent: Any
+) -> Iterator[tuple[tuple[Any, ...], Any, Any, Mapping[str, Any]]]:
+    """Schema and instance in step: (path, parent object, value, x-ref) for every annotated value."""
+    if not isinstance(schema, Mapping):
+        return
+    if isinstance(schema.get("$ref"), str):
+        yield from _walk(_local_ref(root, schema["$ref"]), root, value, path, parent)
+    if isinstance(schema.get("x-ref"), Mapping):
+        yield path, parent, value, schema["x-ref"]
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(key) or []:
+            yield from _walk(sub, root, value, path, parent)
+    if isinstance(value, Mapping):
+        props = schema.get("properties") or {}
+        for name, sub in props.items():
+            if name in value:
+                yield from _walk(sub, root, value[name], (*path, name), value)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for name in value:
+                if name not in props:
+                    yield from _walk(extra, root, value[name], (*path, name), value)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, item in enumerate(value):
+            yield from _walk(schema["items"], root, item, (*path, i), value)
+
+
+def _local_ref(root: Mapping[str, Any], ref: str) -> Any:
+    if not ref.startswith("#/"):
+        raise CatalogueError(f"only local $ref ('#/...') is supported, got {ref!r}")
+    node: Any = root
+    for part in ref[2:].split("/"):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    if node is None:
+        raise CatalogueError(f"$ref {ref!r} points nowhere")
+    return node
+
+
+def _resolve(args: Mapping[str, Any], parent: Any, dotted: str) -> Any:
+    """The value at ``dotted`` (from the args root, or ``@key`` from the annotated field's parent)."""
+    node: Any = parent if dotted.startswith("@") else args
+    for part in dotted.lstrip("@").split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _path(root: str, parts: Any) -> str:
+    return root + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def check_declarations(definition: FaultDefinition) -> None:
+    """Every ``x-ref`` names a known type with its required parameters; every ``$ref`` resolves."""
+
+    def visit(node: Any, where: str) -> None:
+        if isinstance(node, Mapping):
+            ref = node.get("x-ref")
+            if ref is not None:
+                kind = ref.get("type") if isinstance(ref, Mapping) else None
+                if kind not in REF_TYPES:
+                    raise CatalogueError(f"{_CATALOGUE}: faults.{definition.id}.{where}.x-ref: unknown type {kind!r}; "
+                                         f"known: {', '.join(sorted(REF_TYPES))}")
+                required, optional = REF_TYPES[kind]
+                missing = required - set(ref)
+                unknown = set(ref) - required - optional - {"type"}
+                if missing or unknown:
+                    raise CatalogueError(f"{_CATALOGUE}: faults.{definition.id}.{where}.x-ref: "
+                                         f"missing {sorted(missing)}, unknown {sorted(unknown)}")
+            if isinstance(node.get("$ref"), str):
+                _local_ref(definition.args_schema, node["$ref"])
+            for key, sub in node.items():
+                if key != "x-ref":
+                    visit(sub, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, sub in enumerate(node):
+                visit(sub, f"{where}[{i}]")
+
+    visit(definition.args_schema, "args")

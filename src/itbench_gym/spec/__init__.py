@@ -1,6 +1,14 @@
-"""Scenario specs: the typed model, its JSON Schema and the loader."""
+"""Scenario specs: the typed model, its JSON Schema, the loader and the checks against the app."""
 
-from itbench_gym.spec.loader import SpecError, load_all_specs, load_spec
+from itbench_gym.spec.loader import (
+    SpecError,
+    SpecProblem,
+    check_document,
+    check_spec_files,
+    load_all_specs,
+    load_spec,
+    spec_files,
+)
 from itbench_gym.spec.model import AlertMatcher, Budget, Complexity, FaultRef, ScenarioSpec
 
 __all__ = [
@@ -10,6 +18,10 @@ __all__ = [
     "FaultRef",
     "ScenarioSpec",
     "SpecError",
+    "SpecProblem",
+    "check_document",
+    "check_spec_files",
     "load_all_specs",
     "load_spec",
+    "spec_files",
 ]

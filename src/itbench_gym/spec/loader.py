@@ -1,17 +1,27 @@
-"""Load scenario YAML files, validate them against the schema, and build ``ScenarioSpec``s."""
+"""Load scenario YAML files, validate them, check their references, and build ``ScenarioSpec``s.
+
+A file is checked in three layers, and every problem of a layer is reported (not only the first):
+the JSON Schema (``scenario.schema.json``); then the ground truth (regular expressions, group ids)
+and the fault arguments against the fault catalogue; then every reference into the app's data in
+``envs/<app>/`` (:mod:`itbench_gym.spec.references`). A problem names the file, the field path
+(``faults[0].args.kubernetesObject.metadata.name``), what was found and what was expected.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 import yaml
 
-from itbench_gym.faults.catalogue import validate_fault_args
-from itbench_gym.paths import specs_dir
+from itbench_gym.evaluation.groundtruth import GroundTruthError, parse_ground_truth
+from itbench_gym.faults.catalogue import fault_args_problems
+from itbench_gym.paths import envs_dir, specs_dir
 from itbench_gym.spec.model import (
     AlertMatcher,
     Budget,
@@ -20,18 +30,47 @@ from itbench_gym.spec.model import (
     Observability,
     ScenarioSpec,
 )
+from itbench_gym.spec.references import check_references
 
 _SCHEMA_PATH = Path(__file__).with_name("scenario.schema.json")
 
 
-class SpecError(ValueError):
-    """A scenario file that cannot be used; names the file, the field path and what was expected."""
+@dataclass(frozen=True)
+class SpecProblem:
+    """One problem of a scenario file: the field path (``faults[0].args.flag.name``) and what is wrong."""
 
-    def __init__(self, source: Path | str, path: str, message: str) -> None:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<root>'}: {self.message}"
+
+
+class SpecError(ValueError):
+    """A scenario file that cannot be used; names the file, and every problem's field path and message.
+
+    ``path`` and ``message`` are those of the first problem; ``problems`` lists all of them.
+    """
+
+    def __init__(self, source: Path | str, path: str = "", message: str = "", *,
+                 problems: Sequence[SpecProblem] = ()) -> None:
         self.source = str(source)
-        self.path = path
-        self.message = message
-        super().__init__(f"{source}: {path or '<root>'}: {message}")
+        self.problems: tuple[SpecProblem, ...] = tuple(problems) or (SpecProblem(path, message),)
+        self.path = self.problems[0].path
+        self.message = self.problems[0].message
+        if len(self.problems) == 1:
+            text = f"{source}: {self.problems[0]}"
+        else:
+            text = f"{source}: {len(self.problems)} problems:\n" + "\n".join(f"  {source}: {p}" for p in self.problems)
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Keep every problem when the error crosses a process boundary (batch runs)."""
+        return (_spec_error, (self.source, self.problems))
+
+
+def _spec_error(source: str, problems: tuple[SpecProblem, ...]) -> SpecError:
+    return SpecError(source, problems=problems)
 
 
 @lru_cache(maxsize=1)
@@ -47,12 +86,63 @@ def _json_path(parts: Iterable[Any]) -> str:
     return out
 
 
+def schema_problems(doc: Any) -> list[SpecProblem]:
+    """Every schema violation, most specific first within a field, in document order."""
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: (_order(e.absolute_path), -len(e.absolute_path), str(e.message)))
+    out: list[SpecProblem] = []
+    for err in errors:
+        problem = SpecProblem(_json_path(err.absolute_path), _message(err))
+        if problem not in out:
+            out.append(problem)
+    return out
+
+
+def _order(path: Iterable[Any]) -> list[tuple[int, Any]]:
+    """Sort key for a schema path: indices numerically, names alphabetically."""
+    return [(0, p) if isinstance(p, int) else (1, str(p)) for p in path]
+
+
+def _message(err: jsonschema.ValidationError) -> str:
+    try:
+        return str(err.message)[:400]
+    except ValueError:  # a value too large to print
+        return f"invalid value ({err.validator} {err.validator_value!r})"
+
+
 def validate_document(doc: Any, source: Path | str) -> None:
-    """Raise ``SpecError`` for the first (most specific) schema violation."""
-    errors = sorted(_validator().iter_errors(doc), key=lambda e: (-len(e.absolute_path), str(e.message)))
-    if errors:
-        err = errors[0]
-        raise SpecError(source, _json_path(err.absolute_path), err.message)
+    """Raise ``SpecError`` listing every schema violation (the most specific first)."""
+    problems = schema_problems(doc)
+    if problems:
+        raise SpecError(source, problems=problems)
+
+
+def check_document(doc: Any, *, envs: Path | None = None) -> list[SpecProblem]:
+    """Every problem of a scenario document: schema first; when that passes, ground truth, fault
+    arguments against the catalogue, and references into the app's data (``envs/<app>/``)."""
+    problems = schema_problems(doc)
+    if problems:
+        return _in_file_order(problems)
+    gt_problems: list[tuple[str, str]] = []
+    try:
+        parse_ground_truth(doc["ground_truth"], where="ground_truth", strict=True)
+    except GroundTruthError as exc:
+        gt_problems = list(exc.problems)
+    for i, fault in enumerate(doc["faults"]):
+        problems += [SpecProblem(f"faults[{i}].{where}", message) for where, message in fault_args_problems(fault["id"], fault["args"])]
+    problems += [SpecProblem(path, message) for path, message in check_references(doc, envs or envs_dir())]
+    problems += [SpecProblem(path, message) for path, message in gt_problems]
+    return _in_file_order(problems)
+
+
+#: Order in which problems are listed: the order of the sections in a scenario file.
+_SECTIONS = {name: i for i, name in enumerate(
+    ["", "apiVersion", "kind", "metadata", "environment", "faults", "alerts", "ground_truth", "mitigations",
+     "desired_outcome", "budget"])}
+
+
+def _in_file_order(problems: list[SpecProblem]) -> list[SpecProblem]:
+    """Problems by the section of the file they are in (stable within a section)."""
+    return sorted(problems, key=lambda p: _SECTIONS.get(p.path.split(".")[0].split("[")[0], len(_SECTIONS)))
 
 
 def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
@@ -61,26 +151,6 @@ def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
     factors = meta["complexity"]["factors"]
     obs = env.get("observability", {})
     gt = doc["ground_truth"]
-    group_ids = {g["id"] for g in gt["groups"]}
-    for i, prop in enumerate(gt["propagations"]):
-        for end in ("source", "target"):
-            if prop[end] not in group_ids:
-                raise SpecError(
-                    source,
-                    f"ground_truth.propagations[{i}].{end}",
-                    f"{prop[end]!r} is not the id of a ground_truth group",
-                )
-    for i, alias in enumerate(gt.get("aliases", [])):
-        for j, member in enumerate(alias):
-            if member not in group_ids:
-                raise SpecError(source, f"ground_truth.aliases[{i}][{j}]", f"{member!r} is not the id of a ground_truth group")
-    for i, fault in enumerate(doc["faults"]):
-        problem = validate_fault_args(fault["id"], fault["args"])
-        if problem is not None:
-            where, message = problem
-            raise SpecError(source, f"faults[{i}].{where}", message)
-    if not any(g.get("root_cause") for g in gt["groups"]):
-        raise SpecError(source, "ground_truth.groups", "no group has root_cause: true")
     return ScenarioSpec(
         id=meta["id"],
         name=meta["name"],
@@ -114,28 +184,71 @@ def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
     )
 
 
-def load_spec(path: Path | str) -> ScenarioSpec:
-    """Load one scenario file; every problem is a ``SpecError`` naming file and field."""
+def read_document(path: Path | str) -> Any:
+    """The parsed YAML of a scenario file; unreadable files and invalid YAML are ``SpecError``s."""
     source = Path(path)
     try:
-        doc = yaml.safe_load(source.read_text())
+        return yaml.safe_load(source.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise SpecError(source, "", f"cannot read file: {exc.strerror}") from None
+        raise SpecError(source, "", f"cannot read file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(source, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError(source, "", f"invalid YAML: {where}{getattr(exc, 'problem', exc)}") from None
-    validate_document(doc, source)
+        raise SpecError(source, "", f"invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer literal too long to convert
+        raise SpecError(source, "", f"invalid YAML: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def load_spec(path: Path | str, *, envs: Path | None = None) -> ScenarioSpec:
+    """Load one scenario file; every problem is listed in one ``SpecError`` naming file and fields."""
+    source = Path(path)
+    doc = read_document(source)
+    problems = check_document(doc, envs=envs)
+    if problems:
+        raise SpecError(source, problems=problems)
     return _build(doc, source)
 
 
-def load_all_specs(root: Path | None = None) -> list[ScenarioSpec]:
-    """Every ``*.yaml`` under ``scenario_specs/<domain>/``, sorted by id; duplicate ids are errors."""
-    base = root or specs_dir()
+def spec_files(paths: Iterable[Path | str] = ()) -> list[Path]:
+    """The scenario files named by ``paths`` (folders give their ``*.yaml`` files, recursively), or
+    every shipped spec (``scenario_specs/<domain>/*.yaml``) when none are given."""
+    paths = list(paths)
+    if not paths:
+        return sorted(specs_dir().glob("*/*.yaml"))
+    out: list[Path] = []
+    for p in map(Path, paths):
+        out += sorted(p.rglob("*.yaml")) if p.is_dir() else [p]
+    return out
+
+
+def check_spec_files(paths: Iterable[Path | str] = ()) -> tuple[list[ScenarioSpec], list[SpecError]]:
+    """Load every file (see :func:`spec_files`), collecting each bad file's ``SpecError`` instead of
+    stopping at the first; a scenario id used by two files is an error of the second."""
+    return _check_files(spec_files(paths))
+
+
+def _check_files(files: Iterable[Path]) -> tuple[list[ScenarioSpec], list[SpecError]]:
     specs: dict[str, ScenarioSpec] = {}
-    for file in sorted(base.glob("*/*.yaml")):
-        spec = load_spec(file)
+    errors: list[SpecError] = []
+    for file in files:
+        try:
+            spec = load_spec(file)
+        except SpecError as exc:
+            errors.append(exc)
+            continue
         if spec.id in specs:
-            raise SpecError(file, "metadata.id", f"duplicate id {spec.id!r}, also in {specs[spec.id].source}")
+            errors.append(SpecError(file, "metadata.id", f"duplicate id {spec.id!r}, also in {specs[spec.id].source}"))
+            continue
         specs[spec.id] = spec
-    return [specs[k] for k in sorted(specs)]
+    return [specs[k] for k in sorted(specs)], errors
+
+
+def load_all_specs(root: Path | None = None) -> list[ScenarioSpec]:
+    """Every ``*.yaml`` under ``scenario_specs/<domain>/``, sorted by id; any bad file is an error."""
+    base = root or specs_dir()
+    specs, errors = _check_files(sorted(base.glob("*/*.yaml")))
+    if errors:
+        raise errors[0]
+    return specs

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class ScenarioSpec:
             "itbench_scenario": self.itbench_scenario,
         }
 
-    def with_observability(self, **changes: bool) -> "ScenarioSpec":
+    def with_observability(self, **changes: bool) -> ScenarioSpec:
         """A variant with some modalities masked (e.g. ``traces=False`` for ``-NoTraces``)."""
         from dataclasses import replace
 

@@ -1,0 +1,283 @@
+"""What a scenario can refer to in its app, read from the app's own data in ``envs/<app>/``.
+
+The facts come from ``app.yaml`` (name, namespace, manifest list, feature-flag configuration), the
+manifests it lists and ``alert-rules.yaml`` — never from Python lists — so a new app is checked by
+adding its data. To the manifests' objects the Kubernetes controllers' children are added the way
+the cluster names them (a Deployment's ReplicaSet ``<name>-<hash>`` and Pods ``<name>-<hash>-<5>``,
+a StatefulSet's Pods ``<name>-<ordinal>``, a DaemonSet's or Job's Pods ``<name>-<5>``, a Service's
+Endpoints and EndpointSlice), plus the namespaces every cluster has. The services of the behaviour
+model (``app.yaml`` ``services``) without a Kubernetes Service are kept apart (``app_services``):
+ITBench's ground truths name application services by their telemetry ``service_name``
+(``Service/accounting``) even when no Kubernetes Service fronts them (a Kafka consumer has none), but
+a fault cannot target them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Namespaces every Kubernetes cluster has (Kubernetes' own, not the app's).
+BUILTIN_NAMESPACES: tuple[str, ...] = ("default", "kube-node-lease", "kube-public", "kube-system")
+#: Name parts in Kubernetes' generated-name alphabet (no vowels, no 0/1/3), as the cluster makes them.
+POD_TEMPLATE_HASH = "7d9c8b6f5c"
+GENERATED_SUFFIX = "x2x4z"
+CRONJOB_SCHEDULED = "28391520"
+_WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
+
+
+@dataclass(frozen=True)
+class KubeObject:
+    """An object the scenario's cluster will have; ``origin`` says where it comes from."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    origin: str
+    body: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: For controller-made Pods: the workload (kind, name) whose template they follow.
+    owner: tuple[str, str] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return (self.body.get("metadata") or {}).get("labels") or {}
+
+    def containers(self) -> list[str]:
+        """Container and init-container names of a Pod, or of a workload's pod template."""
+        spec = self.body.get("spec") or {}
+        if self.kind != "Pod":
+            spec = _template_spec(self.body)
+        return [c.get("name", "") for key in ("initContainers", "containers") for c in spec.get(key) or [] if isinstance(c, Mapping)]
+
+
+@dataclass(frozen=True)
+class AlertRuleFact:
+    """One alerting rule of the app's rules file."""
+
+    alert: str
+    group: str
+    expr: str
+    labels: Mapping[str, str]
+    where: str
+
+
+@dataclass(frozen=True)
+class FlagsFact:
+    """app.yaml ``flags``: the flagd ConfigMap and key, and the flags the behaviour model defines."""
+
+    config_map: str
+    key: str
+    definitions: Mapping[str, tuple[str, ...]]
+
+    def canonical(self, name: str) -> str | None:
+        """The flag a (possibly old, aliased) name stands for, per app.yaml's ``aliases``."""
+        for flag, aliases in self.definitions.items():
+            if name == flag or name in aliases:
+                return flag
+        return None
+
+
+@dataclass(frozen=True)
+class AppFacts:
+    name: str
+    directory: Path
+    namespace: str | None
+    objects: tuple[KubeObject, ...]
+    #: Services of the behaviour model without a Kubernetes Service (ground-truth entities only).
+    app_services: tuple[KubeObject, ...]
+    crd_kinds: frozenset[str]
+    flags: FlagsFact | None
+    rules: tuple[AlertRuleFact, ...]
+    rules_file: Path
+    #: What could not be read (each names the file); the checks that need it are skipped.
+    problems: tuple[str, ...] = ()
+
+    def namespaces(self) -> set[str]:
+        return {o.name for o in self.objects if o.kind == "Namespace"}
+
+    def of_kind(self, kind: str, namespace: str | None = None) -> list[KubeObject]:
+        return [o for o in self.objects if o.kind == kind and (namespace is None or o.namespace in (None, namespace))]
+
+    def find(self, kind: str, namespace: str | None, name: str) -> KubeObject | None:
+        for o in self.objects:
+            if o.kind == kind and o.name == name and (o.namespace is None or o.namespace == namespace):
+                return o
+        return None
+
+    def kinds(self) -> set[str]:
+        return {o.kind for o in self.objects} | set(self.crd_kinds)
+
+    def pods(self) -> list[KubeObject]:
+        """The Pods the workloads make (one per template; names as the controllers generate them)."""
+        return [o for o in self.objects if o.kind == "Pod"]
+
+    def rule_names(self) -> list[str]:
+        return list(dict.fromkeys(r.alert for r in self.rules))
+
+
+def load_app_facts(app_dir: Path) -> AppFacts:
+    """Facts of the app in ``app_dir`` (cached per directory; the data does not change at runtime)."""
+    return _load(str(Path(app_dir).resolve()))
+
+
+@lru_cache(maxsize=16)
+def _load(directory: str) -> AppFacts:
+    app_dir = Path(directory)
+    problems: list[str] = []
+    app_file = app_dir / "app.yaml"
+    app: Mapping[str, Any] = {}
+    try:
+        loaded = yaml.safe_load(app_file.read_text(encoding="utf-8"))
+        if isinstance(loaded, Mapping):
+            app = loaded
+        else:
+            problems.append(f"{app_file}: not a mapping")
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        problems.append(f"{app_file}: cannot read: {exc}")
+    objects: list[KubeObject] = []
+    crd_kinds: set[str] = set()
+    entries = app.get("manifests") or ["manifests"]
+    if not isinstance(entries, list):
+        problems.append(f"{app_file}: manifests: expected a list of files or folders")
+        entries = []
+    for doc, origin in _manifest_docs(app_dir, entries, problems):
+        meta = doc.get("metadata") or {}
+        kind, name = str(doc.get("kind")), str(meta.get("name", ""))
+        namespace = meta.get("namespace")
+        if kind == "CustomResourceDefinition":
+            crd_kind = ((doc.get("spec") or {}).get("names") or {}).get("kind")
+            if crd_kind:
+                crd_kinds.add(str(crd_kind))
+        obj = KubeObject(kind, name, str(namespace) if namespace else None, origin, doc)
+        objects.append(obj)
+        objects.extend(_children(obj))
+    namespace = str(app["namespace"]) if app.get("namespace") else None
+    have = {(o.kind, o.namespace, o.name) for o in objects}
+    objects += [KubeObject("Namespace", ns, None, "every Kubernetes cluster") for ns in BUILTIN_NAMESPACES
+                if ("Namespace", None, ns) not in have]
+    app_services = tuple(
+        KubeObject("Service", str(service), namespace, f"envs/{app_dir.name}/app.yaml services")
+        for service in app.get("services") or {}
+        if ("Service", namespace, str(service)) not in have
+    )
+    flags = _flags(app.get("flags"), app_file, problems)
+    rules_file = app_dir / "alert-rules.yaml"
+    rules = _rules(rules_file, problems)
+    return AppFacts(
+        name=str(app.get("name") or app_dir.name),
+        directory=app_dir,
+        namespace=namespace,
+        objects=tuple(objects),
+        app_services=app_services,
+        crd_kinds=frozenset(crd_kinds),
+        flags=flags,
+        rules=rules,
+        rules_file=rules_file,
+        problems=tuple(problems),
+    )
+
+
+def _manifest_docs(app_dir: Path, entries: Iterable[Any], problems: list[str]) -> Iterable[tuple[Mapping[str, Any], str]]:
+    """Every Kubernetes object document of the manifest files/folders app.yaml lists."""
+    for entry in entries:
+        path = app_dir / str(entry)
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            try:
+                docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+            except (OSError, ValueError, yaml.YAMLError) as exc:
+                problems.append(f"{file}: cannot read manifest: {exc}")
+                continue
+            rel = _relative(file, app_dir)
+            for doc in docs:
+                if isinstance(doc, Mapping) and "kind" in doc and isinstance(doc.get("metadata"), Mapping):
+                    yield doc, rel
+
+
+def _relative(file: Path, app_dir: Path) -> str:
+    try:
+        return f"envs/{app_dir.name}/{file.relative_to(app_dir)}"
+    except ValueError:
+        return str(file)
+
+
+def _template_spec(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = body.get("spec") or {}
+    if body.get("kind") == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    return ((spec.get("template") or {}).get("spec")) or {}
+
+
+def _children(obj: KubeObject) -> list[KubeObject]:
+    """The objects Kubernetes' controllers make for ``obj``, named as they name them."""
+    ns, name, body = obj.namespace, obj.name, obj.body
+    origin = f"made by {obj.kind} {ns}/{name}"
+    if obj.kind == "Service":
+        return [KubeObject("Endpoints", name, ns, origin), KubeObject("EndpointSlice", f"{name}-{GENERATED_SUFFIX}", ns, origin)]
+    if obj.kind not in _WORKLOAD_KINDS:
+        return []
+    spec = body.get("spec") or {}
+    if obj.kind == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    template = spec.get("template") or {}
+    meta = template.get("metadata") or {}
+
+    def pod(pod_name: str) -> KubeObject:
+        pod_body = {"metadata": {"name": pod_name, "namespace": ns, "labels": dict(meta.get("labels") or {}),
+                                 "annotations": dict(meta.get("annotations") or {})},
+                    "spec": template.get("spec") or {}}
+        return KubeObject("Pod", pod_name, ns, origin, pod_body, owner=(obj.kind, name))
+
+    if obj.kind == "Deployment":
+        rs = f"{name}-{POD_TEMPLATE_HASH}"
+        return [KubeObject("ReplicaSet", rs, ns, origin), pod(f"{rs}-{GENERATED_SUFFIX}")]
+    if obj.kind == "StatefulSet":
+        replicas = spec.get("replicas", 1)
+        count = replicas if isinstance(replicas, int) and 0 < replicas <= 16 else 1
+        return [pod(f"{name}-{i}") for i in range(count)]
+    if obj.kind == "CronJob":
+        job = f"{name}-{CRONJOB_SCHEDULED}"
+        return [KubeObject("Job", job, ns, origin), pod(f"{job}-{GENERATED_SUFFIX}")]
+    return [pod(f"{name}-{GENERATED_SUFFIX}")]
+
+
+def _flags(raw: Any, app_file: Path, problems: list[str]) -> FlagsFact | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw.get("config_map") or not raw.get("key"):
+        problems.append(f"{app_file}: flags: needs config_map and key")
+        return None
+    definitions: dict[str, tuple[str, ...]] = {}
+    for name, definition in (raw.get("definitions") or {}).items():
+        aliases = definition.get("aliases") if isinstance(definition, Mapping) else None
+        definitions[str(name)] = tuple(str(a) for a in aliases or [])
+    return FlagsFact(config_map=str(raw["config_map"]), key=str(raw["key"]), definitions=definitions)
+
+
+def _rules(rules_file: Path, problems: list[str]) -> tuple[AlertRuleFact, ...]:
+    """Alerting rules of a Prometheus rules file (``groups[].rules[]`` with ``alert``)."""
+    if not rules_file.exists():
+        return ()
+    try:
+        doc = yaml.safe_load(rules_file.read_text(encoding="utf-8")) or {}
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        problems.append(f"{rules_file}: cannot read: {exc}")
+        return ()
+    out: list[AlertRuleFact] = []
+    for gi, group in enumerate(doc.get("groups") or [] if isinstance(doc, Mapping) else []):
+        if not isinstance(group, Mapping):
+            continue
+        for ri, rule in enumerate(group.get("rules") or []):
+            if isinstance(rule, Mapping) and rule.get("alert"):
+                labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
+                out.append(AlertRuleFact(str(rule["alert"]), str(group.get("name", gi)), str(rule.get("expr", "")), labels,
+                                         f"groups[{gi}].rules[{ri}]"))
+    return tuple(out)
