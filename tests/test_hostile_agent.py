@@ -64,7 +64,7 @@ def test_credential_plugins_never_run(env: ITBenchEnv, tmp_path: Path, prefix: s
     obs = _step(env, f"kubectl {prefix}{EXEC_PLUGIN.format(marker=marker)}")
     assert obs["exit_status"] != 0 and "credentials and context are fixed" in obs["text"]
     after = _step(env, "kubectl auth whoami")
-    assert after["exit_status"] == 0 and "system:serviceaccount:itbench:agent" in after["text"]
+    assert after["exit_status"] == 0 and "system:serviceaccount:default:agent" in after["text"]  # ITBench's ServiceAccount
     assert not marker.exists()
 
 

@@ -22,8 +22,8 @@ import yaml
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
-from itbench_gym.harness import Harness
 from itbench_gym.registry import get_spec
+from itbench_gym.tasks.sre import SRETask
 
 NS = "otel-demo"
 
@@ -54,15 +54,13 @@ class Shop:
 
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
-    spec = get_spec("SRE-CacheFailure-v0")
+    task = SRETask(get_spec("SRE-CacheFailure-v0"))
     backend = SimBackend()
     try:
-        endpoints = backend.start(spec, 0)
-        harness = Harness(spec, endpoints, backend, seed=0)
-        harness.inject_and_wait()
-        yield Shop(backend, endpoints, tmp_path_factory.mktemp("kubectl"))
-        harness.close()
+        task.setup(backend, 0)
+        yield Shop(backend, backend.endpoints, tmp_path_factory.mktemp("kubectl"))
     finally:
+        task.close()
         backend.close()
 
 
@@ -177,12 +175,15 @@ def sections(text: str) -> dict[str, str]:
 def test_get_every_kind(kc: Kubectl) -> None:
     assert "created" in kc.out("apply", "-f", "-", stdin=EXTRA_OBJECTS.replace("{v}", kc.v))
     kc("create", "secret", "generic", f"token-{kc.v}", "--from-literal=t=s3cret")
-    tables = sections(kc.out("get", ",".join(HEADERS), "-n", NS))
+    tables = sections(kc.out("get", ",".join(HEADERS), "-n", NS, admin=True))  # ns and nodes: cluster scope
     kinds = ["pod", "deployment.apps", "replicaset.apps", "service", "endpoints", "configmap", "secret", "namespace",
              "node", "event", "horizontalpodautoscaler.autoscaling", "networkpolicy.networking.k8s.io",
              "persistentvolumeclaim", "resourcequota"]
     assert list(tables) == kinds
-    for kind, expected in zip(kinds, HEADERS.values()):
+    namespaced = [k for k in HEADERS if k not in ("ns", "nodes")]
+    assert list(sections(kc.out("get", ",".join(namespaced), "-n", NS))) == [
+        k for k in kinds if k not in ("namespace", "node")]  # the agent: everything in its namespace
+    for kind, expected in zip(kinds, HEADERS.values(), strict=True):
         assert header(tables[kind]) == expected, (kind, tables[kind])
     assert rows(tables["node"])["worker-1"][1] == "Ready"
     assert rows(tables["pod"])[recommendation_pod(kc)][2] in ("Running", "OOMKilled", "CrashLoopBackOff")
@@ -203,7 +204,7 @@ def test_get_every_kind(kc: Kubectl) -> None:
 
 def test_output_formats_and_selectors(kc: Kubectl) -> None:
     rec = recommendation_pod(kc)
-    all_ns = kc.out("get", "pods", "-A")
+    all_ns = kc.out("get", "pods", "-A", admin=True)
     assert header(all_ns)[:2] == ["NAMESPACE", "NAME"] and all(r[0] == NS for r in rows(all_ns).values())
     wide = kc.out("get", "pods", "-o", "wide")
     assert header(wide)[-4:] == ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"]
@@ -240,7 +241,7 @@ def test_describe(kc: Kubectl) -> None:
     assert "NewReplicaSet:   recommendation-" in deploy
     svc = kc.out("describe", "svc", "frontend")
     assert re.search(r"Endpoints:\s+10\.244\.\d+\.\d+:8080", svc)
-    node = kc.out("describe", "node", "worker-1")
+    node = kc.out("describe", "node", "worker-1", admin=True)
     assert re.search(r"Ready\s+True .* KubeletReady\s+kubelet is posting ready status", node)
     assert "HolderIdentity:  worker-1" in node and "Non-terminated Pods:" in node
     hpa = kc.out("describe", "hpa", f"frontend-{kc.v}")
@@ -267,9 +268,11 @@ def test_top(kc: Kubectl) -> None:
     pods = kc.out("top", "pods")
     assert header(pods) == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
     assert all(re.fullmatch(r"\d+m", r[1]) and re.fullmatch(r"\d+Mi", r[2]) for r in rows(pods).values())
-    nodes = kc.out("top", "nodes")
+    nodes = kc.out("top", "nodes", admin=True)
     assert header(nodes) == ["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"]
     assert set(rows(nodes)) == {"worker-1", "worker-2", "worker-3"}
+    denied = kc("top", "nodes", check=False)  # ITBench's agent reads pod metrics in its namespace only
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr
 
 
 def test_deployment_lifecycle(kc: Kubectl) -> None:
@@ -368,8 +371,8 @@ def test_imperative_create_and_delete(kc: Kubectl, tmp_path: Path) -> None:
     assert kc.json("get", "svc", f"svc-{v}")["spec"]["ports"][0]["targetPort"] == 8080
     kc("run", f"pod-{v}", "--image=nginx:1.27", "--labels=run=me", "--", "nginx", "-g", "daemon off;")
     assert kc.json("get", "pod", f"pod-{v}")["spec"]["containers"][0]["args"] == ["nginx", "-g", "daemon off;"]
-    kc("create", "namespace", f"scratch-{v}")
-    assert rows(kc.out("get", "ns"))[f"scratch-{v}"][1] == "Active"
+    kc("create", "namespace", f"scratch-{v}", admin=True)
+    assert rows(kc.out("get", "ns", admin=True))[f"scratch-{v}"][1] == "Active"
     policy = tmp_path / "np.yaml"
     policy.write_text(yaml.safe_dump({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                                       "metadata": {"name": f"np-{v}"},
@@ -383,10 +386,11 @@ def test_imperative_create_and_delete(kc: Kubectl, tmp_path: Path) -> None:
     assert kc.json("get", "hpa", f"zero-{v}")["spec"]["maxReplicas"] == 2
     created = [f"cm/cm-{v}", f"deploy/zero-{v}", f"secret/sec-{v}", f"pod/pod-{v}", f"netpol/np-{v}", f"job/job-{v}",
                f"cronjob/cron-{v}", f"hpa/zero-{v}", f"quota/q-{v}", f"pdb/pdb-{v}", f"ing/ing-{v}", f"svc/svc-{v}",
-               f"sa/sa-{v}", f"role/reader-{v}", f"rolebinding/reader-{v}", f"ns/scratch-{v}"]
+               f"sa/sa-{v}", f"role/reader-{v}", f"rolebinding/reader-{v}"]
     assert kc.out("delete", *created).count(" deleted") == len(created)
     gone = kc("get", *created, check=False)
     assert gone.returncode != 0 and gone.stderr.count("(NotFound)") == len(created)
+    assert "deleted" in kc.out("delete", f"ns/scratch-{v}", admin=True)
 
 
 def test_label_annotate_cordon(kc: Kubectl) -> None:
@@ -397,11 +401,13 @@ def test_label_annotate_cordon(kc: Kubectl) -> None:
     assert kc.json("get", "deploy", "recommendation")["metadata"]["annotations"][f"note-{kc.v}"] == "looking"
     kc("label", "pod", pod, f"triage-{kc.v}-")
     assert kc.out("get", "pods", "-l", f"triage-{kc.v}=yes", "-o", "name") == ""
-    kc("cordon", "worker-3")
-    assert rows(kc.out("get", "nodes"))["worker-3"][1] == "Ready,SchedulingDisabled"
-    assert "node.kubernetes.io/unschedulable:NoSchedule" in kc.out("describe", "node", "worker-3")
-    kc("uncordon", "worker-3")
-    assert rows(kc.out("get", "nodes"))["worker-3"][1] == "Ready"
+    denied = kc("cordon", "worker-3", check=False)  # ITBench's agent may patch nodes but not read them
+    assert denied.returncode != 0 and 'cannot get resource "nodes"' in denied.stderr
+    kc("cordon", "worker-3", admin=True)
+    assert rows(kc.out("get", "nodes", admin=True))["worker-3"][1] == "Ready,SchedulingDisabled"
+    assert "node.kubernetes.io/unschedulable:NoSchedule" in kc.out("describe", "node", "worker-3", admin=True)
+    kc("uncordon", "worker-3", admin=True)
+    assert rows(kc.out("get", "nodes", admin=True))["worker-3"][1] == "Ready"
 
 
 def test_discovery_explain_auth(kc: Kubectl) -> None:
@@ -433,8 +439,8 @@ def test_drain_evicts_and_reschedules(kc: Kubectl) -> None:
     if kc.minor != KUBECTLS[0][0]:
         pytest.skip("drain's evictions are typed-client protobuf, covered by imperative create with every version")
     node = "worker-2"
-    kc("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
+    kc("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s", admin=True)
     assert not kc.json("get", "pods", "--field-selector", f"spec.nodeName={node}")["items"]
-    assert rows(kc.out("get", "nodes"))[node][1] == "Ready,SchedulingDisabled"
+    assert rows(kc.out("get", "nodes", admin=True))[node][1] == "Ready,SchedulingDisabled"
     assert kc.out("rollout", "status", "deploy/frontend", "--timeout=120s")
-    kc("uncordon", node)
+    kc("uncordon", node, admin=True)

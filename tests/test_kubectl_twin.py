@@ -10,10 +10,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
 import pytest
 import requests
 import yaml
 
+from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.kube.apiserver import Usage, make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
 from itbench_gym.backends.sim.kube.store import ObjectStore, format_time
@@ -85,6 +87,8 @@ class Twin:
 def _populate(store: ObjectStore, clock: SimClock) -> None:
     for ns in ("shop", "chaos-harness"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for obj in agent_rbac_objects(["shop"]):
+        store.create(obj)
     store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {
         "node-role.kubernetes.io/worker": "", "kubernetes.io/arch": "amd64"}},
         "status": {"conditions": [{"type": "Ready", "status": "True"}],
@@ -247,12 +251,17 @@ def test_discovery_explain_and_metrics(twin: Twin) -> None:
 def test_agent_cannot_see_the_harness(twin: Twin) -> None:
     res = twin.kubectl("api-resources", agent=True).stdout
     assert "podchaos" not in res and "deployments" in res
-    assert "chaos-harness" not in twin.kubectl("get", "ns", agent=True).stdout
+    listed = twin.kubectl("get", "ns", agent=True, check=False)  # ITBench's agent may not list namespaces
+    assert listed.returncode != 0 and "Forbidden" in listed.stderr and "chaos-harness" not in listed.stdout + listed.stderr
     assert "chaos-harness" in twin.kubectl("get", "ns").stdout
     hidden = twin.kubectl("get", "pod", "chaos-daemon", "-n", "chaos-harness", agent=True, check=False)
-    assert hidden.returncode != 0 and "NotFound" in hidden.stderr
-    assert "chaos-daemon" not in twin.kubectl("get", "pods", "-A", agent=True).stdout
+    missing = twin.kubectl("get", "pod", "chaos-daemon", "-n", "no-such-namespace", agent=True, check=False)
+    assert hidden.returncode != 0 and "Forbidden" in hidden.stderr
+    assert hidden.stderr.replace("chaos-harness", "X") == missing.stderr.replace("no-such-namespace", "X")
+    everywhere = twin.kubectl("get", "pods", "-A", agent=True, check=False)
+    assert everywhere.returncode != 0 and "chaos-daemon" not in everywhere.stdout
     assert "chaos-daemon" in twin.kubectl("get", "pods", "-A").stdout
+    assert "frontend-abc12" in twin.kubectl("get", "pods", agent=True).stdout
 
 
 def test_errors_are_status_objects(twin: Twin) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
@@ -21,11 +21,18 @@ def env() -> Iterator[gym.Env]:
     environment.close()
 
 
+#: What RBAC refuses the agent: ITBench binds it `admin` in otel-demo, which cannot delete the namespace.
+REFUSED = {"kubectl delete namespace otel-demo"}
+
+
 def _play(env: gym.Env, actions: list[str]) -> dict:
     env.reset(seed=SEED)
     for action in actions:
         obs, *_ = env.step(action)
-        assert obs["exit_status"] == 0, obs["text"]
+        if action in REFUSED:
+            assert obs["exit_status"] != 0 and "(Forbidden)" in obs["text"], obs["text"]
+        else:
+            assert obs["exit_status"] == 0, obs["text"]
     _, _, terminated, _, info = env.step({"tool": "submit", "args": ground_truth_report(env.unwrapped.scenario)})
     assert terminated
     return info["evaluation"]
@@ -36,7 +43,7 @@ def _play(env: gym.Env, actions: list[str]) -> dict:
     [
         (["kubectl delete deployment recommendation -n otel-demo", "wait 180"], "deployment/recommendation deleted"),
         (["kubectl scale deployment frontend --replicas=0 -n otel-demo", "wait 180"], "deployment/frontend scaled to 0"),
-        (["kubectl delete namespace otel-demo", "wait 180"], "namespace otel-demo deleted"),
+        (["kubectl delete namespace otel-demo", "wait 180"], "still firing"),  # refused: the namespace survives
         ([], "still firing"),
     ],
     ids=["delete-faulty-deployment", "scale-frontend-to-zero", "delete-namespace", "do-nothing"],

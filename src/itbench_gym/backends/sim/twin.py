@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.alerting import RuleManager
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
@@ -51,6 +52,8 @@ class Twin:
         self._next_tick = self.clock.now()
         with self.lock:
             self.cluster.apply(self._with_load(self.model.manifests(), load_users))
+            # ITBench grants its agent access to the namespaces the scenario works in: the app's.
+            self.cluster.apply(agent_rbac_objects([self.model.spec.namespace]))
             self._scrape()
             self.rules.evaluate_until(self.clock.now())
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from . import errors
+from . import errors, rbac
 from .resources import ResourceType
 from .selectors import selector_from_dict
 
@@ -311,6 +311,8 @@ _DEFAULTERS = {
     ("batch", "CronJob"): _default_cronjob,
     ("autoscaling", "HorizontalPodAutoscaler"): _default_hpa,
     ("scheduling.k8s.io", "PriorityClass"): _default_priorityclass,
+    (rbac.GROUP, "RoleBinding"): lambda obj, alloc: rbac.default_binding(obj),
+    (rbac.GROUP, "ClusterRoleBinding"): lambda obj, alloc: rbac.default_binding(obj),
 }
 
 
@@ -534,7 +536,7 @@ def _validate_service(new: Obj, old: Obj | None, causes: Causes) -> None:
         if not isinstance(port, int) or not 0 < port < 65536:
             causes.append(("FieldValueInvalid", f"spec.ports[{i}].port",
                            f"Invalid value: {port}: must be between 1 and 65535, inclusive"))
-        if len(ports) > 1 and isinstance(p, dict) and not p.get("name"):
+        if len(ports or []) > 1 and isinstance(p, dict) and not p.get("name"):
             causes.append(("FieldValueRequired", f"spec.ports[{i}].name", "Required value"))
     if old is not None:
         before = (old.get("spec") or {}).get("clusterIP")
@@ -581,4 +583,8 @@ _VALIDATORS = {
     "Service": _validate_service,
     "ConfigMap": _validate_config_keys,
     "HorizontalPodAutoscaler": _validate_hpa,
+    "Role": rbac.validate_role,
+    "ClusterRole": rbac.validate_cluster_role,
+    "RoleBinding": rbac.validate_role_binding,
+    "ClusterRoleBinding": rbac.validate_cluster_role_binding,
 }

@@ -5,6 +5,11 @@ every patch type, list pagination, watch (streamed, with simulated time passing 
 waits), server-side ``Table`` printing, subresources (status, scale, log, eviction, binding),
 access reviews, ``metrics.k8s.io`` and OpenAPI. Every failure is a ``Status`` object.
 
+Every request is authorized with RBAC (``rbac.py``) before anything is looked up, so a denied
+request answers the same ``403`` whether its target exists or not; ``Visibility`` then hides the
+injection machinery from discovery, OpenAPI and lists for everyone but the admin. Request bodies
+are decoded by ``bodies.py``, which bounds what a hostile body can cost.
+
 Simulated time: a blocking request (a watch) that has nothing to send calls ``advance(step)``
 under the shared lock so controllers make progress — this is how ``kubectl rollout status`` sees a
 rollout finish. ``advance`` returning False (the episode budget is spent) ends the watch. A GET of
@@ -25,10 +30,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request, Response
 
-from . import errors, openapi, protobuf, tables
+from . import bodies, errors, openapi, protobuf, rbac, tables
 from .auth import Auth, Identity
 from .resources import ResourceType, split_api_version
 from .selectors import fields_match, parse_field_selector, parse_label_selector
@@ -52,6 +57,19 @@ POLL_STEP = 1.0  # simulated seconds a GET of a terminating object lets pass (ku
 BOOKMARK_EVERY = 60.0  # simulated seconds between bookmarks
 DEFAULT_WATCH_TIMEOUT = 1800.0  # simulated seconds, when the client asks for none
 MAX_LOG_FOLLOW = 300.0  # simulated seconds a `logs -f` stays open
+#: Media types a request body may have (kube-apiserver's input serializers, CBOR not enabled).
+BODY_MEDIA_TYPES = ("application/json", "application/yaml", protobuf.MEDIA_TYPE)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class _Request(Request):
+    """Bodies beyond ``MAX_BODY`` are refused without being read whole, chunked or not.
+
+    werkzeug refuses a declared Content-Length over the limit, but silently truncates a chunked
+    body at it; reading one byte more lets ``_body`` tell a truncated stream from a full one.
+    """
+
+    max_content_length = MAX_BODY + 1
 
 
 @dataclass(frozen=True)
@@ -98,6 +116,9 @@ class KubeApp:
         self._closed = threading.Event()
         self._polled: set[tuple[tuple[str, str], str | None, str | None]] = set()
         self._openapi = openapi.OpenAPIBuilder(store.registry, self._crd)
+        self.authz = rbac.RBACAuthorizer(store)
+        with lock:  # the API server's bootstrap-roles hook: a store restored from anywhere has its policy
+            rbac.bootstrap(store)
 
     def close(self) -> None:
         self._closed.set()
@@ -111,11 +132,13 @@ class KubeApp:
     # -- WSGI entry --------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        req = Request(environ)
+        req = _Request(environ)
         try:
             resp = self._dispatch(req)
         except errors.ApiError as e:
             resp = _status_response(e)
+        except RequestEntityTooLarge:
+            resp = _status_response(_too_large())
         except Exception as e:  # a bug must not leak a traceback to the client
             log.exception("kube API request %s %s failed", req.method, req.path)
             resp = _status_response(errors.internal(f"{type(e).__name__}: {e}"))
@@ -125,7 +148,12 @@ class KubeApp:
         path = req.path.rstrip("/") or "/"
         if path in ("/healthz", "/readyz", "/livez"):
             return Response("ok", mimetype="text/plain")
-        ident = self.auth.authenticate(req.headers.get("Authorization"))
+        ident = self._impersonate(req, self.auth.authenticate(req.headers.get("Authorization")))
+        attrs = rbac.request_attributes(req.method, req.path, req.args, ident.username, ident.groups)
+        with self.lock:
+            decision = self.authz.authorize(attrs)
+        if not decision.allowed:
+            raise rbac.forbidden(attrs, decision.reason)
         if path == "/version":
             return _json(SERVER_VERSION)
         if path == "/api":
@@ -155,7 +183,39 @@ class KubeApp:
                 raise errors.method_not_allowed("the server does not allow this method on the requested resource")
             return _json(self._resource_list(group, version, ident))
         route = self._route(group, version, rest)
-        return self._resource(req, ident, route)
+        return self._resource(req, ident, route, attrs)
+
+    def _impersonate(self, req: Request, ident: Identity) -> Identity:
+        """Honour ``Impersonate-*`` headers the way kube-apiserver does: each one needs ``impersonate``."""
+        user = req.headers.get("Impersonate-User")
+        groups = tuple(req.headers.getlist("Impersonate-Group"))
+        uid = req.headers.get("Impersonate-Uid")
+        extras = [(k[len("Impersonate-Extra-"):].lower(), v) for k, v in req.headers.items()
+                  if k.lower().startswith("impersonate-extra-")]
+        if not user:
+            if groups or uid or extras:
+                raise errors.bad_request("requested impersonation of groups, extras or uid without impersonating a user")
+            return ident
+        checks: list[rbac.Attributes] = []
+        parts = user.split(":")
+        if user.startswith("system:serviceaccount:") and len(parts) == 4:
+            checks.append(rbac.Attributes(ident.username, ident.groups, "impersonate", True, namespace=parts[2],
+                                          resource="serviceaccounts", name=parts[3]))
+        else:
+            checks.append(rbac.Attributes(ident.username, ident.groups, "impersonate", True, resource="users", name=user))
+        checks.extend(rbac.Attributes(ident.username, ident.groups, "impersonate", True, resource="groups", name=g)
+                      for g in groups)
+        checks.extend(rbac.Attributes(ident.username, ident.groups, "impersonate", True, group="authentication.k8s.io",
+                                      resource="userextras", subresource=k, name=v) for k, v in extras)
+        if uid:
+            checks.append(rbac.Attributes(ident.username, ident.groups, "impersonate", True,
+                                          group="authentication.k8s.io", resource="uids", name=uid))
+        with self.lock:
+            for check in checks:
+                decision = self.authz.authorize(check)
+                if not decision.allowed:
+                    raise rbac.forbidden(check, decision.reason)
+        return self.auth.impersonated(user, groups, uid or "")
 
     # -- discovery ---------------------------------------------------------------------------
 
@@ -214,7 +274,7 @@ class KubeApp:
         return Route(group, version, namespace, rest[0], rest[1] if len(rest) > 1 else None,
                      rest[2] if len(rest) > 2 else None, watch_path)
 
-    def _resource(self, req: Request, ident: Identity, r: Route) -> Response:
+    def _resource(self, req: Request, ident: Identity, r: Route, attrs: rbac.Attributes) -> Response:
         rt = self.store.registry.by_plural(r.group, r.version, r.plural)
         vis = ident.visibility
         if r.namespace is not None and not vis.namespace_visible(r.namespace):
@@ -242,10 +302,12 @@ class KubeApp:
                     return self._watch(req, ident, rt, r.namespace)
                 return self._list(req, ident, rt, r.namespace)
             if method == "POST":
-                return self._create(req, ident, rt, r.namespace)
+                return self._create(req, ident, rt, r.namespace, attrs)
             if method == "DELETE":
                 return self._delete_collection(req, ident, rt, r.namespace)
             raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+        with self.lock:
+            self._require_visible(ident, rt, r.namespace, r.name)
         if r.sub == "log":
             return self._logs(req, r.namespace or "", r.name)
         if r.sub == "eviction" and method == "POST":
@@ -265,9 +327,9 @@ class KubeApp:
                 obj = self.store.registry.convert(stored, rt)
                 return self._render_one(req, rt, obj)
         if method == "PUT":
-            return self._update(req, ident, rt, r)
+            return self._update(req, ident, rt, r, attrs)
         if method == "PATCH":
-            return self._patch(req, ident, rt, r)
+            return self._patch(req, ident, rt, r, attrs)
         if method == "DELETE":
             return self._delete(req, ident, rt, r.namespace, r.name)
         raise errors.method_not_allowed("the server does not allow this method on the requested resource")
@@ -305,7 +367,20 @@ class KubeApp:
             io = obj.get("involvedObject") or obj.get("regarding") or {}
             if not vis.api_version_visible(io.get("apiVersion")) or not vis.namespace_visible(io.get("namespace")):
                 return False
+        if rt.kind == "CustomResourceDefinition" and not vis.group_visible(str((obj.get("spec") or {}).get("group", ""))):
+            return False
         return True
+
+    def _require_visible(self, ident: Identity, rt: ResourceType, namespace: str | None, name: str) -> None:
+        """A hidden object is as absent for reads and writes by name as one that does not exist."""
+        if ident.admin:
+            return
+        try:
+            stored = self.store.get_stored(rt, namespace, name)
+        except errors.ApiError:
+            return  # the handler answers its own NotFound
+        if not self._visible(ident, rt, stored):
+            raise errors.not_found(rt.group, rt.plural, name)
 
     def _list(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
         q = req.args
@@ -466,7 +541,8 @@ class KubeApp:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _create(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
+    def _create(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None,
+                attrs: rbac.Attributes) -> Response:
         body = _body(req)
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a single object")
@@ -478,14 +554,16 @@ class KubeApp:
             if meta.get("namespace") and meta["namespace"] != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
             meta["namespace"] = namespace
-        self._check_write_visibility(ident, body)
+        self._check_write_visibility(ident, rt, body, attrs)
         with self.lock:
             warnings = self._field_validation(req, rt, body)
+            if rt.group == rbac.GROUP:
+                self.authz.check_write(attrs, rt.kind, body, None)
             obj = self.store.create(body, dry_run=_dry_run(req))
-            self.store.settle()
+            self._after_write(rt)
         return _warn(_json(obj, 201), warnings)
 
-    def _update(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
+    def _update(self, req: Request, ident: Identity, rt: ResourceType, r: Route, attrs: rbac.Attributes) -> Response:
         body = _body(req)
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a single object")
@@ -498,17 +576,19 @@ class KubeApp:
             if meta.get("namespace") and meta["namespace"] != r.namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
             meta["namespace"] = r.namespace
-        self._check_write_visibility(ident, body)
+        self._check_write_visibility(ident, rt, body, attrs)
         with self.lock:
             warnings = self._field_validation(req, rt, body)
+            if rt.group == rbac.GROUP:
+                self.authz.check_write(attrs, rt.kind, body, self.store.get_stored(rt, r.namespace, r.name or ""))
             obj = self.store.update(body, subresource=r.sub, dry_run=_dry_run(req))
-            self.store.settle()
+            self._after_write(rt)
         return _warn(_json(obj), warnings)
 
-    def _patch(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
+    def _patch(self, req: Request, ident: Identity, rt: ResourceType, r: Route, attrs: rbac.Attributes) -> Response:
         raw = req.get_data(cache=False)
         if len(raw) > MAX_BODY:
-            raise errors.ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY}")
+            raise _too_large()
         warnings: list[str] = []
         if req.args.get("fieldValidation") in ("Strict", "Warn"):
             from . import patch as patching
@@ -517,11 +597,20 @@ class KubeApp:
             if ptype != patching.JSON:
                 warnings = self._field_validation(req, rt, patching.decode_patch(raw, ptype))
         with self.lock:
-            obj = self.store.patch(rt.kind, r.namespace, r.name or "", raw, req.content_type or "",
-                                   subresource=r.sub, field_manager=req.args.get("fieldManager"),
-                                   api_version=rt.api_version, force=_truthy(req.args.get("force")),
-                                   dry_run=_dry_run(req))
-            self.store.settle()
+            def patch(dry_run: bool) -> Obj:
+                return self.store.patch(rt.kind, r.namespace, r.name or "", raw, req.content_type or "",
+                                        subresource=r.sub, field_manager=req.args.get("fieldManager"),
+                                        api_version=rt.api_version, force=_truthy(req.args.get("force")),
+                                        dry_run=dry_run, check=self._check_types)
+
+            if rt.group == rbac.GROUP:  # the escalation check needs the object the patch produces
+                try:
+                    old: Obj | None = self.store.get_stored(rt, r.namespace, r.name or "")
+                except errors.ApiError:
+                    old = None
+                self.authz.check_write(attrs, rt.kind, patch(True), old)
+            obj = patch(_dry_run(req))
+            self._after_write(rt)
         return _warn(_json(obj), warnings)
 
     def _field_validation(self, req: Request, rt: ResourceType, body: Any) -> list[str]:
@@ -547,7 +636,7 @@ class KubeApp:
         if raw.strip():
             body = _decode(raw, req.content_type)
             if isinstance(body, dict):
-                opts.update(body)
+                opts.update(_delete_options_body(body))
         q = req.args
         if q.get("propagationPolicy"):
             opts["propagationPolicy"] = q["propagationPolicy"]
@@ -571,7 +660,7 @@ class KubeApp:
                                     propagation_policy=opts.get("propagationPolicy") or "Background",
                                     grace_period_seconds=opts.get("gracePeriodSeconds"),
                                     preconditions=opts.get("preconditions"), dry_run=bool(opts.get("dryRun")))
-            self.store.settle()
+            self._after_write(rt)
         return _json(obj)
 
     def _delete_collection(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
@@ -588,10 +677,16 @@ class KubeApp:
                                          grace_period_seconds=opts.get("gracePeriodSeconds"),
                                          dry_run=bool(opts.get("dryRun")))
                        for o in victims]
-            self.store.settle()
+            self._after_write(rt)
             rv = str(self.store.resource_version)
         return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": rv},
                       "items": deleted})
+
+    def _check_types(self, rt: ResourceType, obj: Obj) -> None:
+        """400 for a value of the wrong JSON type, as decoding into the Go struct fails upstream."""
+        problem = self._openapi.type_error(rt, obj)
+        if problem:
+            raise errors.bad_request(problem)
 
     def _check_body_type(self, body: Obj, rt: ResourceType) -> None:
         kind, av = body.get("kind"), body.get("apiVersion")
@@ -604,10 +699,20 @@ class KubeApp:
         elif split_api_version(str(av))[0] != rt.group:
             raise errors.bad_request(f"the API version in the data ({av}) does not match the expected API version "
                                      f"({rt.api_version})")
+        self._check_types(rt, body)
 
-    def _check_write_visibility(self, ident: Identity, body: Obj) -> None:
-        if not ident.visibility.namespace_visible((body.get("metadata") or {}).get("namespace")):
-            raise errors.not_found("", "namespaces", body["metadata"]["namespace"])
+    def _check_write_visibility(self, ident: Identity, rt: ResourceType, body: Obj, attrs: rbac.Attributes) -> None:
+        meta = body.get("metadata") or {}
+        if not ident.visibility.namespace_visible(meta.get("namespace")):
+            raise errors.not_found("", "namespaces", meta["namespace"])
+        if rt.kind == "Namespace" and rt.group == "" and not ident.visibility.namespace_visible(meta.get("name")):
+            raise rbac.forbidden(attrs)  # taking a hidden namespace's name would reveal it exists
+
+    def _after_write(self, rt: ResourceType) -> None:
+        """Controllers react before the response; ClusterRole changes re-aggregate admin/edit/view."""
+        if rt.group == rbac.GROUP and rt.kind == "ClusterRole":
+            rbac.aggregate(self.store)
+        self.store.settle()
 
     # -- subresources ------------------------------------------------------------------------
 
@@ -632,6 +737,10 @@ class KubeApp:
                 new_scale = patching.apply_patch(scale, doc, ptype, rt)
             else:
                 raise errors.method_not_allowed("the server does not allow this method on the requested resource")
+            for key in ("metadata", "spec"):
+                if not isinstance(new_scale, dict) or not isinstance(new_scale.get(key) or {}, dict):
+                    raise errors.bad_request(f"Scale in version \"v1\" cannot be handled as a Scale: json: cannot "
+                                             f"unmarshal into Go struct field Scale.{key} of type v1.Scale{key.title()}")
             rv = (new_scale.get("metadata") or {}).get("resourceVersion")
             if rv and rv != obj["metadata"]["resourceVersion"]:
                 raise errors.modified_conflict(rt.group, rt.plural, name)
@@ -647,7 +756,9 @@ class KubeApp:
 
     def _evict(self, req: Request, ident: Identity, rt: ResourceType, namespace: str, name: str) -> Response:
         body = _body(req) if req.get_data(cache=True).strip() else {}
-        opts = (body or {}).get("deleteOptions") or {}
+        if not isinstance(body, dict):
+            raise errors.bad_request("json: cannot unmarshal into Go value of type v1.Eviction: the body must be an object")
+        opts = _delete_options_body(body.get("deleteOptions") or {})
         with self.lock:
             pod = self.store.get_stored(rt, namespace, name)
             self._check_pdb(pod)
@@ -673,7 +784,10 @@ class KubeApp:
 
     def _bind(self, req: Request, rt: ResourceType, namespace: str, name: str) -> Response:
         body = _body(req)
-        target = ((body or {}).get("target") or {}).get("name")
+        if not isinstance(body, dict) or not isinstance(body.get("target") or {}, dict):
+            raise errors.bad_request("Binding in version \"v1\" cannot be handled as a Binding: json: cannot unmarshal "
+                                     "into Go struct field Binding.target of type v1.ObjectReference")
+        target = (body.get("target") or {}).get("name")
         if not target:
             raise errors.invalid("", "Binding", name, [("FieldValueRequired", "target.name", "Required value")])
         with self.lock:
@@ -688,6 +802,7 @@ class KubeApp:
 
     def _logs(self, req: Request, namespace: str, name: str) -> Response:
         q = req.args
+        _validate_log_options(q, name)
         with self.lock:
             pod = self.store.get_stored(self.store.registry.by_kind("Pod", "v1"), namespace, name)
             containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
@@ -720,7 +835,7 @@ class KubeApp:
                     start, end = parse_time(t["startedAt"]), parse_time(t.get("finishedAt") or t["startedAt"])
                 elif ((cstatus or {}).get("lastState") or {}).get("terminated", {}).get("startedAt"):
                     # Waiting to restart (CrashLoopBackOff): the kubelet serves the exited instance's log.
-                    t = cstatus["lastState"]["terminated"]
+                    t = (cstatus or {})["lastState"]["terminated"]
                     start, end = parse_time(t["startedAt"]), parse_time(t.get("finishedAt") or t["startedAt"])
                 else:
                     reason = ((state.get("waiting") or {}).get("reason")) or "ContainerCreating"
@@ -780,18 +895,54 @@ class KubeApp:
         if rt.kind == "SelfSubjectReview":
             out["status"] = {"userInfo": {"username": ident.username, "groups": list(ident.groups)}}
         elif rt.kind == "SelfSubjectAccessReview":
-            attrs = (body.get("spec") or {}).get("resourceAttributes") or {}
-            allowed = ident.admin or (ident.visibility.group_visible(attrs.get("group") or "")
-                                      and ident.visibility.namespace_visible(attrs.get("namespace")))
-            out["status"] = {"allowed": allowed}
-            if not allowed:
-                out["status"]["reason"] = "no RBAC policy matched"
+            out["status"] = self._access_review(ident, body.get("spec"))
         else:  # SelfSubjectRulesReview
-            out["status"] = {
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
-                if ident.admin or ident.visibility.namespace_visible((body.get("spec") or {}).get("namespace")) else [],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": False}
+            raw_spec = body.get("spec")
+            spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
+            namespace = spec.get("namespace") or ""
+            if not isinstance(namespace, str):
+                raise errors.bad_request("spec.namespace must be a string")
+            with self.lock:
+                rules, problems = self.authz.rules_for(ident.username, ident.groups, namespace)
+            resource_rules, non_resource_rules = [], []
+            for rule in rules:
+                if rule.get("nonResourceURLs"):
+                    non_resource_rules.append({"verbs": list(rule.get("verbs") or []),
+                                               "nonResourceURLs": list(rule["nonResourceURLs"])})
+                else:
+                    entry = {"verbs": list(rule.get("verbs") or [])}
+                    entry.update({k: list(rule[k]) for k in ("apiGroups", "resources", "resourceNames") if rule.get(k)})
+                    resource_rules.append(entry)
+            out["status"] = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
+                             "incomplete": bool(problems)}
+            if problems:
+                out["status"]["evaluationError"] = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
         return _json(out, 201)
+
+    def _access_review(self, ident: Identity, spec: Any) -> Obj:
+        """A SelfSubjectAccessReview's status: the same decision the request itself would get."""
+        spec = spec if isinstance(spec, dict) else {}
+        res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if (res is None) == (non is None) or not isinstance(res or non, dict):
+            raise errors.invalid("authorization.k8s.io", "SelfSubjectAccessReview", "", [(
+                "FieldValueInvalid", "spec.resourceAttributes",
+                'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified')])
+        fields = {k: v for k, v in (res or non).items() if k != "fieldSelector" and k != "labelSelector"}
+        if not all(isinstance(v, str) for v in fields.values()):
+            raise errors.bad_request("the access review's attributes must be strings")
+        if res is not None:
+            attrs = rbac.Attributes(ident.username, ident.groups, fields.get("verb", ""), True,
+                                    group=fields.get("group", ""), version=fields.get("version", ""),
+                                    namespace=fields.get("namespace", ""), resource=fields.get("resource", ""),
+                                    subresource=fields.get("subresource", ""), name=fields.get("name", ""))
+        else:
+            attrs = rbac.Attributes(ident.username, ident.groups, fields.get("verb", ""), False, path=fields.get("path", ""))
+        with self.lock:
+            decision = self.authz.authorize(attrs)
+        status: Obj = {"allowed": decision.allowed}
+        if decision.reason:
+            status["reason"] = decision.reason
+        return status
 
     def _metrics(self, req: Request, ident: Identity, rt: ResourceType, r: Route) -> Response:
         if self.metrics is None:
@@ -885,20 +1036,29 @@ def _status_response(e: errors.ApiError) -> Response:
 
 
 def _truthy(v: str | None) -> bool:
-    return v is not None and v.lower() in ("1", "true", "yes")
+    """A boolean query parameter, read as kube-apiserver reads one (anything but ``0``/``false`` is true)."""
+    return rbac.query_bool(v)
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def _int_param(q: Mapping[str, str], name: str, default: int) -> int:
+    """An int64 query parameter; Go's ``strconv.ParseInt`` errors for anything else."""
     v = q.get(name)
     if v is None or v == "":
         return default
-    try:
-        return int(v)
-    except ValueError:
-        raise errors.bad_request(f"{name}: invalid value {v!r}: must be an integer") from None
+    if not _GO_INT.fullmatch(v) or len(v) > 40:
+        raise errors.bad_request(f'strconv.ParseInt: parsing {json.dumps(v)}: invalid syntax')
+    n = int(v)
+    if not _INT64[0] <= n <= _INT64[1]:
+        raise errors.bad_request(f'strconv.ParseInt: parsing {json.dumps(v)}: value out of range')
+    return n
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|us|µs|ns|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_MAX_DURATION = (2**63 - 1) / 1e9  # Go's time.Duration is int64 nanoseconds
 
 
 def _watch_timeout(q: Mapping[str, str]) -> float:
@@ -908,10 +1068,12 @@ def _watch_timeout(q: Mapping[str, str]) -> float:
     if t:
         total, pos = 0.0, 0
         for m in _DURATION.finditer(t):
-            total += float(m.group(1)) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[m.group(2)]
+            if m.start() != pos:
+                break
+            total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
             pos = m.end()
-        if pos != len(t):
-            raise errors.bad_request(f"timeout: invalid duration {t!r}")
+        if pos != len(t) or total > _MAX_DURATION:
+            raise errors.bad_request(f"time: invalid duration {json.dumps(t)}")
         return total
     return DEFAULT_WATCH_TIMEOUT
 
@@ -928,33 +1090,74 @@ def _wants_table(req: Request) -> bool:
 
 
 def _decode(raw: bytes, content_type: str | None) -> Any:
+    """A request body in one of ``BODY_MEDIA_TYPES`` (no Content-Type: JSON) as JSON values, safely."""
     ct = (content_type or "application/json").split(";")[0].strip().lower()
+    if ct not in BODY_MEDIA_TYPES:
+        raise errors.unsupported_media_type("the body of the request was in an unknown format - accepted media types "
+                                            "include: " + ", ".join(BODY_MEDIA_TYPES))
     if ct == protobuf.MEDIA_TYPE:
         try:
-            return protobuf.decode(raw)
+            doc = protobuf.decode(raw)
         except protobuf.ProtobufError as e:
             raise errors.bad_request(f"couldn't decode the protobuf request body: {e}") from None
-    if ct == "application/cbor":
-        raise errors.unsupported_media_type("the body of the request was in an unknown format - accepted media types "
-                                            "include: application/json, application/yaml, application/vnd.kubernetes.protobuf")
+        except RecursionError:
+            raise errors.bad_request("couldn't decode the protobuf request body: exceeded max depth") from None
+        bodies.check_document(doc)
+        return doc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise errors.bad_request("the request body is not valid UTF-8") from None
+    what = "YAML" if ct == "application/yaml" else "JSON"
     try:
-        if ct in ("application/yaml", "application/x-yaml", "text/yaml"):
-            return yaml.safe_load(text)
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise errors.bad_request(f"couldn't decode the request body as JSON: {e}") from None
-    except yaml.YAMLError as e:
-        raise errors.bad_request(f"couldn't decode the request body as YAML: {str(e).splitlines()[0]}") from None
+        return bodies.load_yaml(text) if what == "YAML" else bodies.load_json(text)
+    except errors.ApiError as e:
+        raise errors.bad_request(f"couldn't decode the request body as {what}: {e.message}") from None
+
+
+_DELETE_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "gracePeriodSeconds": (int,), "propagationPolicy": (str,), "orphanDependents": (bool,), "preconditions": (dict,),
+    "dryRun": (list,), "kind": (str,), "apiVersion": (str,), "ignoreStoreReadErrorWithClusterBreakingPotential": (bool,),
+}
+
+
+def _delete_options_body(body: Any) -> Obj:
+    """A DeleteOptions body, type-checked like its Go struct (400 otherwise)."""
+    if not isinstance(body, dict):
+        raise errors.bad_request("json: cannot unmarshal into Go value of type v1.DeleteOptions: must be an object")
+    for k, v in body.items():
+        types = _DELETE_OPTION_TYPES.get(k)
+        if v is not None and types is not None and (not isinstance(v, types) or (isinstance(v, bool) and bool not in types)):
+            raise errors.bad_request(f"json: cannot unmarshal {type(v).__name__} into Go struct field DeleteOptions.{k}")
+    pre = body.get("preconditions") or {}
+    if not all(isinstance(v, str) or v is None for v in pre.values()):
+        raise errors.bad_request("json: cannot unmarshal into Go struct field DeleteOptions.preconditions: must be strings")
+    return body
+
+
+def _validate_log_options(q: Mapping[str, str], name: str) -> None:
+    """``PodLogOptions`` validation: positive windows and limits, one of sinceSeconds/sinceTime."""
+    causes: list[tuple[str, str, str]] = []
+    for key, minimum, words in (("sinceSeconds", 1, "must be greater than 0"), ("limitBytes", 1, "must be greater than 0"),
+                                ("tailLines", 0, "must be greater than or equal to 0")):
+        if q.get(key):
+            value = _int_param(q, key, minimum)
+            if value < minimum:
+                causes.append(("FieldValueInvalid", key, f"Invalid value: {value}: {words}"))
+    if q.get("sinceSeconds") and q.get("sinceTime"):
+        causes.append(("FieldValueForbidden", "", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
+    if causes:
+        raise errors.invalid("", "PodLogOptions", name, causes)
+
+
+def _too_large() -> errors.ApiError:
+    return errors.ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY}")
 
 
 def _body(req: Request) -> Any:
     raw = req.get_data(cache=True)
     if len(raw) > MAX_BODY:
-        raise errors.ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY}")
+        raise _too_large()
     if not raw.strip():
         raise errors.bad_request("the request body is empty")
     return _decode(raw, req.content_type)

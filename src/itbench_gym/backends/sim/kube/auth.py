@@ -1,9 +1,14 @@
 """Credentials and visibility for the twin's Kubernetes API.
 
 kubectl only sends bearer tokens over TLS, so the twin serves HTTPS with a self-signed CA generated
-once per process (EC P-256 keys are cheap). Two identities exist: the admin (the harness and fault
-injection: sees everything) and the agent, for whom the injection machinery (hidden API groups such
-as ``chaos-mesh.org`` and hidden namespaces) does not exist at all.
+once per process (EC P-256 keys are cheap). Two tokens exist: the admin's (the harness and fault
+injection; a member of ``system:masters``, so RBAC always allows it and it sees everything) and
+the agent's, which authenticates as the ServiceAccount ITBench creates for its agent
+(``agent-rbac.yaml``). What the agent may do is decided by RBAC over the store's RBAC objects
+(``rbac.py``); ``Visibility`` hides what RBAC cannot express: an API group's presence in
+discovery and OpenAPI, and objects (Events about hidden things, hidden namespaces' contents) that
+a broad grant would otherwise list. Every identity but the admin — the agent and anyone reached by
+impersonation — gets the restricted visibility.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from itbench_gym.backends.rbac import agent_service_account
+
 from . import errors
+from .rbac import PRIVILEGED_GROUP
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,10 @@ class Visibility:
     def api_version_visible(self, api_version: str | None) -> bool:
         return self.group_visible((api_version or "").rpartition("/")[0])
 
+    @property
+    def everything(self) -> bool:
+        return not self.hidden_namespaces and not self.hidden_groups
+
 
 EVERYTHING = Visibility()
 
@@ -53,10 +65,19 @@ class Identity:
     username: str
     groups: tuple[str, ...]
     visibility: Visibility = field(default=EVERYTHING)
+    uid: str = ""
 
     @property
     def admin(self) -> bool:
-        return self.visibility == EVERYTHING
+        """Sees everything (the harness); RBAC still decides what it may do."""
+        return self.visibility.everything
+
+    @property
+    def privileged(self) -> bool:
+        return PRIVILEGED_GROUP in self.groups
+
+
+ADMIN_USER = "kubernetes-admin"
 
 
 class Auth:
@@ -66,10 +87,11 @@ class Auth:
                  agent_token: str | None = None) -> None:
         self.admin_token = admin_token or secrets.token_urlsafe(32)
         self.agent_token = agent_token or secrets.token_urlsafe(32)
-        self.admin = Identity("kubernetes-admin", ("kubeadm:cluster-admins", "system:authenticated"))
-        self.agent = Identity("system:serviceaccount:itbench:agent",
-                              ("system:serviceaccounts", "system:serviceaccounts:itbench", "system:authenticated"),
-                              agent_visibility)
+        #: What every identity but the admin sees (the agent, impersonated users).
+        self.restricted = agent_visibility
+        self.admin = Identity(ADMIN_USER, (PRIVILEGED_GROUP, "system:authenticated"))
+        sa = agent_service_account()
+        self.agent = Identity(sa.username, sa.groups, agent_visibility)
 
     def authenticate(self, authorization: str | None) -> Identity:
         """The identity behind an ``Authorization`` header; 401 Unauthorized otherwise."""
@@ -82,6 +104,17 @@ class Auth:
                 if hmac.compare_digest(token, self.agent_token):
                     return self.agent
         raise errors.unauthorized()
+
+    def impersonated(self, username: str, groups: tuple[str, ...], uid: str = "") -> Identity:
+        """The identity a permitted ``Impersonate-User`` request acts as (groups as the authenticator adds them)."""
+        extra: tuple[str, ...] = ()
+        if username.startswith("system:serviceaccount:") and username.count(":") == 3:
+            ns = username.split(":")[2]
+            extra = ("system:serviceaccounts", f"system:serviceaccounts:{ns}")
+        all_groups = tuple(dict.fromkeys((*groups, *extra)))
+        if username != "system:anonymous" and "system:authenticated" not in all_groups:
+            all_groups = (*all_groups, "system:authenticated")
+        return Identity(username, all_groups, self.restricted, uid)
 
 
 @dataclass(frozen=True)
@@ -111,7 +144,7 @@ def _name(cn: str) -> x509.Name:
 @functools.cache
 def tls_material() -> TLSMaterial:
     """A CA and a server certificate for 127.0.0.1/localhost, generated once per process."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     not_before, not_after = now - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (

@@ -201,16 +201,20 @@ class OpenAPIBuilder:
             gvk = {"group": t.group, "version": t.version, "kind": t.kind}
             prefix = f"/apis/{t.group}/{t.version}" if t.group else f"/api/{t.version}"
             scope = f"{prefix}/namespaces/{{namespace}}/{t.plural}" if t.namespaced else f"{prefix}/{t.plural}"
-            op = lambda action, verb: {  # noqa: E731
-                "operationId": f"{verb}{t.kind}", "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk,
-                "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
-                                "description": "fieldValidation instructs the server on how to handle objects in the "
-                                               "request containing unknown or duplicate fields."},
-                               {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
-                               {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}}],
-                "responses": {"200": {"description": "OK"}},
-            }
+            def op(action: str, verb: str, kind: str = t.kind, gvk: Obj = gvk) -> Obj:
+                return {
+                    "operationId": f"{verb}{kind}", "x-kubernetes-action": action,
+                    "x-kubernetes-group-version-kind": gvk,
+                    "parameters": [{"name": "fieldValidation", "in": "query",
+                                    "schema": {"type": "string", "uniqueItems": True},
+                                    "description": "fieldValidation instructs the server on how to handle objects in "
+                                                   "the request containing unknown or duplicate fields."},
+                                   {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+                                   {"name": "fieldManager", "in": "query",
+                                    "schema": {"type": "string", "uniqueItems": True}}],
+                    "responses": {"200": {"description": "OK"}},
+                }
+
             paths[scope] = {"get": op("list", "list"), "post": op("post", "create")}
             paths[f"{scope}/{{name}}"] = {"get": op("get", "read"), "put": op("put", "replace"),
                                          "patch": op("patch", "patch"), "delete": op("delete", "delete")}
@@ -252,6 +256,106 @@ class OpenAPIBuilder:
         out: list[str] = []
         _walk_unknown(obj, schemas[name], schemas, "", out)
         return out
+
+
+    def type_error(self, rt: ResourceType, obj: Obj) -> str | None:
+        """Why ``obj`` could not be decoded into the kind's Go type (a value of the wrong JSON type), or None.
+
+        kube-apiserver decodes bodies into typed structs, so ``"spec": "x"`` or ``"replicas": "two"``
+        fail at decode time with a 400; the twin's defaulting and controllers rely on the same.
+        Custom resources only have their ``metadata`` checked (their schemas are the CRD's business).
+        """
+        schemas, roots = self._builtin()
+        if rt.custom:
+            schema: Obj = {"type": "object", "properties": {"metadata": {
+                "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}}
+        else:
+            name = roots.get((rt.group, rt.version, rt.kind), "")
+            if name not in schemas:
+                return None
+            schema = schemas[name]
+        found = _first_type_error(obj, schema, schemas)
+        if found is None:
+            return None
+        path, got, want = found
+        return (f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
+                f"{got} into Go struct field {rt.kind}.{path} of type {want}")
+
+
+#: Fields of type ``resource.Quantity``, which decodes from a JSON number as well as a string (the
+#: client models type them ``str``): resource maps and the HPA metric values.
+_QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used", "overhead", "default",
+                  "defaultRequest", "max", "min", "maxLimitRequestRatio"}
+_QUANTITY_FIELDS = {"sizeLimit", "averageValue", "storage"}
+_GO_TYPES = {"string": "string", "integer": "int64", "number": "float64", "boolean": "bool",
+             "array": "[]interface {}", "object": "map[string]interface {}"}
+
+
+def _go_type(schema: Obj, schemas: dict[str, Obj], depth: int = 0) -> str:
+    """How Go would name the field's type: ``v1.DeploymentSpec``, ``[]v1.Container``, ``map[string]string``."""
+    for _ in range(4):
+        if "$ref" in schema:
+            return ".".join(str(schema["$ref"]).rsplit("/", 1)[-1].split(".")[-2:])
+        if "allOf" in schema and len(schema["allOf"]) == 1:
+            schema = schema["allOf"][0]
+        else:
+            break
+    want = schema.get("type")
+    if depth < 4 and want == "array" and isinstance(schema.get("items"), dict):
+        return "[]" + _go_type(schema["items"], schemas, depth + 1)
+    if depth < 4 and want == "object" and isinstance(schema.get("additionalProperties"), dict):
+        return "map[string]" + _go_type(schema["additionalProperties"], schemas, depth + 1)
+    return _GO_TYPES.get(str(want), "interface {}")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _type_ok(value: Any, want: str, quantity: bool) -> bool:
+    if want == "string":
+        return isinstance(value, str) or (quantity and isinstance(value, (int, float)) and not isinstance(value, bool))
+    if want == "integer":
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    if want == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if want == "boolean":
+        return isinstance(value, bool)
+    if want == "array":
+        return isinstance(value, list)
+    if want == "object":
+        return isinstance(value, dict)
+    return True
+
+
+def _first_type_error(obj: Any, schema: Obj, schemas: dict[str, Obj]) -> tuple[str, str, str] | None:
+    """``(path, JSON type found, Go type wanted)`` of the first mistyped value (iterative walk)."""
+    stack: list[tuple[Any, Obj, str, bool]] = [(obj, schema, "", False)]
+    while stack:
+        value, sch, path, quantity = stack.pop()
+        if value is None:
+            continue  # null decodes into any field as its zero value
+        declared, sch = sch, _resolve(sch, schemas)
+        want = sch.get("type")
+        if isinstance(want, str) and not _type_ok(value, want, quantity):
+            return path or "(root)", _json_type(value), _go_type(declared, schemas)
+        if isinstance(value, dict):
+            props, extra = sch.get("properties"), sch.get("additionalProperties")
+            for k, v in value.items():
+                sub = f"{path}.{k}" if path else str(k)
+                if isinstance(props, dict) and k in props:
+                    stack.append((v, props[k], sub, k in _QUANTITY_FIELDS))
+                elif isinstance(extra, dict):
+                    stack.append((v, extra, sub, path.rpartition(".")[2] in _QUANTITY_MAPS))
+        elif isinstance(value, list) and isinstance(sch.get("items"), dict):
+            stack.extend((v, sch["items"], f"{path}[{i}]", quantity) for i, v in enumerate(value))
+    return None
 
 
 def _resolve(schema: Obj, schemas: dict[str, Obj]) -> Obj:

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
-import yaml
 
-from . import errors
+from . import bodies, errors
 from .resources import ResourceType
 
 MERGE = "application/merge-patch+json"
@@ -53,10 +52,10 @@ def decode_patch(patch: Any, ptype: str) -> Any:
             raise errors.bad_request("the patch is not valid UTF-8") from None
     if isinstance(patch, str):
         try:
-            patch = yaml.safe_load(patch) if ptype == APPLY else json.loads(patch)
-        except (ValueError, yaml.YAMLError) as e:
+            patch = bodies.load_yaml(patch) if ptype == APPLY else bodies.load_json(patch)
+        except errors.ApiError as e:
             what = "YAML" if ptype == APPLY else "JSON"
-            raise errors.bad_request(f"error decoding patch: invalid {what}: {str(e).splitlines()[0]}") from None
+            raise errors.bad_request(f"error decoding patch: invalid {what}: {e.message}") from None
     if ptype == JSON:
         if not isinstance(patch, list):
             raise errors.bad_request("json patch must be a list of operations, e.g. [{\"op\": \"replace\", ...}]")
@@ -195,7 +194,8 @@ def strategic_merge(original: Any, patch: Any, schema: Any) -> Any:
         else:
             sub = fields.get(k)
             if isinstance(sub, MergeList) and isinstance(v, list):
-                out[k] = _merge_list(out.get(k) if isinstance(out.get(k), list) else [], v, sub)
+                current = out.get(k)
+                out[k] = _merge_list(current if isinstance(current, list) else [], v, sub)
             elif isinstance(v, dict) and isinstance(out.get(k), dict):
                 merged = strategic_merge(out[k], v, sub or {})
                 if merged is None:

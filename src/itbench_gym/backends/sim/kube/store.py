@@ -14,6 +14,7 @@ the same calls are identical.
 
 from __future__ import annotations
 
+import builtins
 import calendar
 import hashlib
 import time
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from itbench_gym.clock import Clock
-from . import admission, errors
+
+from . import admission, errors, rbac
 from .resources import ResourceRegistry, ResourceType
 from .selectors import fields_match, parse_field_selector, parse_label_selector
 
@@ -111,6 +113,7 @@ class ObjectStore:
         *,
         seed: int = 0,
         system_namespaces: Iterable[str] = SYSTEM_NAMESPACES,
+        bootstrap_rbac: bool = True,
     ) -> None:
         self.clock = clock
         self.registry = registry or ResourceRegistry()
@@ -128,6 +131,8 @@ class ObjectStore:
         self._rebuild_indexes()
         for ns in system_namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        if bootstrap_rbac:
+            rbac.bootstrap(self)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -190,7 +195,7 @@ class ObjectStore:
         label_selector: str | None = None,
         field_selector: str | None = None,
         api_version: str | None = None,
-    ) -> list[Obj]:
+    ) -> builtins.list[Obj]:
         rt = self.registry.by_kind(kind, api_version)
         return [clone(self.registry.convert(o, rt)) for o in self.list_stored(rt, namespace, label_selector, field_selector)]
 
@@ -200,7 +205,7 @@ class ObjectStore:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[Obj]:
+    ) -> builtins.list[Obj]:
         """Matching stored objects sorted by (namespace, name); read-only, storage version."""
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector, rt.kind, rt.custom)
@@ -209,7 +214,7 @@ class ObjectStore:
             groups = [bucket.get(namespace, {})]
         else:
             groups = [bucket[ns] for ns in sorted(bucket)]
-        out: list[Obj] = []
+        out: builtins.list[Obj] = []
         for group in groups:
             for name in sorted(group):
                 o = group[name]
@@ -248,8 +253,13 @@ class ObjectStore:
         api_version: str | None = None,
         force: bool = False,
         dry_run: bool = False,
+        check: Callable[[ResourceType, Obj], None] | None = None,
     ) -> Obj:
-        """Apply a merge / json / strategic / apply patch (short names or content types)."""
+        """Apply a merge / json / strategic / apply patch (short names or content types).
+
+        ``check`` vets the object the patch produces before anything else sees it (the API server
+        passes its decode-time type check; internal callers trust themselves).
+        """
         from . import patch as patching  # patch depends on resources only; imported lazily to keep layering flat
 
         rt = self.registry.by_kind(kind, api_version)
@@ -261,7 +271,7 @@ class ObjectStore:
         if existing is None:
             if ptype != patching.APPLY:
                 raise errors.not_found(rt.group, rt.plural, name)
-            return self._apply_create(rt, ns, name, doc, field_manager, dry_run)
+            return self._apply_create(rt, ns, name, doc, field_manager, dry_run, check)
         current = clone(self.registry.convert(existing, rt))
         if ptype == patching.APPLY:
             patched = patching.server_side_apply(current, doc, rt, manager=_manager(field_manager), force=force,
@@ -270,6 +280,8 @@ class ObjectStore:
             patched = patching.apply_patch(current, doc, ptype, rt)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        if check is not None:
+            check(rt, patched)
         pmeta = patched.setdefault("metadata", {})
         if pmeta.get("name", name) != name:
             raise errors.bad_request(f"the name of the object ({pmeta.get('name')}) does not match the name on the URL ({name})")
@@ -328,7 +340,7 @@ class ObjectStore:
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
         api_version: str | None = None,
-    ) -> list[Obj]:
+    ) -> builtins.list[Obj]:
         rt = self.registry.by_kind(kind, api_version)
         victims = self.list_stored(rt, namespace, label_selector, field_selector)
         return [
@@ -364,7 +376,7 @@ class ObjectStore:
         resource_version: int,
         rt: ResourceType | None = None,
         namespace: str | None = None,
-    ) -> list[WatchEvent]:
+    ) -> builtins.list[WatchEvent]:
         """Changes after ``resource_version`` (optionally of one resource / namespace), oldest first.
 
         Raises 410 Expired when the log no longer reaches back that far, like etcd compaction.
@@ -407,7 +419,7 @@ class ObjectStore:
         self._log_floor = self._rv
         self._rebuild_indexes()
 
-    def namespaces(self) -> list[str]:
+    def namespaces(self) -> builtins.list[str]:
         return sorted(self._bucket(("", "namespaces")).get("", {}))
 
     # -- internals ----------------------------------------------------------------------------
@@ -736,7 +748,7 @@ class ObjectStore:
         """Remove a terminating namespace once only Events are left in it (they may still be
         written while it terminates); the namespace controller then deletes those too."""
         name = nso["metadata"]["name"]
-        events: list[tuple[ResourceType, Obj]] = []
+        events: builtins.list[tuple[ResourceType, Obj]] = []
         for t in self.registry.storage_types():
             objs = self._data.get(t.storage_key, {}).get(name) if t.namespaced else None
             if not objs:
@@ -763,7 +775,7 @@ class ObjectStore:
         self.registry.remove_crd(name)
 
     def _apply_create(self, rt: ResourceType, ns: str | None, name: str, doc: Any, manager: str | None,
-                      dry_run: bool) -> Obj:
+                      dry_run: bool, check: Callable[[ResourceType, Obj], None] | None = None) -> Obj:
         from . import patch as patching
 
         if not isinstance(doc, dict):
@@ -771,6 +783,8 @@ class ObjectStore:
         if doc.get("kind") != rt.kind or doc.get("apiVersion") != rt.api_version:
             raise errors.bad_request(
                 f"the body of the apply request must have kind {rt.kind!r} and apiVersion {rt.api_version!r}")
+        if check is not None:
+            check(rt, doc)
         obj = clone(doc)
         meta = obj.setdefault("metadata", {})
         if meta.get("name", name) != name:
