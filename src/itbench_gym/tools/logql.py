@@ -1,36 +1,38 @@
-"""LogQL queries over the Loki HTTP API (the twin's or a real cluster's)."""
+"""LogQL queries over the Loki HTTP API (the twin's or a real cluster's).
+
+No argument value makes the tool raise anything but ``ToolInputError``: the query must be UTF-8
+text, ``range`` and ``step`` go through the shared duration parser (``range`` at most Loki's
+``max_query_length``, 721h), ``limit`` must be a whole number within Loki's 5,000, and whatever
+Loki answers becomes a ToolResult.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import requests
 
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, text_arg
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text, text_arg
+from itbench_gym.tools.durations import count, parse_duration, shown
 
 _HTTP_TIMEOUT_SECONDS = 30.0
 _MAX_POINTS_SHOWN = 12
 _DEFAULT_RANGE = "15m"
 _DEFAULT_LIMIT = 100
 _MAX_LIMIT = 5000
+#: Loki's ``max_query_length``.
+_MAX_RANGE_SECONDS = 721 * 3600.0
 #: Stream labels that identify where a line came from, in order of preference.
 _SOURCE_LABELS = ("pod", "k8s_pod_name", "service_name", "container", "job")
 
 
-def _duration(text: str, name: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        value = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
-    except (ValueError, IndexError):
-        raise ToolInputError(f"bad {name} {text!r}; use e.g. 30s, 15m, 1h") from None
-    if value <= 0:
-        raise ToolInputError(f"{name} must be positive, got {text!r}")
-    return value
-
-
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds:g}"
 
 
 def _labels(metric: Mapping[str, str]) -> str:
@@ -51,7 +53,19 @@ def _format_streams(result: list[Mapping[str, Any]], window: str, limit: int) ->
     head = f"{len(entries)} line(s) from {len(result)} stream(s) in the last {window}"
     if len(entries) >= limit:
         head += f" (the newest {limit}; pass limit for more, up to {_MAX_LIMIT})"
-    return "\n".join([head] + [f"{_iso(ns / 1e9)} {tag} {line}" for ns, tag, line in entries])
+    return "\n".join([head] + _pipeline_errors(result) + [f"{_iso(ns / 1e9)} {tag} {line}" for ns, tag, line in entries])
+
+
+def _pipeline_errors(result: list[Mapping[str, Any]]) -> list[str]:
+    """One note per distinct ``__error__`` the pipeline set (Loki keeps such lines, unformatted/unparsed)."""
+    seen: dict[tuple[str, str], int] = {}
+    for stream in result:
+        labels = stream.get("stream", {})
+        if labels.get("__error__"):
+            key = (str(labels["__error__"]), str(labels.get("__error_details__", "")))
+            seen[key] = seen.get(key, 0) + len(stream.get("values", []))
+    return [f"note: {n} line(s) carry __error__={err}" + (f" ({details})" if details else "")
+            + '; add | __error__="" to drop them' for (err, details), n in seen.items()]
 
 
 def _format_series(data: Mapping[str, Any]) -> str:
@@ -91,20 +105,22 @@ class LogQLTool:
     cost_seconds = 3.0
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        query = text_arg(args, "query", "text").strip()
+        query = require_text(text_arg(args, "query", "text"), "query").strip()
         if not query:
             raise ToolInputError('logql needs a query, e.g. `logql {service_name="frontend"} |= "error"`')
         url = ctx.endpoints.loki
         if url is None:
             return ToolResult(text="logs are not available in this scenario (no Loki endpoint)", exit_status=1)
-        window = str(args.get("range", _DEFAULT_RANGE))
-        span = _duration(window, "range")
-        step = _duration(str(args.get("step", "60s")), "step")
+        raw_window = args.get("range", _DEFAULT_RANGE)
+        span = parse_duration(raw_window, "range", maximum=_MAX_RANGE_SECONDS)
+        window = raw_window.strip() if isinstance(raw_window, str) else f"{span:g}s"
+        step = parse_duration(args.get("step", "60s"), "step")
         limit = args.get("limit", _DEFAULT_LIMIT)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= _MAX_LIMIT:
-            raise ToolInputError(f"limit must be an integer between 1 and {_MAX_LIMIT}, got {limit!r}")
+            raise ToolInputError(f"limit must be an integer between 1 and {_MAX_LIMIT}, got {shown(limit)}")
         if span / step > 11_000:
-            raise ToolInputError("range / step gives more than 11,000 points; use a larger step")
+            raise ToolInputError(f"range / step gives {count(span / step)} points; Loki allows at most 11,000, so use a "
+                                 f"larger step (at least {span / 11_000:g}s)")
         now = ctx.now()
         params: dict[str, str | int | float] = {"query": query, "start": str(int((now - span) * 1e9)), "end": str(int(now * 1e9)),
                   "limit": limit, "direction": "backward", "step": step}
@@ -116,8 +132,8 @@ class LogQLTool:
             return ToolResult(text=f"LogQL error: {resp.text.strip() or resp.reason}", exit_status=1)
         try:
             data = resp.json()["data"]
-        except (ValueError, KeyError, TypeError) as exc:
-            return ToolResult(text=f"Loki sent an unreadable answer: {exc}", exit_status=1)
-        kind = data.get("resultType")
-        text = _format_streams(data.get("result", []), window, limit) if kind == "streams" else _format_series(data)
+            kind = data.get("resultType")
+            text = _format_streams(data.get("result", []), window, limit) if kind == "streams" else _format_series(data)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            return ToolResult(text=f"Loki sent an unreadable answer: {exc!r}", exit_status=1)
         return ToolResult(text=bound_output(text), data={"resultType": kind})

@@ -1,15 +1,24 @@
-"""PromQL queries over the Prometheus HTTP API (the twin's or a real cluster's)."""
+"""PromQL queries over the Prometheus HTTP API (the twin's or a real cluster's).
+
+No argument value makes the tool raise anything but ``ToolInputError``: the query must be UTF-8
+text, ``range`` and ``step`` go through the shared duration parser, and whatever Prometheus answers
+(an error envelope, an HTML error page, a malformed body) becomes a ToolResult saying so.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, text_arg
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text, text_arg
+from itbench_gym.tools.durations import count, parse_duration
 
 _HTTP_TIMEOUT_SECONDS = 30.0
 _MAX_POINTS_SHOWN = 12
+#: Prometheus' limit on the points of one range query.
+_MAX_POINTS = 11_000
 
 
 def _labels(metric: Mapping[str, str]) -> str:
@@ -40,16 +49,6 @@ def format_result(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        if text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except (ValueError, IndexError):
-        raise ToolInputError(f"bad duration {text!r}; use e.g. 30s, 15m, 1h") from None
-
-
 class PromQLTool:
     name = "promql"
     description = (
@@ -69,7 +68,7 @@ class PromQLTool:
     cost_seconds = 3.0
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        query = text_arg(args, "query", "text").strip()
+        query = require_text(text_arg(args, "query", "text"), "query").strip()
         if not query:
             raise ToolInputError("promql needs an expression, e.g. `promql up`")
         url = ctx.endpoints.prometheus
@@ -77,10 +76,11 @@ class PromQLTool:
             return ToolResult(text="metrics are not available in this scenario (no Prometheus endpoint)", exit_status=1)
         now = ctx.now()
         if "range" in args:
-            window = _duration(str(args["range"]))
-            step = _duration(str(args.get("step", "60s")))
-            if step <= 0 or window <= 0 or window / step > 11_000:
-                raise ToolInputError("range and step must be positive and give at most 11,000 points")
+            window = parse_duration(args["range"], "range")
+            step = parse_duration(args.get("step", "60s"), "step")
+            if window / step > _MAX_POINTS:
+                raise ToolInputError(f"range / step gives {count(window / step)} points; Prometheus allows at most "
+                                     f"{_MAX_POINTS:,}, so use a larger step (at least {window / _MAX_POINTS:g}s)")
             path, params = "/api/v1/query_range", {"query": query, "start": now - window, "end": now, "step": step}
         else:
             path, params = "/api/v1/query", {"query": query, "time": now}
@@ -89,8 +89,17 @@ class PromQLTool:
             body = resp.json()
         except (requests.RequestException, ValueError) as exc:
             return ToolResult(text=f"Prometheus request failed: {exc}", exit_status=1)
+        if not isinstance(body, dict):
+            return ToolResult(text=f"Prometheus sent an unreadable answer (HTTP {resp.status_code})", exit_status=1)
         if body.get("status") != "success":
             return ToolResult(text=f"Error executing query: {body.get('errorType', 'error')}: {body.get('error', '')}", exit_status=1)
-        return ToolResult(text=bound_output(format_result(body["data"])), data={"resultType": body["data"].get("resultType")})
+        data = body.get("data")
+        try:
+            if not isinstance(data, Mapping):
+                raise TypeError(f"data is {type(data).__name__}, not an object")
+            text = format_result(data)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            return ToolResult(text=f"Prometheus sent an unreadable answer: {exc}", exit_status=1)
+        return ToolResult(text=bound_output(text), data={"resultType": data.get("resultType")})
 
 

@@ -4,6 +4,10 @@
 (root operation, duration, span count, error flag and the first failing span's message);
 ``traces trace_id=<id>`` prints one trace as an indented span tree. The tool sends explicit
 ``start``/``end`` microseconds, so it works unchanged against any Jaeger.
+
+No argument value makes the tool raise anything but ``ToolInputError``: text must be UTF-8,
+``lookback`` goes through the shared duration parser, ``limit`` must be a whole number in range,
+and whatever Jaeger answers becomes a ToolResult.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import requests
 
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text
+from itbench_gym.tools.durations import parse_duration, shown
 
 _HTTP_TIMEOUT_SECONDS = 30.0
 _DEFAULT_LIMIT = 20
@@ -29,29 +35,22 @@ _KEYS = {
     "limit": "limit", "trace_id": "trace_id", "traceid": "trace_id", "sort": "sort", "error": "error",
 }
 _HEX_ID = re.compile(r"^[0-9a-fA-F]{16,32}$")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _SHOWN_TAGS = ("http.method", "http.url", "http.target", "http.status_code", "rpc.grpc.status_code", "db.system",
                "messaging.destination.name")
-
-
-def _seconds(text: str, what: str) -> float:
-    m = _DURATION.match(text.strip())
-    if not m:
-        raise ToolInputError(f"bad {what} {text!r}; use e.g. 30s, 10m, 1h, 2d")
-    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
 
 
 def _tags(value: Any) -> dict[str, str]:
     """``{"k": "v"}``, a JSON object string, or ``k:v,k2:v2``."""
     if isinstance(value, Mapping):
-        return {str(k): _tag_value(v) for k, v in value.items()}
-    text = str(value).strip()
+        return {require_text(str(k), "tags"): require_text(_tag_value(v), "tags") for k, v in value.items()}
+    text = require_text(_tag_value(value), "tags").strip()
     if text.startswith("{"):
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ToolInputError(f"tags is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ToolInputError("tags is not valid JSON: nested too deeply") from None
         if not isinstance(doc, dict):
             raise ToolInputError("tags must be a JSON object such as {\"error\": \"true\"}")
         return {str(k): _tag_value(v) for k, v in doc.items()}
@@ -69,16 +68,18 @@ def _tags(value: Any) -> dict[str, str]:
 def _tag_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    return str(v)
+    if isinstance(v, str):
+        return v
+    return shown(v) if isinstance(v, int) and abs(v) > 10**100 else str(v)
 
 
 def parse_args(args: Mapping[str, Any]) -> dict[str, Any]:
     """Tool-call args or the ``text`` of ``traces k=v ...`` -> normalised query fields."""
-    raw: dict[str, Any] = {k: v for k, v in args.items() if k != "text"}
+    raw: dict[str, Any] = {str(k): v for k, v in args.items() if k != "text"}
     tags: dict[str, str] = {}
     if "text" in args:
         try:
-            tokens = shlex.split(str(args["text"]))
+            tokens = shlex.split(require_text(args["text"], "text"))
         except ValueError as exc:
             raise ToolInputError(f"cannot parse the traces command: {exc}") from None
         for tok in tokens:
@@ -89,7 +90,7 @@ def parse_args(args: Mapping[str, Any]) -> dict[str, Any]:
                 elif "service" not in raw:
                     raw["service"] = tok
                 else:
-                    raise ToolInputError(f"unexpected word {tok!r}; write key=value, e.g. service=frontend error=true")
+                    raise ToolInputError(f"unexpected word {shown(tok)}; write key=value, e.g. service=frontend error=true")
                 continue
             raw[key] = value
     out: dict[str, Any] = {}
@@ -98,13 +99,13 @@ def parse_args(args: Mapping[str, Any]) -> dict[str, Any]:
         if name == "tags":
             tags.update(_tags(value))
         elif name == "error":
-            tags["error"] = _tag_value(value).lower()
+            tags["error"] = require_text(_tag_value(value), "error").lower()
         elif name is not None:
             out[name] = value
         elif "." in key:
-            tags[key] = _tag_value(value)
+            tags[require_text(key, "tag name")] = require_text(_tag_value(value), key)
         else:
-            raise ToolInputError(f"unknown argument {key!r}; use {', '.join(sorted(set(_KEYS.values())))} "
+            raise ToolInputError(f"unknown argument {shown(key)}; use {', '.join(sorted(set(_KEYS.values())))} "
                                  "or a dotted tag such as http.status_code=500")
     out["tags"] = tags
     return out
@@ -139,7 +140,7 @@ def _summary(trace: Mapping[str, Any]) -> tuple[str, float, int]:
     start = min(s["startTime"] for s in spans)
     duration = max(s["startTime"] + s["duration"] for s in spans) - start
     error = any(_tag_map(s.get("tags", [])).get("error") is True for s in spans)
-    when = datetime.fromtimestamp(start / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    when = datetime.fromtimestamp(start / 1e6, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     service = trace["processes"][root["processID"]]["serviceName"]
     line = (f"{trace['traceID']}  {when}  {service}: {root['operationName']}  {_ms(duration)}  "
             f"{len(spans)} spans  {'ERROR' if error else 'ok'}")
@@ -193,11 +194,29 @@ def format_trace(trace: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _limit(value: Any) -> int:
+    """``limit`` as a whole number of traces in [1, 1500] (strings of digits accepted)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ToolInputError(f"limit must be a whole number, got {type(value).__name__}")
+    if isinstance(value, str):
+        text = require_text(value, "limit").strip()
+        if not re.fullmatch(r"[+-]?\d{1,18}", text):
+            raise ToolInputError(f"limit must be a whole number between 1 and 1500, got {shown(value)}")
+        number: int | float = int(text)
+    else:
+        number = value
+    if isinstance(number, float) and not number.is_integer():
+        raise ToolInputError(f"limit must be a whole number between 1 and 1500, got {shown(value)}")
+    if not 1 <= number <= 1500:
+        raise ToolInputError(f"limit must be between 1 and 1500, got {shown(value)}")
+    return int(number)
+
+
 def _jaeger_error(resp: requests.Response) -> str:
     try:
         errors = resp.json().get("errors") or []
         return "; ".join(str(e.get("msg", e)) for e in errors) or resp.text.strip()
-    except ValueError:
+    except (AttributeError, TypeError, ValueError):
         return resp.text.strip()
 
 
@@ -232,48 +251,50 @@ class TracesTool:
         if url is None:
             return ToolResult(text="traces are not available in this scenario (no Jaeger endpoint)", exit_status=1)
         if q.get("trace_id"):
-            return self._one(url, str(q["trace_id"]))
-        service = str(q.get("service", "")).strip()
+            return self._one(url, q["trace_id"])
+        service = require_text(_tag_value(q.get("service", "")), "service").strip()
         if not service:
             raise ToolInputError("traces needs service=<name> (or trace_id=<id>), e.g. `traces service=frontend error=true`")
-        try:
-            limit = int(q.get("limit", _DEFAULT_LIMIT))
-        except (TypeError, ValueError):
-            raise ToolInputError(f"limit must be a whole number, got {q.get('limit')!r}") from None
-        if not 1 <= limit <= 1500:
-            raise ToolInputError(f"limit must be between 1 and 1500, got {limit}")
-        sort = str(q.get("sort", "recent"))
+        limit = _limit(q.get("limit", _DEFAULT_LIMIT))
+        sort = _tag_value(q.get("sort", "recent"))
         if sort not in ("recent", "duration"):
-            raise ToolInputError(f"sort must be 'recent' or 'duration', got {sort!r}")
-        lookback = str(q.get("lookback", _DEFAULT_LOOKBACK))
+            raise ToolInputError(f"sort must be 'recent' or 'duration', got {shown(sort)}")
+        raw_lookback = q.get("lookback", _DEFAULT_LOOKBACK)
+        lookback_s = parse_duration(raw_lookback, "lookback")
+        lookback = raw_lookback.strip() if isinstance(raw_lookback, str) else f"{lookback_s:g}s"
         now = ctx.now()
         params: dict[str, Any] = {
             "service": service,
-            "start": int((now - _seconds(lookback, "lookback")) * 1e6),
+            "start": int((now - lookback_s) * 1e6),
             "end": int(now * 1e6),
             "limit": max(limit, _RANKING_FETCH) if sort == "duration" else limit,
         }
         if q.get("operation"):
-            params["operation"] = str(q["operation"])
+            params["operation"] = require_text(_tag_value(q["operation"]), "operation")
         if q["tags"]:
             params["tags"] = json.dumps(q["tags"])
         for key, param in (("min_duration", "minDuration"), ("max_duration", "maxDuration")):
             if q.get(key):
-                params[param] = str(q[key])
+                params[param] = require_text(_tag_value(q[key]), key)
         try:
             resp = requests.get(url + "/api/traces", params=params, timeout=_HTTP_TIMEOUT_SECONDS)
         except requests.RequestException as exc:
             return ToolResult(text=f"Jaeger request failed: {exc}", exit_status=1)
         if resp.status_code != 200:
             return ToolResult(text=f"Jaeger error ({resp.status_code}): {_jaeger_error(resp)}", exit_status=1)
-        traces = resp.json().get("data") or []
         what = ", ".join([f"service={service}"] + [f"{k}={params[k]}" for k in ("operation", "minDuration", "maxDuration") if k in params]
                          + [f"{k}={v}" for k, v in q["tags"].items()] + [f"last {lookback}"])
-        return ToolResult(text=bound_output(format_traces(traces, sort, limit, what)), data={"count": min(len(traces), limit)})
+        try:
+            traces = resp.json().get("data") or []
+            text = format_traces(traces, sort, limit, what)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            return ToolResult(text=f"Jaeger sent an unreadable answer: {exc!r}", exit_status=1)
+        return ToolResult(text=bound_output(text), data={"count": min(len(traces), limit)})
 
-    def _one(self, url: str, trace_id: str) -> ToolResult:
+    def _one(self, url: str, raw_id: Any) -> ToolResult:
+        trace_id = _tag_value(raw_id)
         if not re.fullmatch(r"[0-9a-fA-F]{1,32}", trace_id):
-            raise ToolInputError(f"trace_id must be up to 32 hex digits, got {trace_id!r}")
+            raise ToolInputError(f"trace_id must be up to 32 hex digits, got {shown(trace_id)}")
         try:
             resp = requests.get(f"{url}/api/traces/{trace_id}", timeout=_HTTP_TIMEOUT_SECONDS)
         except requests.RequestException as exc:
@@ -282,7 +303,10 @@ class TracesTool:
             return ToolResult(text=f"trace {trace_id} not found", exit_status=1)
         if resp.status_code != 200:
             return ToolResult(text=f"Jaeger error ({resp.status_code}): {_jaeger_error(resp)}", exit_status=1)
-        data = resp.json().get("data") or []
-        if not data:
-            return ToolResult(text=f"trace {trace_id} not found", exit_status=1)
-        return ToolResult(text=bound_output(format_trace(data[0])), data={"spans": len(data[0]["spans"])})
+        try:
+            data = resp.json().get("data") or []
+            if not data:
+                return ToolResult(text=f"trace {trace_id} not found", exit_status=1)
+            return ToolResult(text=bound_output(format_trace(data[0])), data={"spans": len(data[0]["spans"])})
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            return ToolResult(text=f"Jaeger sent an unreadable answer: {exc!r}", exit_status=1)

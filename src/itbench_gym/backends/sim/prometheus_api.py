@@ -5,6 +5,10 @@ Response envelopes, error types and HTTP codes follow Prometheus (``web/api/v1``
 ``{"status": "error", "errorType": ..., "error": ...}`` with 400 (bad_data), 422 (execution),
 503 (timeout) or 404 (not_found). Times accept Unix seconds or RFC 3339; durations accept
 seconds or Prometheus durations.
+
+Every query runs under :data:`~.promql.limits.API_LIMITS` (samples and wall time, capped further
+by a ``timeout`` parameter) and every answer is at most :data:`MAX_RESPONSE_BYTES` of JSON; times
+and durations that are not finite or do not fit Prometheus' int64 range are ``bad_data``.
 """
 
 from __future__ import annotations
@@ -22,14 +26,18 @@ from werkzeug.wrappers import Request, Response
 
 from ...clock import Clock
 from .alerting import Alert, RuleManager, rfc3339
-from .promql.engine import Engine
+from .promql.engine import MAX_TIME_SECONDS, Engine
 from .promql.errors import PromQLError
+from .promql.limits import API_LIMITS, QueryLimits
 from .tsdb import TSDB, Matcher, parse_matchers
 from .wsgi import RoutedApp
 
 _STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "canceled": 503, "not_found": 404, "internal": 500}
-_MIN_TIME = -9_223_372_036_854_775.808
-_MAX_TIME = 9_223_372_036_854_775.807
+_MIN_TIME = -MAX_TIME_SECONDS
+#: Largest duration in seconds: Go's time.Duration is int64 nanoseconds.
+_MAX_DURATION = 9_223_372_036.854775807
+#: Largest JSON answer served; a bigger result is an ``execution`` error telling how to narrow it.
+MAX_RESPONSE_BYTES = 8 << 20
 _DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
 _UNITS = (365 * 86400.0, 7 * 86400.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
 
@@ -51,16 +59,24 @@ class ApiError(Exception):
 
 
 def parse_time(value: str, name: str) -> float:
-    """Prometheus' ``parseTime``: Unix seconds (fractional allowed) or RFC 3339."""
+    """Prometheus' ``parseTime``: Unix seconds (fractional allowed) or RFC 3339.
+
+    Unlike Prometheus, which wraps silently, times whose milliseconds do not fit int64 are refused.
+    """
+    invalid = ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid timestamp')
     try:
         t = float(value)
-        if math.isfinite(t):
-            return t
     except ValueError:
         pass
+    else:
+        if math.isfinite(t) and abs(t) <= MAX_TIME_SECONDS:
+            return t
+        raise invalid
     text = value.strip()
     if text in ("-292273086-05-16T16:47:06Z",):
         return _MIN_TIME
+    if text in ("292277025-08-18T07:12:54.999999999Z",):
+        return MAX_TIME_SECONDS
     try:
         iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
         m = re.match(r"^(.*T\d\d:\d\d:\d\d)\.(\d+)(.*)$", iso)
@@ -70,20 +86,28 @@ def parse_time(value: str, name: str) -> float:
         if dt.tzinfo is None:
             raise ValueError
         return dt.timestamp()
-    except ValueError:
-        raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid timestamp') from None
+    except (ValueError, OverflowError):
+        raise invalid from None
 
 
 def parse_duration(value: str, name: str) -> float:
+    """Prometheus' ``parseDuration``: seconds (fractional allowed) or a duration such as ``1h30m``."""
     try:
         d = float(value)
-        if math.isfinite(d):
-            return d
     except ValueError:
         pass
+    else:
+        if not math.isfinite(d):
+            raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
+        if abs(d) > _MAX_DURATION:
+            raise ApiError("bad_data",
+                           f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
+        return d
     m = _DURATION.match(value.strip())
     if m and any(m.groups()):
-        return sum(int(g) * u for g, u in zip(m.groups(), _UNITS) if g)
+        seconds = sum(int(g) * u for g, u in zip(m.groups(), _UNITS, strict=True) if g)
+        if seconds <= _MAX_DURATION:
+            return seconds
     raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
 
 
@@ -109,8 +133,10 @@ class PrometheusAPI(RoutedApp):
         clock: Clock,
         metadata: Mapping[str, Mapping[str, str]] | None = None,
         external_url: str = "http://127.0.0.1:9090",
+        limits: QueryLimits = API_LIMITS,
     ) -> None:
         self.engine = engine
+        self.limits = limits
         self.tsdb = tsdb
         self.rules = rules
         self.clock = clock
@@ -147,6 +173,12 @@ class PrometheusAPI(RoutedApp):
     def method_not_allowed(self, request: Request, exc: MethodNotAllowed) -> Response:
         return _error("bad_data", f"method {request.method} not allowed", status=405, headers=exc.get_headers())
 
+    def bad_request(self, request: Request, message: str, status: int = 400) -> Response:
+        return _error("bad_data", message, status=status)
+
+    def internal_error(self, request: Request, exc: Exception) -> Response:
+        return _error("internal", f"internal error: {exc}")
+
     def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         if endpoint == "ready":
             return Response("Prometheus Server is Ready.\n", mimetype="text/plain")
@@ -163,16 +195,12 @@ class PrometheusAPI(RoutedApp):
                 return Response(json.dumps(exc.message), status=400, mimetype="application/json")
         try:
             data, warnings, infos = self._call(endpoint, request, args)
+            text = _success(data, warnings, infos)
         except ApiError as exc:
             return _error(exc.error_type, exc.message)
         except PromQLError as exc:
             return _error(exc.error_type, exc.message)
-        body: dict[str, Any] = {"status": "success", "data": data}
-        if warnings:
-            body["warnings"] = warnings
-        if infos:
-            body["infos"] = infos
-        return _json(body)
+        return Response(text, mimetype="application/json")
 
     def _call(self, endpoint: str, request: Request, args: Mapping[str, Any]) -> tuple[Any, list[str], list[str]]:
         out = self.handlers[endpoint](request, **args)
@@ -193,6 +221,29 @@ class PrometheusAPI(RoutedApp):
     def _time(self, request: Request, name: str, default: float) -> float:
         raw = self._param(request, name)
         return default if raw in (None, "") else parse_time(raw, name)
+
+    def _limits(self, request: Request) -> QueryLimits:
+        """The API's limits, with the deadline shortened by a ``timeout`` parameter (never lengthened)."""
+        raw = self._param(request, "timeout")
+        if not raw:
+            return self.limits
+        timeout = max(0.0, parse_duration(raw, "timeout"))
+        if self.limits.timeout is not None:
+            timeout = min(timeout, self.limits.timeout)
+        return QueryLimits(self.limits.max_samples, timeout)
+
+    def _result_limit(self, request: Request) -> int:
+        """Prometheus' ``limit`` parameter of the metadata endpoints (0: no limit)."""
+        raw = self._param(request, "limit")
+        if not raw:
+            return 0
+        try:
+            limit = int(raw)
+        except ValueError:
+            raise ApiError("bad_data", f'invalid parameter "limit": cannot parse "{raw}" to an integer') from None
+        if limit < 0:
+            raise ApiError("bad_data", 'invalid parameter "limit": limit must be non-negative')
+        return limit
 
     def _matchers(self, request: Request, required: bool) -> list[list[Matcher]] | None:
         raw = self._params(request, "match[]")
@@ -215,8 +266,8 @@ class PrometheusAPI(RoutedApp):
     def query(self, request: Request) -> tuple[Any, list[str], list[str]]:
         expr = self._param(request, "query") or ""
         t = self._time(request, "time", self.clock.now())
-        res = self.engine.instant(expr, t)
-        return res.to_api(), res.warnings, res.infos
+        res = self.engine.instant(expr, t, limits=self._limits(request))
+        return _RawJSON(res.to_api_json(MAX_RESPONSE_BYTES)), res.warnings, res.infos
 
     def query_range(self, request: Request) -> tuple[Any, list[str], list[str]]:
         expr = self._param(request, "query") or ""
@@ -233,8 +284,13 @@ class PrometheusAPI(RoutedApp):
                 "bad_data",
                 'invalid parameter "step": zero or negative query resolution step widths are not accepted. Try a positive integer',
             )
-        res = self.engine.range(expr, start, end, step)
-        return res.to_api(), res.warnings, res.infos
+        if (end - start) / step > 11_000:
+            raise ApiError(
+                "bad_data",
+                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)",
+            )
+        res = self.engine.range(expr, start, end, step, limits=self._limits(request))
+        return _RawJSON(res.to_api_json(MAX_RESPONSE_BYTES)), res.warnings, res.infos
 
     def _range(self, request: Request) -> tuple[float | None, float | None]:
         start = self._param(request, "start")
@@ -244,36 +300,39 @@ class PrometheusAPI(RoutedApp):
             parse_time(end, "end") if end else None,
         )
 
-    def series(self, request: Request) -> list[dict[str, str]]:
+    def series(self, request: Request) -> tuple[Any, list[str], list[str]]:
         matcher_sets = self._matchers(request, required=True)
         start, end = self._range(request)
+        limit = self._result_limit(request)
         seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         for ms in matcher_sets or []:
             for s in self.tsdb.select(ms, start, end):
                 seen[s.labels] = s.metric
-        return [seen[k] for k in sorted(seen)]
+        return _truncated([seen[k] for k in sorted(seen)], limit)
 
-    def labels(self, request: Request) -> list[str]:
+    def labels(self, request: Request) -> tuple[Any, list[str], list[str]]:
         matcher_sets = self._matchers(request, required=False)
         start, end = self._range(request)
+        limit = self._result_limit(request)
         if matcher_sets is None:
-            return self.tsdb.label_names(None, start, end)
+            return _truncated(self.tsdb.label_names(None, start, end), limit)
         names: set[str] = set()
         for ms in matcher_sets:
             names.update(self.tsdb.label_names(ms, start, end))
-        return sorted(names)
+        return _truncated(sorted(names), limit)
 
-    def label_values(self, request: Request, name: str) -> list[str]:
+    def label_values(self, request: Request, name: str) -> tuple[Any, list[str], list[str]]:
         if name.startswith("U__"):
             name = _unescape_label_name(name)
         matcher_sets = self._matchers(request, required=False)
         start, end = self._range(request)
+        limit = self._result_limit(request)
         if matcher_sets is None:
-            return self.tsdb.label_values(name, None, start, end)
+            return _truncated(self.tsdb.label_values(name, None, start, end), limit)
         values: set[str] = set()
         for ms in matcher_sets:
             values.update(self.tsdb.label_values(name, ms, start, end))
-        return sorted(values)
+        return _truncated(sorted(values), limit)
 
     def metadata_endpoint(self, request: Request) -> dict[str, list[dict[str, str]]]:
         metric = self._param(request, "metric")
@@ -387,6 +446,35 @@ def _unescape_label_name(name: str) -> str:
             out.append(body[i])
             i += 1
     return "".join(out)
+
+
+class _RawJSON:
+    """A ``data`` member already serialised (query results are built with a size bound)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _success(data: Any, warnings: list[str], infos: list[str]) -> str:
+    """The success envelope as JSON text; an ``execution`` error if it exceeds ``MAX_RESPONSE_BYTES``."""
+    parts = ['"status": "success"', f'"data": {data.text if isinstance(data, _RawJSON) else json.dumps(data)}']
+    if warnings:
+        parts.append(f'"warnings": {json.dumps(warnings)}')
+    if infos:
+        parts.append(f'"infos": {json.dumps(infos)}')
+    text = "{" + ", ".join(parts) + "}"
+    if len(text) > MAX_RESPONSE_BYTES:
+        raise ApiError("execution", f"the response exceeds the {MAX_RESPONSE_BYTES >> 20} MiB limit; narrow the query")
+    return text
+
+
+def _truncated(items: list[Any], limit: int) -> tuple[list[Any], list[str], list[str]]:
+    """Prometheus' ``limit`` handling: at most ``limit`` items, with a warning when some were cut."""
+    if limit and len(items) > limit:
+        return items[:limit], ["results truncated due to limit"], []
+    return items, [], []
 
 
 def _json(body: Any, status: int = 200, headers: Any = None) -> Response:

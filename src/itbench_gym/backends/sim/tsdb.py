@@ -13,13 +13,13 @@ immediately instead of after the 5 minute lookback.
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
+
+from . import regex
 
 Labels = tuple[tuple[str, str], ...]
 """A label set: ``(name, value)`` pairs sorted by name; hashable and ordered like Prometheus."""
@@ -56,68 +56,14 @@ def format_labels(labels: Labels) -> str:
     return "{" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in labels) + "}"
 
 
-@lru_cache(maxsize=4096)
-def _compile(pattern: str) -> re.Pattern[str]:
-    # PromQL regexes are fully anchored RE2 and, since Prometheus 3, '.' also matches newlines.
-    return re.compile(go_regex(pattern), re.DOTALL)
-
-
-_INLINE_FLAGS = re.compile(r"\(\?([imsU]+)\)")
-
-
-def go_regex(pattern: str) -> str:
-    """Translate RE2 syntax Python lacks: inline flags like ``(?i)`` in the middle of a pattern.
-
-    RE2 applies ``(?i)`` until the end of the enclosing group; Python only accepts it at the very
-    start, so it becomes a scoped group ``(?i:...)`` closed where the enclosing group closes.
-    """
-    out: list[str] = []
-    closers: list[int] = []  # per open group: how many scoped groups to close with it
-    top_extra = 0
-    i, in_class = 0, False
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-            out.append(ch)
-            i += 1
-            continue
-        if ch == "[":
-            in_class = True
-            out.append(ch)
-            if pattern[i + 1 : i + 2] == "]":
-                out.append("]")
-                i += 1
-            i += 1
-            continue
-        m = _INLINE_FLAGS.match(pattern, i)
-        if m and i > 0:
-            flags = m.group(1).replace("U", "")
-            if flags:
-                out.append(f"(?{flags}:")
-                if closers:
-                    closers[-1] += 1
-                else:
-                    top_extra += 1
-            i = m.end()
-            continue
-        if ch == "(":
-            closers.append(0)
-        elif ch == ")" and closers:
-            out.append(")" * closers.pop())
-        out.append(ch)
-        i += 1
-    out.append(")" * top_extra)
-    return "".join(out)
-
-
 @dataclass(frozen=True)
 class Matcher:
-    """A label matcher (``=``, ``!=``, ``=~``, ``!~``) with Prometheus semantics."""
+    """A label matcher (``=``, ``!=``, ``=~``, ``!~``) with Prometheus semantics.
+
+    Regexes are Go's (RE2, linear time) and fully anchored, ``^(?s:value)$``, as Prometheus
+    compiles them; an invalid one raises :class:`~itbench_gym.backends.sim.regex.RegexError`
+    (a ValueError) with Go's message.
+    """
 
     name: str
     op: str
@@ -127,17 +73,16 @@ class Matcher:
         if self.op not in ("=", "!=", "=~", "!~"):
             raise ValueError(f"unknown matcher operator {self.op!r} for label {self.name!r}")
         if self.op in ("=~", "!~"):
-            try:
-                _compile(self.value)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {self.value!r} for label {self.name!r}: {exc}") from exc
+            regex.compile(self.value, anchored=True)  # refuse invalid patterns now, in Go's words
 
     def matches(self, value: str) -> bool:
         if self.op == "=":
             return value == self.value
         if self.op == "!=":
             return value != self.value
-        hit = _compile(self.value).fullmatch(value) is not None
+        # Looked up in the regex module's bounded cache rather than held here, so cached query
+        # trees never pin compiled patterns (each RE2 object may use up to its max_mem).
+        hit = regex.compile(self.value, anchored=True).matches(value)
         return hit if self.op == "=~" else not hit
 
 
@@ -211,6 +156,10 @@ class TSDBSnapshot:
 
 
 MatchersLike = Sequence[Matcher] | Mapping[str, str] | str | None
+Check = Callable[[], None]
+"""A callback long loops call now and then; it raises to stop them (a query deadline)."""
+#: How many series or label values a loop handles between two ``check()`` calls.
+_CHECK_EVERY = 256
 
 _MIN_MS = -(2**62)
 _MAX_MS = 2**62
@@ -294,7 +243,7 @@ class TSDB:
         with self._lock:
             seen: dict[str, set[int]] = {j: set() for j in (jobs or ())}
             series = self._series
-            for sid, v in zip(refs_l, vals):
+            for sid, v in zip(refs_l, vals, strict=True):
                 if not 0 <= sid < len(series):
                     raise ValueError(f"append_refs: unknown series ref {sid}")
                 s = series[sid]
@@ -352,16 +301,20 @@ class TSDB:
     def __len__(self) -> int:
         return len(self._series)
 
-    def _match_ids(self, matchers: Sequence[Matcher]) -> list[int]:
+    def _match_ids(self, matchers: Sequence[Matcher], check: Check | None = None) -> list[int]:
         if not matchers:
             return list(range(len(self._series)))
         ids: set[int] | None = None
         # Cheapest first: positive equality matchers narrow the candidate set fastest.
         for m in sorted(matchers, key=lambda m: (m.op != "=", m.op.startswith("!"))):
             by_value = self._postings.get(m.name, {})
+            if check is not None:
+                check()
             if m.matches(""):
                 excluded: set[int] = set()
-                for value, sids in by_value.items():
+                for k, (value, sids) in enumerate(by_value.items()):
+                    if check is not None and k % _CHECK_EVERY == 0:
+                        check()
                     if not m.matches(value):
                         excluded |= sids
                 cand = (set(range(len(self._series))) if ids is None else ids) - excluded
@@ -370,7 +323,9 @@ class TSDB:
                     hit = set(by_value.get(m.value, ()))
                 else:
                     hit = set()
-                    for value, sids in by_value.items():
+                    for k, (value, sids) in enumerate(by_value.items()):
+                        if check is not None and k % _CHECK_EVERY == 0:
+                            check()
                         if m.matches(value):
                             hit |= sids
                 cand = hit if ids is None else ids & hit
@@ -389,11 +344,19 @@ class TSDB:
         arr = np.asarray(sids, dtype=np.int64)
         return arr[np.argsort(self._rank[arr], kind="stable")].tolist()
 
-    def select_raw(self, matchers: Sequence[Matcher], mint: int, maxt: int) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
-        """Like :meth:`select_ms` but returns plain ``(labels, ts, vs)`` tuples (the engine's hot path)."""
+    def select_raw(
+        self, matchers: Sequence[Matcher], mint: int, maxt: int, check: Check | None = None
+    ) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+        """Like :meth:`select_ms` but returns plain ``(labels, ts, vs)`` tuples (the engine's hot path).
+
+        ``check`` is called every few hundred series or label values; it may raise to abandon the
+        selection (the engines pass their query deadline).
+        """
         with self._lock:
             out = []
-            for sid in self._label_order(self._match_ids(matchers)):
+            for k, sid in enumerate(self._label_order(self._match_ids(matchers, check))):
+                if check is not None and k % _CHECK_EVERY == 0:
+                    check()
                 s = self._series[sid]
                 ts = s.ts[: s.n]
                 lo = int(ts.searchsorted(mint)) if s.n and ts[0] < mint else 0
@@ -452,15 +415,9 @@ def parse_matchers(matchers: MatchersLike) -> list[Matcher]:
     if matchers is None:
         return []
     if isinstance(matchers, str):
-        import promql_parser
+        from .promql.parsing import parse_selector  # the PromQL package imports this module
 
-        try:
-            node = promql_parser.parse(matchers)
-        except ValueError as exc:
-            raise ValueError(f"invalid series selector {matchers!r}: {exc}") from exc
-        if not isinstance(node, promql_parser.VectorSelector):
-            raise ValueError(f"invalid series selector {matchers!r}: expected a vector selector like up{{job=\"x\"}}")
-        return selector_matchers(node)
+        return parse_selector(matchers)
     if isinstance(matchers, Mapping):
         return [Matcher(k, "=", v) for k, v in matchers.items()]
     return list(matchers)

@@ -3,7 +3,10 @@
 Envelopes follow Loki: ``{"status": "success", "data": ...}``; query results carry
 ``resultType`` ``streams`` (nanosecond string timestamps), ``matrix``, ``vector`` or ``scalar``
 and a ``stats`` object. Bad requests get HTTP 400 with a plain-text body, as Loki's
-``WriteError`` sends, e.g. ``parse error at line 1, col 12: syntax error: unexpected ...``.
+``WriteError`` sends, e.g. ``parse error at line 1, col 12: syntax error: unexpected ...``;
+limits answer with Loki's messages and statuses (see :mod:`.limits`): 400 for the query limits,
+504 for the timeout, 413 for a response over ``MAX_RESPONSE_BYTES``. Times and durations must be
+finite and fit Go's int64 nanoseconds, and parameters must be valid UTF-8.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
 
 from . import ast as A
-from .engine import MAX_ENTRIES, Engine, LogSource, Series, Streams
+from .engine import Engine, LogSource, Series, Streams
 from .errors import LogQLError
+from .limits import MAX_ENTRIES, MAX_QUERY_LENGTH_S, MAX_RESPONSE_BYTES, LimitError, check_matchers, response_too_large
 from .matching import parse_duration
 from .syntax import parse
 
@@ -33,8 +37,8 @@ BUILD_INFO = {"version": "3.4.2", "revision": "itbench-gym-twin", "branch": "HEA
               "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24"}
 _DEFAULT_QUERY_RANGE_S = 3600.0
 _DEFAULT_LABELS_RANGE_S = 6 * 3600.0
-#: Loki's default ``max_query_length`` (721h).
-MAX_QUERY_LENGTH_S = 721 * 3600.0
+#: Largest time and duration magnitude in seconds: Go keeps both as int64 nanoseconds.
+_MAX_SECONDS = 9_223_372_036.0
 
 
 class BadRequest(LogQLError):
@@ -46,16 +50,28 @@ def parse_timestamp(value: str | None, default: float, name: str) -> float:
     if value is None or value == "":
         return default
     text = value.strip()
+    invalid = BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a timestamp '
+                         "(Unix seconds, Unix nanoseconds or RFC3339)")
     if "." in text:
         try:
-            return float(text)
+            seconds = float(text)
         except ValueError:
             pass
+        else:
+            if not (math.isfinite(seconds) and abs(seconds) <= _MAX_SECONDS):
+                raise invalid
+            return seconds
     try:
         number = int(text)
-        return float(number) if len(text.lstrip("-")) <= 10 else number / 1e9
     except ValueError:
         pass
+    else:
+        if not -(1 << 63) <= number < 1 << 63:
+            raise invalid  # Go's strconv.ParseInt: value out of range
+        seconds = float(number) if len(text.lstrip("-")) <= 10 else number / 1e9
+        if abs(seconds) > _MAX_SECONDS:
+            raise invalid
+        return seconds
     try:
         iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
         if "." in iso:
@@ -65,23 +81,33 @@ def parse_timestamp(value: str | None, default: float, name: str) -> float:
         parsed = datetime.fromisoformat(iso)
         if parsed.tzinfo is None:
             raise ValueError(text)
-        return parsed.timestamp()
-    except ValueError:
-        raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a timestamp '
-                         "(Unix seconds, Unix nanoseconds or RFC3339)") from None
+        seconds = parsed.timestamp()
+    except (ValueError, OverflowError):
+        raise invalid from None
+    if abs(seconds) > _MAX_SECONDS:
+        raise invalid
+    return seconds
 
 
 def parse_seconds_or_duration(value: str, name: str) -> float:
+    """Loki's ``parseSecondsOrDuration``: a number of seconds or a duration such as ``1m30s``."""
     try:
         seconds = float(value)
-        if math.isfinite(seconds):
-            return seconds
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
+        if abs(seconds) > _MAX_SECONDS:
+            raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
+        return seconds
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError:
         raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a duration or a number of seconds') from None
+    if abs(seconds) > _MAX_SECONDS:
+        raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
+    return seconds
 
 
 def _go_duration(seconds: float) -> str:
@@ -110,7 +136,7 @@ class LokiAPI(RoutedApp):
     """Request handlers; ``__call__`` makes it a WSGI app."""
 
     def __init__(self, source: LogSource, clock: Clock, lock: AbstractContextManager[Any], namespace: str) -> None:
-        self.engine = Engine(source, namespace)
+        self.engine = Engine(source, namespace)  # each query runs under Loki's limits (see .limits)
         self.source = source
         self.clock = clock
         self.lock = lock
@@ -134,9 +160,19 @@ class LokiAPI(RoutedApp):
         try:
             with self.lock:
                 body = self.handlers[endpoint](request, **args)
+            text = json.dumps(body)
+            if len(text) > MAX_RESPONSE_BYTES:
+                raise response_too_large(len(text))
         except LogQLError as exc:
-            return Response(exc.message, status=400, mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"})
-        return Response(json.dumps(body), mimetype="application/json")
+            return self.bad_request(request, exc.message, exc.status if isinstance(exc, LimitError) else 400)
+        return Response(text, mimetype="application/json")
+
+    def bad_request(self, request: Request, message: str, status: int = 400) -> Response:
+        """Loki's ``WriteError``: the message as plain text."""
+        return Response(message, status=status, mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"})
+
+    def internal_error(self, request: Request, exc: Exception) -> Response:
+        return self.bad_request(request, f"internal error: {exc}", status=500)
 
     # -- parameters -----------------------------------------------------------------------------
     @staticmethod
@@ -206,6 +242,7 @@ class LokiAPI(RoutedApp):
         matchers: tuple[A.Matcher, ...] = ()
         if raw:
             expr = parse(raw)
+            check_matchers(expr)
             if not isinstance(expr, A.LogSelector):
                 raise BadRequest("the query parameter must be a stream selector such as {namespace=\"otel-demo\"}")
             matchers = expr.matchers
@@ -241,23 +278,49 @@ class LokiAPI(RoutedApp):
         return dict(BUILD_INFO)
 
 
+class _Size:
+    """A running lower bound of a response's JSON size, so a huge one is refused before it is built."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, chars: int) -> None:
+        self.total += chars
+        if self.total > MAX_RESPONSE_BYTES:
+            raise response_too_large(self.total)
+
+
 def _streams_body(result: Streams) -> dict[str, Any]:
     entries = sum(len(v) for _, v in result.streams)
-    return {"status": "success", "data": {
-        "resultType": "streams",
-        "result": [{"stream": labels, "values": [[_ns(t), line] for t, line in values]} for labels, values in result.streams],
-        "stats": result.stats.to_api(entries),
-    }}
+    size = _Size()
+    out = []
+    for labels, values in result.streams:
+        size.add(sum(len(k) + len(v) + 6 for k, v in labels.items()))
+        rows = []
+        for t, line in values:
+            size.add(len(line) + 26)  # 19 digits of nanoseconds, quotes, brackets and commas
+            rows.append([_ns(t), line])
+        out.append({"stream": labels, "values": rows})
+    return {"status": "success", "data": {"resultType": "streams", "result": out, "stats": result.stats.to_api(entries)}}
 
 
 def _matrix_body(result: Series) -> dict[str, Any]:
     steps = result.steps.tolist()
     series: dict[tuple[tuple[str, str], ...], np.ndarray] = {(): result.scalar} if result.scalar is not None else result.series
+    size = _Size()
     out = []
     for key in sorted(series):
         values = series[key].tolist()
-        points = [[_sec(t), _value(v)] for t, v in zip(steps, values) if not math.isnan(v)]
+        points = []
+        for t, v in zip(steps, values, strict=True):
+            if not math.isnan(v):
+                text = _value(v)
+                size.add(len(text) + 16)
+                points.append([_sec(t), text])
         if points:
+            size.add(sum(len(k) + len(v) + 6 for k, v in key))
             out.append({"metric": dict(key), "values": points})
     return {"status": "success", "data": {"resultType": "matrix", "result": out, "stats": result.stats.to_api(0)}}
 

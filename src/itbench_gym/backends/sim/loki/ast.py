@@ -6,9 +6,9 @@ a query that cannot compile fails as a parse error, like Loki's.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Union
+
+from itbench_gym.backends.sim.regex import Regex
 
 #: Label matcher and line filter operators.
 EQ, NEQ, RE, NRE = "=", "!=", "=~", "!~"
@@ -22,7 +22,7 @@ class Matcher:
     name: str
     op: str
     value: str
-    regex: re.Pattern[str] | None = field(default=None, compare=False)
+    regex: Regex | None = field(default=None, compare=False)
 
     def matches(self, value: str) -> bool:
         if self.op == EQ:
@@ -30,7 +30,7 @@ class Matcher:
         if self.op == NEQ:
             return value != self.value
         assert self.regex is not None
-        hit = self.regex.fullmatch(value) is not None
+        hit = self.regex.matches(value)
         return hit if self.op == RE else not hit
 
     def __str__(self) -> str:
@@ -56,22 +56,22 @@ class LabelCompare:
     op: str
     kind: str
     value: object
-    regex: re.Pattern[str] | None = field(default=None, compare=False)
+    regex: Regex | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class LabelAnd:
-    left: "LabelFilter"
-    right: "LabelFilter"
+    left: LabelFilter
+    right: LabelFilter
 
 
 @dataclass(frozen=True)
 class LabelOr:
-    left: "LabelFilter"
-    right: "LabelFilter"
+    left: LabelFilter
+    right: LabelFilter
 
 
-LabelFilter = Union[LabelCompare, LabelAnd, LabelOr]
+LabelFilter = LabelCompare | LabelAnd | LabelOr
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Decolorize:
     pass
 
 
-Stage = Union[LineFilter, ParserStage, LabelFilterStage, LineFormat, LabelFormat, DropKeep, Decolorize]
+Stage = LineFilter | ParserStage | LabelFilterStage | LineFormat | LabelFormat | DropKeep | Decolorize
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class RangeAggregation:
 @dataclass(frozen=True)
 class VectorAggregation:
     op: str
-    expr: "MetricExpr"
+    expr: MetricExpr
     grouping: Grouping | None = None
     param: float | None = None
 
@@ -196,8 +196,8 @@ class VectorMatching:
 @dataclass(frozen=True)
 class BinaryOp:
     op: str
-    lhs: "MetricExpr"
-    rhs: "MetricExpr"
+    lhs: MetricExpr
+    rhs: MetricExpr
     return_bool: bool = False
     matching: VectorMatching = VectorMatching()
 
@@ -216,15 +216,15 @@ class VectorLiteral:
 
 @dataclass(frozen=True)
 class LabelReplace:
-    expr: "MetricExpr"
+    expr: MetricExpr
     dst: str
     replacement: str
     src: str
-    regex: re.Pattern[str] = field(compare=False)
+    regex: Regex = field(compare=False)
 
 
-MetricExpr = Union[RangeAggregation, VectorAggregation, BinaryOp, Literal, VectorLiteral, LabelReplace]
-Expr = Union[LogSelector, MetricExpr]
+MetricExpr = RangeAggregation | VectorAggregation | BinaryOp | Literal | VectorLiteral | LabelReplace
+Expr = LogSelector | MetricExpr
 
 RANGE_OPS = frozenset({
     "count_over_time", "rate", "rate_counter", "bytes_over_time", "bytes_rate", "avg_over_time",

@@ -4,14 +4,17 @@ Log queries scan the matching streams in time chunks in the query's direction an
 limit is reached. Metric queries select the entries of the whole span once, group them into
 series, and compute every step with numpy (a range query costs little more than an instant one):
 a series is a float array over the steps with NaN where Loki would have no sample.
+
+Every query runs under a :class:`~.limits.QueryBudget`: its deadline is checked while entries are
+scanned and steps computed, and its templates' output is counted (see :mod:`.limits`).
 """
 
 from __future__ import annotations
 
 import math
-import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -21,13 +24,23 @@ from itbench_gym.backends.sim.promql.binops import scalar_scalar
 from . import ast as A
 from .errors import LogQLError, PipelineError
 from .labels import DETECTED_LEVEL, line_level, stream_labels
+from .limits import (
+    MAX_ENTRIES,
+    MAX_POINTS,
+    MAX_QUERY_LENGTH_S,
+    MAX_SERIES,
+    QUERY_TIMEOUT_S,
+    LimitError,
+    QueryBudget,
+    check_matchers,
+    series_limit_error,
+)
 from .matching import parse_bytes, parse_duration
 from .pipeline import ERROR, ERROR_DETAILS, Labels, Pipeline, label_filter
 from .syntax import parse
 
-MAX_ENTRIES = 5000
-MAX_SERIES = 500
-MAX_POINTS = 11_000
+#: Entries scanned between two deadline checks.
+_CHECK_EVERY = 256
 #: Log queries scan this much time per round before checking whether the limit is reached.
 _SCAN_CHUNK_S = 300.0
 
@@ -84,11 +97,12 @@ def format_labels(labels: Labels | Key) -> str:
 
 
 class Engine:
-    """LogQL over one namespace's logs."""
+    """LogQL over one namespace's logs; ``timeout`` is each query's wall-clock budget (None: no deadline)."""
 
-    def __init__(self, source: LogSource, namespace: str) -> None:
+    def __init__(self, source: LogSource, namespace: str, timeout: float | None = QUERY_TIMEOUT_S) -> None:
         self.source = source
         self.namespace = namespace
+        self.timeout = timeout
 
     # -- selection --------------------------------------------------------------------------
     def select_streams(self, matchers: tuple[A.Matcher, ...], start: float, end: float) -> list[tuple[StreamInfo, Labels]]:
@@ -103,7 +117,7 @@ class Engine:
         return out
 
     def _entries(self, selector: A.LogSelector, start: float, end: float, include_start: bool,
-                 stats: Stats) -> Iterable[tuple[float, str, Labels]]:
+                 stats: Stats, budget: QueryBudget) -> Iterable[tuple[float, str, Labels]]:
         """Entries in [start, end] (or (start, end]) that survive the pipeline, stream by stream.
 
         Entries of one stream and level share one label dict when the pipeline only filters lines;
@@ -112,9 +126,12 @@ class Engine:
         streams = self.select_streams(selector.matchers, start, end)
         stats.streams += len(streams)
         for info, labels in streams:
-            pipeline = Pipeline(selector.stages, frozenset(labels))
+            budget.check()
+            pipeline = Pipeline(selector.stages, frozenset(labels), budget)
             by_level: dict[str, Labels] = {}
-            for t, line in self.source.log_lines(info.namespace, info.pod, info.container, start, end):
+            for k, (t, line) in enumerate(self.source.log_lines(info.namespace, info.pod, info.container, start, end)):
+                if k % _CHECK_EVERY == 0:
+                    budget.check()
                 if not include_start and t <= start:
                     continue
                 stats.lines += 1
@@ -133,13 +150,17 @@ class Engine:
         expr = parse(query) if isinstance(query, str) else query
         if not isinstance(expr, A.LogSelector):
             raise LogQLError("expected a log query (a stream selector with an optional pipeline)")
+        check_matchers(expr)
+        if limit > MAX_ENTRIES:
+            raise LimitError(f"max entries limit per query exceeded, limit > max_entries_limit_per_query ({limit} > {MAX_ENTRIES})")
+        budget = QueryBudget.start(self.timeout)
         stats = Stats()
         backward = direction == "backward"
         found: list[tuple[float, str, Labels]] = []
         edges = np.arange(start, end, _SCAN_CHUNK_S).tolist() + [end]
-        chunks = list(zip(edges[:-1], edges[1:]))
+        chunks = list(zip(edges[:-1], edges[1:], strict=True))
         for lo, hi in (reversed(chunks) if backward else chunks):
-            found += [e for e in self._entries(expr, lo, hi, True, stats) if e[0] < hi]
+            found += [e for e in self._entries(expr, lo, hi, True, stats, budget) if e[0] < hi]
             if len(found) >= limit:
                 break
         found.sort(key=lambda e: e[0], reverse=backward)
@@ -155,48 +176,59 @@ class Engine:
         expr = parse(query) if isinstance(query, str) else query
         if isinstance(expr, A.LogSelector):
             raise LogQLError("log queries are not supported as an instant query type, please change your query to a range query type")
-        n = 1 if step <= 0 or end <= start else int(math.floor((end - start) / step + 1e-9)) + 1
-        if n > MAX_POINTS:
-            raise LogQLError(f"exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step={max(step * n / MAX_POINTS, 1):.0f}s)")
+        check_matchers(expr)
+        points = 1.0 if step <= 0 or end <= start else math.floor((end - start) / step + 1e-9) + 1
+        if not points <= MAX_POINTS:
+            suggested = max(math.ceil((end - start) / MAX_POINTS), 1)
+            raise LogQLError("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query "
+                             f"resolution (?step={suggested}s)")
+        n = int(points)
         steps = start + np.arange(n) * (step if step > 0 else 0.0)
         result = Series(steps)
-        value = self._eval(expr, steps, result.stats)
+        value = self._eval(expr, steps, result.stats, QueryBudget.start(self.timeout))
         if isinstance(value, np.ndarray):
             result.scalar = value
         else:
             result.series = {k: v for k, v in value.items() if not np.all(np.isnan(v))}
+            if len(result.series) > MAX_SERIES:
+                raise series_limit_error()
         return result
 
-    def _eval(self, expr: A.MetricExpr, steps: np.ndarray, stats: Stats) -> dict[Key, np.ndarray] | np.ndarray:
+    def _eval(self, expr: A.MetricExpr, steps: np.ndarray, stats: Stats,
+              budget: QueryBudget) -> dict[Key, np.ndarray] | np.ndarray:
+        budget.check()
         if isinstance(expr, A.Literal):
             return np.full(len(steps), expr.value)
         if isinstance(expr, A.VectorLiteral):
             return {(): np.full(len(steps), expr.value)}
         if isinstance(expr, A.RangeAggregation):
-            return self._range(expr, steps, stats)
+            return self._range(expr, steps, stats, budget)
         if isinstance(expr, A.VectorAggregation):
-            inner = self._eval(expr.expr, steps, stats)
+            inner = self._eval(expr.expr, steps, stats, budget)
             if isinstance(inner, np.ndarray):
                 inner = {(): inner}
             return _aggregate(expr, inner)
         if isinstance(expr, A.LabelReplace):
-            inner = self._eval(expr.expr, steps, stats)
+            inner = self._eval(expr.expr, steps, stats, budget)
             if isinstance(inner, np.ndarray):
                 return inner
             return _label_replace(expr, inner)
-        lhs = self._eval(expr.lhs, steps, stats)
-        rhs = self._eval(expr.rhs, steps, stats)
+        lhs = self._eval(expr.lhs, steps, stats, budget)
+        rhs = self._eval(expr.rhs, steps, stats, budget)
         return _binary(expr, lhs, rhs)
 
-    def _range(self, expr: A.RangeAggregation, steps: np.ndarray, stats: Stats) -> dict[Key, np.ndarray]:
+    def _range(self, expr: A.RangeAggregation, steps: np.ndarray, stats: Stats,
+               budget: QueryBudget) -> dict[Key, np.ndarray]:
         rng = expr.log_range
+        if rng.range_s > MAX_QUERY_LENGTH_S:
+            raise LimitError("[interval] value exceeds limit")
         lo = float(steps[0]) - rng.range_s - rng.offset_s
         hi = float(steps[-1]) - rng.offset_s
         samples: dict[Key, tuple[list[float], list[float]]] = {}
         extract = _extractor(expr.op, rng.unwrap)
         group = _grouper(expr.grouping)
         keys: dict[int, tuple[Labels, Key]] = {}
-        for t, line, labels in self._entries(rng.selector, lo, hi, False, stats):
+        for t, line, labels in self._entries(rng.selector, lo, hi, False, stats, budget):
             got = extract(line, labels)
             if got is None:
                 continue
@@ -211,8 +243,7 @@ class Engine:
             ts.append(t)
             vs.append(value)
             if len(samples) > MAX_SERIES:
-                raise LogQLError(f"maximum number of series ({MAX_SERIES}) reached for a single query; consider reducing "
-                                 "query cardinality by adding more filters to your stream selectors or aggregating with sum by (...)")
+                raise series_limit_error()
         for key in samples:
             err = dict(key).get(ERROR)
             if err:
@@ -226,10 +257,11 @@ class Engine:
             return _absent(rng.selector, samples, ends, rng.range_s)
         out: dict[Key, np.ndarray] = {}
         for key, (ts, vs) in samples.items():
+            budget.check()
             order = np.argsort(np.asarray(ts), kind="stable")
             t_arr = np.asarray(ts)[order]
             v_arr = np.asarray(vs)[order]
-            out[key] = _window(expr.op, expr.param, t_arr, v_arr, ends, rng.range_s)
+            out[key] = _window(expr.op, expr.param, t_arr, v_arr, ends, rng.range_s, budget)
         return out
 
 
@@ -276,7 +308,8 @@ def _grouper(grouping: A.Grouping | None) -> Callable[[Labels], Labels]:
     return lambda labels: {k: v for k, v in labels.items() if k in names or k == ERROR}
 
 
-def _window(op: str, param: float | None, ts: np.ndarray, vs: np.ndarray, ends: np.ndarray, range_s: float) -> np.ndarray:
+def _window(op: str, param: float | None, ts: np.ndarray, vs: np.ndarray, ends: np.ndarray, range_s: float,
+            budget: QueryBudget) -> np.ndarray:
     """One series' value at each step end over the left-open window (end - range, end]."""
     left = np.searchsorted(ts, ends - range_s, side="right")
     right = np.searchsorted(ts, ends, side="right")
@@ -294,7 +327,9 @@ def _window(op: str, param: float | None, ts: np.ndarray, vs: np.ndarray, ends: 
             total = np.divide(total, count, out=np.zeros_like(total), where=present)
         out[present] = total[present]
         return out
-    for i in np.nonzero(present)[0]:
+    for k, i in enumerate(np.nonzero(present)[0].tolist()):
+        if k % _CHECK_EVERY == 0:
+            budget.check()
         window = vs[left[i]:right[i]]
         out[i] = _reduce(op, param, window, ts[left[i]:right[i]], range_s, float(ends[i]))
     return out
@@ -416,16 +451,13 @@ def _aggregate(expr: A.VectorAggregation, series: dict[Key, np.ndarray]) -> dict
 
 
 def _label_replace(expr: A.LabelReplace, series: dict[Key, np.ndarray]) -> dict[Key, np.ndarray]:
-    template = re.sub(r"\$\{?(\w+)\}?", r"\\g<\1>", expr.replacement)
+    """``label_replace``: the regex is anchored Go (RE2) and ``$1``/``${name}`` expand as Go's ``Expand``."""
     out: dict[Key, np.ndarray] = {}
     for key, values in series.items():
         labels = dict(key)
         m = expr.regex.fullmatch(labels.get(expr.src, ""))
         if m:
-            try:
-                new = m.expand(template)
-            except (IndexError, re.error):
-                new = ""
+            new = expr.regex.expand(m, expr.replacement)
             if new:
                 labels[expr.dst] = new
             else:

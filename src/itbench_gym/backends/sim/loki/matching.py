@@ -1,31 +1,18 @@
-"""Text primitives LogQL builds on: Go regexes, patterns, logfmt, durations, byte sizes, levels.
+"""Text primitives LogQL builds on: patterns, logfmt, durations, byte sizes, levels.
 
-Each follows the Go library Loki uses (RE2, ``time.ParseDuration``, ``humanize.ParseBytes``,
-go-logfmt, Loki's own pattern matcher and level detection) closely enough that the queries an
-operator writes behave the same.
+Each follows the Go library Loki uses (``time.ParseDuration``, ``humanize.ParseBytes``, go-logfmt,
+Loki's own pattern matcher and level detection) closely enough that the queries an operator writes
+behave the same. Regular expressions are Go's too, from :mod:`itbench_gym.backends.sim.regex`.
+Every function here runs in time linear in its input.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from dataclasses import dataclass
-from typing import Union
-
-_NAMED_GROUP = re.compile(r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>")
-_QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.S)
-
-
-def go_regex(pattern: str, *, anchored: bool = False) -> re.Pattern[str]:
-    """Compile an RE2 pattern with Python's ``re``: ``(?<n>..)``, ``\\z`` and ``\\Q..\\E`` are translated.
-
-    ``anchored`` patterns must match the whole value and let ``.`` match newlines, as Prometheus'
-    label matchers do. Raises ``re.error`` with Python's message when the pattern is invalid.
-    """
-    text = _QUOTED.sub(lambda m: re.escape(m.group(1)), pattern)
-    text = _NAMED_GROUP.sub(r"(?P<\1>", text).replace(r"\z", r"\Z")
-    return re.compile(text, re.S if anchored else 0)
 
 
 @dataclass(frozen=True)
@@ -165,12 +152,13 @@ def parse_duration(text: str) -> float:
     if s == "0":
         return 0.0
     pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)  # anchored at pos: linear, unlike scanning with finditer
+        if m is None:
             break
         total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
         pos = m.end()
-    if pos != len(s) or not s:
+    if pos != len(s) or not s or not math.isfinite(total):
         raise ValueError(f'time: invalid duration "{text}"')
     return sign * total
 
@@ -242,7 +230,7 @@ def _level_from_text(line: str) -> str:
     return "unknown"
 
 
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPRange = tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, ipaddress.IPv4Address | ipaddress.IPv6Address]
 
 

@@ -3,21 +3,30 @@
 An entry is (timestamp, line, labels). Labels start as the stream's labels plus its structured
 metadata; parsers add labels (a name clash with a stream label gets the ``_extracted`` suffix, as
 in Loki) and report failures in ``__error__`` / ``__error_details__`` instead of dropping lines.
+A template that fails to render (or renders more than ``MAX_TEMPLATE_OUTPUT``) keeps the entry
+with ``TemplateFormatErr``, as Loki does; what all templates of a query render is charged to the
+query's :class:`~.limits.QueryBudget`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
+from itbench_gym.backends.sim.regex import Regex
 
 from . import ast as A
+from .limits import QueryBudget
 from .matching import IPNetwork, IPRange, ip_in, ip_range, logfmt_pairs, parse_bytes, parse_duration, sanitize_label
+from .template import Template, TemplateError
 
 ERROR = "__error__"
 ERROR_DETAILS = "__error_details__"
+TEMPLATE_ERROR = "TemplateFormatErr"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_IP_TOKEN = re.compile(r"[0-9A-Fa-f:.]*[:.][0-9A-Fa-f:.]+")
+_IP_RUN = re.compile(r"[0-9A-Fa-f:.]+")
 _PATH_PART = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_-]*)|\[\s*"((?:[^"\\]|\\.)*)"\s*\]|\[\s*(\d+)\s*\]')
 
 Labels = dict[str, str]
@@ -44,7 +53,7 @@ def _line_filter(f: A.LineFilter) -> Callable[[str], bool]:
         ranges = [ip_range(v) for v in f.values]
 
         def has_ip(line: str) -> bool:
-            return any(ip_in(tok, r) for tok in _IP_TOKEN.findall(line) for r in ranges)
+            return any(ip_in(tok, r) for tok in _ip_tokens(line) for r in ranges)
 
         return (lambda line: not has_ip(line)) if negative else has_ip
     if f.op in (A.PIPE_EXACT, A.NEQ):
@@ -53,14 +62,24 @@ def _line_filter(f: A.LineFilter) -> Callable[[str], bool]:
             return lambda line: not any(v in line for v in values)
         return lambda line: any(v in line for v in values)
     if f.op in (A.PIPE_MATCH, A.NRE):
-        regexes = f.compiled
+        regexes = [r for r in f.compiled if isinstance(r, Regex)]
         if negative:
-            return lambda line: not any(r.search(line) for r in regexes)  # type: ignore[attr-defined]
-        return lambda line: any(r.search(line) for r in regexes)  # type: ignore[attr-defined]
+            return lambda line: not any(r.matches(line) for r in regexes)
+        return lambda line: any(r.matches(line) for r in regexes)
     patterns = f.compiled
     if negative:
         return lambda line: not any(p.match(line, whole=True) is not None for p in patterns)  # type: ignore[attr-defined]
     return lambda line: any(p.match(line, whole=True) is not None for p in patterns)  # type: ignore[attr-defined]
+
+
+def _ip_tokens(line: str) -> list[str]:
+    """Runs of address characters holding a ':' or '.' before their last character (a linear scan)."""
+    out = []
+    for m in _IP_RUN.finditer(line):
+        run = m.group()
+        if any(c in ":." for c in run[:-1]):
+            out.append(run)
+    return out
 
 
 # -- parsers ---------------------------------------------------------------------------------
@@ -164,7 +183,8 @@ def _logfmt_parser(stage: A.ParserStage, stream: frozenset[str]) -> Step:
 
 
 def _regexp_parser(stage: A.ParserStage, stream: frozenset[str]) -> Step:
-    rx: re.Pattern[str] = stage.compiled  # type: ignore[assignment]
+    rx = stage.compiled
+    assert isinstance(rx, Regex)
 
     def run(ts: float, line: str, labels: Labels) -> tuple[str, Labels]:
         m = rx.search(line)
@@ -272,9 +292,10 @@ def label_filter(f: A.LabelFilter) -> Callable[[Labels], bool]:
 # -- the pipeline ----------------------------------------------------------------------------
 
 class Pipeline:
-    """Compiled stages of one log query, applied entry by entry."""
+    """Compiled stages of one log query, applied entry by entry; templates charge ``budget``."""
 
-    def __init__(self, stages: tuple[A.Stage, ...], stream_labels: frozenset[str]) -> None:
+    def __init__(self, stages: tuple[A.Stage, ...], stream_labels: frozenset[str], budget: QueryBudget | None = None) -> None:
+        self._budget = budget
         self._steps: list[Step] = [self._compile(s, stream_labels) for s in stages]
         #: True when no stage reads or writes labels: the caller's label dict is passed through.
         self.line_only = all(isinstance(s, A.LineFilter) for s in stages)
@@ -290,8 +311,7 @@ class Pipeline:
             line, labels = out
         return line, labels
 
-    @staticmethod
-    def _compile(stage: A.Stage, stream: frozenset[str]) -> Step:
+    def _compile(self, stage: A.Stage, stream: frozenset[str]) -> Step:
         if isinstance(stage, A.LineFilter):
             keep = _line_filter(stage)
             return lambda ts, line, labels: (line, labels) if keep(line) else None
@@ -301,23 +321,51 @@ class Pipeline:
             check = label_filter(stage.filter)
             return lambda ts, line, labels: (line, labels) if check(labels) else None
         if isinstance(stage, A.LineFormat):
-            template = stage.compiled
-            return lambda ts, line, labels: (template.render(labels, line, ts), labels)  # type: ignore[attr-defined]
+            return _line_format(stage, self._budget)
         if isinstance(stage, A.LabelFormat):
-            return _label_format(stage)
+            return _label_format(stage, self._budget)
         if isinstance(stage, A.DropKeep):
             return _drop_keep(stage)
         return lambda ts, line, labels: (_ANSI.sub("", line), labels)
 
 
-def _label_format(stage: A.LabelFormat) -> Step:
+def _render(template: object, data: Labels, line: str, ts: float, budget: QueryBudget | None) -> tuple[str | None, str]:
+    """The template's output (charged to ``budget``) and "", or None and why it failed."""
+    assert isinstance(template, Template)
+    try:
+        out = template.render(data, line, ts)
+    except TemplateError as exc:
+        return None, str(exc)
+    if budget is not None:
+        budget.charge_rendered(len(out))
+    return out, ""
+
+
+def _line_format(stage: A.LineFormat, budget: QueryBudget | None) -> Step:
+    template = stage.compiled
+
+    def run(ts: float, line: str, labels: Labels) -> tuple[str, Labels]:
+        out, problem = _render(template, labels, line, ts, budget)
+        if out is None:
+            _set_error(labels, TEMPLATE_ERROR, problem)
+            return line, labels
+        return out, labels
+
+    return run
+
+
+def _label_format(stage: A.LabelFormat, budget: QueryBudget | None) -> Step:
     items = stage.items
 
     def run(ts: float, line: str, labels: Labels) -> tuple[str, Labels]:
         before = dict(labels)
         for item in items:
             if item.is_template:
-                labels[item.target] = item.compiled.render(before, line, ts)  # type: ignore[attr-defined]
+                out, problem = _render(item.compiled, before, line, ts, budget)
+                if out is None:
+                    _set_error(labels, TEMPLATE_ERROR, problem)
+                    continue
+                labels[item.target] = out
             else:
                 value = before.get(item.source, "")
                 labels.pop(item.source, None)

@@ -16,9 +16,12 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
+from itbench_gym.backends.sim import regex
+from itbench_gym.backends.sim.promql.limits import QueryShapeError, check_shape
+
 from . import ast as A
 from .errors import ParseError
-from .matching import compile_pattern, go_regex, ip_range, parse_bytes, parse_duration
+from .matching import compile_pattern, ip_range, parse_bytes, parse_duration
 from .template import Template, TemplateError
 
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"', "'": "'"}
@@ -84,11 +87,12 @@ def unquote(tok: Token) -> str:
     return "".join(out)
 
 
-def _regex(tok: Token, pattern: str, *, anchored: bool) -> re.Pattern[str]:
+def _regex(tok: Token, pattern: str, *, anchored: bool) -> regex.Regex:
+    """A Go regex (RE2); ``anchored`` ones are label matchers, ``^(?s:pattern)$`` as in Prometheus."""
     try:
-        return go_regex(pattern, anchored=anchored)
-    except re.error as exc:
-        raise _err(tok, f"error parsing regexp: {exc}: `{pattern}`") from None
+        return regex.compile(pattern, anchored=anchored)
+    except regex.RegexError as exc:
+        raise _err(tok, str(exc)) from None
 
 
 def _template(tok: Token, text: str) -> Template:
@@ -155,16 +159,16 @@ class _Build(Transformer[Token, Any]):
         if any(ip for ip, _ in values) and not all(ip for ip, _ in values):
             raise _err(values[0][1], "syntax error: ip() filters cannot be combined with string filters by or")
         if is_ip:
-            for (_, tok), text in zip(values, texts):
+            for (_, tok), text in zip(values, texts, strict=True):
                 try:
                     ip_range(text)
                 except ValueError as exc:
                     raise _err(tok, str(exc)) from None
         elif op in (A.PIPE_MATCH, A.NRE):
-            compiled = tuple(_regex(tok, text, anchored=False) for (_, tok), text in zip(values, texts))
+            compiled = tuple(_regex(tok, text, anchored=False) for (_, tok), text in zip(values, texts, strict=True))
         elif op in (A.PIPE_PATTERN, A.NOT_PATTERN):
             compiled_p = []
-            for (_, tok), text in zip(values, texts):
+            for (_, tok), text in zip(values, texts, strict=True):
                 try:
                     compiled_p.append(compile_pattern(text, need_capture=False))
                 except ValueError as exc:
@@ -448,7 +452,18 @@ def _require_metric(expr: Any, tok: Token, where: str) -> None:
 
 
 def parse(query: str) -> A.Expr:
-    """Parse a LogQL query; raises ``ParseError`` with Loki's message and position."""
+    """Parse a LogQL query; raises ``ParseError`` with Loki's message and position.
+
+    The text must first pass the twin's size and shape limits (the tree is built and evaluated
+    recursively, so nesting and operator chains are bounded before Lark sees the query).
+    """
+    if not isinstance(query, str):
+        raise ParseError(f"query must be a string, got {type(query).__name__}")
+    try:
+        check_shape(query, language="logql")
+    except QueryShapeError as exc:
+        line, col = _position(query, exc.pos)
+        raise ParseError(exc.message, line, col) from None
     try:
         tree = _parser().parse(query)
     except UnexpectedToken as exc:
@@ -491,6 +506,12 @@ def _char_error(exc: UnexpectedCharacters, query: str) -> ParseError:
     if char == "[":
         return ParseError("syntax error: invalid range, expecting a duration such as [5m]", exc.line, exc.column)
     return ParseError(f"syntax error: unexpected character {char!r}", exc.line, exc.column)
+
+
+def _position(query: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of offset ``pos``."""
+    before = query[:pos]
+    return before.count("\n") + 1, pos - (before.rfind("\n") + 1) + 1
 
 
 def _end_position(query: str) -> tuple[int, int]:

@@ -5,6 +5,12 @@ Supported: text, ``{{ pipeline }}`` actions with ``{{-``/``-}}`` trimming, field
 chaining (the piped value becomes the last argument), ``if``/``else if``/``else``/``end``, and the
 Loki template functions listed in ``FUNCTIONS``. Missing labels render as the empty string, as in
 Loki (its template data is a ``map[string]string``).
+
+Rendering is bounded: no value, and no template output, may exceed ``MAX_TEMPLATE_OUTPUT``
+characters. Functions that could build a bigger value from small arguments (``repeat``,
+``printf`` widths, ``alignLeft``, ``replace``, ``regexReplaceAll``...) check the size before they
+allocate, and fail the render with a ``TemplateError`` instead (Loki's ``TemplateFormatErr``).
+Integer functions use Go's int64 arithmetic; regexes are Go's (RE2).
 """
 
 from __future__ import annotations
@@ -14,13 +20,29 @@ import json
 import math
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Union
+from datetime import UTC, datetime
+from typing import Any
+
+from itbench_gym.backends.sim import regex
+
+from .limits import MAX_TEMPLATE_DEPTH, MAX_TEMPLATE_OUTPUT
 
 
 class TemplateError(ValueError):
     """A template that cannot be parsed or executed; worded like Go's ``template:`` errors."""
+
+
+def _too_large(what: str) -> TemplateError:
+    return TemplateError(f"template: line:1: {what} would exceed {MAX_TEMPLATE_OUTPUT} characters "
+                         "(the twin's limit on one rendered value)")
+
+
+def _bounded(size: int, what: str) -> None:
+    """Refuse to build a value of ``size`` characters beyond the render limit."""
+    if size > MAX_TEMPLATE_OUTPUT:
+        raise _too_large(what)
 
 
 Value = Any
@@ -43,7 +65,7 @@ class _Ident:
 
 @dataclass(frozen=True)
 class _Command:
-    args: tuple["_Arg", ...]
+    args: tuple[_Arg, ...]
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,7 @@ class _Pipeline:
     commands: tuple[_Command, ...]
 
 
-_Arg = Union[_Field, _Const, _Ident, _Pipeline]
+_Arg = _Field | _Const | _Ident | _Pipeline
 
 
 @dataclass(frozen=True)
@@ -66,13 +88,12 @@ class _Action:
 
 @dataclass(frozen=True)
 class _If:
-    branches: tuple[tuple[_Pipeline, tuple["_Node", ...]], ...]
-    otherwise: tuple["_Node", ...]
+    branches: tuple[tuple[_Pipeline, tuple[_Node, ...]], ...]
+    otherwise: tuple[_Node, ...]
 
 
-_Node = Union[_Text, _Action, _If]
+_Node = _Text | _Action | _If
 
-_ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
 _TOKEN = re.compile(r"""\s*(?:(?P<str>"(?:[^"\\]|\\.)*"|`[^`]*`)|(?P<num>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"""
                     r"""|(?P<field>\.[A-Za-z_][A-Za-z0-9_]*|\.)|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[|()]))""")
 
@@ -110,9 +131,49 @@ def _num(v: Value) -> float:
         return 0.0
 
 
+_INT64_MIN, _INT64_SPAN = -(1 << 63), 1 << 64
+
+
+def _wrap64(i: int) -> int:
+    """Go's int64 overflow: wrap around."""
+    return (i - _INT64_MIN) % _INT64_SPAN + _INT64_MIN
+
+
 def _int(v: Value) -> int:
+    """sprig's ``toInt64``: out-of-range floats give Go's (amd64) ``MinInt64``, as a conversion does."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return _wrap64(v)
     f = _num(v)
-    return int(f) if math.isfinite(f) else 0
+    if not math.isfinite(f) or not -(2.0**63) <= f < 2.0**63:
+        return 0 if math.isnan(f) else _INT64_MIN
+    return int(f)
+
+
+def _div(a: int, b: int) -> int:
+    """Go's truncated int64 division (0 for a zero divisor, where Go would panic)."""
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return _wrap64(q if (a < 0) == (b < 0) else -q)
+
+
+def _mod(a: int, b: int) -> int:
+    """Go's ``%``: the remainder has the dividend's sign."""
+    if b == 0:
+        return 0
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+def _add(*a: Value) -> int:
+    return _wrap64(sum(_int(x) for x in a))
+
+
+def _mul(*a: Value) -> int:
+    out = 1
+    for x in a:
+        out = _wrap64(out * _int(x))
+    return out
 
 
 def _cmp_pair(a: Value, b: Value) -> tuple[Value, Value]:
@@ -121,13 +182,19 @@ def _cmp_pair(a: Value, b: Value) -> tuple[Value, Value]:
     return _go_str(a), _go_str(b)
 
 
+_PRINTF_VERB = re.compile(r"%([-+ #0]*)(\d+)?(?:\.(\d+))?([sdvfqxXteEgt%])")
+
+
 def _printf(fmt: str, *args: Value) -> str:
     out, i, k = [], 0, 0
-    spec = re.compile(r"%([-+ #0]*)(\d+)?(?:\.(\d+))?([sdvfqxXteEgt%])")
-    for m in spec.finditer(fmt):
+    size = 0
+    for m in _PRINTF_VERB.finditer(fmt):
         out.append(fmt[i:m.start()])
+        size += m.start() - i
         i = m.end()
         flags, width, prec, verb = m.groups()
+        # Widths and precisions are padding Python would allocate before anything could check it.
+        _bounded(size + int(width or 0) + int(prec or 0), "printf output")
         if verb == "%":
             out.append("%")
             continue
@@ -147,18 +214,57 @@ def _printf(fmt: str, *args: Value) -> str:
             out.append((pyspec + verb) % _int(a))
         else:
             out.append((pyspec + verb) % _num(a))
+        size += len(out[-1])
+        _bounded(size, "printf output")
     out.append(fmt[i:])
+    _bounded(size + len(out[-1]), "printf output")
     return "".join(out)
 
 
-def _sub_re(pattern: str, text: str, repl: str, literal: bool) -> str:
+def _compile(pattern: str, func: str) -> regex.Regex:
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise TemplateError(f"error calling regexReplaceAll: {exc}") from None
-    if literal:
-        return rx.sub(lambda _m: repl, text)
-    return rx.sub(re.sub(r"\$\{?(\w+)\}?", r"\\g<\1>", repl), text)
+        return regex.compile(pattern)
+    except regex.RegexError as exc:
+        raise TemplateError(f"template: line:1: error calling {func}: {exc}") from None
+
+
+def _sub_re(pattern: str, text: str, repl: str, literal: bool) -> str:
+    """sprig's ``regexReplaceAll(Literal)``: Go's ``ReplaceAllString``, built within the output bound."""
+    func = "regexReplaceAllLiteral" if literal else "regexReplaceAll"
+    try:
+        return _compile(pattern, func).replace_all(text, repl, literal=literal, max_len=MAX_TEMPLATE_OUTPUT)
+    except regex.OutputTooLarge:
+        raise _too_large(f"{func} output") from None
+
+
+def _count(pattern: str, text: str) -> int:
+    """The number of non-overlapping matches of a Go regex."""
+    return sum(1 for _ in _compile(pattern, "count").finditer(text))
+
+
+def _repeat(n: Value, s: Value) -> str:
+    text, count = _go_str(s), _int(n)
+    if count < 0:
+        raise TemplateError("template: line:1: error calling repeat: strings: negative Repeat count")
+    _bounded(len(text) * count, "repeat output")
+    return text * count
+
+
+def _replace(s: str, old: str, new: str, n: int = -1) -> str:
+    """Go's ``strings.Replace``, refusing outputs beyond the render limit before building them."""
+    hits = len(s) + 1 if old == "" else s.count(old)
+    if n >= 0:
+        hits = min(hits, n)
+    _bounded(len(s) + hits * (len(new) - len(old)), "replace output")
+    return s.replace(old, new, n)
+
+
+def _align(n: Value, s: Value, left: bool) -> str:
+    width, text = _int(n), _go_str(s)
+    _bounded(width, "alignment width")
+    if width <= 0:
+        return ""
+    return text[:width].ljust(width) if left else text[-width:].rjust(width)
 
 
 def _substr(start: Value, end: Value, s: Value) -> str:
@@ -197,24 +303,24 @@ FUNCTIONS: dict[str, Callable[..., Value]] = {
     "ToLower": lambda s: _go_str(s).lower(), "ToUpper": lambda s: _go_str(s).upper(),
     "lower": lambda s: _go_str(s).lower(), "upper": lambda s: _go_str(s).upper(),
     "title": lambda s: _go_str(s).title(),
-    "Replace": lambda s, old, new, n: _go_str(s).replace(_go_str(old), _go_str(new), _int(n)),
-    "replace": lambda old, new, s: _go_str(s).replace(_go_str(old), _go_str(new)),
+    "Replace": lambda s, old, new, n: _replace(_go_str(s), _go_str(old), _go_str(new), _int(n)),
+    "replace": lambda old, new, s: _replace(_go_str(s), _go_str(old), _go_str(new)),
     "Trim": lambda s, cut: _go_str(s).strip(_go_str(cut)), "TrimLeft": lambda s, cut: _go_str(s).lstrip(_go_str(cut)),
     "TrimRight": lambda s, cut: _go_str(s).rstrip(_go_str(cut)), "TrimSpace": lambda s: _go_str(s).strip(),
     "TrimPrefix": lambda s, p: _go_str(s).removeprefix(_go_str(p)), "TrimSuffix": lambda s, p: _go_str(s).removesuffix(_go_str(p)),
     "trim": lambda s: _go_str(s).strip(), "trimAll": lambda cut, s: _go_str(s).strip(_go_str(cut)),
     "trimPrefix": lambda p, s: _go_str(s).removeprefix(_go_str(p)), "trimSuffix": lambda p, s: _go_str(s).removesuffix(_go_str(p)),
-    "trunc": _trunc, "substr": _substr, "repeat": lambda n, s: _go_str(s) * max(_int(n), 0),
+    "trunc": _trunc, "substr": _substr, "repeat": _repeat,
     "contains": lambda sub, s: _go_str(sub) in _go_str(s), "hasPrefix": lambda p, s: _go_str(s).startswith(_go_str(p)),
     "hasSuffix": lambda p, s: _go_str(s).endswith(_go_str(p)),
     "default": lambda d, v: v if _truthy(v) else d,
-    "count": lambda pattern, s: len(re.findall(_go_str(pattern), _go_str(s))),
+    "count": lambda pattern, s: _count(_go_str(pattern), _go_str(s)),
     "regexReplaceAll": lambda pattern, s, repl: _sub_re(_go_str(pattern), _go_str(s), _go_str(repl), False),
     "regexReplaceAllLiteral": lambda pattern, s, repl: _sub_re(_go_str(pattern), _go_str(s), _go_str(repl), True),
-    "alignLeft": lambda n, s: _go_str(s)[:_int(n)].ljust(_int(n)), "alignRight": lambda n, s: _go_str(s)[-_int(n):].rjust(_int(n)),
+    "alignLeft": lambda n, s: _align(n, s, True), "alignRight": lambda n, s: _align(n, s, False),
     "int": _int, "float64": _num,
-    "add": lambda *a: sum(_int(x) for x in a), "sub": lambda a, b: _int(a) - _int(b), "mul": lambda *a: math.prod(_int(x) for x in a),
-    "div": lambda a, b: int(_int(a) / _int(b)) if _int(b) else 0, "mod": lambda a, b: _int(a) % _int(b) if _int(b) else 0,
+    "add": _add, "sub": lambda a, b: _wrap64(_int(a) - _int(b)), "mul": _mul,
+    "div": lambda a, b: _div(_int(a), _int(b)), "mod": lambda a, b: _mod(_int(a), _int(b)),
     "addf": lambda *a: sum(_num(x) for x in a), "subf": lambda a, b: _num(a) - _num(b), "mulf": lambda *a: math.prod(_num(x) for x in a),
     "divf": lambda a, b: _num(a) / _num(b) if _num(b) else math.inf, "max": lambda *a: max(_int(x) for x in a),
     "min": lambda *a: min(_int(x) for x in a), "maxf": lambda *a: max(_num(x) for x in a), "minf": lambda *a: min(_num(x) for x in a),
@@ -245,29 +351,48 @@ class _Parser:
         self.source = source
 
     def parse(self) -> tuple[_Node, ...]:
-        items: list[tuple[str, str]] = []
-        pos = 0
-        pending_trim = False
-        for m in _ACTION.finditer(self.source):
-            text = self.source[pos:m.start()]
-            if pending_trim:
-                text = text.lstrip()
-            if m.group(1):
-                text = text.rstrip()
-            items.append(("text", text))
-            items.append(("action", m.group(2).strip()))
-            pending_trim = bool(m.group(3))
-            pos = m.end()
-        tail = self.source[pos:]
-        if "{{" in tail:
-            raise TemplateError("template: line:1: unclosed action")
-        items.append(("text", tail.lstrip() if pending_trim else tail))
-        nodes, rest, end = self._nodes(items, 0)
+        items = self._items()
+        nodes, rest, end = self._nodes(items, 0, 0)
         if end is not None:
             raise TemplateError(f"template: line:1: unexpected {{{{{end}}}}}")
         return nodes
 
-    def _nodes(self, items: list[tuple[str, str]], i: int) -> tuple[tuple[_Node, ...], int, str | None]:
+    def _items(self) -> list[tuple[str, str]]:
+        """Text and action bodies in order, with ``{{-``/``-}}`` trimming applied (a linear scan)."""
+        source = self.source
+        items: list[tuple[str, str]] = []
+        pos = 0
+        pending_trim = False
+        while True:
+            open_at = source.find("{{", pos)
+            if open_at < 0:
+                break
+            close_at = source.find("}}", open_at + 2)
+            if close_at < 0:
+                raise TemplateError("template: line:1: unclosed action")
+            body = source[open_at + 2:close_at]
+            trim_left = body[:1] == "-" and body[1:2].isspace()
+            trim_right = body[-1:] == "-" and body[-2:-1].isspace() and len(body) >= 3
+            if trim_left:
+                body = body[2:]
+            if trim_right:
+                body = body[:-2]
+            text = source[pos:open_at]
+            if pending_trim:
+                text = text.lstrip()
+            if trim_left:
+                text = text.rstrip()
+            items.append(("text", text))
+            items.append(("action", body.strip()))
+            pending_trim = trim_right
+            pos = close_at + 2
+        tail = source[pos:]
+        items.append(("text", tail.lstrip() if pending_trim else tail))
+        return items
+
+    def _nodes(self, items: list[tuple[str, str]], i: int, depth: int) -> tuple[tuple[_Node, ...], int, str | None]:
+        if depth > MAX_TEMPLATE_DEPTH:
+            raise TemplateError("template: line:1: max expression depth exceeded")
         out: list[_Node] = []
         while i < len(items):
             kind, body = items[i]
@@ -280,7 +405,7 @@ class _Parser:
             if word in ("end", "else"):
                 return tuple(out), i, body
             if word == "if":
-                node, i = self._if(items, i, body[2:].strip())
+                node, i = self._if(items, i, body[2:].strip(), depth + 1)
                 out.append(node)
                 continue
             if word in ("range", "with", "define", "template", "block"):
@@ -290,10 +415,10 @@ class _Parser:
             out.append(_Action(self._pipeline(body)))
         return tuple(out), i, None
 
-    def _if(self, items: list[tuple[str, str]], i: int, cond: str) -> tuple[_If, int]:
+    def _if(self, items: list[tuple[str, str]], i: int, cond: str, depth: int) -> tuple[_If, int]:
         branches: list[tuple[_Pipeline, tuple[_Node, ...]]] = []
         while True:
-            body, i, end = self._nodes(items, i)
+            body, i, end = self._nodes(items, i, depth)
             branches.append((self._pipeline(cond), body))
             if end is None:
                 raise TemplateError("template: line:1: unexpected EOF in if")
@@ -303,14 +428,14 @@ class _Parser:
             if rest.startswith("if "):
                 cond = rest[3:].strip()
                 continue
-            otherwise, i, end = self._nodes(items, i)
+            otherwise, i, end = self._nodes(items, i, depth)
             if end != "end":
                 raise TemplateError("template: line:1: expected {{end}} after {{else}}")
             return _If(tuple(branches), otherwise), i
 
     def _pipeline(self, text: str) -> _Pipeline:
         tokens = self._tokens(text)
-        pipe, pos = self._parse_pipeline(tokens, 0)
+        pipe, pos = self._parse_pipeline(tokens, 0, 0)
         if pos != len(tokens):
             raise TemplateError(f"template: line:1: unexpected {tokens[pos][1]!r} in command")
         return pipe
@@ -328,7 +453,9 @@ class _Parser:
             pos = m.end()
         return out
 
-    def _parse_pipeline(self, tokens: list[tuple[str, str]], pos: int) -> tuple[_Pipeline, int]:
+    def _parse_pipeline(self, tokens: list[tuple[str, str]], pos: int, depth: int) -> tuple[_Pipeline, int]:
+        if depth > MAX_TEMPLATE_DEPTH:
+            raise TemplateError("template: line:1: max expression depth exceeded")
         commands: list[_Command] = []
         args: list[_Arg] = []
         while pos < len(tokens):
@@ -342,7 +469,7 @@ class _Parser:
                 commands.append(_Command(tuple(args)))
                 args = []
             elif kind == "punct" and value == "(":
-                inner, pos = self._parse_pipeline(tokens, pos)
+                inner, pos = self._parse_pipeline(tokens, pos, depth + 1)
                 if pos >= len(tokens) or tokens[pos][1] != ")":
                     raise TemplateError("template: line:1: unclosed left paren")
                 pos += 1
@@ -366,15 +493,28 @@ class _Parser:
 
 
 class Template:
-    """A compiled template; ``render`` never raises for data it was not written for."""
+    """A compiled template.
+
+    ``render`` tolerates data it was not written for (missing labels, non-numbers), and raises
+    ``TemplateError`` only when a value or the output would exceed ``MAX_TEMPLATE_OUTPUT``.
+    """
 
     def __init__(self, source: str) -> None:
         self.source = source
         self._nodes = _Parser(source).parse()
 
     def render(self, labels: dict[str, str], line: str, ts: float) -> str:
-        env = (labels, line, ts)
-        return "".join(self._run(n, env) for n in self._nodes)
+        return self._join(self._nodes, (labels, line, ts))
+
+    def _join(self, nodes: tuple[_Node, ...], env: tuple[dict[str, str], str, float]) -> str:
+        parts: list[str] = []
+        size = 0
+        for n in nodes:
+            text = self._run(n, env)
+            size += len(text)
+            _bounded(size, "the template output")
+            parts.append(text)
+        return "".join(parts)
 
     def _run(self, node: _Node, env: tuple[dict[str, str], str, float]) -> str:
         if isinstance(node, _Text):
@@ -383,8 +523,8 @@ class Template:
             return _go_str(self._pipe(node.pipeline, env))
         for cond, body in node.branches:
             if _truthy(self._pipe(cond, env)):
-                return "".join(self._run(n, env) for n in body)
-        return "".join(self._run(n, env) for n in node.otherwise)
+                return self._join(body, env)
+        return self._join(node.otherwise, env)
 
     def _pipe(self, pipe: _Pipeline, env: tuple[dict[str, str], str, float]) -> Value:
         value: Value = None
@@ -399,11 +539,14 @@ class Template:
             if has_piped:
                 args.append(piped)
             try:
-                return FUNCTIONS[head.name](*args)
-            except TypeError:
+                result = FUNCTIONS[head.name](*args)
+            except TemplateError:
+                raise
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError):
                 return ""
-            except (ValueError, ZeroDivisionError, OverflowError, re.error):
-                return ""
+            if isinstance(result, str):
+                _bounded(len(result), f"the value of {head.name}")
+            return result
         if len(cmd.args) > 1 or has_piped:
             raise TemplateError(f"template: line:1: can't give argument to non-function {self._describe(head)}")
         return self._arg(head, env)
@@ -419,7 +562,7 @@ class Template:
         if arg.name == "__line__":
             return line
         if arg.name == "__timestamp__":
-            return datetime.fromtimestamp(ts, tz=timezone.utc)
+            return datetime.fromtimestamp(ts, tz=UTC)
         return FUNCTIONS[arg.name]()
 
     @staticmethod

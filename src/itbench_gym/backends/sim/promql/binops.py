@@ -168,7 +168,7 @@ def vector_vector(node: Binary, lhs: Block, rhs: Block, delayed: bool) -> Block:
     many, one = (rhs, lhs) if swapped else (lhs, rhs)
     one_groups, _ = _sig_index(one, node.on, node.matching)
     _, many_sigs = _sig_index(many, node.on, node.matching)
-    active = many.present.any(axis=0) & one.present.any(axis=0)
+    active = np.asarray(many.present.any(axis=0) & one.present.any(axis=0))
     folded = _fold_one_side(one, one_groups, active, "left" if swapped else "right", node.on, node.matching)
     labels: list[Labels] = []
     values: list[np.ndarray] = []

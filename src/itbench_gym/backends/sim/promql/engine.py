@@ -6,16 +6,16 @@ range query or an alert rule evaluated over many steps selects its data once per
 
 from __future__ import annotations
 
+import json
 import math
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import promql_parser
 
+from .. import regex
 from ..tsdb import TSDB, Labels, is_stale
 from . import aggregation, binops, functions, window_funcs
 from .ast import (
@@ -38,10 +38,16 @@ from .ast import (
     line_col,
 )
 from .errors import Annotations, PromQLError
-from .syntax_position import locate
+from .limits import DEFAULT_LIMITS, Deadline, QueryLimits, QueryTimeout
+from .parsing import native_parse, regex_error
 from .values import Block, Windows, drop_names_now, flatten, format_value, merge_same_labels, search, without_name
 
-_MAX_ELEMENTS = 50_000_000
+#: Prometheus' ``--query.max-samples`` error.
+TOO_MANY_SAMPLES = "query processing would load too many samples into memory in query execution"
+#: Prometheus' ``ErrQueryTimeout`` for a query stopped during evaluation.
+TIMED_OUT = "query timed out in expression evaluation"
+#: Prometheus' MinTime/MaxTime in seconds: the times whose milliseconds fit int64.
+MAX_TIME_SECONDS = 9_223_309_901_257_974.0
 _NON_COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
 _NATIVE_HISTOGRAM_FUNCS = frozenset(
     {"histogram_count", "histogram_sum", "histogram_avg", "histogram_stddev", "histogram_stdvar", "histogram_fraction"}
@@ -83,7 +89,7 @@ class Result:
             return [Sample(dict(lb), ts[0] / 1000.0, float(vs[0])) for lb, ts, vs in self.series]
         if self.type == "matrix":
             return [
-                SeriesPoints(dict(lb), [(t / 1000.0, float(v)) for t, v in zip(ts.tolist(), vs.tolist())])
+                SeriesPoints(dict(lb), [(t / 1000.0, float(v)) for t, v in zip(ts.tolist(), vs.tolist(), strict=True)])
                 for lb, ts, vs in self.series
             ]
         if self.type == "scalar":
@@ -94,19 +100,8 @@ class Result:
 
     def to_api(self) -> dict[str, Any]:
         """The ``data`` member of a Prometheus ``/api/v1/query(_range)`` response."""
-        if self.type == "vector":
-            result: Any = [
-                {"metric": dict(lb), "value": [_api_time(int(ts[0])), format_value(float(vs[0]))]}
-                for lb, ts, vs in self.series
-            ]
-        elif self.type == "matrix":
-            result = [
-                {
-                    "metric": dict(lb),
-                    "values": [[_api_time(t), format_value(v)] for t, v in zip(ts.tolist(), vs.tolist())],
-                }
-                for lb, ts, vs in self.series
-            ]
+        if self.type in ("vector", "matrix"):
+            result: Any = [self._api_item(lb, ts, vs) for lb, ts, vs in self.series]
         elif self.type == "scalar":
             assert self.scalar is not None
             result = [_api_time(self.scalar[0]), format_value(self.scalar[1])]
@@ -115,9 +110,62 @@ class Result:
             result = [_api_time(self.string[0]), self.string[1]]
         return {"resultType": self.type, "result": result}
 
+    def to_api_json(self, max_bytes: int | None = None) -> str:
+        """:meth:`to_api` as JSON text, built series by series so it never grows past ``max_bytes``.
+
+        Raises :class:`ResultTooLarge` as soon as the text would exceed the bound.
+        """
+        if self.type in ("scalar", "string"):
+            return json.dumps(self.to_api())
+        parts: list[str] = []
+        size = 0
+        for lb, ts, vs in self.series:
+            text = json.dumps(self._api_item(lb, ts, vs))
+            size += len(text) + 1
+            if max_bytes is not None and size > max_bytes:
+                raise ResultTooLarge(max_bytes)
+            parts.append(text)
+        return f'{{"resultType": "{self.type}", "result": [{", ".join(parts)}]}}'
+
+    def _api_item(self, lb: Labels, ts: np.ndarray, vs: np.ndarray) -> dict[str, Any]:
+        """One series of a vector or matrix result in the API's shape."""
+        if self.type == "vector":
+            return {"metric": dict(lb), "value": [_api_time(int(ts[0])), format_value(float(vs[0]))]}
+        return {"metric": dict(lb),
+                "values": [[_api_time(t), format_value(v)] for t, v in zip(ts.tolist(), vs.tolist(), strict=True)]}
+
+
+class ResultTooLarge(PromQLError):
+    """A result whose JSON would exceed the API's response bound (``execution``, HTTP 422)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        size = f"{max_bytes >> 20} MiB" if max_bytes % (1 << 20) == 0 else f"{max_bytes:,} bytes"
+        super().__init__(
+            f"the query result exceeds the {size} response limit; select fewer series "
+            "(add label matchers or aggregate) or use a larger step", "execution")
+
 
 def _api_time(ms: int) -> float | int:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
+
+
+class _Budget:
+    """One query's sample count and deadline (shared by its subqueries)."""
+
+    __slots__ = ("max_samples", "samples", "deadline")
+
+    def __init__(self, limits: QueryLimits) -> None:
+        self.max_samples = limits.max_samples
+        self.samples = 0
+        self.deadline = Deadline(limits.timeout)
+
+    def charge(self, samples: int) -> None:
+        self.samples += samples
+        if self.samples > self.max_samples:
+            raise PromQLError(TOO_MANY_SAMPLES)
+
+    def check(self) -> None:
+        self.deadline.check()
 
 
 @dataclass
@@ -128,6 +176,7 @@ class _Ctx:
     is_range: bool
     annos: Annotations
     query: str
+    budget: _Budget
     step: int = 0  # outer query step, for step()
 
 
@@ -136,7 +185,8 @@ class Engine:
 
     ``delayed_name_removal`` mirrors Prometheus' ``promql-delayed-name-removal`` feature flag (off by
     default in Prometheus 3, on in its test suite). ``subquery_step`` is the default resolution of
-    subqueries without a step (Prometheus uses the global evaluation interval).
+    subqueries without a step (Prometheus uses the global evaluation interval). ``limits`` bound
+    every query unless a call passes its own (the HTTP API passes :data:`~.limits.API_LIMITS`).
     """
 
     def __init__(
@@ -146,6 +196,7 @@ class Engine:
         *,
         delayed_name_removal: bool = False,
         subquery_step: float = 60.0,
+        limits: QueryLimits = DEFAULT_LIMITS,
     ) -> None:
         if lookback_delta <= 0:
             raise ValueError(f"lookback_delta must be positive, got {lookback_delta}")
@@ -153,12 +204,17 @@ class Engine:
         self.lookback = int(round(lookback_delta * 1000))
         self.delayed = delayed_name_removal
         self.subquery_step = int(round(subquery_step * 1000))
+        self.limits = limits
         self._cache: OrderedDict[str, Node] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     # ----------------------------------------------------------------- API
-    def parse(self, expr: str) -> Node:
-        """Parse ``expr`` (cached); raises :class:`PromQLError` with ``bad_data`` on syntax errors."""
+    def parse(self, expr: str, deadline: Deadline | None = None) -> Node:
+        """Parse ``expr`` (cached); raises :class:`PromQLError` with ``bad_data`` on syntax errors.
+
+        The text must pass the size and shape limits of :mod:`.limits` before the native parser
+        sees it; ``deadline`` only bounds the search for an error's position.
+        """
         if not isinstance(expr, str):
             raise PromQLError(f"query must be a string, got {type(expr).__name__}", "bad_data")
         with self._cache_lock:
@@ -168,14 +224,14 @@ class Engine:
                 return node
         if not expr.strip():
             raise PromQLError("1:1: parse error: no expression found in input", "bad_data")
+        raw, prepared = native_parse(expr, deadline)
         try:
-            raw = promql_parser.parse(expr)
-        except ValueError as exc:
-            raise PromQLError(_parse_error(expr, str(exc)), "bad_data") from None
-        except BaseException as exc:  # the Rust binding panics on a few malformed inputs
+            node = convert(raw)
+        except regex.RegexError as exc:
+            raise regex_error(prepared, exc, exc.pattern) from None
+        except (OverflowError, ValueError) as exc:  # times and durations Python cannot represent
             raise PromQLError(f"parse error: {exc}", "bad_data") from None
-        node = convert(raw)
-        assign_positions(node, expr)
+        assign_positions(node, prepared.text)
         _check(node)
         with self._cache_lock:
             self._cache[expr] = node
@@ -183,11 +239,13 @@ class Engine:
                 self._cache.popitem(last=False)
         return node
 
-    def instant(self, expr: str, t: float) -> Result:
+    def instant(self, expr: str, t: float, *, limits: QueryLimits | None = None) -> Result:
+        budget = _Budget(limits or self.limits)
         ms = _seconds_to_ms(t, "time")
-        return self._run(expr, np.array([ms], dtype=np.int64), ms, ms, is_range=False)
+        return self._run(expr, np.array([ms], dtype=np.int64), ms, ms, budget, is_range=False)
 
-    def range(self, expr: str, start: float, end: float, step: float) -> Result:
+    def range(self, expr: str, start: float, end: float, step: float, *, limits: QueryLimits | None = None) -> Result:
+        budget = _Budget(limits or self.limits)
         s, e, st = _seconds_to_ms(start, "start"), _seconds_to_ms(end, "end"), _seconds_to_ms(step, "step")
         if st <= 0:
             raise PromQLError("zero or negative query resolution step widths are not accepted. Try a positive integer", "bad_data")
@@ -199,16 +257,18 @@ class Engine:
                 "bad_data",
             )
         ts = np.arange(s, e + 1, st, dtype=np.int64)
-        return self._run(expr, ts, s, e, is_range=True, step=st)
+        return self._run(expr, ts, s, e, budget, is_range=True, step=st)
 
     def range_ms(self, expr: str, ts: np.ndarray) -> Result:
         """Evaluate at arbitrary (sorted, int64 ms) times as one range query; used by rule evaluation."""
-        return self._run(expr, np.asarray(ts, dtype=np.int64), int(ts[0]), int(ts[-1]), is_range=len(ts) > 1)
+        ts = np.asarray(ts, dtype=np.int64)
+        return self._run(expr, ts, int(ts[0]), int(ts[-1]), _Budget(self.limits), is_range=len(ts) > 1)
 
     # ------------------------------------------------------------ internals
-    def _run(self, expr: str, ts: np.ndarray, start: int, end: int, is_range: bool, step: int = 0) -> Result:
-        node = self.parse(expr)
-        ctx = _Ctx(ts, start, end, is_range, Annotations(), expr, step if end != start else 0)
+    def _run(self, expr: str, ts: np.ndarray, start: int, end: int, budget: _Budget, is_range: bool,
+             step: int = 0) -> Result:
+        node = self.parse(expr, budget.deadline)
+        ctx = _Ctx(ts, start, end, is_range, Annotations(), expr, budget, step if end != start else 0)
         if is_range and node.type not in ("vector", "scalar"):
             kind = "range vector" if node.type == "matrix" else node.type
             raise PromQLError(
@@ -228,7 +288,9 @@ class Engine:
             else:
                 result = Result("string", string=(int(ts[0]), str(value)))
         except MemoryError:
-            raise PromQLError("query processing would load too many samples into memory in query execution") from None
+            raise PromQLError(TOO_MANY_SAMPLES) from None
+        except QueryTimeout:
+            raise PromQLError(TIMED_OUT, "timeout") from None
         result.warnings = list(ctx.annos.warnings)
         result.infos = list(ctx.annos.infos)
         return result
@@ -270,6 +332,13 @@ class Engine:
         return merge_same_labels(block)
 
     def _eval(self, node: Node, ctx: _Ctx) -> Any:
+        ctx.budget.check()
+        value = self._eval_node(node, ctx)
+        if isinstance(value, Block) and not isinstance(node, (VectorSel, Paren)):
+            ctx.budget.charge(value.values.size)  # selectors charge before they allocate
+        return value
+
+    def _eval_node(self, node: Node, ctx: _Ctx) -> Any:
         if isinstance(node, NumberLit):
             return np.full(len(ctx.ts), node.val)
         if isinstance(node, StringLit):
@@ -305,21 +374,22 @@ class Engine:
             base = np.full(len(ctx.ts), at.ms, dtype=np.int64)
         return base - offset
 
-    def _select(self, node: VectorSel, mint: int, maxt: int) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+    def _select(self, node: VectorSel, mint: int, maxt: int, ctx: _Ctx) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
         sets = node.matcher_sets()
+        check = ctx.budget.check
         if len(sets) == 1:
-            return self.storage.select_raw(sets[0], mint, maxt)
+            return self.storage.select_raw(sets[0], mint, maxt, check)
         merged: dict[Labels, tuple[Labels, np.ndarray, np.ndarray]] = {}
         for ms in sets:
-            for item in self.storage.select_raw(ms, mint, maxt):
+            for item in self.storage.select_raw(ms, mint, maxt, check):
                 merged[item[0]] = item
         return [merged[k] for k in sorted(merged)]
 
     def _vector_selector(self, node: VectorSel, ctx: _Ctx) -> tuple[Block, np.ndarray]:
         t = self._times(node.at, node.offset, ctx)
-        series = self._select(node, int(t.min()) - self.lookback + 1, int(t.max()))
+        series = self._select(node, int(t.min()) - self.lookback + 1, int(t.max()), ctx)
         n = len(t)
-        _guard(len(series) * n)
+        ctx.budget.charge(len(series) * n)
         ts, vs, starts = flatten([(a, b) for _, a, b in series])
         hi = search(ts, starts, t, "right")
         idx = hi - 1
@@ -345,7 +415,8 @@ class Engine:
         if isinstance(node, MatrixSel):
             vs = node.vs
             end = self._times(vs.at, vs.offset, ctx)
-            series = self._select(vs, int(end.min()) - node.range + 1, int(end.max()))
+            series = self._select(vs, int(end.min()) - node.range + 1, int(end.max()), ctx)
+            ctx.budget.charge(sum(len(a) for _, a, _ in series))
             arrays = [(a, b) for _, a, b in series]
             labels = [lb for lb, _, _ in series]
             drop = np.zeros(len(labels), dtype=bool)
@@ -356,8 +427,10 @@ class Engine:
             start = step * (first // step)
             if start <= first:
                 start += step
+            if (int(end.max()) - start) // step > ctx.budget.max_samples:
+                raise PromQLError(TOO_MANY_SAMPLES)
             grid = np.arange(start, int(end.max()) + 1, step, dtype=np.int64)
-            inner = _Ctx(grid, ctx.start, ctx.end, True, ctx.annos, ctx.query, ctx.step)
+            inner = _Ctx(grid, ctx.start, ctx.end, True, ctx.annos, ctx.query, ctx.budget, ctx.step)
             if len(grid) == 0:
                 labels, arrays, drop = [], [], np.zeros(0, dtype=bool)
             else:
@@ -371,7 +444,7 @@ class Engine:
                 labels = list(val.labels)
                 arrays = [(grid[val.present[i]], val.values[i][val.present[i]]) for i in range(len(val))]
                 drop = val.drop_name.copy()
-        _guard(len(labels) * len(end))
+        ctx.budget.charge(len(labels) * len(end))
         ts, vs_flat, starts = flatten(arrays)
         if isinstance(node, MatrixSel):
             # Range selectors never return staleness markers.
@@ -450,7 +523,7 @@ class Engine:
             return self._normalize(functions.date_block(name, self._block_arg(args[0], ctx)))
         if name == "absent":
             block = self._block_arg(args[0], ctx)
-            missing = ~block.present.any(axis=0)
+            missing = np.asarray(~block.present.any(axis=0))
             lbls = functions.absent_labels(args[0].matchers) if isinstance(args[0], VectorSel) else ()
             return Block([lbls], np.ones((1, n)), missing[None, :], np.zeros(1, dtype=bool)).compact()
         if name in ("sort", "sort_desc", "sort_by_label", "sort_by_label_desc"):
@@ -502,7 +575,7 @@ class Engine:
         w = self._windows(args[idx], ctx)  # type: ignore[arg-type]
         n = len(ctx.ts)
         if name == "absent_over_time":
-            any_present = (w.hi > w.lo).any(axis=0) if len(w.labels) else np.zeros(n, dtype=bool)
+            any_present = np.asarray((w.hi > w.lo).any(axis=0)) if len(w.labels) else np.zeros(n, dtype=bool)
             arg = args[idx]
             lbls = functions.absent_labels(arg.vs.matchers) if isinstance(arg, MatrixSel) else ()
             return Block([lbls], np.ones((1, n)), ~any_present[None, :], np.ones(1, dtype=bool)).compact()
@@ -559,18 +632,16 @@ def _unparen(node: Node) -> Node:
     return node
 
 
-def _guard(elements: int) -> None:
-    if elements > _MAX_ELEMENTS:
-        raise PromQLError("query processing would load too many samples into memory in query execution")
-
-
 def _seconds_to_ms(t: float, what: str) -> int:
     try:
         f = float(t)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise PromQLError(f"invalid {what} {t!r}: expected seconds since the epoch", "bad_data") from None
     if not math.isfinite(f):
         raise PromQLError(f"invalid {what} {t!r}: must be finite", "bad_data")
+    if abs(f) > MAX_TIME_SECONDS:
+        raise PromQLError(f"invalid {what} {t!r}: out of range (at most {MAX_TIME_SECONDS:.0f} seconds from the epoch)",
+                          "bad_data")
     return int(round(f * 1000))
 
 
@@ -581,27 +652,3 @@ def _check(node: Node) -> None:
     for n in walk(node):
         if isinstance(n, Aggregate) and n.op == "count_values" and not (n.param is not None and isinstance(_unparen(n.param), StringLit)):
             raise PromQLError("count_values requires a string parameter", "bad_data")
-
-
-_QUOTED = re.compile(r"['\"`]([^'\"`]+)['\"`]")
-
-
-def _parse_error(query: str, message: str) -> str:
-    """Prometheus-style ``line:col: parse error: ...`` with a best-effort position."""
-    pos = None
-    if "end of input" in message or "unclosed" in message:
-        pos = len(query)
-    else:
-        for frag in _QUOTED.findall(message):
-            idx = query.find(frag)
-            if idx >= 0:
-                pos = idx
-                break
-    if pos is None:
-        found = locate(query)
-        if found is not None:
-            pos, what = found
-            if message.strip() == "invalid promql query":
-                message = what
-    prefix = f"{line_col(query, pos)}: " if pos is not None else ""
-    return f"{prefix}parse error: {message}"

@@ -5,14 +5,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
+from .. import regex
 from ..tsdb import Labels, Matcher, labels_get
 from .errors import Annotations, PromQLError
 from .values import Block
 from .window_funcs import quantile_rows
+
 
 def valid_label_name(name: str) -> bool:
     # Prometheus 3 accepts any valid UTF-8 label name except the empty string.
@@ -118,7 +120,7 @@ def date_func(name: str, secs: np.ndarray) -> np.ndarray:
             continue
         t = int(x)
         try:
-            dt = datetime.fromtimestamp(t, tz=timezone.utc)
+            dt = datetime.fromtimestamp(t, tz=UTC)
         except (OverflowError, OSError, ValueError):
             continue
         res[i] = _DATE[name](dt)
@@ -148,21 +150,21 @@ def date_block(name: str, block: Block) -> Block:
     return Block(block.labels, date_func(name, block.values), block.present, np.ones(len(block), dtype=bool))
 
 
-def label_replace(block: Block, dst: str, repl: str, src: str, regex: str) -> Block:
+def label_replace(block: Block, dst: str, repl: str, src: str, pattern: str) -> Block:
+    """Prometheus' ``label_replace``: ``pattern`` is a Go regex anchored as ``^(?s:pattern)$``."""
     try:
-        rx = re.compile(f"^(?s:{regex})$")
-    except re.error:
-        raise PromQLError(f"invalid regular expression in label_replace(): {regex}") from None
+        rx = regex.compile(pattern, anchored=True)
+    except regex.RegexError:
+        raise PromQLError(f"invalid regular expression in label_replace(): {pattern}") from None
     if not valid_label_name(dst):
         raise PromQLError(f"invalid destination label name in label_replace(): {dst}")
-    template = _go_template(repl)
     labels = list(block.labels)
     drop = block.drop_name.copy()
     for i, lb in enumerate(labels):
-        m = rx.match(labels_get(lb, src))
+        m = rx.fullmatch(labels_get(lb, src))
         if m is None:
             continue
-        value = template(m)
+        value = rx.expand(m, repl)
         labels[i] = _set_label(lb, dst, value)
         drop[i] = False if dst == "__name__" else block.drop_name[i]
     return Block(labels, block.values, block.present, drop)
@@ -188,28 +190,6 @@ def _set_label(lb: Labels, name: str, value: str) -> Labels:
     if value != "":
         rest.append((name, value))
     return tuple(sorted(rest))
-
-
-_TEMPLATE_REF = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)|(\$))")
-
-
-def _go_template(repl: str) -> Callable[[re.Match[str]], str]:
-    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``$$``; unknown groups expand to ''."""
-
-    def expand(m: re.Match[str]) -> str:
-        def sub(ref: re.Match[str]) -> str:
-            if ref.group(3):
-                return "$"
-            name = ref.group(1) or ref.group(2)
-            try:
-                val = m.group(int(name)) if name.isdigit() else m.group(name)
-            except (IndexError, re.error):
-                return ""
-            return val or ""
-
-        return _TEMPLATE_REF.sub(sub, repl)
-
-    return expand
 
 
 def sort_rows(block: Block, descending: bool) -> Block:
@@ -358,8 +338,8 @@ def histogram_quantile(
         present.append(ok)
         drop.append(True)
     for base, (mn, mx, md, count, t0, t1) in mono_msgs.items():
-        start = datetime.fromtimestamp(int(t0 // 1000), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        end = datetime.fromtimestamp(int(t1 // 1000), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        start = datetime.fromtimestamp(int(t0 // 1000), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        end = datetime.fromtimestamp(int(t1 // 1000), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         annos.info(
             f"{base}, from buckets {_g(mn)} to {_g(mx)}, with a max diff of {_g2(md)}, over {count} samples "
             f"from {start} to {end} ({pos})"

@@ -77,7 +77,7 @@ def parse_duration(text: str) -> int:
     m = _DURATION.match(text)
     if not m or not text:
         raise ScriptError(f"invalid duration {text!r}")
-    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS_MS) if g)
+    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS_MS, strict=True) if g)
 
 
 _UNSIGNED = r"(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[iI][nN][fF]|[nN][aA][nN])"
@@ -474,8 +474,8 @@ class _Runner:
                 if v is not None:
                     exp_pts.append((t, v))
             if len(exp_pts) != len(ts):
-                return f"expected {len(exp_pts)} points for {_fmt(lb)}, got {list(zip(ts.tolist(), vs.tolist()))}"
-            for (et, evv), at, av in zip(exp_pts, ts.tolist(), vs.tolist()):
+                return f"expected {len(exp_pts)} points for {_fmt(lb)}, got {list(zip(ts.tolist(), vs.tolist(), strict=True))}"
+            for (et, evv), at, av in zip(exp_pts, ts.tolist(), vs.tolist(), strict=False):
                 if et != at:
                     return f"expected timestamp {et} for {_fmt(lb)}, got {at}"
                 if not _almost_equal(evv, av):

@@ -4,6 +4,9 @@
 the query token by token and keep the longest prefix that some completion (a closing bracket, an
 operand, a duration...) still turns into a valid query; the first token that no completion can save
 is the error, and a query whose every prefix can be completed is missing its end.
+
+That costs about a hundred parses per token, so it only runs on short queries and stops at the
+query's deadline; longer ones get the parser's message without a position.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import re
 from itertools import product
 
 import promql_parser
+
+from .limits import Deadline
 
 _TOKEN = re.compile(
     r"""\s*(
@@ -29,7 +34,8 @@ _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _FILLERS = ("", "[5m]", " x", " x[5m]", ' "x"', " 1", "5m", "1m", "a", 'a="x"', '="x"', '"x"', " (a) (x)", "(a) x", "(x)")
 #: ... and after they close (the operand of a binary operator, the body of an aggregation).
 _TAILS = ("", " x", " (x)", " 1")
-MAX_SCAN_CHARS = 4_096
+#: Longest query located token by token (the scan is quadratic: ~0.3 s at this length).
+MAX_SCAN_CHARS = 512
 
 
 def _tokens(query: str) -> list[tuple[int, int]]:
@@ -71,12 +77,17 @@ def _completable(prefix: str, spans: list[tuple[int, int]]) -> bool:
     return any(_valid(prefix + filler + close + tail) for filler, close, tail in product(_FILLERS, endings, _TAILS))
 
 
-def locate(query: str) -> tuple[int, str] | None:
-    """(0-based offset, description) of the first token no completion can save, or None."""
+def locate(query: str, deadline: Deadline | None = None) -> tuple[int, str] | None:
+    """(0-based offset, description) of the first token no completion can save, or None.
+
+    None too when the query is longer than ``MAX_SCAN_CHARS`` or ``deadline`` passes first.
+    """
     if len(query) > MAX_SCAN_CHARS:
         return None
     spans = _tokens(query)
     for i, (start, end) in enumerate(spans):
+        if deadline is not None and deadline.expired:
+            return None
         if not _completable(query[:end], spans[: i + 1]):
             return start, f"unexpected {query[start:end]!r}"
     return len(query), "unexpected end of input"

@@ -57,7 +57,7 @@ def drop_names_now(block: Block) -> Block:
     """Remove ``__name__`` from flagged rows and merge rows that collide."""
     if not block.drop_name.any():
         return block
-    labels = [without_name(lb) if d else lb for lb, d in zip(block.labels, block.drop_name)]
+    labels = [without_name(lb) if d else lb for lb, d in zip(block.labels, block.drop_name, strict=True)]
     return merge_same_labels(Block(labels, block.values, block.present, np.zeros(len(labels), dtype=bool)))
 
 

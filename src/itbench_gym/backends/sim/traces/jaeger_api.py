@@ -9,6 +9,10 @@ on ``/api/traces`` (the UI's ``1h``, ``2d``...) sets the start when ``start`` is
 
 With ``enabled=False`` (scenarios whose traces are masked) the API answers like a Jaeger that
 never received a span: no services, no operations, no traces, no dependencies.
+
+Bad input is always a 400 in Jaeger's shape, never a 500: parameters must be valid UTF-8, durations
+must fit Go's int64 nanoseconds (Go's ``time: invalid duration`` otherwise), and a ``tags`` JSON
+too deeply nested to decode is malformed like any other.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ DEFAULT_DEPENDENCY_LOOKBACK_S = 86400.0
 _SPAN_KINDS = ("server", "client", "producer", "consumer", "internal")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _INT = re.compile(r"^[+-]?\d+$")
+#: Go's time.Duration is int64 nanoseconds.
+_MAX_DURATION_S = 9_223_372_036.854775807
 
 
 class ApiFailure(Exception):
@@ -100,13 +106,20 @@ def parse_go_duration(text: str) -> float:
         if unit not in _UNITS:
             raise BadParam(f"time: unknown unit {_quote(unit)} in duration {_quote(text)}")
         total += number * _UNITS[unit]
+        if total > _MAX_DURATION_S:
+            raise invalid  # Go reports an overflowing duration as invalid
     return -total if neg else total
 
 
 def _lookback(text: str) -> float:
     """The UI's lookback values: Go durations plus days (``2d``)."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)d", text)
-    return float(m.group(1)) * 86400.0 if m else parse_go_duration(text)
+    if not m:
+        return parse_go_duration(text)
+    seconds = float(m.group(1)) * 86400.0
+    if seconds > _MAX_DURATION_S:
+        raise BadParam(f"time: invalid duration {_quote(text)}")
+    return seconds
 
 
 def _param_error(name: str, exc: BadParam) -> BadParam:
@@ -130,6 +143,12 @@ class JaegerAPI(RoutedApp):
             Rule("/api/traces/<trace_id>", endpoint="trace", methods=["GET"]),
             Rule("/api/dependencies", endpoint="dependencies", methods=["GET"]),
         ], strict_slashes=False)
+
+    def bad_request(self, request: Request, message: str, status: int = 400) -> Response:
+        return _error(status, message)
+
+    def internal_error(self, request: Request, exc: Exception) -> Response:
+        return _error(500, f"internal error: {exc}")
 
     def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         with self.lock:
@@ -274,6 +293,8 @@ def parse_tags(simple: list[str], json_maps: list[str]) -> dict[str, str]:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise BadParam(f"malformed 'tags' parameter, cannot unmarshal JSON: {exc}") from None
+        except RecursionError:
+            raise BadParam("malformed 'tags' parameter, cannot unmarshal JSON: exceeded max depth") from None
         if not isinstance(doc, dict):
             raise BadParam(f"malformed 'tags' parameter, cannot unmarshal JSON: json: cannot unmarshal {_json_kind(doc)} "
                            "into Go value of type map[string]string")

@@ -11,8 +11,8 @@ could fail in that tick), which keeps queries over an hour of history fast.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from itbench_gym.backends.sim.app.spec import AppSpec
 
