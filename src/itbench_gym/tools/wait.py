@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult
+from itbench_gym.tools.durations import parse_duration
 
 MAX_WAIT_SECONDS = 3600.0
 
 
 class WaitTool:
     name = "wait"
-    description = "Wait N seconds (at most 3600), e.g. `wait 60`, so the system can react to a change."
+    description = "Wait N seconds (at most 3600), e.g. `wait 60` or `wait 5m`, so the system can react to a change."
     parameters: Mapping[str, Any] = {
         "type": "object",
         "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS}},
@@ -21,12 +23,9 @@ class WaitTool:
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         raw = args.get("seconds", args.get("text", ""))
-        try:
-            seconds = float(str(raw).strip().removesuffix("s"))
-        except ValueError:
-            raise ToolInputError(f"wait needs a number of seconds, e.g. `wait 60`; got {str(raw)!r}") from None
-        if not 0 <= seconds <= MAX_WAIT_SECONDS:
-            raise ToolInputError(f"wait takes 0 to {MAX_WAIT_SECONDS:.0f} seconds; got {seconds:g}")
+        if isinstance(raw, str) and not raw.strip():
+            raise ToolInputError("wait needs a number of seconds, e.g. `wait 60` or `wait 2m`")
+        seconds = parse_duration(raw, "wait", maximum=MAX_WAIT_SECONDS, positive=False)
         granted = min(seconds, max(0.0, ctx.time_left()))
         ctx.advance(granted)
         note = "" if granted == seconds else f" (the episode's time budget allowed only {granted:g} s)"
