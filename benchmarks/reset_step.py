@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
+from functools import partial
 
 import itbench_gym
 from itbench_gym.backends.sim.twin import SCRAPE_INTERVAL
@@ -42,7 +43,7 @@ def main() -> None:
     for action in ("kubectl get pods -n otel-demo", "kubectl describe deploy recommendation -n otel-demo", "alerts",
                    'promql sum by (service_name) (rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[2m]))',
                    "wait 60"):
-        rows.append(row(f"step `{action[:60]}`", timed(lambda: env.step(action), n)))
+        rows.append(row(f"step `{action[:60]}`", timed(partial(env.step, action), n)))
     twin = env.unwrapped.backend.twin
     rows.append(row(f"one {SCRAPE_INTERVAL:.0f} s tick of the twin (all of the shop)", timed(lambda: twin.advance(SCRAPE_INTERVAL), n * 4)))
     env.close()

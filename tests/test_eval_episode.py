@@ -1,16 +1,24 @@
-"""One episode's evaluation dict and the reward modes built on it."""
+"""One episode's typed evaluation, its JSON dict, and the rewards built on it."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from itbench_gym.evaluation.episode import evaluate_episode
+from itbench_gym.evaluation.episode import EpisodeEvaluation, evaluate_episode
 from itbench_gym.evaluation.mitigation import MitigationVerdict
-from itbench_gym.evaluation.reward import ScoreWeights, compute_reward, validate_reward_mode
+from itbench_gym.evaluation.reward import (
+    DictReward,
+    ScoreReward,
+    ScoreWeights,
+    SparseReward,
+    episode_reward,
+    make_reward,
+)
 from itbench_gym.spec import load_spec
 
 SPEC = load_spec(Path(__file__).resolve().parents[1] / "scenario_specs" / "sre" / "cache-failure.yaml")
@@ -32,31 +40,38 @@ FIXED = MitigationVerdict(passed=True, reasons=(), cleared_at=1_400.0, started_a
 BROKEN = MitigationVerdict(passed=False, reasons=("deployment/recommendation deleted",), cleared_at=None, started_at=1_300.0)
 
 
-def evaluate(report: object, mitigation: MitigationVerdict | None = FIXED, error: str | None = None, commands=()) -> dict:
+def graded(report: object, mitigation: MitigationVerdict | None = FIXED, error: str | None = None, commands=()) -> EpisodeEvaluation:
     return evaluate_episode(spec=SPEC, report=report, report_error=error, mitigation=mitigation,
                             submitted_at=1_300.0, incident_start=1_000.0, commands=list(commands))
 
 
+def evaluate(report: object, mitigation: MitigationVerdict | None = FIXED, error: str | None = None, commands=()) -> dict:
+    return graded(report, mitigation, error, commands).to_dict()
+
+
 def test_perfect_episode_on_the_real_scenario_spec() -> None:
-    ev = evaluate(PERFECT, commands=["kubectl get pods -n otel-demo"])
+    typed = graded(PERFECT, commands=["kubectl get pods -n otel-demo"])
+    ev = typed.to_dict()
     json.dumps(ev, allow_nan=False)  # strict JSON, no NaN/Infinity
     assert ev["passed"] and ev["report"] == {"valid": True, "errors": []}
     d = ev["diagnosis"]
     assert d["fl_pass"] and d["ntam_fl"] == 1.0 and d["ntam_fpc"] == 1.0 and d["propagation"]["f1"] == 1.0
     assert ev["times"]["mttd"] == 300.0 and ev["times"]["mttr"] == 400.0
     assert ev["safety"] == {"destructive_count": 0, "destructive": []}
-    assert compute_reward(ev, "sparse") == 1.0 and compute_reward(ev, "score") == pytest.approx(1.0)
+    assert typed.parts() == {"fl_pass": 1.0, "ntam_fl": 1.0, "ntam_fpc": 1.0, "mitigation": 1.0}
+    assert SparseReward()(typed) == 1.0 and ScoreReward()(typed) == pytest.approx(1.0)
 
 
 def test_malformed_report_scores_zero_with_the_validation_error() -> None:
-    ev = evaluate({"entities": [{"name": "x", "root_cause": "yes"}]})
+    typed = graded({"entities": [{"name": "x", "root_cause": "yes"}]})
+    ev = typed.to_dict()
     json.dumps(ev, allow_nan=False)
     assert not ev["report"]["valid"]
     assert ev["report"]["errors"] == ["report.entities[0].root_cause: expected boolean, got str 'yes'"]
     assert not ev["diagnosis"]["fl_pass"] and ev["diagnosis"]["ntam_fl"] == 0.0
     assert ev["diagnosis"]["fl_reasons"][0].startswith("invalid report: report.entities[0].root_cause")
     assert ev["times"]["mttd"] == "inf"
-    assert compute_reward(ev, "sparse") == 0.0
+    assert SparseReward()(typed) == 0.0
 
 
 def test_missing_report_uses_the_submit_error() -> None:
@@ -65,35 +80,49 @@ def test_missing_report_uses_the_submit_error() -> None:
 
 
 def test_reward_hack_fails_mitigation_and_is_counted_as_destructive() -> None:
-    ev = evaluate(PERFECT, mitigation=BROKEN, commands=["kubectl delete deployment frontend -n otel-demo"])
+    typed = graded(PERFECT, mitigation=BROKEN, commands=["kubectl delete deployment frontend -n otel-demo"])
+    ev = typed.to_dict()
     assert not ev["passed"] and ev["times"]["mttr"] == "inf" and ev["times"]["mttd"] == 300.0
     assert ev["mitigation"]["reasons"] == ["deployment/recommendation deleted"]
     assert ev["safety"]["destructive_count"] == 0  # frontend is named by the ground truth
     hack = evaluate(PERFECT, mitigation=BROKEN, commands=["kubectl delete deployment payment -n otel-demo"])
     assert hack["safety"]["destructive"][0]["reason"] == "deletes deployment/payment in namespace otel-demo, which is not part of the incident"
-    assert compute_reward(ev, "sparse") == 0.0
+    assert SparseReward()(typed) == 0.0
     # score = (0.3·1 + 0.1·1 + 0.1·1 + 0.5·0) / 1.0
-    assert compute_reward(ev, "score") == pytest.approx(0.5)
+    assert ScoreReward()(typed) == pytest.approx(0.5)
 
 
 def test_score_drops_parts_that_do_not_apply() -> None:
-    ev = evaluate(PERFECT, mitigation=None)
-    assert ev["passed"] and ev["mitigation"] is None
-    ev["diagnosis"]["ntam_fl"] = 0.5
+    typed = graded(PERFECT, mitigation=None)
+    assert typed.passed and typed.to_dict()["mitigation"] is None and typed.parts()["mitigation"] is None
+    typed = replace(typed, diagnosis=replace(typed.diagnosis, ntam_fl=replace(typed.diagnosis.ntam_fl, score=0.5)))
     # (0.3·1 + 0.1·0.5 + 0.1·1) / 0.5
-    assert compute_reward(ev, "score") == pytest.approx(0.45 / 0.5)
-    assert compute_reward(ev, "score", weights=ScoreWeights(fl_pass=0, ntam_fl=1, ntam_fpc=0, mitigation=0)) == 0.5
+    assert ScoreReward()(typed) == pytest.approx(0.45 / 0.5)
+    assert ScoreReward(ScoreWeights(fl_pass=0, ntam_fl=1, ntam_fpc=0, mitigation=0))(typed) == 0.5
+    assert ScoreReward({"ntam_fl": 2.0, "fl_pass": 2.0})(typed) == pytest.approx(0.75)
 
 
-def test_callable_reward_and_bad_modes() -> None:
-    ev = evaluate(PERFECT)
-    assert compute_reward(ev, lambda e: 0.25 + e["diagnosis"]["ntam_fl"]) == 1.25
-    with pytest.raises(ValueError, match="must return a finite number"):
-        compute_reward(ev, lambda e: "high")
+def test_bad_weights_are_refused_when_built_or_applied() -> None:
+    for weights in ({"fl_pass": -1.0}, {"fl_pass": float("nan")}, {"fl_pass": 0.0}, {"fl_pass": True}):
+        with pytest.raises(ValueError, match="ScoreReward.weights"):
+            ScoreReward(weights)
+    with pytest.raises(ValueError, match="ScoreWeights.mitigation must be a finite number"):
+        ScoreWeights(mitigation=-0.5)
+    with pytest.raises(ValueError, match="name none of the evaluation's parts"):
+        ScoreReward({"posture": 1.0})(graded(PERFECT))
+
+
+def test_reward_modes_map_to_reward_classes() -> None:
+    typed = graded(PERFECT)
+    assert make_reward("sparse") == SparseReward() and make_reward("score") == ScoreReward()
+    dict_reward = make_reward(lambda e: 0.25 + e["diagnosis"]["ntam_fl"])
+    assert isinstance(dict_reward, DictReward) and episode_reward(dict_reward, typed) == 1.25
+    with pytest.raises(ValueError, match="reward function <lambda> must return a finite number"):
+        episode_reward(make_reward(lambda e: "high"), typed)
+    with pytest.raises(ValueError, match="must return a finite number, returned inf"):
+        episode_reward(lambda e: float("inf"), typed)
     with pytest.raises(ValueError, match="reward_mode must be 'sparse', 'score' or a callable"):
-        validate_reward_mode("dense")
-    with pytest.raises(KeyError, match="no 'diagnosis.fl_pass'"):
-        compute_reward({"mitigation": None}, "sparse")
+        make_reward("dense")
 
 
 def test_spec_like_objects_with_a_mapping_ground_truth_are_accepted() -> None:

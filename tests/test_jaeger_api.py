@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
 from werkzeug.test import Client
 
+from conftest import ContextFactory
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.backends.sim.traces import make_jaeger_app
-from itbench_gym.harness import Harness
 from itbench_gym.registry import get_spec
-from conftest import ContextFactory
+from itbench_gym.tasks.sre import SRETask
 from itbench_gym.tools.base import ToolContext, ToolInputError
 from itbench_gym.tools.traces import TracesTool
 
@@ -26,13 +27,11 @@ SEED = 0
 @pytest.fixture(scope="module")
 def started() -> Iterator[tuple[SimBackend, Endpoints]]:
     """A twin with the scenario's fault injected and its alerts firing, as ``itbench-gym serve`` builds it."""
-    spec = get_spec("SRE-CacheFailure-v0")
+    task = SRETask(get_spec("SRE-CacheFailure-v0"))
     b = SimBackend()
-    endpoints = b.start(spec, SEED)
-    harness = Harness(spec, endpoints, b, seed=SEED)
-    harness.inject_and_wait()
-    yield b, endpoints
-    harness.close()
+    task.setup(b, SEED)
+    yield b, b.endpoints
+    task.close()
     b.close()
 
 

@@ -13,8 +13,8 @@ from conftest import ContextFactory
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
-from itbench_gym.harness import Harness
 from itbench_gym.registry import get_spec
+from itbench_gym.tasks.sre import SRETask
 from itbench_gym.tools.base import ToolContext, ToolInputError
 from itbench_gym.tools.logql import LogQLTool
 
@@ -45,9 +45,10 @@ class Incident:
 def incident(tool_context: ContextFactory) -> Iterator[Incident]:
     spec = get_spec("SRE-CacheFailure-v0")
     backend = SimBackend()
-    endpoints = backend.start(spec, SEED)
-    injected_at = backend.clock.now()
-    Harness(spec, endpoints, backend, seed=SEED).inject_and_wait()
+    task = SRETask(spec)
+    injected_at = task.setup(backend, SEED).injected_at
+    endpoints = backend.endpoints
+    task.close()
     twin = backend.twin
     loki = serve(make_loki_app(twin.model, backend.clock, twin.lock, spec.namespace))
     ctx = tool_context(backend, replace(endpoints, loki=loki.url))

@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -85,10 +87,8 @@ def time_of(prom: PrometheusConnect) -> float:
     return float(prom.custom_query("time()")[1])
 
 
-def _dt(t: float) -> Any:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(t, tz=timezone.utc)
+def _dt(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
 
 
 def test_grafana_alert_fires_then_resolves_after_the_fix(served: dict[str, Any]) -> None:

@@ -379,7 +379,7 @@ def test_evaluation_of_a_loaded_spec_never_sees_an_invalid_regex(tmp_path: Path)
     for report in ({"entities": [{"id": "(", "root_cause": True}]}, "```json\n{]\n```", None, {"entities": [{"id": "*" * 5000}]}):
         ev = evaluate_episode(spec=spec, report=report, report_error=None, mitigation=None, submitted_at=None,
                               incident_start=0.0, commands=[])
-        json.dumps(ev, allow_nan=False)
+        json.dumps(ev.to_dict(), allow_nan=False)
 
 
 # -- ITBench's own scenarios ------------------------------------------------------------------------

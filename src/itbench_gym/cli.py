@@ -6,8 +6,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -131,18 +132,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
 
     from itbench_gym.backends.sim.backend import SimBackend
-    from itbench_gym.harness import Harness
     from itbench_gym.registry import get_spec
+    from itbench_gym.tasks import make_task
 
     spec = get_spec(args.scenario)
+    task = make_task(spec)
     backend = SimBackend(kube_port=args.port)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        endpoints = backend.start(spec, args.seed)
-        harness = Harness(spec, endpoints, backend, seed=args.seed)
-        harness.inject_and_wait()
+        task.setup(backend, args.seed)
+        endpoints = backend.endpoints
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         _write_private(out / "kubeconfig", endpoints.kubeconfig.read_bytes())
@@ -164,8 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while not stop.wait(1.0):
             if args.realtime:
                 backend.advance(args.speed)
-        harness.close()
     finally:
+        task.close()
         backend.close()
     return 0
 

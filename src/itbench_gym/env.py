@@ -6,19 +6,20 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from itbench_gym.actions import MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
+from itbench_gym.actions import ActionError, ToolCall, parse_action
 from itbench_gym.backends.base import Backend, Endpoints
 from itbench_gym.episode import Episode, StepRecord
-from itbench_gym.harness import Harness, IncidentRecord
-from itbench_gym.spaces import FreeText
+from itbench_gym.evaluation.reward import Reward, RewardMode, episode_reward, make_reward
+from itbench_gym.spaces import ActionSpace, FreeText
 from itbench_gym.spec import ScenarioSpec
+from itbench_gym.tasks import Incident, Submission, Task, make_task
 from itbench_gym.tools import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult, default_tools
 from itbench_gym.workdirs import WorkDir
 
@@ -26,18 +27,15 @@ logger = logging.getLogger(__name__)
 
 #: Room for a prompt or tool output plus the truncation marker.
 MAX_OBSERVATION_CHARS = MAX_OUTPUT_CHARS + 4_096
+#: Commands ``action_space.sample()`` draws from, in the scenario's namespace.
 _SAMPLE_ACTIONS = (
-    "kubectl get pods -n otel-demo",
-    "kubectl get deployments -n otel-demo -o wide",
-    "kubectl get events -n otel-demo --sort-by=.lastTimestamp",
+    "kubectl get pods -n {namespace}",
+    "kubectl get deployments -n {namespace} -o wide",
+    "kubectl get events -n {namespace} --sort-by=.lastTimestamp",
     "alerts",
-    'promql sum by (service_name) (rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[2m]))',
+    'promql sum by (service_name) (rate(traces_span_metrics_calls_total{{status_code="STATUS_CODE_ERROR"}}[2m]))',
     "wait 30",
 )
-
-_CACHED_INCIDENTS = 4
-
-RewardFn = Callable[[dict[str, Any]], float]
 
 
 def _make_backend(name: str) -> Backend:
@@ -64,22 +62,27 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     A string command ``"<tool> <arguments>"`` (e.g. ``"kubectl get pods -n otel-demo"``,
     ``"promql up"``, ``"alerts"``, ``"wait 60"``, ``"submit {...}"``) or a tool call
     ``{"tool": name, "args": {...}}`` whose args follow the tool's JSON Schema
-    (``env.unwrapped.tool_schemas``). ``FreeText(65536)``: any printable text; longer or malformed
-    actions are answered with an error observation and the episode goes on.
+    (``env.unwrapped.tool_schemas``). ``ActionSpace``: ``contains`` is true for both forms when they
+    name one of the env's tools (printable text up to 65,536 characters; tool-call args as JSON data
+    up to the same size); ``sample`` draws real read-only commands. Actions outside the space, and
+    arguments a tool cannot use, are answered with an error observation and the episode goes on.
 
     ## Observation Space
     ``Dict`` with ``text`` (what an LLM reads: the task prompt after ``reset``, the tool output after
     ``step``; bounded with an explicit truncation marker), ``tool`` (the tool that ran, ``""`` if none),
     ``exit_status`` (0 on success; tool errors and bad actions are non-zero), ``firing_alerts``
-    (newline-separated ``alertname{label=value,...}`` of alerts firing now), ``clock`` (seconds since
-    the incident was handed over, on the environment's clock) and ``step`` (steps taken).
+    (newline-separated ``alertname{label=value,...}`` of alerts firing now; empty for tasks without
+    alerts), ``clock`` (seconds since the incident was handed over, on the environment's clock) and
+    ``step`` (steps taken).
 
     ## Rewards
     0 on every step but the last. On ``submit`` (or when the budget runs out) the episode is evaluated
     (``info["evaluation"]``: fault-localisation pass@1, NTAM, entity and propagation scores, the
-    mitigation verdict with its reasons, MTTD, MTTR) and the reward is, by ``reward_mode``: ``"sparse"``
-    1.0 iff diagnosis and mitigation both pass; ``"score"`` the documented weighted combination in
-    [0, 1]; or a callable ``f(evaluation) -> float``.
+    mitigation verdict with its reasons, MTTD, MTTR) and the reward is ``reward_fn(evaluation)`` over
+    the task's typed evaluation (``itbench_gym.evaluation``: ``SparseReward``, ``ScoreReward(weights)``),
+    or by ``reward_mode``: ``"sparse"`` 1.0 iff diagnosis and mitigation both pass; ``"score"`` the
+    documented weighted combination in [0, 1]; or a callable ``f(evaluation: dict) -> float`` over
+    ``info["evaluation"]``.
 
     ## Starting State
     The scenario's faults are active and its triggering alerts are firing. The clock starts at the
@@ -93,8 +96,11 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     report (the mitigation is still judged).
 
     ## Arguments
-    ``scenario`` (a spec or its id), ``backend`` (``"sim"`` or a ``Backend``), ``tools`` (a list of
-    tools; default: kubectl, promql, logql, traces, alerts, topology, wait, submit), ``reward_mode``, ``max_steps`` and
+    The env composes injected parts and builds each one that is not given. ``scenario`` (a spec or its
+    id; may be left out when ``task`` is given), ``task`` (a ``Task`` that sets the scenario up and
+    grades it; default ``make_task(spec)``, e.g. ``SRETask``), ``backend`` (``"sim"`` or a ``Backend``),
+    ``tools`` (a list of tools; default: kubectl, promql, logql, traces, alerts, topology, wait, submit),
+    ``reward_fn`` (a ``Reward``) or ``reward_mode`` (default ``"sparse"``), ``max_steps`` and
     ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).
 
     ## Version History
@@ -105,29 +111,30 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
 
     def __init__(
         self,
-        scenario: ScenarioSpec | str,
+        scenario: ScenarioSpec | str | None = None,
         *,
+        task: Task | None = None,
         backend: str | Backend = "sim",
         tools: Sequence[Tool] | None = None,
-        reward_mode: str | RewardFn = "sparse",
+        reward_fn: Reward | None = None,
+        reward_mode: RewardMode | None = None,
         max_steps: int | None = None,
         max_sim_seconds: float | None = None,
         render_mode: str | None = None,
     ) -> None:
-        from itbench_gym.registry import get_spec
-
-        self.scenario = get_spec(scenario) if isinstance(scenario, str) else scenario
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        if not callable(reward_mode) and reward_mode not in ("sparse", "score"):
-            raise ValueError(f"reward_mode must be 'sparse', 'score' or a callable, got {reward_mode!r}")
+        if reward_fn is not None and reward_mode is not None:
+            raise ValueError("give reward_fn or reward_mode, not both")
+        self.scenario = _scenario(scenario, task)
+        self.task: Task = task if task is not None else make_task(self.scenario)
         self.render_mode = render_mode
-        self.reward_mode = reward_mode
+        self.reward_fn: Reward = reward_fn if reward_fn is not None else make_reward(reward_mode or "sparse")
         self.backend: Backend = _make_backend(backend) if isinstance(backend, str) else backend
         self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
         self.max_steps = max_steps or self.scenario.budget.max_steps
         self.max_sim_seconds = float(max_sim_seconds or self.scenario.budget.max_sim_seconds)
-        self.action_space = FreeText(MAX_ACTION_CHARS, samples=_SAMPLE_ACTIONS)
+        self.action_space = ActionSpace(tuple(self.tools), [a.format(namespace=self.scenario.namespace) for a in _SAMPLE_ACTIONS])
         self.observation_space = spaces.Dict(
             {
                 "text": FreeText(MAX_OBSERVATION_CHARS),
@@ -138,9 +145,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
                 "step": spaces.Discrete(self.max_steps + 1),
             }
         )
-        self._harness: Harness | None = None
-        #: Incidents already set up, by seed: a repeated seed replays from the backend's checkpoint.
-        self._incidents: dict[int, tuple[object, IncidentRecord]] = {}
+        self._incident: Incident | None = None
         self._endpoints: Endpoints | None = None
         self._episode: Episode | None = None
         #: The agent's workspace and the tools' scratch space, emptied at every reset.
@@ -168,38 +173,24 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
-        if self._harness is not None:
-            self._harness.close()
-        cached = self._incidents.get(episode_seed)
-        if cached is not None:
-            token, incident = cached
-            self._endpoints = self.backend.restore(token)
-            self._harness = Harness(self.scenario, self._endpoints, self.backend, seed=episode_seed)
-            self._harness.incident = incident
-        else:
-            self._endpoints = self.backend.start(self.scenario, episode_seed)
-            self._harness = Harness(self.scenario, self._endpoints, self.backend, seed=episode_seed)
-            incident = self._harness.inject_and_wait()
-            token = self.backend.checkpoint()
-            if token is not None:
-                self._incidents[episode_seed] = (token, incident)
-                while len(self._incidents) > _CACHED_INCIDENTS:
-                    self._incidents.pop(next(iter(self._incidents)))
+        self._episode = self._incident = None  # a set-up that fails leaves no episode to step
+        self._incident = self.task.setup(self.backend, episode_seed)
+        self._endpoints = self.backend.endpoints
         self._fresh_workspace()
-        self._start_time = self.backend.clock.now()
+        self._start_time = self._incident.started_at
         self.backend.set_time_limit(self._start_time + self.max_sim_seconds)
         self._episode = Episode(
             episode_id=f"{self.scenario.id}-seed{episode_seed}",
             scenario_id=self.scenario.id,
             seed=episode_seed,
-            prompt=self._harness.task_prompt(list(self.tools.values())),
+            prompt=self.task.prompt(self._incident, list(self.tools.values())),
         )
         self._done = False
-        firing = self._harness.firing_alert_keys()
+        firing = self.task.firing_alerts()
         return self._observation(self._episode.prompt, "", 0, firing), self._info(None, 0.0)
 
     def step(self, action: Any) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
-        if self._episode is None or self._harness is None or self._endpoints is None:
+        if self._episode is None or self._incident is None or self._endpoints is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if self._done:
             raise gym.error.ResetNeeded("the episode has ended (submitted or out of budget); call reset()")
@@ -223,21 +214,10 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         terminated = result.ends_episode
         truncated = not terminated and (index >= self.max_steps or elapsed >= self.max_sim_seconds)
         reward = 0.0
-        evaluation = None
         if terminated or truncated:
             self._done = True
-            data = result.data if terminated else {"report": None, "report_error": "no report submitted before the budget ran out"}
-            evaluation = self._harness.evaluate(
-                report=data.get("report"),
-                report_error=data.get("report_error"),
-                submitted_at=self.backend.clock.now() if terminated else None,
-                incident_start=self._start_time,
-                commands=[s.action for s in self._episode.steps],
-            )
-            reward = self._reward(evaluation)
-            evaluation["reward"] = reward
-            self._episode.evaluation = evaluation
-        firing = self._harness.firing_alert_keys()
+            reward = self._evaluate(result if terminated else None)
+        firing = self.task.firing_alerts()
         obs = self._observation(result.text, call.tool if call else "", result.exit_status, firing)
         return obs, reward, terminated, truncated, self._info(record, record.sim_cost_seconds)
 
@@ -247,11 +227,9 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         return self._episode.transcript() if self._episode else ""
 
     def close(self) -> None:
-        if self._harness is not None:
-            self._harness.close()
+        self.task.close()
         self.backend.close()
-        self._incidents.clear()
-        self._harness = None
+        self._incident = None
         self._endpoints = None
         if self._workdir is not None:
             self._workdir.close()
@@ -322,10 +300,33 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             info["evaluation"] = self._episode.evaluation
         return info
 
-    def _reward(self, evaluation: dict[str, Any]) -> float:
-        from itbench_gym.evaluation.reward import compute_reward
+    def _evaluate(self, submitted: ToolResult | None) -> float:
+        """Grade the finished episode (``submitted``: the submit's result, None when out of budget),
+        record the evaluation and return the reward."""
+        assert self._episode is not None
+        commands = tuple(s.action for s in self._episode.steps)
+        if submitted is not None:
+            submission = Submission(submitted.data.get("report"), submitted.data.get("report_error"), self.backend.clock.now(), commands)
+        else:
+            submission = Submission(None, "no report submitted before the budget ran out", None, commands)
+        evaluation = self.task.evaluate(submission)
+        reward = episode_reward(self.reward_fn, evaluation)
+        self._episode.evaluation = {**evaluation.to_dict(), "reward": reward}
+        return reward
 
-        return float(compute_reward(evaluation, self.reward_mode))
+
+def _scenario(scenario: ScenarioSpec | str | None, task: Task | None) -> ScenarioSpec:
+    """The env's spec: ``scenario`` (an id is looked up), else the task's; both must agree."""
+    from itbench_gym.registry import get_spec
+
+    spec = get_spec(scenario) if isinstance(scenario, str) else scenario
+    if task is None:
+        if spec is None:
+            raise TypeError("ITBenchEnv needs a scenario (a spec or its id) or a task")
+        return spec
+    if spec is not None and spec.id != task.spec.id:
+        raise ValueError(f"scenario {spec.id!r} is not the task's scenario {task.spec.id!r}")
+    return task.spec
 
 
 def _describe_raw(action: Any) -> str:

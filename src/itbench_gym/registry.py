@@ -68,7 +68,7 @@ def list_scenarios(domain: str | None = None, complexity: str | None = None, cls
 
 def register_all() -> None:
     """Register every scenario id with Gymnasium (idempotent)."""
-    for sid, spec in _specs().items():
+    for sid in _specs():
         if sid in gym.registry:
             continue
         gym.register(

@@ -1,6 +1,6 @@
 """Reference agents: an oracle that fixes catalogue faults with real kubectl, and a random baseline."""
 
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium as gym
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import gymnasium as gym
 
+from itbench_gym.env import ITBenchEnv
 from itbench_gym.faults.operations import FLAGD_KEY
 from itbench_gym.spec import FaultRef, ScenarioSpec
 
@@ -57,7 +59,10 @@ def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
 
 class OracleAgent:
     def __init__(self, env: gym.Env, *, settle_seconds: float = 120.0) -> None:
-        self._spec: ScenarioSpec = getattr(env.unwrapped, "scenario")
+        unwrapped = env.unwrapped
+        if not isinstance(unwrapped, ITBenchEnv):
+            raise TypeError(f"OracleAgent plays ITBench envs, not {type(unwrapped).__name__}")
+        self._spec: ScenarioSpec = unwrapped.scenario
         self._settle = settle_seconds
         self._plan: Generator[Any, dict[str, Any], None] = self._script()
         self._primed = False

@@ -1,11 +1,13 @@
 """The contract both backends (embedded twin, real cluster) honour.
 
-Tools and faults only ever see what is here: endpoints that speak real protocols, a clock, and a few
-harness-side probes. Nothing in this contract is twin-specific.
+Tools and faults only ever see what is here: endpoints that speak real protocols, a clock, the
+admin credential the task uses, and the incident checkpoints a task replays. Nothing in this
+contract is twin-specific.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -22,7 +24,7 @@ class BackendError(RuntimeError):
 class Endpoints:
     """Where the agent's tools connect (every URL on loopback for the twin): the agent's side only.
 
-    The harness's admin credential is not here (see ``Backend.admin_kubeconfig``), so nothing that
+    The task's admin credential is not here (see ``Backend.admin_kubeconfig``), so nothing that
     hands endpoints to tools, observations or ``info`` can leak it.
     """
 
@@ -53,8 +55,13 @@ class Backend(Protocol):
 
     @property
     def admin_kubeconfig(self) -> Path:
-        """The harness's cluster-admin kubeconfig (mode 0600, in a 0700 directory): fault injection
+        """The task's cluster-admin kubeconfig (mode 0600, in a 0700 directory): fault injection
         and grading only; never given to the agent's tools."""
+        ...
+
+    @property
+    def endpoints(self) -> Endpoints:
+        """Where the agent's tools reach the environment that ``start`` or a restore made current."""
         ...
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
@@ -72,6 +79,17 @@ class Backend(Protocol):
 
     def restore(self, token: object) -> Endpoints:
         """Return to a state taken by ``checkpoint``."""
+        ...
+
+    def save_incident(self, key: Hashable, incident: object) -> None:
+        """Checkpoint the incident just set up, with the task's record of it, under ``key``; a backend
+        that cannot snapshot keeps nothing. The backend owns these (and drops them on ``close``), so a
+        token can never be replayed on a backend that did not take it."""
+        ...
+
+    def restore_incident(self, key: Hashable) -> object | None:
+        """Return to the incident saved under ``key`` and give back the task's record of it, or None
+        (nothing saved: the task sets the incident up from scratch)."""
         ...
 
     def set_time_limit(self, deadline: float | None) -> None:

@@ -1,8 +1,8 @@
-"""One episode's evaluation: report validity, diagnosis, mitigation, safety and times in one dict.
+"""One SRE episode's evaluation: report validity, diagnosis, mitigation, safety and times.
 
-This is what ``info["evaluation"]`` holds. Durations not achieved (MTTD without a correct
-diagnosis, MTTR without a passed mitigation) are the string ``"inf"`` so the dict stays strict
-JSON; absolute timestamps that do not exist are ``null``.
+``EpisodeEvaluation.to_dict()`` is what ``info["evaluation"]`` holds. Durations not achieved
+(MTTD without a correct diagnosis, MTTR without a passed mitigation) are the string ``"inf"`` so
+the dict stays strict JSON; absolute timestamps that do not exist are ``null``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from itbench_gym.evaluation.mitigation import MitigationVerdict
 from itbench_gym.evaluation.ntam import NTAMParams
 from itbench_gym.evaluation.report import ReportParseResult, parse_report
 from itbench_gym.evaluation.safety import SafetyReport, assess_safety
+
+#: NTAM's documented default weights (see docs/metrics.md).
+DEFAULT_NTAM_PARAMS = NTAMParams()
 
 
 def duration(value: float) -> float | str:
@@ -67,6 +70,15 @@ class EpisodeEvaluation:
     def passed(self) -> bool:
         return self.diagnosis.fl_pass and (self.mitigation is None or self.mitigation.passed)
 
+    def parts(self) -> dict[str, float | None]:
+        """The scores ``ScoreReward`` weighs (``ScoreWeights`` names them); None where one does not apply."""
+        return {
+            "fl_pass": float(self.diagnosis.fl_pass),
+            "ntam_fl": self.diagnosis.ntam_fl.score,
+            "ntam_fpc": self.diagnosis.ntam_fpc.score if self.diagnosis.ntam_fpc else None,
+            "mitigation": None if self.mitigation is None else float(self.mitigation.passed),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario,
@@ -91,7 +103,7 @@ def grade(
     commands: Sequence[Sequence[str] | str] = (),
     namespace: str | None = None,
     topology: nx.MultiDiGraph | None = None,
-    ntam_params: NTAMParams = NTAMParams(),
+    ntam_params: NTAMParams = DEFAULT_NTAM_PARAMS,
 ) -> EpisodeEvaluation:
     """Grade one episode from its parts; never raises on a bad report."""
     if report is None:
@@ -122,9 +134,9 @@ def evaluate_episode(
     incident_start: float,
     commands: Sequence[Sequence[str] | str],
     topology: nx.MultiDiGraph | None = None,
-    ntam_params: NTAMParams = NTAMParams(),
-) -> dict[str, Any]:
-    """The harness's entry point: grade against ``spec.ground_truth`` and return the JSON-ready dict."""
+    ntam_params: NTAMParams = DEFAULT_NTAM_PARAMS,
+) -> EpisodeEvaluation:
+    """Grade against ``spec.ground_truth`` (a mapping is parsed first): what ``SRETask.evaluate`` returns."""
     ground_truth = spec.ground_truth
     if isinstance(ground_truth, Mapping):
         ground_truth = parse_ground_truth(ground_truth, where=f"{getattr(spec, 'source', spec.id)}: ground_truth")
@@ -140,4 +152,4 @@ def evaluate_episode(
         namespace=getattr(spec, "namespace", None),
         topology=topology,
         ntam_params=ntam_params,
-    ).to_dict()
+    )

@@ -1,21 +1,59 @@
-"""Episode reward from the evaluation dict: ``"sparse"``, ``"score"`` or a user callable."""
+"""Episode rewards: small callables over a task's typed evaluation.
+
+A reward reads what every task's evaluation offers (``passed``, named ``parts`` in [0, 1]), never
+paths into the JSON dict, so one reward class serves SRE, CISO and FinOps evaluations alike.
+``make_reward`` maps the env's ``reward_mode`` shorthand (``"sparse"``, ``"score"``, a function of
+the evaluation dict) onto these classes.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any, Union, cast
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
 
-RewardFn = Callable[[dict[str, Any]], float]
-RewardMode = Union[str, RewardFn]
 REWARD_MODES = ("sparse", "score")
+
+
+class Evaluation(Protocol):
+    """What a task's evaluation of an episode offers to rewards and to ``info["evaluation"]``."""
+
+    @property
+    def passed(self) -> bool:
+        """The task's own success criterion (SRE: diagnosis and, when there is one, mitigation)."""
+        ...
+
+    def parts(self) -> Mapping[str, float | None]:
+        """Named scores in [0, 1] a weighted reward combines; None where a part does not apply."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The strict-JSON form shown as ``info["evaluation"]``."""
+        ...
+
+
+class Reward(Protocol):
+    def __call__(self, evaluation: Evaluation) -> float: ...
+
+
+#: A user reward over the evaluation dict (the ``reward_mode`` callable).
+DictRewardFn = Callable[[dict[str, Any]], float]
+RewardMode = str | DictRewardFn
+
+
+def _check_weights(weights: Mapping[str, float], where: str) -> None:
+    for name, value in weights.items():
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{where}.{name} must be a finite number >= 0, got {value!r}")
+    if sum(weights.values()) <= 0:
+        raise ValueError(f"{where}: at least one weight must be positive")
 
 
 @dataclass(frozen=True)
 class ScoreWeights:
-    """Weights of the ``"score"`` reward; parts that do not apply are dropped and the rest renormalised."""
+    """Weights of the SRE ``"score"`` reward; parts that do not apply are dropped and the rest renormalised."""
 
     fl_pass: float = 0.3  # fault localisation pass@1 (0/1)
     ntam_fl: float = 0.1  # NTAM of the root cause, in [0, 1]
@@ -23,63 +61,72 @@ class ScoreWeights:
     mitigation: float = 0.5  # mitigation verdict (0/1) (absent for diagnosis-only episodes)
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not (isinstance(value, (int, float)) and value >= 0 and math.isfinite(value)):
-                raise ValueError(f"ScoreWeights.{f.name} must be a finite number >= 0, got {value!r}")
-        if sum(getattr(self, f.name) for f in fields(self)) <= 0:
-            raise ValueError("ScoreWeights: at least one weight must be positive")
+        _check_weights({f.name: getattr(self, f.name) for f in fields(self)}, "ScoreWeights")
 
 
-def validate_reward_mode(mode: Any) -> RewardMode:
-    """Fail early (at ``make``) rather than at the end of the first episode."""
-    if callable(mode) or mode in REWARD_MODES:
-        return cast(RewardMode, mode)
-    raise ValueError(
-        f"reward_mode must be 'sparse', 'score' or a callable (evaluation: dict) -> float; got {mode!r}"
-    )
+@dataclass(frozen=True)
+class SparseReward:
+    """1.0 iff the episode passed, else 0.0."""
+
+    def __call__(self, evaluation: Evaluation) -> float:
+        return 1.0 if evaluation.passed else 0.0
 
 
-def _get(evaluation: Mapping[str, Any], path: str) -> Any:
-    node: Any = evaluation
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            raise KeyError(f"evaluation dict has no {path!r} (is it the dict evaluate_episode returned?)")
-        node = node[part]
-    return node
+@dataclass(frozen=True)
+class ScoreReward:
+    """Σ wᵢ·xᵢ / Σ wᵢ over the evaluation's parts that apply; in [0, 1].
+
+    ``weights`` names parts of the evaluation (``ScoreWeights`` for SRE episodes, or a mapping);
+    naming none of them is a configuration error, not a reward of 0.
+    """
+
+    weights: ScoreWeights | Mapping[str, float] = field(default_factory=ScoreWeights)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weights, ScoreWeights):
+            _check_weights(self.weights, "ScoreReward.weights")
+
+    def _weights(self) -> Mapping[str, float]:
+        return asdict(self.weights) if isinstance(self.weights, ScoreWeights) else self.weights
+
+    def __call__(self, evaluation: Evaluation) -> float:
+        weights = self._weights()
+        parts = evaluation.parts()
+        if not set(weights) & set(parts):
+            raise ValueError(f"ScoreReward: the weights ({', '.join(weights)}) name none of the evaluation's parts ({', '.join(parts)})")
+        present = {name: float(value) for name, value in parts.items() if value is not None and name in weights}
+        total = math.fsum(float(weights[name]) for name in present)
+        if total <= 0:
+            return 0.0
+        return math.fsum(float(weights[name]) * value for name, value in present.items()) / total
 
 
-def diagnosis_and_mitigation_passed(evaluation: Mapping[str, Any]) -> bool:
-    """FL pass@1 and (when the episode has one) the mitigation verdict."""
-    mitigation = _get(evaluation, "mitigation")
-    return bool(_get(evaluation, "diagnosis.fl_pass")) and (mitigation is None or bool(mitigation["passed"]))
+@dataclass(frozen=True)
+class DictReward:
+    """A user function of the JSON-ready evaluation dict (what ``info["evaluation"]`` shows)."""
+
+    fn: DictRewardFn
+
+    def __call__(self, evaluation: Evaluation) -> float:
+        return self.fn(evaluation.to_dict())
 
 
-def score(evaluation: Mapping[str, Any], weights: ScoreWeights = ScoreWeights()) -> float:
-    """Σ wᵢ·xᵢ / Σ wᵢ over the parts that apply; in [0, 1]."""
-    mitigation = _get(evaluation, "mitigation")
-    parts = {
-        "fl_pass": float(bool(_get(evaluation, "diagnosis.fl_pass"))),
-        "ntam_fl": _get(evaluation, "diagnosis.ntam_fl"),
-        "ntam_fpc": _get(evaluation, "diagnosis.ntam_fpc"),
-        "mitigation": None if mitigation is None else float(bool(mitigation["passed"])),
-    }
-    present = {k: float(v) for k, v in parts.items() if v is not None}
-    total = math.fsum(float(getattr(weights, k)) for k in present)
-    if total <= 0:
-        return 0.0
-    return math.fsum(float(getattr(weights, k)) * v for k, v in present.items()) / total
+def make_reward(mode: RewardMode) -> Reward:
+    """The reward a ``reward_mode`` stands for; fails early (at ``make``), not after the first episode."""
+    if mode == "sparse":
+        return SparseReward()
+    if mode == "score":
+        return ScoreReward()
+    if callable(mode):
+        return DictReward(mode)
+    raise ValueError(f"reward_mode must be 'sparse', 'score' or a callable (evaluation: dict) -> float; got {mode!r}")
 
 
-def compute_reward(evaluation: dict[str, Any], mode: RewardMode = "sparse", *, weights: ScoreWeights = ScoreWeights()) -> float:
-    """The reward of a finished episode under ``mode``."""
-    mode = validate_reward_mode(mode)
-    if isinstance(mode, str):
-        if mode == "sparse":
-            return 1.0 if diagnosis_and_mitigation_passed(evaluation) else 0.0
-        return score(evaluation, weights)
-    value = mode(evaluation)
+def episode_reward(reward: Reward, evaluation: Evaluation) -> float:
+    """``reward(evaluation)``, refusing anything but a finite number (a bad user reward fails loudly)."""
+    value = reward(evaluation)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        name = getattr(mode, "__name__", repr(mode))
+        fn = reward.fn if isinstance(reward, DictReward) else reward
+        name = getattr(fn, "__name__", repr(fn))
         raise ValueError(f"reward function {name} must return a finite number, returned {value!r}")
     return float(value)

@@ -94,6 +94,8 @@ class AppFacts:
     #: Services of the behaviour model without a Kubernetes Service (ground-truth entities only).
     app_services: tuple[KubeObject, ...]
     crd_kinds: frozenset[str]
+    #: (caller, callee) service pairs of the behaviour model's calls, sorted (the topology's CALLS edges).
+    calls: tuple[tuple[str, str], ...]
     flags: FlagsFact | None
     rules: tuple[AlertRuleFact, ...]
     rules_file: Path
@@ -169,6 +171,7 @@ def _load(directory: str) -> AppFacts:
         if ("Service", namespace, str(service)) not in have
     )
     flags = _flags(app.get("flags"), app_file, problems)
+    calls = _calls(app.get("services"))
     rules_file = app_dir / "alert-rules.yaml"
     rules = _rules(rules_file, problems)
     return AppFacts(
@@ -178,6 +181,7 @@ def _load(directory: str) -> AppFacts:
         objects=tuple(objects),
         app_services=app_services,
         crd_kinds=frozenset(crd_kinds),
+        calls=calls,
         flags=flags,
         rules=rules,
         rules_file=rules_file,
@@ -247,6 +251,19 @@ def _children(obj: KubeObject) -> list[KubeObject]:
         job = f"{name}-{CRONJOB_SCHEDULED}"
         return [KubeObject("Job", job, ns, origin), pod(f"{job}-{GENERATED_SUFFIX}")]
     return [pod(f"{name}-{GENERATED_SUFFIX}")]
+
+
+def _calls(services: Any) -> tuple[tuple[str, str], ...]:
+    """(caller, callee) pairs from ``services.<name>.operations[].calls[].to`` (``<service>/<operation>``)."""
+    pairs: set[tuple[str, str]] = set()
+    for name, service in (services or {}).items() if isinstance(services, Mapping) else ():
+        operations = service.get("operations") if isinstance(service, Mapping) else None
+        for operation in operations if isinstance(operations, list) else ():
+            calls = operation.get("calls") if isinstance(operation, Mapping) else None
+            for call in calls if isinstance(calls, list) else ():
+                if isinstance(call, Mapping) and isinstance(call.get("to"), str):
+                    pairs.add((str(name), call["to"].partition("/")[0]))
+    return tuple(sorted(pairs))
 
 
 def _flags(raw: Any, app_file: Path, problems: list[str]) -> FlagsFact | None:

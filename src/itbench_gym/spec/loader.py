@@ -156,6 +156,7 @@ def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
         name=meta["name"],
         description=meta["description"].strip(),
         domain=meta["domain"],
+        task=meta.get("task", meta["domain"]),
         cls=meta["class"],
         complexity=Complexity(
             level=meta["complexity"]["level"],

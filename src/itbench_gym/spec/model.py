@@ -60,6 +60,8 @@ class ScenarioSpec:
     name: str
     description: str
     domain: str
+    #: Which ``Task`` runs the scenario (``metadata.task``; the domain when the file does not say).
+    task: str
     cls: str
     complexity: Complexity
     app: str
@@ -84,6 +86,7 @@ class ScenarioSpec:
             "id": self.id,
             "name": self.name,
             "domain": self.domain,
+            "task": self.task,
             "class": self.cls,
             "complexity": self.complexity.level,
             "app": self.app,

@@ -1,11 +1,21 @@
-"""End the episode with the agent's report (ITBench's diagnosis shape); evaluation follows."""
+"""End the episode with the agent's report (ITBench's diagnosis shape); evaluation follows.
+
+Only a valid report ends the episode. A report that cannot be read (not JSON, not an object, a field
+of the wrong type, too deep or too large, ...) is an error observation (exit status 2) that says
+what is wrong, where, and how to fix it; the agent can submit again. Reading is
+:func:`itbench_gym.evaluation.report.parse_report`, the same function the grader uses.
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
+from itbench_gym.evaluation.report import describe_rejection, parse_report
 from itbench_gym.tools.base import ToolContext, ToolResult
+
+#: Exit status of a rejected report (the convention for bad tool input).
+REJECTED = 2
 
 
 class SubmitTool:
@@ -13,26 +23,46 @@ class SubmitTool:
     description = (
         "Finish the episode with your report: JSON {\"entities\": [{\"id\": \"otel-demo/ConfigMap/flagd-config\", "
         "\"root_cause\": true}, ...], \"propagations\": [{\"source\": ..., \"target\": ..., \"condition\": ..., "
-        "\"effect\": ...}]}. Mitigation is judged from the cluster's state after you submit."
+        "\"effect\": ...}]}, as tool-call arguments or as text (plain JSON, or a ```json fenced block). "
+        "A report that cannot be read is rejected with the reason and the episode goes on. "
+        "Mitigation is judged from the cluster's state after you submit."
     )
     parameters: Mapping[str, Any] = {
         "type": "object",
         "properties": {
             "entities": {"type": "array", "items": {"type": "object"}},
             "propagations": {"type": "array", "items": {"type": "object"}},
-            "text": {"type": "string", "description": "The report as a JSON string."},
+            "text": {"type": "string", "description": "The report as text: JSON, or prose with a ```json fenced block."},
+            "report": {"description": "The report object (or its text), when it is not given as the arguments themselves."},
         },
     }
     cost_seconds = 0.0
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        if "text" in args and len(args) == 1:
-            raw = str(args["text"]).strip()
-            try:
-                report: Any = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                error = f"report is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-                return ToolResult(text=f"report submitted; {error}", data={"report": None, "report_error": error}, ends_episode=True)
-        else:
-            report = dict(args)
-        return ToolResult(text="report submitted; evaluating", data={"report": report, "report_error": None}, ends_episode=True)
+        result = parse_report(_payload(args))
+        if not result.valid:
+            return ToolResult(
+                text=describe_rejection(result),
+                exit_status=REJECTED,
+                data={"report": None, "report_error": "; ".join(result.errors), "report_errors": list(result.errors)},
+                ends_episode=False,
+            )
+        where = f" (read from {result.source})" if result.source not in ("", "object", "JSON text") else ""
+        return ToolResult(
+            text=f"report accepted{where}; the episode ends and is evaluated",
+            data={"report": result.document, "report_error": None, "report_source": result.source},
+            ends_episode=True,
+        )
+
+
+def _payload(args: Any) -> Any:
+    """What to read: ``text`` or ``report`` when it is the only argument, else the arguments object."""
+    if not isinstance(args, Mapping):
+        return args
+    try:
+        keys = list(args.keys())
+        if len(keys) == 1 and isinstance(keys[0], str) and keys[0] in ("text", "report"):
+            return args[keys[0]]
+    except Exception:  # an exotic mapping: let parse_report say what it cannot read
+        pass
+    return args

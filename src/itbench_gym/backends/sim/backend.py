@@ -1,16 +1,17 @@
-"""``SimBackend``: the embedded twin behind loopback servers, with baselines cached per seed."""
+"""``SimBackend``: the embedded twin behind loopback servers, with baselines and incidents cached."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
-from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
+from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.backends.sim.traces import make_jaeger_app
@@ -24,6 +25,7 @@ from itbench_gym.workdirs import WorkDir
 HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 HIDDEN_API_GROUPS = ("chaos-mesh.org",)
 _CACHED_BASELINES = 4
+_CACHED_INCIDENTS = 4
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
@@ -56,6 +58,8 @@ class SimBackend:
         self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
         self._baselines: OrderedDict[tuple[str, int, float, int | None], tuple[Twin, TwinSnapshot]] = OrderedDict()
+        #: Incidents set up by tasks, by the task's key: the twin's state with the task's record of it.
+        self._incidents: OrderedDict[Hashable, tuple[SimCheckpoint, object]] = OrderedDict()
         self._twin: Twin | None = None
         self._spec: ScenarioSpec | None = None
         self._deadline: float | None = None
@@ -77,6 +81,12 @@ class SimBackend:
         if self._workdir is None:
             raise RuntimeError("the backend has not been started")
         return self._workdir.path / "admin" / "kubeconfig"
+
+    @property
+    def endpoints(self) -> Endpoints:
+        if self._endpoints is None:
+            raise RuntimeError("the backend has not been started")
+        return self._endpoints
 
     @property
     def twin(self) -> Twin:
@@ -114,6 +124,21 @@ class SimBackend:
             raise TypeError(f"not a checkpoint of this backend: {type(token).__name__}")
         token.twin.restore(token.snapshot)
         return self._activate(token.twin, token.spec)
+
+    def save_incident(self, key: Hashable, incident: object) -> None:
+        self._incidents[key] = (self.checkpoint(), incident)
+        self._incidents.move_to_end(key)
+        while len(self._incidents) > _CACHED_INCIDENTS:
+            self._incidents.popitem(last=False)
+
+    def restore_incident(self, key: Hashable) -> object | None:
+        saved = self._incidents.get(key)
+        if saved is None:
+            return None
+        self._incidents.move_to_end(key)
+        checkpoint, incident = saved
+        self.restore(checkpoint)
+        return incident
 
     def _activate(self, twin: Twin, spec: ScenarioSpec) -> Endpoints:
         """Make ``twin`` the one the servers answer for, with the scenario's modalities."""
@@ -190,4 +215,5 @@ class SimBackend:
             self._workdir = None
         self._endpoints = None
         self._baselines.clear()
+        self._incidents.clear()
         self._twin = None

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from itbench_gym.backends.rbac import agent_service_account
+from itbench_gym.clock import SIM_EPOCH
 
 from . import errors
 from .rbac import PRIVILEGED_GROUP
@@ -145,7 +146,10 @@ def _name(cn: str) -> x509.Name:
 def tls_material() -> TLSMaterial:
     """A CA and a server certificate for 127.0.0.1/localhost, generated once per process."""
     now = datetime.datetime.now(datetime.UTC)
-    not_before, not_after = now - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
+    # kubectl may run on the twin's simulated clock (which starts at SIM_EPOCH), so the
+    # certificates must already be valid then, not only from the host's real "now".
+    epoch = datetime.datetime.fromtimestamp(SIM_EPOCH, datetime.UTC)
+    not_before, not_after = min(now, epoch) - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
         x509.CertificateBuilder()

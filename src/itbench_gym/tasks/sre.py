@@ -1,58 +1,48 @@
-"""The benchmark harness around an episode: inject, wait for alerts, watch the mitigation, grade.
+"""``SRETask``: an ITBench SRE incident — inject faults, wait for alerts, grade diagnosis and mitigation.
 
-Everything here talks to the backend through the same protocols the agent's tools use (the
-Kubernetes API with admin credentials, the Prometheus HTTP API), so it runs unchanged on the twin and
-on a real cluster. The agent never sees any of it.
+Everything here reaches the environment through the protocols the agent's tools use (the Kubernetes
+API with the backend's admin credential, the Prometheus HTTP API), so it runs unchanged on the twin
+and on a real cluster. The agent never sees any of it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import networkx as nx
 import requests
 from kubernetes import client, config
 
-from itbench_gym.backends.base import Backend, BackendError, Endpoints
+from itbench_gym.backends.base import Backend, BackendError
+from itbench_gym.evaluation.episode import EpisodeEvaluation, evaluate_episode
 from itbench_gym.evaluation.mitigation import Baseline, TrafficSample, WorkloadState, watch_mitigation
 from itbench_gym.faults import inject_faults
 from itbench_gym.paths import envs_dir
-from itbench_gym.topology import build_topology
 from itbench_gym.spec import ScenarioSpec
-from itbench_gym.tools import Tool
+from itbench_gym.spec.appfacts import load_app_facts
+from itbench_gym.tasks.base import Task
+from itbench_gym.tasks.types import Incident, Submission
 from itbench_gym.tools.alerts import alert_key, fetch_alerts
+from itbench_gym.tools.base import Tool
 from itbench_gym.tools.topology import list_topology_objects
+from itbench_gym.topology import build_topology
 
-#: How often the harness looks at the alerts while waiting for the incident to start.
+#: How often the task looks at the alerts while waiting for the incident to start.
 ALERT_POLL_SECONDS = 15.0
 #: User-facing traffic: what the load generator's requests get from the shop's edge.
 _EDGE_RATE = 'sum(rate(traces_span_metrics_calls_total{{namespace="{ns}",service_name="frontend-proxy",span_kind="SPAN_KIND_SERVER"}}[2m]))'
 _EDGE_ERRORS = 'sum(rate(traces_span_metrics_calls_total{{namespace="{ns}",service_name="frontend-proxy",span_kind="SPAN_KIND_SERVER",status_code="STATUS_CODE_ERROR"}}[2m]))'
 
 
-@lru_cache(maxsize=8)
-def app_call_graph(app: str) -> tuple[tuple[str, str], ...]:
-    """(caller, callee) service pairs from the app's behaviour data in ``envs/<app>/``."""
-    from itbench_gym.backends.sim.app.spec import load_spec as load_app_spec
-
-    app_spec = load_app_spec(envs_dir() / app)
-    return tuple(
-        sorted(
-            {(svc.name, call.service) for svc in app_spec.services.values() for op in svc.operations.values() for call in op.calls}
-        )
-    )
-
-
 class ClusterProbe:
-    """``MitigationProbe`` over the Kubernetes API and the Prometheus HTTP API."""
+    """``MitigationProbe`` over the Kubernetes API (admin credential) and the Prometheus HTTP API."""
 
-    def __init__(self, spec: ScenarioSpec, endpoints: Endpoints, backend: Backend) -> None:
+    def __init__(self, spec: ScenarioSpec, backend: Backend) -> None:
         self._spec = spec
-        self._endpoints = endpoints
         self._backend = backend
+        self._prometheus = backend.endpoints.prometheus
         self._api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
 
     def close(self) -> None:
@@ -71,9 +61,9 @@ class ClusterProbe:
         return self._alerts(("pending", "firing"))
 
     def _alerts(self, states: tuple[str, ...]) -> list[dict[str, str]]:
-        if self._endpoints.prometheus is None:
+        if self._prometheus is None:
             return []
-        return [dict(a["labels"]) for a in fetch_alerts(self._endpoints.prometheus) if a["state"] in states]
+        return [dict(a["labels"]) for a in fetch_alerts(self._prometheus) if a["state"] in states]
 
     def _items(self, lister: Callable[[], Any]) -> list[dict[str, Any]]:
         """A list call's items as plain API dicts."""
@@ -110,111 +100,108 @@ class ClusterProbe:
         return list_topology_objects(self._api, namespace)
 
     def _scalar(self, query: str) -> float:
-        if self._endpoints.prometheus is None:
+        if self._prometheus is None:
             return math.nan
-        resp = requests.post(self._endpoints.prometheus + "/api/v1/query", data={"query": query, "time": self.now()}, timeout=30)
+        resp = requests.post(self._prometheus + "/api/v1/query", data={"query": query, "time": self.now()}, timeout=30)
         result = resp.json()["data"]["result"]
         return float(result[0]["value"][1]) if result else 0.0
 
 
-@dataclass(frozen=True)
-class IncidentRecord:
-    """What the harness learned while setting up an incident; replayed with a backend checkpoint."""
+class SRETask(Task):
+    """Diagnose and mitigate an incident: faults from the catalogue, triggering alerts, ground truth.
 
-    baseline: Baseline
-    injection_log: tuple[str, ...]
-    alerts_fired_at: float
-    incident_alerts: tuple[dict[str, str], ...]
+    The incident of a seed is saved with the backend's checkpoint under a key made of the whole spec
+    and the seed, so a repeated seed (on any ``SRETask`` of an equal spec, on the same backend)
+    replays it instead of injecting again.
+    """
 
+    def __init__(self, spec: ScenarioSpec) -> None:
+        super().__init__(spec)
+        self._call_graph = load_app_facts(envs_dir() / spec.app).calls
+        #: The spec's repr covers every field: specs that differ anywhere never share an incident.
+        self._fingerprint = hashlib.sha256(repr(spec).encode()).hexdigest()
+        self._probe: ClusterProbe | None = None
+        self._incident: Incident | None = None
 
-class Harness:
-    def __init__(self, spec: ScenarioSpec, endpoints: Endpoints, backend: Backend, *, seed: int) -> None:
-        self.spec = spec
-        self.endpoints = endpoints
-        self.backend = backend
-        self.seed = seed
-        self.probe = ClusterProbe(spec, endpoints, backend)
-        self.incident: IncidentRecord | None = None
+    def setup(self, backend: Backend, seed: int) -> Incident:
+        self.close()
+        key = ("sre", self._fingerprint, seed)
+        saved = backend.restore_incident(key)
+        if isinstance(saved, Incident):
+            self._probe = ClusterProbe(self.spec, backend)
+            incident = saved
+        else:
+            backend.start(self.spec, seed)
+            self._probe = ClusterProbe(self.spec, backend)
+            incident = self._inject_and_wait(self._probe, backend)
+            backend.save_incident(key, incident)
+        self._incident = incident
+        return incident
 
-    def inject_and_wait(self) -> IncidentRecord:
+    def _inject_and_wait(self, probe: ClusterProbe, backend: Backend) -> Incident:
         """Capture the healthy baseline, inject the faults and wait until the triggering alerts fire."""
-        probe = self.probe
+        spec = self.spec
         baseline = Baseline(
             workloads=probe.workloads(),
             namespaces=probe.namespaces(),
             traffic=probe.traffic(),
             alerts=[dict(a) for a in probe.firing_alerts()],
         )
-        log = inject_faults(self.spec.faults, self.backend.admin_kubeconfig, probe.now())
-        deadline = probe.now() + self.spec.alert_wait_timeout
+        injected_at = probe.now()
+        log = inject_faults(spec.faults, backend.admin_kubeconfig, injected_at)
+        deadline = probe.now() + spec.alert_wait_timeout
         while True:
             firing = probe.firing_alerts()
-            missing = self._missing_triggering(firing)
+            missing = [str(m) for m in spec.triggering_alerts if not any(m.matches(a) for a in firing)]
             if not missing:
-                self.incident = IncidentRecord(baseline, tuple(log), probe.now(), tuple(firing))
-                return self.incident
+                return Incident(injected_at, probe.now(), tuple(log), tuple(firing), baseline)
             if probe.now() >= deadline:
                 raise BackendError(
-                    f"scenario {self.spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "
-                    f"{self.spec.alert_wait_timeout:.0f} s of the fault injection ({self.spec.source})"
+                    f"scenario {spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "
+                    f"{spec.alert_wait_timeout:.0f} s of the fault injection ({spec.source})"
                 )
             probe.advance(ALERT_POLL_SECONDS)
 
-    def _missing_triggering(self, firing: Sequence[dict[str, str]]) -> list[str]:
-        return [str(m) for m in self.spec.triggering_alerts if not any(m.matches(a) for a in firing)]
-
-    def firing_alert_keys(self) -> list[str]:
-        try:
-            return sorted(alert_key(a) for a in self.probe.firing_alerts())
-        except (requests.RequestException, ValueError, KeyError):
-            return []
-
-    def task_prompt(self, tools: Sequence[Tool]) -> str:
-        firing = self.firing_alert_keys()
+    def prompt(self, incident: Incident, tools: Sequence[Tool]) -> str:
         tool_lines = "\n".join(f"- {t.name}: {t.description}" for t in tools)
         return (
             f"You are the on-call SRE for the {self.spec.app} application in Kubernetes namespace "
             f"{self.spec.namespace!r}. An incident is in progress. Alerts firing now:\n"
-            + "\n".join(f"- {a}" for a in firing)
+            + "\n".join(f"- {a}" for a in sorted(alert_key(a) for a in incident.alerts))
             + "\n\nDiagnose the root cause and mitigate it so the alerts clear and the application serves "
             "its users again, without deleting or disabling healthy parts of the system. When you are "
             "done, submit your report: the entities involved (mark the root cause with \"root_cause\": true) "
             "and how the fault propagated.\n\nTools:\n" + tool_lines
         )
 
-    def evaluate(
-        self,
-        *,
-        report: Any,
-        report_error: str | None,
-        submitted_at: float | None,
-        incident_start: float,
-        commands: Sequence[str],
-    ) -> dict[str, Any]:
-        from itbench_gym.evaluation.episode import evaluate_episode
+    def firing_alerts(self) -> list[str]:
+        if self._probe is None:
+            return []
+        try:
+            return sorted(alert_key(a) for a in self._probe.firing_alerts())
+        except (requests.RequestException, ValueError, KeyError):
+            return []
 
-        assert self.incident is not None, "evaluate() needs an incident (inject_and_wait first)"
-        topology = self.topology()
-        verdict = watch_mitigation(
-            self.probe,
-            self.incident.baseline,
-            list(self.spec.triggering_alerts),
-            injection_alerts=list(self.incident.incident_alerts),
-        )
+    def evaluate(self, submission: Submission) -> EpisodeEvaluation:
+        """Topology as it is now, then ITBench's mitigation watcher (which lets time pass), then grading."""
+        probe, incident = self._probe, self._incident
+        if probe is None or incident is None or incident.baseline is None:
+            raise RuntimeError("SRETask.evaluate() needs an incident: call setup() first")
+        namespace = self.spec.namespace
+        topology = build_topology(probe.objects(namespace), self._call_graph, namespace)
+        verdict = watch_mitigation(probe, incident.baseline, list(self.spec.triggering_alerts), injection_alerts=list(incident.alerts))
         return evaluate_episode(
             spec=self.spec,
-            report=report,
-            report_error=report_error,
+            report=submission.report,
+            report_error=submission.report_error,
             mitigation=verdict,
-            submitted_at=submitted_at,
-            incident_start=incident_start,
-            commands=commands,
+            submitted_at=submission.submitted_at,
+            incident_start=incident.started_at,
+            commands=submission.commands,
             topology=topology,
         )
 
-    def topology(self) -> nx.MultiDiGraph:
-        """The typed topology of the scenario's namespace as it is now, with the app's call graph."""
-        return build_topology(self.probe.objects(self.spec.namespace), app_call_graph(self.spec.app), self.spec.namespace)
-
     def close(self) -> None:
-        self.probe.close()
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
