@@ -20,10 +20,13 @@ from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE
 from itbench_gym.faults import inject_faults
+from itbench_gym.paths import envs_dir
 from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
+from itbench_gym.spec.appfacts import load_app_facts
 
 NS = "otel-demo"
+APP = load_app_facts(envs_dir() / "astronomy-shop")
 KUBECTL = str(kubectl_path())
 
 
@@ -78,7 +81,7 @@ def test_scheduled_pod_kill_replaces_cart_pods_every_minute_and_frontend_errs_on
         "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule",
                              "metadata": {"name": "cart-pod-kill", "namespace": "chaos-mesh"}},
         "scheduleSpec": {"type": "PodChaos", "podChaos": {"action": "pod-kill", "mode": "one", "selector": _selector("cart")}},
-    })], shop.backend.admin_kubeconfig, start)
+    })], shop.backend.admin_kubeconfig, start, APP)
     names = [p["metadata"]["name"] for p in shop.pods("cart")]
     kills = [(start // 60 + i) * 60 for i in range(1, 5)]
     error_ticks, quiet_ticks = [], []

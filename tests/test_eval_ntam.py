@@ -6,7 +6,7 @@ import pytest
 
 from itbench_gym.evaluation.diagnosis import evaluate_diagnosis
 from itbench_gym.evaluation.groundtruth import parse_ground_truth
-from itbench_gym.evaluation.ntam import NTAMParams
+from itbench_gym.evaluation.ntam import DEFAULT_NTAM_PARAMS, NTAMParams
 from itbench_gym.evaluation.report import parse_report
 from itbench_gym.evaluation.scoring_graph import EdgeWeights
 from itbench_gym.topology import build_topology
@@ -21,7 +21,7 @@ GT = parse_ground_truth(
             *({"id": s, "kind": "Service", "namespace": NS, "name": s} for s in SERVICES),
         ],
         "propagations": [{"source": "config", "target": "svc-a"}]
-        + [{"source": a, "target": b} for a, b in zip(SERVICES, SERVICES[1:])],
+        + [{"source": a, "target": b} for a, b in zip(SERVICES, SERVICES[1:], strict=False)],
     }
 )
 ROOT = f"{NS}/ConfigMap/app-config"
@@ -44,7 +44,7 @@ def topology():
             {"kind": "ConfigMap", "metadata": {"name": "app-config", "namespace": NS}}]
     for i, name in enumerate([*SERVICES, "payment"]):
         objs += workload(name, "kx2l" + "bcdfgh"[i], mounts=("app-config",) if name == "svc-a" else ())
-    calls = list(zip(SERVICES, SERVICES[1:]))
+    calls = list(zip(SERVICES, SERVICES[1:], strict=False))
     return build_topology(objs, calls, namespace=NS)
 
 
@@ -62,12 +62,12 @@ def report(root_causes: list[str], edges: list[tuple[str, str]] = (), others: li
     return parsed.report
 
 
-def ntam(rep, topo=TOPOLOGY, params: NTAMParams = NTAMParams()):
+def ntam(rep, topo=TOPOLOGY, params: NTAMParams = DEFAULT_NTAM_PARAMS):
     result = evaluate_diagnosis(rep, GT, topology=topo, params=params)
     return result.ntam_fl.score, (result.ntam_fpc.score if result.ntam_fpc else None)
 
 
-PERFECT_EDGES = [(ROOT, f"{NS}/Service/svc-a")] + [(f"{NS}/Service/{a}", f"{NS}/Service/{b}") for a, b in zip(SERVICES, SERVICES[1:])]
+PERFECT_EDGES = [(ROOT, f"{NS}/Service/svc-a")] + [(f"{NS}/Service/{a}", f"{NS}/Service/{b}") for a, b in zip(SERVICES, SERVICES[1:], strict=False)]
 
 
 @pytest.mark.parametrize("topo", [TOPOLOGY, None], ids=["topology", "causal-chain-only"])

@@ -19,10 +19,13 @@ import pytest
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.faults import inject_faults
+from itbench_gym.paths import envs_dir
 from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
+from itbench_gym.spec.appfacts import load_app_facts
 
 NS = "otel-demo"
+APP = load_app_facts(envs_dir() / "astronomy-shop")
 SEED = 0
 
 Key = tuple[str, ...]  # a result's labels, in the order of the query's ``by`` clause
@@ -138,7 +141,7 @@ class Shop:
         faults += [FaultRef("restart-kubernetes-workload", {
             "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS}},
         }) for name in restarts]
-        inject_faults(faults, self.backend.admin_kubeconfig, start)
+        inject_faults(faults, self.backend.admin_kubeconfig, start, APP)
         self.backend.advance(minutes * 60)
         end = self.backend.clock.now()
         results: dict[str, dict[Key, float]] = {}

@@ -155,16 +155,6 @@ def test_bad_parameters_get_jaegers_400(client: Client, query: str, message: str
     assert errors[0]["code"] == 400 and message in errors[0]["msg"]
 
 
-def test_no_traces_variant_answers_like_an_empty_jaeger(backend: SimBackend) -> None:
-    tw = backend.twin
-    empty = Client(make_jaeger_app(tw.model, backend.clock, tw.lock, enabled=False))
-    assert _get(empty, "/api/services") == {"data": [], "total": 0, "limit": 0, "offset": 0, "errors": None}
-    assert _get(empty, "/api/services/frontend/operations")["data"] == []
-    assert _get(empty, "/api/traces?service=frontend&tag=error:true")["data"] == []
-    assert _get(empty, "/api/dependencies")["data"] == []
-    assert _get(empty, "/api/traces?service=frontend&limit=abc", status=400)["errors"][0]["code"] == 400
-
-
 def test_same_query_twice_is_identical_over_http(server: ServerHandle) -> None:
     url = server.url + "/api/traces"
     params = {"service": "frontend", "limit": "30", "lookback": "15m"}

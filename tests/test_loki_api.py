@@ -10,7 +10,6 @@ from werkzeug.test import Client
 
 from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.clock import SimClock
-
 from test_logql import CHECKOUT, FRONTEND, PROXY, T0, FakeSource
 
 

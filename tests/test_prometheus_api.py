@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -166,7 +166,7 @@ def test_prometheus_api_client_understands_the_responses(server: tuple[str, SimC
     assert current == [{"metric": {"__name__": "up", "instance": "co-0", "job": "checkout"}, "value": [clock.now(), "1"]}]
     rate = prom.custom_query('rate(http_requests_total[1m])')
     assert float(rate[0]["value"][1]) == pytest.approx(10 / 15)
-    start = datetime.fromtimestamp(SIM_EPOCH + 60, tz=timezone.utc)
-    end = datetime.fromtimestamp(SIM_EPOCH + 120, tz=timezone.utc)
+    start = datetime.fromtimestamp(SIM_EPOCH + 60, tz=UTC)
+    end = datetime.fromtimestamp(SIM_EPOCH + 120, tz=UTC)
     matrix = prom.custom_query_range('up{job="cart"}', start_time=start, end_time=end, step="30")
     assert matrix[0]["values"] == [[SIM_EPOCH + 60, "1"], [SIM_EPOCH + 90, "1"], [SIM_EPOCH + 120, "1"]]

@@ -115,7 +115,7 @@ def test_range_query_equals_instant_queries_at_each_step(db: TSDB) -> None:
     expr = 'sum by (code) (rate(req_total[2m])) / scalar(sum(limit))'
     rng = e.range(expr, 300, 600, 30)
     for lb, ts, vs in rng.series:
-        for t, v in zip(ts.tolist(), vs.tolist()):
+        for t, v in zip(ts.tolist(), vs.tolist(), strict=True):
             assert vector(e, expr, t / 1000)[lb] == pytest.approx(v)
 
 

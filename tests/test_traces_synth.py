@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import statistics
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from itbench_gym.backends.sim.traces import Trace, TraceSynth
 from itbench_gym.backends.sim.traces.jaeger_json import span_tags, trace_json
-from itbench_gym.backends.sim.traces.synth import product_ids
 from itbench_gym.backends.sim.twin import Twin
 from itbench_gym.paths import envs_dir
 
@@ -26,7 +25,7 @@ def twin() -> Iterator[Twin]:
 
 @pytest.fixture(scope="module")
 def synth(twin: Twin) -> TraceSynth:
-    return TraceSynth(twin.model.spec, SEED, product_ids(twin.model.manifests()))
+    return TraceSynth(twin.model.spec, SEED, twin.model.products)
 
 
 def _root(synth: TraceSynth, op: str) -> int:

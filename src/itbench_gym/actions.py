@@ -45,7 +45,7 @@ def parse_action(action: object, tool_names: tuple[str, ...]) -> ToolCall:
     if isinstance(action, Mapping):
         return _parse_mapping(action, tool_names)
     raise ActionError(
-        f"action must be a string such as 'kubectl get pods -n otel-demo' or a dict "
+        f"action must be a string such as 'kubectl get pods' or a dict "
         f"{{'tool': ..., 'args': {{...}}}}, got {type(action).__name__}"
     )
 

@@ -27,15 +27,6 @@ logger = logging.getLogger(__name__)
 
 #: Room for a prompt or tool output plus the truncation marker.
 MAX_OBSERVATION_CHARS = MAX_OUTPUT_CHARS + 4_096
-#: Commands ``action_space.sample()`` draws from, in the scenario's namespace.
-_SAMPLE_ACTIONS = (
-    "kubectl get pods -n {namespace}",
-    "kubectl get deployments -n {namespace} -o wide",
-    "kubectl get events -n {namespace} --sort-by=.lastTimestamp",
-    "alerts",
-    'promql sum by (service_name) (rate(traces_span_metrics_calls_total{{status_code="STATUS_CODE_ERROR"}}[2m]))',
-    "wait 30",
-)
 
 
 def _make_backend(name: str) -> Backend:
@@ -55,8 +46,10 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     Prometheus), settles a healthy baseline, injects the scenario's faults through the Kubernetes API
     and waits until the scenario's triggering alerts fire. The agent then investigates and repairs the
     system through tools that speak real protocols (the real ``kubectl``; the Prometheus, Loki and
-    Jaeger HTTP APIs) and
-    ends the episode by submitting a diagnosis report.
+    Jaeger HTTP APIs) and ends the episode by submitting a diagnosis report. The ``-NoLogs`` and
+    ``-NoTraces`` variants of a scenario run without that component: no Loki (``logql`` says so;
+    containers' logs are empty) or no Jaeger (``traces`` says so; ``topology`` shows no call edges
+    from traces).
 
     ## Action Space
     A string command ``"<tool> <arguments>"`` (e.g. ``"kubectl get pods -n otel-demo"``,
@@ -64,7 +57,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     ``{"tool": name, "args": {...}}`` whose args follow the tool's JSON Schema
     (``env.unwrapped.tool_schemas``). ``ActionSpace``: ``contains`` is true for both forms when they
     name one of the env's tools (printable text up to 65,536 characters; tool-call args as JSON data
-    up to the same size); ``sample`` draws real read-only commands. Actions outside the space, and
+    up to the same size); ``sample`` draws real read-only commands (the task's example actions, from
+    the app's ``envs/<app>/app.yaml`` ``examples``). Actions outside the space, and
     arguments a tool cannot use, are answered with an error observation and the episode goes on.
 
     ## Observation Space
@@ -134,7 +128,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
         self.max_steps = max_steps or self.scenario.budget.max_steps
         self.max_sim_seconds = float(max_sim_seconds or self.scenario.budget.max_sim_seconds)
-        self.action_space = ActionSpace(tuple(self.tools), [a.format(namespace=self.scenario.namespace) for a in _SAMPLE_ACTIONS])
+        self.action_space = ActionSpace(tuple(self.tools), self.task.example_actions())
         self.observation_space = spaces.Dict(
             {
                 "text": FreeText(MAX_OBSERVATION_CHARS),

@@ -15,8 +15,9 @@ from typing import Any
 import gymnasium as gym
 
 from itbench_gym.env import ITBenchEnv
-from itbench_gym.faults.operations import FLAGD_KEY
+from itbench_gym.paths import envs_dir
 from itbench_gym.spec import FaultRef, ScenarioSpec
+from itbench_gym.spec.appfacts import load_app_facts
 
 
 def _plain_name(group: dict[str, Any]) -> str | None:
@@ -83,14 +84,17 @@ class OracleAgent:
         ns = spec.namespace
         yield f"kubectl get pods -n {ns}"
         restarts: list[FaultRef] = []
+        app_flags = load_app_facts(envs_dir() / spec.app).flags
         for fault in spec.faults:
             if fault.id == "opentelemetry-demo-feature-flag":
+                if app_flags is None:
+                    raise ValueError(f"{spec.id}: a feature-flag fault, but app {spec.app!r} declares no flags (app.yaml flags)")
                 meta = fault.args["kubernetesObject"]["metadata"]
                 observation = yield f"kubectl get configmap {meta['name']} -n {meta['namespace']} -o json"
                 configmap = json.loads(observation["text"])
-                flags = json.loads(configmap["data"][FLAGD_KEY])
+                flags = json.loads(configmap["data"][app_flags.key])
                 flags["flags"][fault.args["flag"]["name"]]["defaultVariant"] = "off"
-                patch = {"data": {FLAGD_KEY: json.dumps(flags, indent=2)}}
+                patch = {"data": {app_flags.key: json.dumps(flags, indent=2)}}
                 yield {"tool": "kubectl", "args": {"argv": ["patch", "configmap", meta["name"], "-n", meta["namespace"], "--type", "merge", "-p", json.dumps(patch)]}}
             elif fault.id == "restart-kubernetes-workload":
                 restarts.append(fault)

@@ -146,7 +146,7 @@ def summarise(
         values: dict[str, list[Any]] = {name: [] for name in metrics}
         for i, result in enumerate(members):
             evaluation = result.get("evaluation", result)
-            where = f"result {dict(zip(by, key))} #{i}"
+            where = f"result {dict(zip(by, key, strict=True))} #{i}"
             scenario = _lookup(result, scenario_key, where, True)
             per_scenario.setdefault(scenario, []).append(bool(_lookup(evaluation, success, where, True)))
             for name, path in metrics.items():
@@ -159,7 +159,7 @@ def summarise(
                 pak[k] = MeanSE(None, None, 0)
         summaries.append(
             GroupSummary(
-                key=dict(zip(by, key)),
+                key=dict(zip(by, key, strict=True)),
                 episodes=len(members),
                 scenarios=len(per_scenario),
                 pass_at_k=pak,

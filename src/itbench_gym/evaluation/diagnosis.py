@@ -14,7 +14,7 @@ from typing import Any
 import networkx as nx
 
 from itbench_gym.evaluation.groundtruth import GroundTruth
-from itbench_gym.evaluation.ntam import NTAMParams, NTAMScore, ntam_fault_localisation, ntam_propagation
+from itbench_gym.evaluation.ntam import DEFAULT_NTAM_PARAMS, NTAMParams, NTAMScore, ntam_fault_localisation, ntam_propagation
 from itbench_gym.evaluation.report import DiagnosisReport
 from itbench_gym.evaluation.scoring_graph import Item, ScoringGraph, make_item, unique_items
 
@@ -118,7 +118,7 @@ def evaluate_diagnosis(
     gt: GroundTruth,
     *,
     topology: nx.MultiDiGraph | None = None,
-    params: NTAMParams = NTAMParams(),
+    params: NTAMParams = DEFAULT_NTAM_PARAMS,
 ) -> DiagnosisResult:
     """Score a parsed report against the ground truth (and the cluster topology, if given)."""
     graph = params.graph(gt, topology)

@@ -17,12 +17,9 @@ import networkx as nx
 from itbench_gym.evaluation.diagnosis import DiagnosisResult, evaluate_diagnosis, failed_diagnosis
 from itbench_gym.evaluation.groundtruth import GroundTruth, parse_ground_truth
 from itbench_gym.evaluation.mitigation import MitigationVerdict
-from itbench_gym.evaluation.ntam import NTAMParams
+from itbench_gym.evaluation.ntam import DEFAULT_NTAM_PARAMS, NTAMParams
 from itbench_gym.evaluation.report import ReportParseResult, parse_report
 from itbench_gym.evaluation.safety import SafetyReport, assess_safety
-
-#: NTAM's documented default weights (see docs/metrics.md).
-DEFAULT_NTAM_PARAMS = NTAMParams()
 
 
 def duration(value: float) -> float | str:

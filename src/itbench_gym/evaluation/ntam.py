@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
 import networkx as nx
 
 from itbench_gym.evaluation.groundtruth import GroundTruth
@@ -41,6 +42,10 @@ class NTAMParams:
     def graph(self, gt: GroundTruth, topology: nx.MultiDiGraph | None = None) -> ScoringGraph:
         """The scoring graph these parameters describe."""
         return ScoringGraph(gt, topology, weights=self.weights, k1=self.k1, b=self.b)
+
+
+#: NTAM's documented default weights (see docs/metrics.md); frozen, so one instance serves every default.
+DEFAULT_NTAM_PARAMS = NTAMParams()
 
 
 @dataclass(frozen=True)

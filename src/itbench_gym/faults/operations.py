@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.faults.catalogue import FaultError
-
-FLAGD_KEY = "demo.flagd.json"
+from itbench_gym.spec.appfacts import AppFacts
 
 
 def _target(args: Mapping[str, Any]) -> tuple[str, str]:
@@ -19,8 +19,12 @@ def _target(args: Mapping[str, Any]) -> tuple[str, str]:
     return meta["namespace"], meta["name"]
 
 
-def set_feature_flag(api: client.ApiClient, args: Mapping[str, Any], now: float) -> str:
-    """Set ``flags.<name>.defaultVariant`` in the flagd ConfigMap (ITBench's injection)."""
+def set_feature_flag(api: client.ApiClient, args: Mapping[str, Any], now: float, app: AppFacts) -> str:
+    """Set ``flags.<name>.defaultVariant`` in the flagd ConfigMap (ITBench's injection), under the
+    key app.yaml ``flags.key`` names."""
+    if app.flags is None:
+        raise FaultError(f"app {app.name!r} has no feature flags (envs/{app.directory.name}/app.yaml flags)")
+    key = app.flags.key
     namespace, name = _target(args)
     flag, state = args["flag"]["name"], args["flag"]["state"]
     core = client.CoreV1Api(api)
@@ -28,9 +32,9 @@ def set_feature_flag(api: client.ApiClient, args: Mapping[str, Any], now: float)
         cm = core.read_namespaced_config_map(name, namespace)
     except ApiException as exc:
         raise FaultError(f"cannot read ConfigMap {namespace}/{name}: {exc.reason}") from None
-    raw = (cm.data or {}).get(FLAGD_KEY)
+    raw = (cm.data or {}).get(key)
     if raw is None:
-        raise FaultError(f"ConfigMap {namespace}/{name} has no key {FLAGD_KEY!r}")
+        raise FaultError(f"ConfigMap {namespace}/{name} has no key {key!r}")
     config = json.loads(raw)
     flags = config.get("flags", {})
     if flag not in flags:
@@ -39,17 +43,17 @@ def set_feature_flag(api: client.ApiClient, args: Mapping[str, Any], now: float)
     if state not in variants:
         raise FaultError(f"flag {flag!r} has no variant {state!r}; variants: {', '.join(sorted(variants))}")
     flags[flag]["defaultVariant"] = state
-    body = {"data": {FLAGD_KEY: json.dumps(config, indent=2)}}
+    body = {"data": {key: json.dumps(config, indent=2)}}
     core.patch_namespaced_config_map(name, namespace, body)
     return f"ConfigMap {namespace}/{name}: flags.{flag}.defaultVariant={state}"
 
 
-def restart_workload(api: client.ApiClient, args: Mapping[str, Any], now: float) -> str:
+def restart_workload(api: client.ApiClient, args: Mapping[str, Any], now: float, app: AppFacts) -> str:
     """Same patch as ``kubectl rollout restart``: a new ``restartedAt`` template annotation."""
     namespace, name = _target(args)
     kind = args["kubernetesObject"]["kind"]
     apps = client.AppsV1Api(api)
-    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}}
     patch: dict[str, Callable[..., Any]] = {
         "Deployment": apps.patch_namespaced_deployment,
@@ -69,7 +73,7 @@ _SCHEDULE_KEYS = {"PodChaos": "podChaos", "NetworkChaos": "networkChaos", "Stres
                   "HTTPChaos": "httpChaos", "JVMChaos": "jvmChaos", "IOChaos": "ioChaos"}
 
 
-def create_chaos_schedule(api: client.ApiClient, args: Mapping[str, Any], now: float) -> str:
+def create_chaos_schedule(api: client.ApiClient, args: Mapping[str, Any], now: float, app: AppFacts) -> str:
     """Create the Chaos Mesh ``Schedule`` (a custom object) that ITBench's fault describes."""
     namespace, name = _target(args)
     spec = {**SCHEDULE_DEFAULTS, **args["scheduleSpec"]}
@@ -86,7 +90,8 @@ def create_chaos_schedule(api: client.ApiClient, args: Mapping[str, Any], now: f
     return f"Schedule {namespace}/{name}: {kind} {spec['schedule']}"
 
 
-OPERATIONS: dict[str, Callable[[client.ApiClient, Mapping[str, Any], float], str]] = {
+#: Operation name -> fn(admin API client, fault arguments, now, the app's facts) -> injection log line.
+OPERATIONS: dict[str, Callable[[client.ApiClient, Mapping[str, Any], float, AppFacts], str]] = {
     "set_feature_flag": set_feature_flag,
     "restart_workload": restart_workload,
     "create_chaos_schedule": create_chaos_schedule,

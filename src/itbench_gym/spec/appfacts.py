@@ -1,11 +1,15 @@
-"""What a scenario can refer to in its app, read from the app's own data in ``envs/<app>/``.
+"""What Python outside the twin knows about an app, read from the app's own data in ``envs/<app>/``.
 
-The facts come from ``app.yaml`` (name, namespace, manifest list, feature-flag configuration), the
-manifests it lists and ``alert-rules.yaml`` — never from Python lists — so a new app is checked by
-adding its data. To the manifests' objects the Kubernetes controllers' children are added the way
-the cluster names them (a Deployment's ReplicaSet ``<name>-<hash>`` and Pods ``<name>-<hash>-<5>``,
-a StatefulSet's Pods ``<name>-<ordinal>``, a DaemonSet's or Job's Pods ``<name>-<5>``, a Service's
-Endpoints and EndpointSlice), plus the namespaces every cluster has. The services of the behaviour
+This is the one loader of app data for everything but the twin (scenario checks, the SRE task, the
+env, faults and agents); the twin reads the same ``app.yaml`` through its own typed model. Both
+validate it with ``app.schema.json`` beside this module. The facts come from ``app.yaml`` (name,
+namespace, manifest list, feature-flag configuration, the user-facing edge and its traffic series,
+example commands), the manifests it lists and ``alert-rules.yaml`` — never from Python lists — so a
+new app is described, and checked, by adding its data. To the manifests' objects the Kubernetes
+controllers' children are added the way the cluster names them (a Deployment's ReplicaSet
+``<name>-<hash>`` and Pods ``<name>-<hash>-<5>``, a StatefulSet's Pods ``<name>-<ordinal>``, a
+DaemonSet's or Job's Pods ``<name>-<5>``, a Service's Endpoints and EndpointSlice), plus the
+namespaces every cluster has. The services of the behaviour
 model (``app.yaml`` ``services``) without a Kubernetes Service are kept apart (``app_services``):
 ITBench's ground truths name application services by their telemetry ``service_name``
 (``Service/accounting``) even when no Kubernetes Service fronts them (a Kafka consumer has none), but
@@ -14,13 +18,20 @@ a fault cannot target them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from string import Template
 from typing import Any
 
 import yaml
+
+from itbench_gym.evaluation.validation import schema_problems
+
+#: The JSON Schema of ``envs/<app>/app.yaml`` (the twin's loader validates with it too).
+APP_SCHEMA_PATH = Path(__file__).with_name("app.schema.json")
 
 #: Namespaces every Kubernetes cluster has (Kubernetes' own, not the app's).
 BUILTIN_NAMESPACES: tuple[str, ...] = ("default", "kube-node-lease", "kube-public", "kube-system")
@@ -86,6 +97,21 @@ class FlagsFact:
 
 
 @dataclass(frozen=True)
+class EdgeFact:
+    """app.yaml ``edge``: the user-facing service and the Prometheus series of the requests it serves."""
+
+    service: str
+    metric: str
+    labels: Mapping[str, str]
+    error_labels: Mapping[str, str]
+
+    def selector(self, namespace: str, *, errors: bool = False) -> str:
+        """PromQL selector of the edge's requests in ``namespace`` (only the failed ones with ``errors``)."""
+        labels = {"namespace": namespace, **self.labels, **(self.error_labels if errors else {})}
+        return self.metric + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
+
+
+@dataclass(frozen=True)
 class AppFacts:
     name: str
     directory: Path
@@ -99,8 +125,16 @@ class AppFacts:
     flags: FlagsFact | None
     rules: tuple[AlertRuleFact, ...]
     rules_file: Path
+    #: The user-facing service and its traffic series (the mitigation check's traffic probe), if declared.
+    edge: EdgeFact | None = None
+    #: Example commands with ``$namespace`` placeholders (``example_actions`` fills them).
+    examples: tuple[str, ...] = ()
     #: What could not be read (each names the file); the checks that need it are skipped.
     problems: tuple[str, ...] = ()
+
+    def example_actions(self, namespace: str) -> tuple[str, ...]:
+        """The app's example commands for a scenario in ``namespace``."""
+        return tuple(Template(e).substitute(namespace=namespace) for e in self.examples)
 
     def namespaces(self) -> set[str]:
         return {o.name for o in self.objects if o.kind == "Namespace"}
@@ -130,6 +164,18 @@ def load_app_facts(app_dir: Path) -> AppFacts:
     return _load(str(Path(app_dir).resolve()))
 
 
+@lru_cache(maxsize=1)
+def app_schema() -> Mapping[str, Any]:
+    """The JSON Schema every ``app.yaml`` follows."""
+    schema: Mapping[str, Any] = json.loads(APP_SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
+
+
+def app_schema_problems(doc: Any) -> list[tuple[str, str]]:
+    """Every way a parsed ``app.yaml`` breaks the app schema, as (field path, message), in document order."""
+    return schema_problems(doc, app_schema(), "")
+
+
 @lru_cache(maxsize=16)
 def _load(directory: str) -> AppFacts:
     app_dir = Path(directory)
@@ -144,6 +190,8 @@ def _load(directory: str) -> AppFacts:
             problems.append(f"{app_file}: not a mapping")
     except (OSError, ValueError, yaml.YAMLError) as exc:
         problems.append(f"{app_file}: cannot read: {exc}")
+    if app:
+        problems += [f"{app_file}: {path or '<root>'}: {message}" for path, message in app_schema_problems(app)]
     objects: list[KubeObject] = []
     crd_kinds: set[str] = set()
     entries = app.get("manifests") or ["manifests"]
@@ -185,6 +233,8 @@ def _load(directory: str) -> AppFacts:
         flags=flags,
         rules=rules,
         rules_file=rules_file,
+        edge=_edge(app.get("edge"), app.get("services"), app_file, problems),
+        examples=_examples(app.get("examples"), app_file, problems),
         problems=tuple(problems),
     )
 
@@ -264,6 +314,38 @@ def _calls(services: Any) -> tuple[tuple[str, str], ...]:
                 if isinstance(call, Mapping) and isinstance(call.get("to"), str):
                     pairs.add((str(name), call["to"].partition("/")[0]))
     return tuple(sorted(pairs))
+
+
+def _edge(raw: Any, services: Any, app_file: Path, problems: list[str]) -> EdgeFact | None:
+    """app.yaml ``edge``: a service of the behaviour model; the probe adds the ``namespace`` label itself.
+    A malformed ``edge`` was reported by the schema check."""
+    if not isinstance(raw, Mapping) or not all(isinstance(raw.get(k), str) for k in ("service", "metric")):
+        return None
+    labels, errors = raw.get("labels"), raw.get("error_labels")
+    if not isinstance(labels, Mapping) or not isinstance(errors, Mapping):
+        return None
+    if isinstance(services, Mapping) and raw["service"] not in services:
+        problems.append(f"{app_file}: edge.service: {raw['service']!r} is not one of the app's services")
+    if "namespace" in labels or "namespace" in errors:
+        problems.append(f"{app_file}: edge: the namespace label is the scenario's; do not set it")
+    return EdgeFact(service=raw["service"], metric=raw["metric"], labels={str(k): str(v) for k, v in labels.items()},
+                    error_labels={str(k): str(v) for k, v in errors.items()})
+
+
+def _examples(raw: Any, app_file: Path, problems: list[str]) -> tuple[str, ...]:
+    """app.yaml ``examples`` whose placeholders are only ``$namespace`` (the others are problems)."""
+    out: list[str] = []
+    for i, text in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(text, str):
+            continue
+        try:
+            Template(text).substitute(namespace="")
+        except (KeyError, ValueError) as exc:
+            problems.append(f"{app_file}: examples[{i}]: only $namespace may be filled in ({type(exc).__name__}: {exc}); "
+                            "write $$ for a literal $")
+            continue
+        out.append(text)
+    return tuple(out)
 
 
 def _flags(raw: Any, app_file: Path, problems: list[str]) -> FlagsFact | None:

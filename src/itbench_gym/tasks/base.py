@@ -12,7 +12,9 @@ import abc
 from collections.abc import Sequence
 
 from itbench_gym.backends.base import Backend
+from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
+from itbench_gym.spec.appfacts import load_app_facts
 from itbench_gym.tasks.types import Evaluation, Incident, Submission
 from itbench_gym.tools.base import Tool
 
@@ -33,6 +35,11 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def prompt(self, incident: Incident, tools: Sequence[Tool]) -> str:
         """The task statement the agent reads after ``reset``."""
+
+    def example_actions(self) -> tuple[str, ...]:
+        """Commands that make sense in this scenario, in its namespace: what ``action_space.sample()``
+        draws and a prompt may show. By default the app's ``examples`` (``envs/<app>/app.yaml``)."""
+        return load_app_facts(envs_dir() / self.spec.app).example_actions(self.spec.namespace)
 
     def firing_alerts(self) -> list[str]:
         """Alerts firing now (``alertname{label=value,...}``, sorted) for the observation; a task

@@ -21,7 +21,7 @@ from itbench_gym.evaluation.mitigation import Baseline, TrafficSample, WorkloadS
 from itbench_gym.faults import inject_faults
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
-from itbench_gym.spec.appfacts import load_app_facts
+from itbench_gym.spec.appfacts import EdgeFact, load_app_facts
 from itbench_gym.tasks.base import Task
 from itbench_gym.tasks.types import Incident, Submission
 from itbench_gym.tools.alerts import alert_key, fetch_alerts
@@ -31,17 +31,21 @@ from itbench_gym.topology import build_topology
 
 #: How often the task looks at the alerts while waiting for the incident to start.
 ALERT_POLL_SECONDS = 15.0
-#: User-facing traffic: what the load generator's requests get from the shop's edge.
-_EDGE_RATE = 'sum(rate(traces_span_metrics_calls_total{{namespace="{ns}",service_name="frontend-proxy",span_kind="SPAN_KIND_SERVER"}}[2m]))'
-_EDGE_ERRORS = 'sum(rate(traces_span_metrics_calls_total{{namespace="{ns}",service_name="frontend-proxy",span_kind="SPAN_KIND_SERVER",status_code="STATUS_CODE_ERROR"}}[2m]))'
+#: Window of the traffic probe's rates (as the span-metric alert rules use).
+TRAFFIC_WINDOW = "2m"
 
 
 class ClusterProbe:
-    """``MitigationProbe`` over the Kubernetes API (admin credential) and the Prometheus HTTP API."""
+    """``MitigationProbe`` over the Kubernetes API (admin credential) and the Prometheus HTTP API.
 
-    def __init__(self, spec: ScenarioSpec, backend: Backend) -> None:
+    User-facing traffic is what the app's ``edge`` (``envs/<app>/app.yaml``) serves: the rate of its
+    requests and the share that did not fail, from the series that file names.
+    """
+
+    def __init__(self, spec: ScenarioSpec, backend: Backend, edge: EdgeFact) -> None:
         self._spec = spec
         self._backend = backend
+        self._edge = edge
         self._prometheus = backend.endpoints.prometheus
         self._api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
 
@@ -91,8 +95,9 @@ class ClusterProbe:
         return {ns["metadata"]["name"] for ns in items if not ns["metadata"].get("deletionTimestamp")}
 
     def traffic(self) -> TrafficSample:
-        rate = self._scalar(_EDGE_RATE.format(ns=self._spec.namespace))
-        errors = self._scalar(_EDGE_ERRORS.format(ns=self._spec.namespace))
+        ns = self._spec.namespace
+        rate = self._scalar(f"sum(rate({self._edge.selector(ns)}[{TRAFFIC_WINDOW}]))")
+        errors = self._scalar(f"sum(rate({self._edge.selector(ns, errors=True)}[{TRAFFIC_WINDOW}]))")
         success = 1.0 - errors / rate if rate > 0 else 0.0
         return TrafficSample(rate=rate, success_ratio=success)
 
@@ -117,7 +122,11 @@ class SRETask(Task):
 
     def __init__(self, spec: ScenarioSpec) -> None:
         super().__init__(spec)
-        self._call_graph = load_app_facts(envs_dir() / spec.app).calls
+        self._app = load_app_facts(envs_dir() / spec.app)
+        if self._app.edge is None:
+            raise ValueError(f"scenario {spec.id}: app {spec.app!r} declares no edge (envs/{spec.app}/app.yaml): "
+                             "an SRE task checks that the app still serves its users through it")
+        self._edge = self._app.edge
         #: The spec's repr covers every field: specs that differ anywhere never share an incident.
         self._fingerprint = hashlib.sha256(repr(spec).encode()).hexdigest()
         self._probe: ClusterProbe | None = None
@@ -128,11 +137,11 @@ class SRETask(Task):
         key = ("sre", self._fingerprint, seed)
         saved = backend.restore_incident(key)
         if isinstance(saved, Incident):
-            self._probe = ClusterProbe(self.spec, backend)
+            self._probe = ClusterProbe(self.spec, backend, self._edge)
             incident = saved
         else:
             backend.start(self.spec, seed)
-            self._probe = ClusterProbe(self.spec, backend)
+            self._probe = ClusterProbe(self.spec, backend, self._edge)
             incident = self._inject_and_wait(self._probe, backend)
             backend.save_incident(key, incident)
         self._incident = incident
@@ -148,7 +157,7 @@ class SRETask(Task):
             alerts=[dict(a) for a in probe.firing_alerts()],
         )
         injected_at = probe.now()
-        log = inject_faults(spec.faults, backend.admin_kubeconfig, injected_at)
+        log = inject_faults(spec.faults, backend.admin_kubeconfig, injected_at, self._app)
         deadline = probe.now() + spec.alert_wait_timeout
         while True:
             firing = probe.firing_alerts()
@@ -164,6 +173,9 @@ class SRETask(Task):
 
     def prompt(self, incident: Incident, tools: Sequence[Tool]) -> str:
         tool_lines = "\n".join(f"- {t.name}: {t.description}" for t in tools)
+        names = {t.name for t in tools}
+        examples = [a for a in self.example_actions() if a.split(maxsplit=1)[0] in names]
+        example_lines = "\n\nFor example:\n" + "\n".join(f"- {a}" for a in examples) if examples else ""
         return (
             f"You are the on-call SRE for the {self.spec.app} application in Kubernetes namespace "
             f"{self.spec.namespace!r}. An incident is in progress. Alerts firing now:\n"
@@ -171,7 +183,7 @@ class SRETask(Task):
             + "\n\nDiagnose the root cause and mitigate it so the alerts clear and the application serves "
             "its users again, without deleting or disabling healthy parts of the system. When you are "
             "done, submit your report: the entities involved (mark the root cause with \"root_cause\": true) "
-            "and how the fault propagated.\n\nTools:\n" + tool_lines
+            "and how the fault propagated.\n\nTools:\n" + tool_lines + example_lines
         )
 
     def firing_alerts(self) -> list[str]:
@@ -188,7 +200,7 @@ class SRETask(Task):
         if probe is None or incident is None or incident.baseline is None:
             raise RuntimeError("SRETask.evaluate() needs an incident: call setup() first")
         namespace = self.spec.namespace
-        topology = build_topology(probe.objects(namespace), self._call_graph, namespace)
+        topology = build_topology(probe.objects(namespace), self._app.calls, namespace)
         verdict = watch_mitigation(probe, incident.baseline, list(self.spec.triggering_alerts), injection_alerts=list(incident.alerts))
         return evaluate_episode(
             spec=self.spec,

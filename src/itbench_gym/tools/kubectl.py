@@ -22,7 +22,7 @@ _WALL_TIMEOUT_SECONDS = 120.0
 class KubectlTool:
     name = "kubectl"
     description = (
-        "Run the real kubectl against the cluster, e.g. `kubectl get pods -n otel-demo`. No shell: "
+        "Run the real kubectl against the cluster, e.g. `kubectl get pods` (your kubeconfig's context defaults to the application's namespace). No shell: "
         "pipes, redirections and `kubectl edit` are not available; pass manifests on stdin with "
         "`kubectl apply -f - <<EOF ... EOF` or the `stdin` argument."
     )

@@ -88,7 +88,7 @@ class LogQLTool:
     name = "logql"
     description = (
         "Query logs in Loki with LogQL, e.g. `logql {service_name=\"frontend\"} |= \"error\"` (log lines, newest "
-        "first, default last 15m) or `logql sum by (service_name) (count_over_time({namespace=\"otel-demo\"} |= "
+        "first, default last 15m) or `logql sum by (service_name) (count_over_time({service_name=~\".+\"} |= "
         "\"error\" [5m]))` (metric). Stream labels: service_name, namespace, pod, container, app, job, k8s_* and "
         "per-line detected_level. Args: {query, range: '15m', limit: 100, step: '60s'}."
     )

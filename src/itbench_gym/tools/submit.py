@@ -21,7 +21,7 @@ REJECTED = 2
 class SubmitTool:
     name = "submit"
     description = (
-        "Finish the episode with your report: JSON {\"entities\": [{\"id\": \"otel-demo/ConfigMap/flagd-config\", "
+        "Finish the episode with your report: JSON {\"entities\": [{\"id\": \"<namespace>/<Kind>/<name>\", "
         "\"root_cause\": true}, ...], \"propagations\": [{\"source\": ..., \"target\": ..., \"condition\": ..., "
         "\"effect\": ...}]}, as tool-call arguments or as text (plain JSON, or a ```json fenced block). "
         "A report that cannot be read is rejected with the reason and the episode goes on. "

@@ -66,7 +66,7 @@ class TopologyTool:
     parameters: Mapping[str, Any] = {
         "type": "object",
         "properties": {
-            "focus": {"type": "string", "description": "An object such as Deployment/frontend or otel-demo/Pod/<name>."},
+            "focus": {"type": "string", "description": "An object such as Deployment/frontend or <namespace>/Pod/<name>."},
             "depth": {"type": "integer", "minimum": 0, "maximum": 6, "description": "Relations to follow from focus (default 2)."},
             "namespace": {"type": "string"},
         },

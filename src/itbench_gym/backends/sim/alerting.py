@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -44,13 +44,13 @@ def parse_duration(value: Any, where: str) -> float:
     m = _DURATION.match(text)
     if not m or text == "" or (text != "0" and not any(m.groups())):
         raise RuleError(f"{where}: invalid duration {value!r} (expected e.g. 30s, 5m, 1h)")
-    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS) if g)
+    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS, strict=True) if g)
 
 
 def rfc3339(t: float) -> str:
     """Go's ``time.Time`` JSON form (RFC 3339 with trimmed nanoseconds, UTC)."""
     whole = math.floor(t)
-    base = datetime.fromtimestamp(whole, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    base = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     frac = round(t - whole, 9)
     if frac > 0:
         base += (f"{frac:.9f}"[1:]).rstrip("0")
@@ -367,7 +367,7 @@ class RuleManager:
             per_step[0][()] = res.scalar[1]
         else:
             for lb, ts, vs in res.series:
-                for t, v in zip(ts.tolist(), vs.tolist()):
+                for t, v in zip(ts.tolist(), vs.tolist(), strict=True):
                     per_step[index[int(t)]][lb] = v
         for i, t_ms in enumerate(ms.tolist()):
             t = t_ms / 1000.0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from werkzeug.exceptions import NotFound
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
@@ -40,13 +42,15 @@ class SimCheckpoint:
 
 
 class _Switch:
-    """A WSGI app that forwards to whichever twin is current, so servers outlive resets."""
+    """A WSGI app that forwards to whichever twin is current, so servers outlive resets. Without a
+    target (a component the current scenario does not have) every path is 404: nothing is served."""
 
     def __init__(self) -> None:
         self.target: WSGIApp | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        assert self.target is not None
+        if self.target is None:
+            return NotFound()(environ, start_response)
         return self.target(environ, start_response)
 
 
@@ -69,6 +73,8 @@ class SimBackend:
         self._loki_switch = _Switch()
         self._servers: list[ServerHandle] = []
         self._workdir: WorkDir | None = None
+        #: Every server the twin runs; ``_endpoints`` is what the current scenario's agent gets of them.
+        self._served: Endpoints | None = None
         self._endpoints: Endpoints | None = None
         self._auth: Auth | None = None
 
@@ -141,26 +147,35 @@ class SimBackend:
         return incident
 
     def _activate(self, twin: Twin, spec: ScenarioSpec) -> Endpoints:
-        """Make ``twin`` the one the servers answer for, with the scenario's modalities."""
+        """Make ``twin`` the one the servers answer for, with the scenario's modalities.
+
+        A masked modality is a component the scenario's cluster does not have, not a tool that
+        refuses: without logs there is no Loki (no endpoint; its port serves nothing) and the
+        containers' logs are empty, as when an app exports its logs only over OTLP to a log store
+        that is not there; without traces there is no Jaeger (no endpoint, nothing served). The
+        span metrics stay (the collector derives them from spans whether or not Jaeger stores them).
+        """
         self._twin = twin
         self._spec = spec
         namespace = spec.namespace
+        logs, traces = spec.observability.logs, spec.observability.traces
         self._deadline = None
         self._ensure_servers()
-        assert self._auth is not None
+        assert self._auth is not None and self._served is not None
         self._kube_switch.target = make_kube_app(
             twin.cluster.store,
             clock=self._clock,
             auth=self._auth,
             lock=twin.lock,
             advance=self._advance_blocking,
-            log_source=twin.log_lines,
+            log_source=twin.log_lines if logs else None,
             metrics=twin.cluster.usage,
         )
         self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
-        self._jaeger_switch.target = make_jaeger_app(twin.model, self._clock, twin.lock, enabled=spec.observability.traces)
-        self._loki_switch.target = make_loki_app(twin.model, self._clock, twin.lock, namespace)
-        assert self._endpoints is not None and self._auth is not None
+        self._jaeger_switch.target = make_jaeger_app(twin.model, self._clock, twin.lock) if traces else None
+        self._loki_switch.target = make_loki_app(twin.model, self._clock, twin.lock, namespace) if logs else None
+        self._endpoints = replace(self._served, loki=self._served.loki if logs else None,
+                                  jaeger=self._served.jaeger if traces else None)
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
         write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=namespace)
@@ -180,7 +195,7 @@ class SimBackend:
         self._servers = [kube, prom, jaeger, loki]
         agent = self._workdir.subdir("agent")
         cache = self._workdir.subdir("kube-cache")
-        self._endpoints = Endpoints(
+        self._served = self._endpoints = Endpoints(
             kubeconfig=agent / "kubeconfig",
             kube_cache_dir=cache,
             prometheus=prom.url,
@@ -213,7 +228,7 @@ class SimBackend:
         if self._workdir is not None:
             self._workdir.close()
             self._workdir = None
-        self._endpoints = None
+        self._endpoints = self._served = None
         self._baselines.clear()
         self._incidents.clear()
         self._twin = None

@@ -18,10 +18,10 @@ parsers, ``label_replace``, template functions):
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-import re2  # type: ignore[import-untyped]
+import re2
 
 #: RE2's error texts -> Go's ``regexp/syntax`` ErrorCode texts (Go's parser is a port of RE2's).
 _GO_CODES = {
@@ -75,6 +75,22 @@ class Match(Protocol):
     def start(self, group: int = 0) -> int: ...
 
     def end(self, group: int = 0) -> int: ...
+
+
+class _Pattern(Protocol):
+    """What is used of a compiled google-re2 object (google-re2 ships no type information)."""
+
+    @property
+    def groups(self) -> int: ...
+
+    @property
+    def groupindex(self) -> Mapping[str, int]: ...
+
+    def search(self, text: str) -> Match | None: ...
+
+    def fullmatch(self, text: str) -> Match | None: ...
+
+    def finditer(self, text: str) -> Iterator[Match]: ...
 
 
 def _options(*, dot_nl: bool, capture: bool) -> Any:
@@ -147,7 +163,7 @@ def _utf8(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
-def _build(pattern: str, anchored: bool) -> tuple[Any, Any]:
+def _build(pattern: str, anchored: bool) -> tuple[_Pattern, _Pattern]:
     """RE2 objects with and without capture groups (the latter is faster for yes/no matching)."""
     try:
         pattern.encode("utf-8")

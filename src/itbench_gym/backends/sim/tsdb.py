@@ -33,7 +33,7 @@ _INITIAL_CAPACITY = 16
 
 def is_stale(values: np.ndarray) -> np.ndarray:
     """Boolean mask of staleness markers (ordinary NaNs are *not* stale)."""
-    return np.asarray(values, dtype=np.float64).view(np.uint64) == STALE_NAN_BITS
+    return np.equal(np.asarray(values, dtype=np.float64).view(np.uint64), STALE_NAN_BITS)
 
 
 def make_labels(labels: Mapping[str, str] | Iterable[tuple[str, str]]) -> Labels:
@@ -342,7 +342,8 @@ class TSDB:
             rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
             self._rank = rank
         arr = np.asarray(sids, dtype=np.int64)
-        return arr[np.argsort(self._rank[arr], kind="stable")].tolist()
+        ordered: list[int] = arr[np.argsort(self._rank[arr], kind="stable")].tolist()  # tolist() is typed Any
+        return ordered
 
     def select_raw(
         self, matchers: Sequence[Matcher], mint: int, maxt: int, check: Check | None = None

@@ -92,7 +92,7 @@ class RoutedApp(ABC):
         except MethodNotAllowed as exc:
             return self.method_not_allowed(request, exc)
         except HTTPException as exc:  # redirects for trailing slashes and the like
-            return exc.get_response(request.environ)  # type: ignore[return-value]
+            return exc.get_response(request.environ)
         try:
             return self.handle(request, str(endpoint), dict(args))
         except HTTPException as exc:

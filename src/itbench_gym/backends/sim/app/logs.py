@@ -14,9 +14,10 @@ import hashlib
 import json
 import time
 import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Formatter
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,17 +28,24 @@ MAX_LINES_PER_TICK = 60
 _STARTUP_SPACING = 0.05
 _STARTUP_SPILL = 5.0
 
-_PRODUCTS = ("OLJCESPC7Z", "66VCHSJNUP", "1YMWWN1N4O", "L9ECAV7KIM", "2ZYFJ3GM2N", "0PUK6V6EV0",
-             "LS4PSXUNUM", "9SIQT8TOJO", "6E92ZMYYFZ", "HQTGWGPNH4")
-_NAMES = ("larry", "sergey", "ada", "grace", "alan")
-_CATEGORIES = ("binoculars", "telescopes", "accessories", "assembly", "travel", "books")
-#: Fields a template may leave to the activity's context, with the value used when it does not.
-_CONTEXT_DEFAULTS = {
-    "method": "GET", "path": "/", "status": "200", "error": "", "grpc_code": "OK",
-    "op_text": "User accessing index page", "upstream": "frontend", "upstream_ip": "10.244.1.20",
-}
 
 Line = tuple[float, str]
+
+
+@dataclass(frozen=True)
+class FieldPools:
+    """The app's values that generated fields draw from: the catalogue's product ids (app.yaml
+    ``catalog``), e-mail users and categories, and the defaults of context fields (``log_values``)."""
+
+    products: tuple[str, ...]
+    users: tuple[str, ...]
+    categories: tuple[str, ...]
+    defaults: Mapping[str, str]
+
+    @classmethod
+    def of(cls, spec: AppSpec, products: Sequence[str]) -> FieldPools:
+        values = spec.log_values
+        return cls(tuple(products), values.users, values.categories, dict(values.defaults))
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ def _ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> list[int]:
     return rng.integers(lo, hi, size=n).tolist()
 
 
-def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _Clock) -> list[str]:
+def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _Clock, pools: FieldPools) -> list[str]:
     """``len(ts)`` values of one generated template field, drawn together."""
     n = len(ts)
     if name in ("iso", "valkey_ts", "clf"):
@@ -138,13 +146,15 @@ def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _C
     if name == "ip":
         return [f"10.244.{a}.{b}" for a, b in zip(_ints(rng, 1, 4, n), _ints(rng, 2, 250, n))]
     if name == "email":
-        return [f"{_NAMES[a]}_{b}@example.com" for a, b in zip(_ints(rng, 0, 5, n), _ints(rng, 10, 99, n))]
+        users = pools.users
+        return [f"{users[a]}_{b}@example.com" for a, b in zip(_ints(rng, 0, len(users), n), _ints(rng, 10, 99, n))]
     if name == "category":
-        return [_CATEGORIES[a] for a in _ints(rng, 0, 6, n)]
+        return [pools.categories[a] for a in _ints(rng, 0, len(pools.categories), n)]
     if name.startswith("product"):
         slot = int(name[len("product"):] or 1) - 1
         secs = np.floor(ts).astype(np.int64).tolist()
-        return [_PRODUCTS[(s + slot * 3 + k) % len(_PRODUCTS)] for s, k in zip(secs, _ints(rng, 0, 10, n))]
+        products = pools.products
+        return [products[(s + slot * 3 + k) % len(products)] for s, k in zip(secs, _ints(rng, 0, len(products), n))]
     raise KeyError(name)
 
 
@@ -158,7 +168,7 @@ def _is_json(template: str) -> bool:
 
 
 def _fill(template: str, ts: np.ndarray, rng: np.random.Generator, clock: _Clock,
-          constants: dict[str, str]) -> list[Line]:
+          constants: dict[str, str], pools: FieldPools) -> list[Line]:
     """Render ``template`` once per timestamp; JSON lines get their values JSON-escaped."""
     escape: Callable[[str], str] = (lambda v: json.dumps(v)[1:-1]) if _is_json(template) else (lambda v: v)
     fixed: dict[str, str] = {}
@@ -166,10 +176,10 @@ def _fill(template: str, ts: np.ndarray, rng: np.random.Generator, clock: _Clock
     for name in _template_fields(template):
         if name in constants:
             fixed[name] = escape(constants[name])
-        elif name in _CONTEXT_DEFAULTS:
-            fixed[name] = _CONTEXT_DEFAULTS[name]
+        elif name in pools.defaults:
+            fixed[name] = pools.defaults[name]
         else:
-            columns[name] = [escape(v) for v in _field_values(name, rng, ts, clock)]
+            columns[name] = [escape(v) for v in _field_values(name, rng, ts, clock, pools)]
     out: list[Line] = []
     names = list(columns)
     for i, t in enumerate(ts.tolist()):
@@ -192,7 +202,7 @@ def _startup(spec: AppSpec, container: str) -> tuple[str, ...]:
     return ()
 
 
-def render_tick(spec: AppSpec, seed: int, tick: TickLog, pod: str, container: str) -> tuple[Line, ...]:
+def render_tick(spec: AppSpec, pools: FieldPools, seed: int, tick: TickLog, pod: str, container: str) -> tuple[Line, ...]:
     """Every line the container wrote during ``tick``, in time order."""
     memo_key = (seed, pod, container)
     cached = tick.rendered.get(memo_key)
@@ -205,13 +215,13 @@ def render_tick(spec: AppSpec, seed: int, tick: TickLog, pod: str, container: st
     start_t = tick.starts.get(key)
     if start_t is not None:
         for i, text in enumerate(_startup(spec, container)):
-            lines += _fill(text, np.array([start_t + _STARTUP_SPACING * i]), rng, clock, {"pod": pod})
+            lines += _fill(text, np.array([start_t + _STARTUP_SPACING * i]), rng, clock, {"pod": pod}, pools)
     lo = tick.t - tick.dt
     for act in tick.containers.get(key, ()):
         n = min(int(rng.poisson(act.rate * tick.dt)), MAX_LINES_PER_TICK)
         if n:
             ts = np.sort(rng.uniform(lo, tick.t, size=n))
-            lines += _fill(act.template, ts, rng, clock, {"pod": pod, **dict(act.context)})
+            lines += _fill(act.template, ts, rng, clock, {"pod": pod, **dict(act.context)}, pools)
     lines.sort(key=lambda x: x[0])
     out = tuple(lines)
     tick.rendered[memo_key] = out
@@ -225,10 +235,11 @@ def ticks_between(history: list[TickLog], start: float, end: float) -> list[Tick
     return history[lo:hi]
 
 
-def render(spec: AppSpec, seed: int, history: list[TickLog], pod: str, container: str, start: float, end: float) -> list[Line]:
+def render(spec: AppSpec, pools: FieldPools, seed: int, history: list[TickLog], pod: str, container: str,
+           start: float, end: float) -> list[Line]:
     lines: list[Line] = []
     for tick in ticks_between(history, start, end):
-        lines += [ln for ln in render_tick(spec, seed, tick, pod, container) if start <= ln[0] <= end]
+        lines += [ln for ln in render_tick(spec, pools, seed, tick, pod, container) if start <= ln[0] <= end]
     lines.sort(key=lambda x: x[0])
     return lines
 

@@ -8,9 +8,11 @@ scrape of span metrics, app metrics and the cluster exporters' metrics.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,31 @@ def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
     return sorted(out, key=lambda d: order.get(d["kind"], 2))
 
 
+def catalog_products(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Product ids of the catalogue app.yaml ``catalog`` names, in the catalogue's order (none without one)."""
+    if spec.catalog is None:
+        return ()
+    name, key = spec.catalog.config_map, spec.catalog.key
+    where = f"{spec.directory / 'app.yaml'}: catalog"
+    for obj in manifests:
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "ConfigMap" or meta.get("name") != name or meta.get("namespace", spec.namespace) != spec.namespace:
+            continue
+        text = (obj.get("data") or {}).get(key)
+        if not isinstance(text, str):
+            raise AppSpecError(f"{where}.key: ConfigMap {name} has no key {key!r}")
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: not JSON ({exc})") from None
+        products = doc.get("products") if isinstance(doc, dict) else None
+        ids = tuple(str(p["id"]) for p in products or [] if isinstance(p, dict) and "id" in p)
+        if not ids:
+            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: no products with an id")
+        return ids
+    raise AppSpecError(f"{where}.config_map: no ConfigMap {name!r} in namespace {spec.namespace} of the manifests")
+
+
 def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, tick, zlib.crc32(name.encode())])
 
@@ -97,6 +124,9 @@ class AppModel:
         self.spec = spec
         self.seed = seed
         self._manifests = manifests
+        #: The catalogue's product ids (URLs, log lines, span attributes).
+        self.products = catalog_products(spec, manifests)
+        self._log_pools = logmod.FieldPools.of(spec, self.products)
         self._solver = FlowSolver(spec)
         self._span = SpanMetrics(spec.buckets_ms, spec.namespace, spec.job_prefix)
         self._cadvisor = Cadvisor()
@@ -466,7 +496,7 @@ class AppModel:
         """The container's log lines in [start, end], identical on every call."""
         if namespace != self.spec.namespace:
             return []
-        return logmod.render(self.spec, self.seed, self._state.history, pod, container, start, end)
+        return logmod.render(self.spec, self._log_pools, self.seed, self._state.history, pod, container, start, end)
 
     def snapshot(self) -> object:
         st = self._state

@@ -1,4 +1,4 @@
-"""Typed view of ``envs/<app>/app.yaml``, validated against ``app.schema.json``.
+"""Typed view of ``envs/<app>/app.yaml``, validated against ``itbench_gym/spec/app.schema.json``.
 
 The behaviour model is data so that a second app can be added without code; every loading error
 names the file and the field path, because the person fixing it is editing YAML, not Python.
@@ -6,20 +6,24 @@ names the file and the field path, because the person fixing it is editing YAML,
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Formatter
 from typing import Any
 
-import jsonschema
 import yaml
+
+from itbench_gym.spec.appfacts import app_schema_problems
 
 #: Fields log templates may use; anything else is a typo caught at load time.
 LOG_FIELDS = frozenset(
     "iso clf epoch_ms valkey_ts sec ms uuid uuid2 trace span n ip pod email category product product2 "
     "product3 product4 product5 method path status error grpc_code op_text upstream upstream_ip bytes".split()
 )
+#: Fields a log line takes from what the request did (the activity's context), else from
+#: app.yaml ``log_values.defaults``.
+CONTEXT_FIELDS = frozenset("method path status error grpc_code op_text upstream upstream_ip".split())
 
 
 class AppSpecError(ValueError):
@@ -139,6 +143,23 @@ class LoadTask:
 
 
 @dataclass(frozen=True)
+class Catalog:
+    """app.yaml ``catalog``: the ConfigMap (of the app's namespace) and key holding the product catalogue."""
+
+    config_map: str
+    key: str
+
+
+@dataclass(frozen=True)
+class LogValues:
+    """app.yaml ``log_values``: what log templates draw from beyond the request flow."""
+
+    users: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    defaults: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class AppSpec:
     directory: Path
     name: str
@@ -160,16 +181,11 @@ class AppSpec:
     flag_service: str
     flag_aliases: dict[str, str]
     effects: tuple[Effect, ...]
+    catalog: Catalog | None = None
+    log_values: LogValues = field(default_factory=LogValues)
 
     def op(self, service: str, op_id: str) -> Operation:
         return self.services[service].operations[op_id]
-
-
-def _path(parts: list[Any] | tuple[Any, ...]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "<root>"
 
 
 def _split_target(raw: str) -> tuple[str, str]:
@@ -331,12 +347,11 @@ def load_spec(app_dir: Path) -> AppSpec:
         raise AppSpecError(f"{file}: not found") from None
     except yaml.YAMLError as exc:
         raise AppSpecError(f"{file}: not valid YAML: {exc}") from None
-    schema = json.loads((app_dir / "app.schema.json").read_text())
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(raw), key=lambda e: list(e.absolute_path))
+    errors = app_schema_problems(raw)
     if errors:
-        e = errors[0]
+        where, message = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise AppSpecError(f"{file}: {_path(list(e.absolute_path))}: {e.message}{more}")
+        raise AppSpecError(f"{file}: {where or '<root>'}: {message}{more}")
     services = {n: _service(n, s, f"{file}: services.{n}") for n, s in raw["services"].items()}
     topics: dict[str, Topic] = {}
     for tname, t in raw.get("kafka", {}).get("topics", {}).items():
@@ -358,6 +373,8 @@ def load_spec(app_dir: Path) -> AppSpec:
             aliases[a] = fname
         effects += [Effect(fname, e["type"], {k: v for k, v in e.items() if k != "type"}) for e in fdef["effects"]]
     load = raw["load"]
+    values = raw.get("log_values", {})
+    catalog = raw.get("catalog")
     spec = AppSpec(
         directory=app_dir,
         name=raw["name"],
@@ -379,8 +396,41 @@ def load_spec(app_dir: Path) -> AppSpec:
         flag_service=flags["service"],
         flag_aliases=aliases,
         effects=tuple(effects),
+        catalog=Catalog(catalog["config_map"], catalog["key"]) if catalog else None,
+        log_values=LogValues(tuple(values.get("users", ())), tuple(values.get("categories", ())), dict(values.get("defaults", {}))),
     )
     if list(spec.buckets_ms) != sorted(set(spec.buckets_ms)):
         raise AppSpecError(f"{file}: span_metrics.buckets_ms: must be strictly increasing")
     _cross_check(spec, str(file))
+    _check_log_values(spec, str(file))
     return spec
+
+
+def _templates(spec: AppSpec) -> Iterator[tuple[str, str]]:
+    """Every log template of the app, with where it is."""
+    for s in spec.services.values():
+        where = f"services.{s.name}.logs"
+        yield from ((f"{where}.startup[{i}]", text) for i, text in enumerate(s.logs.startup))
+        yield from ((f"{where}.request[{i}].text", line.text) for i, line in enumerate(s.logs.request))
+        for key, texts in (("errors", s.logs.errors), ("effect", s.logs.effect)):
+            yield from ((f"{where}.{key}.{name}", text) for name, text in texts.items())
+
+
+def _check_log_values(spec: AppSpec, file: str) -> None:
+    """Every field a template uses has values: e-mails need users, categories need categories,
+    products need the catalogue, and context fields need a default."""
+    values = spec.log_values
+    unknown = sorted(set(values.defaults) - CONTEXT_FIELDS)
+    if unknown:
+        raise AppSpecError(f"{file}: log_values.defaults: {unknown} are not context fields; known: {sorted(CONTEXT_FIELDS)}")
+    for where, text in _templates(spec):
+        for name in sorted({f for _, f, _, _ in Formatter().parse(text) if f}):
+            missing = (
+                "log_values.users" if name == "email" and not values.users
+                else "log_values.categories" if name == "category" and not values.categories
+                else "catalog" if name.startswith("product") and spec.catalog is None
+                else f"log_values.defaults.{name}" if name in CONTEXT_FIELDS and name not in values.defaults
+                else None
+            )
+            if missing:
+                raise AppSpecError(f"{file}: {where}: uses {{{name}}}, which needs {missing}")

@@ -8,7 +8,8 @@ or deleted it turns to Stop and recovers. A finalizer holds deletion until recov
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..kube.controllers.base import Context, Controller, Key
 from ..kube.controllers.util import parse_time, rfc3339
@@ -65,9 +66,10 @@ class ExperimentController(Controller):
         meta = obj["metadata"]
         deleting = bool(meta.get("deletionTimestamp"))
         if not deleting and FINALIZER not in (meta.get("finalizers") or []):
-            obj = self._set_finalizer(obj, add=True)
-            if obj is None:
+            updated = self._set_finalizer(obj, add=True)
+            if updated is None:
                 return
+            obj = updated
         now = self.ctx.now()
         spec = obj.get("spec") or {}
         status = clone(obj.get("status") or {})

@@ -9,7 +9,8 @@ finished experiments; pausing the Schedule pauses its running experiments too.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..kube.controllers.base import Context, Controller, Key
 from ..kube.controllers.job import next_schedule, parse_cron

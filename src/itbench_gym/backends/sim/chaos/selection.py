@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -50,7 +50,7 @@ def _pod(p: dict[str, Any]) -> list[Sample]:
     out.append(_m("kube_pod_info", 1.0, namespace=ns, pod=name, uid=uid, node=spec.get("nodeName", ""),
                   pod_ip=status.get("podIP", ""), host_ip=status.get("hostIP", ""), created_by_kind=owner["kind"] if owner else "<none>",
                   created_by_name=owner["name"] if owner else "<none>", priority_class=spec.get("priorityClassName", "")))
-    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    scheduled: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         out.append(_m("kube_pod_status_unschedulable", 1.0, namespace=ns, pod=name, uid=uid))
     statuses = {cs.get("name"): cs for cs in status.get("containerStatuses") or []}
@@ -158,7 +158,8 @@ def _node(n: dict[str, Any]) -> list[Sample]:
 def kube_state_metrics(store: StoreLike, namespaces: list[str] | None = None) -> list[Sample]:
     """One scrape of kube-state-metrics over ``namespaces`` (all when None) plus cluster-scoped objects."""
     out: list[Sample] = []
-    for ns in namespaces or [None]:
+    scopes: list[str] | list[None] = namespaces or [None]
+    for ns in scopes:
         for p in _list(store, "Pod", ns):
             out += _pod(p)
         for d in _list(store, "Deployment", ns):

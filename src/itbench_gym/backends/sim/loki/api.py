@@ -244,7 +244,7 @@ class LokiAPI(RoutedApp):
             expr = parse(raw)
             check_matchers(expr)
             if not isinstance(expr, A.LogSelector):
-                raise BadRequest("the query parameter must be a stream selector such as {namespace=\"otel-demo\"}")
+                raise BadRequest(f"the query parameter must be a stream selector such as {{namespace=\"{self.namespace}\"}}")
             matchers = expr.matchers
         return [labels for _, labels in self.engine.select_streams(matchers, start, end)]
 
@@ -266,7 +266,7 @@ class LokiAPI(RoutedApp):
         for text in selectors:
             expr = parse(text)
             if not isinstance(expr, A.LogSelector) or expr.stages:
-                raise BadRequest(f"invalid match[] {text!r}: expected a stream selector such as {{namespace=\"otel-demo\"}}")
+                raise BadRequest(f"invalid match[] {text!r}: expected a stream selector such as {{namespace=\"{self.namespace}\"}}")
             groups.append(expr.matchers)
         seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         for _, labels in self.engine.select_streams((), start, end):

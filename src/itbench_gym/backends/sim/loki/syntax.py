@@ -124,7 +124,7 @@ class _RangeStages:
 
 
 @v_args(inline=False)
-class _Build(Transformer[Token, Any]):
+class _Build(Transformer[Token, A.Expr | Tree[Token]]):
     """Tree -> ast; raises ParseError for what Loki rejects after parsing."""
 
     # -- selectors and log pipelines ---------------------------------------------------------
@@ -143,7 +143,8 @@ class _Build(Transformer[Token, Any]):
         return tuple(items)
 
     def stage(self, items: list[Any]) -> A.Stage:
-        return items[1]
+        stage: A.Stage = items[1]  # after the "|" token: the stage its own rule built
+        return stage
 
     def filter_value(self, items: list[Token]) -> tuple[bool, Token]:
         if len(items) == 2:

@@ -343,7 +343,8 @@ FUNCTIONS: dict[str, Callable[..., Value]] = {
 def _unquote(text: str) -> str:
     if text.startswith("`"):
         return text[1:-1]
-    return json.loads(text)
+    value: str = json.loads(text)  # the grammar's double-quoted string literal
+    return value
 
 
 class _Parser:

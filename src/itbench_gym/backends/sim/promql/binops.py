@@ -7,6 +7,7 @@ match signature the right-hand side is folded into one (value, present, source r
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from ..tsdb import Labels, format_labels
 from .ast import COMPARISON_OPS, Binary
@@ -16,7 +17,7 @@ from .values import Block, merge_same_labels, without_name
 ARITH_OPS = frozenset({"+", "-", "*", "/", "%", "^", "atan2"})
 
 
-def arith(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def arith(op: str, a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     with np.errstate(all="ignore"):
         if op == "+":
             return a + b
@@ -35,12 +36,13 @@ def arith(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     raise PromQLError(f"operator {op!r} not allowed for arithmetic", "bad_data")
 
 
-def compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def compare(op: str, a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     with np.errstate(all="ignore"):
+        # np.equal is what ``a == b`` calls on arrays; the ufunc is typed, ndarray.__eq__ is not.
         if op == "==":
-            return a == b
+            return np.equal(a, b)
         if op == "!=":
-            return a != b
+            return np.not_equal(a, b)
         if op == ">":
             return a > b
         if op == "<":

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import regex
 from ..tsdb import Labels, Matcher, labels_get
@@ -221,12 +222,12 @@ def sort_by_label(block: Block, names: list[str], descending: bool) -> Block:
 _BUCKET_TOL = 1e-12
 
 
-def _almost_equal(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+def _almost_equal(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], eps: float) -> npt.NDArray[np.bool_]:
     with np.errstate(all="ignore"):
         diff = np.abs(a - b)
         both_zero_ish = (a == 0) | (b == 0) | (diff < 2.2250738585072014e-308)
         rel = diff / np.minimum(np.abs(a) + np.abs(b), np.finfo(float).max)
-        return (a == b) | np.where(both_zero_ish, diff < eps * 2.2250738585072014e-308, rel < eps)
+        return np.equal(a, b) | np.where(both_zero_ish, diff < eps * 2.2250738585072014e-308, rel < eps)
 
 
 def bucket_quantile(q: np.ndarray, ub: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[float, float, float]]:

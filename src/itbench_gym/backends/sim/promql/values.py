@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ..tsdb import Labels
 from .errors import PromQLError
@@ -104,13 +105,13 @@ class Windows:
     ts: np.ndarray  # flat int64 ms
     vs: np.ndarray  # flat float64
     starts: np.ndarray  # (S+1,) offsets of each series in the flat arrays
-    lo: np.ndarray  # (S, N)
-    hi: np.ndarray  # (S, N)
+    lo: npt.NDArray[np.int64]  # (S, N)
+    hi: npt.NDArray[np.int64]  # (S, N)
     end: np.ndarray  # (N,) window end (inclusive) per step, ms
     range: int  # window length, ms
 
     @property
-    def count(self) -> np.ndarray:
+    def count(self) -> npt.NDArray[np.int64]:
         return self.hi - self.lo
 
 
@@ -124,7 +125,9 @@ def flatten(arrays: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np
     return np.concatenate([t for t, _ in arrays]), np.concatenate([v for _, v in arrays]), starts
 
 
-def search(ts: np.ndarray, starts: np.ndarray, query: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
+def search(
+    ts: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], query: npt.NDArray[np.int64], side: Literal["left", "right"]
+) -> npt.NDArray[np.intp]:
     """Per-series ``searchsorted``: for each series s and query time q[s, i] (or q[i])."""
     n_series = len(starts) - 1
     q = np.broadcast_to(query, (n_series,) + np.shape(query)[-1:]) if np.ndim(query) == 1 else query

@@ -7,8 +7,8 @@ duration "x"``); ``start``/``end`` are Unix microseconds, ``minDuration``/``maxD
 durations, ``endTs``/``lookback`` of ``/api/dependencies`` milliseconds. Beyond Jaeger, ``lookback``
 on ``/api/traces`` (the UI's ``1h``, ``2d``...) sets the start when ``start`` is absent.
 
-With ``enabled=False`` (scenarios whose traces are masked) the API answers like a Jaeger that
-never received a span: no services, no operations, no traces, no dependencies.
+Scenarios whose traces are masked (``-NoTraces``) have no Jaeger at all: the backend gives the
+agent no Jaeger endpoint and does not serve this app for them.
 
 Bad input is always a 400 in Jaeger's shape, never a 500: parameters must be valid UTF-8, durations
 must fit Go's int64 nanoseconds (Go's ``time: invalid duration`` otherwise), and a ``tags`` JSON
@@ -31,7 +31,7 @@ from itbench_gym.clock import Clock
 from .jaeger_json import trace_json
 from .record import TraceTick
 from .search import TraceQuery, dependencies, find_trace, find_traces, operations
-from .synth import TraceSynth, product_ids
+from .synth import TraceSynth
 
 if TYPE_CHECKING:
     from itbench_gym.backends.sim.app.model import AppModel
@@ -129,12 +129,11 @@ def _param_error(name: str, exc: BadParam) -> BadParam:
 class JaegerAPI(RoutedApp):
     """Request handlers over one app model; :func:`make_jaeger_app` builds it."""
 
-    def __init__(self, model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock, enabled: bool = True) -> None:
+    def __init__(self, model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock) -> None:
         self.model = model
         self.clock = clock
         self.lock = lock
-        self.enabled = enabled
-        self.synth = TraceSynth(model.spec, model.seed, product_ids(model.manifests()) if enabled else ())
+        self.synth = TraceSynth(model.spec, model.seed, model.products)
         self.url_map = Map([
             Rule("/api/services", endpoint="services", methods=["GET"]),
             Rule("/api/services/<service>/operations", endpoint="service_operations", methods=["GET"]),
@@ -152,7 +151,7 @@ class JaegerAPI(RoutedApp):
 
     def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         with self.lock:
-            ticks = self.model.trace_ticks() if self.enabled else ()
+            ticks = self.model.trace_ticks()
             now = self.clock.now()
         try:
             body, status = getattr(self, endpoint)(request, ticks, now, **args)
@@ -327,6 +326,6 @@ def _error(status: int, message: str) -> Response:
     return Response(body + "\n", status=status, mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"})
 
 
-def make_jaeger_app(model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock, enabled: bool = True) -> JaegerAPI:
-    """The Jaeger query API over ``model``'s recorded ticks (``enabled=False``: a Jaeger with no data)."""
-    return JaegerAPI(model, clock, lock, enabled)
+def make_jaeger_app(model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock) -> JaegerAPI:
+    """The Jaeger query API over ``model``'s recorded ticks."""
+    return JaegerAPI(model, clock, lock)

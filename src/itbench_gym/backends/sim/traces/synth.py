@@ -15,11 +15,10 @@ mask, which makes ``/api/traces/{id}`` a direct lookup.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,23 +155,6 @@ class _Draws:
         if len(items) <= 1:
             return items[0] if items else None
         return items[min(int(self.u() * len(items)), len(items) - 1)]
-
-
-def product_ids(manifests: Iterable[dict[str, Any]]) -> tuple[str, ...]:
-    """Product ids of the catalogue the shop serves (a ConfigMap's ``products.json``), for URLs."""
-    out: list[str] = []
-    for obj in manifests:
-        if obj.get("kind") != "ConfigMap":
-            continue
-        for key, text in (obj.get("data") or {}).items():
-            if not key.endswith("products.json"):
-                continue
-            try:
-                doc = json.loads(text)
-            except (TypeError, json.JSONDecodeError):
-                continue
-            out += [str(p["id"]) for p in doc.get("products", []) if isinstance(p, dict) and "id" in p]
-    return tuple(out)
 
 
 def _split_target(target: str) -> tuple[str, int | None]:
