@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+import itbench_gym.spec
 from conftest import PROJECT_ROOT
 from itbench_gym.backends.sim.app import AppModel, AppSpecError
 from itbench_gym.spec.appfacts import APP_SCHEMA_PATH, load_app_facts
@@ -30,7 +31,8 @@ def _copy(tmp_path: Path, change: Any) -> Path:
 
 
 def test_the_app_schema_lives_beside_the_scenario_schema_not_in_an_app() -> None:
-    assert APP_SCHEMA_PATH == SRC / "spec" / "app.schema.json" and (SRC / "spec" / "scenario.schema.json").is_file()
+    spec_package = Path(itbench_gym.spec.__file__).parent  # the installed package, wherever it lives
+    assert APP_SCHEMA_PATH == spec_package / "app.schema.json" and (spec_package / "scenario.schema.json").is_file()
     assert not list((PROJECT_ROOT / "envs").glob("*/*.schema.json"))
 
 
