@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from itbench_gym.tools.clockshim import ClockShim
+
 #: ``ITBENCH_GYM_SANDBOX``: ``auto`` (bwrap when it works), ``bwrap`` (required) or ``none``.
 SANDBOX_ENV = "ITBENCH_GYM_SANDBOX"
 #: Most bytes kept from each of stdout and stderr; a program that writes more is stopped.
@@ -76,8 +78,13 @@ def run_confined(
     timeout: float,
     read_only: Sequence[Path] = (),
     writable: Sequence[Path] = (),
+    clock: float | None = None,
 ) -> Completed:
-    """Run ``argv`` (``argv[0]`` an absolute path) in ``workspace``; kill its whole group on timeout."""
+    """Run ``argv`` (``argv[0]`` an absolute path) in ``workspace``; kill its whole group on timeout.
+
+    With ``clock`` (Unix seconds), the program's wall clock starts there instead of at the host's time
+    (``clockshim``; the host clock where the shim cannot work here).
+    """
     full_env = {"HOME": str(workspace), "TMPDIR": str(workspace), "PATH": "", "LANG": "C.UTF-8", **env}
     if sandbox_mode() == "bwrap":
         command = _bwrap_argv(argv, workspace, full_env, read_only, writable)
@@ -85,7 +92,8 @@ def run_confined(
     else:
         command = list(argv)
         popen_env = full_env
-    proc = subprocess.Popen(
+    shim = ClockShim(clock) if clock is not None else None
+    proc = (shim.popen if shim is not None else subprocess.Popen)(
         command,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -99,7 +107,11 @@ def run_confined(
     finally:
         if proc.poll() is None:
             _kill_group(proc)
-        proc.wait()
+        try:
+            proc.wait()
+        finally:
+            if shim is not None:
+                shim.close()
     code = 124 if timed_out else proc.returncode
     return Completed(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out, overflowed)
 

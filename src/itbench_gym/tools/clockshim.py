@@ -1,0 +1,444 @@
+"""Show a Go program (kubectl) the twin's simulated wall clock instead of the host's.
+
+kubectl computes some times itself — the ages in ``describe``, ``restartedAt`` of ``rollout restart``,
+certificate validity — and from the host clock these disagree with a cluster that lives in
+2026-01-01. Time namespaces cannot offset ``CLOCK_REALTIME``, ``LD_PRELOAD`` does nothing to a
+static Go binary, and Go reads the clock through the vDSO, without a system call. So:
+
+1. A short-lived *spawner* thread sets ``no_new_privs`` and installs, on itself only, a seccomp
+   filter that sends four system calls to a user-space listener (``SECCOMP_RET_USER_NOTIF``) and
+   lets every other one through: ``clock_gettime`` of the real-time clocks, ``gettimeofday``,
+   ``time``, and ``arch_prctl(ARCH_SET_FS)``. It starts the program with ``subprocess.Popen``; the
+   program and everything it starts (bwrap's sandbox, kubectl, kubectl's threads) inherit the filter.
+2. A *supervisor* thread answers the listener. ``arch_prctl(ARCH_SET_FS)`` is the first system call
+   of a Go program, made before its runtime reads the auxiliary vector (``runtime·rt0_go`` calls
+   ``settls`` before ``args``): while the program waits there, the supervisor turns the vector's
+   ``AT_SYSINFO_EHDR`` entry (the vDSO's address) into ``AT_IGNORE`` and lets the call proceed.
+   Finding no vDSO, the Go runtime falls back to real ``clock_gettime`` system calls.
+3. For each wall-clock call the supervisor writes the simulated time — the caller's "now", held
+   for the whole call, as the twin's clock is between tool calls — into the caller's memory and
+   makes the call return 0, so what kubectl prints does not depend on how fast the host is.
+   ``CLOCK_MONOTONIC`` and every other clock stay real, so timeouts keep working.
+
+No ptrace, no ``execve`` hook and no ``waitpid``: nothing here can reap or stop a child of the
+Python process, and a ``Popen`` that holds the GIL across ``vfork`` (older CPython releases, e.g.
+3.11.2) cannot deadlock against the supervisor, because no call made before the program's
+``execve`` completes needs an answer. C programs read their auxiliary vector before any system call, so they keep the
+vDSO and the host clock (bwrap does; it does not care). Where the architecture (x86-64 only),
+the kernel (Linux 5.0+) or a security policy refuses any of this, ``clock_shim_available()`` is
+False and programs run with the host clock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import logging
+import os
+import platform
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# x86-64 system calls and constants (asm/unistd_64.h, linux/seccomp.h, asm/prctl.h, elf.h).
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_NR_TIME, _NR_GETTIMEOFDAY, _NR_ARCH_PRCTL, _NR_CLOCK_GETTIME, _NR_SECCOMP = 201, 96, 158, 228, 317
+_ARCH_SET_FS = 0x1002
+#: Clock ids that read the wall clock: CLOCK_REALTIME, CLOCK_REALTIME_COARSE, CLOCK_REALTIME_ALARM.
+_REALTIME_CLOCKS = (0, 5, 8)
+
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_GET_NOTIF_SIZES = 3
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_USER_NOTIF = 0x7FC00000
+_SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1
+_IOCTL_NOTIF_RECV = 0xC0502100  # _IOWR('!', 0, struct seccomp_notif)
+_IOCTL_NOTIF_SEND = 0xC0182101  # _IOWR('!', 1, struct seccomp_notif_resp)
+_IOCTL_NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
+_IOCTL_NOTIF_SET_FLAGS = 0x40082104  # _IOW('!', 4, __u64), Linux 6.6
+_USER_NOTIF_FD_SYNC_WAKE_UP = 1
+
+_AT_NULL, _AT_IGNORE, _AT_SYSINFO_EHDR = 0, 1, 33
+
+# Classic BPF opcodes (linux/filter.h) and offsets into struct seccomp_data.
+_LD_W_ABS, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
+_DATA_NR, _DATA_ARCH, _DATA_ARG0 = 0, 4, 16
+
+_NOTIF = struct.Struct("<QIIiIQ6Q")  # struct seccomp_notif: id, pid, flags, then struct seccomp_data
+_RESP = struct.Struct("<QqiI")  # struct seccomp_notif_resp: id, val, error, flags
+_PAIR = struct.Struct("<qq")  # struct timespec / struct timeval on x86-64
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+class _NotifSizes(ctypes.Structure):
+    _fields_ = [("notif", ctypes.c_uint16), ("resp", ctypes.c_uint16), ("data", ctypes.c_uint16)]
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    libc.ioctl.restype = ctypes.c_int
+    libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+    for name in ("process_vm_readv", "process_vm_writev"):
+        fn = getattr(libc, name)
+        fn.restype = ctypes.c_ssize_t
+        fn.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec), ctypes.c_ulong,
+                       ctypes.c_ulong]
+    return libc
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+    return result
+
+
+def _filter_program() -> list[tuple[int, int, int, int]]:
+    """The BPF program: USER_NOTIF for the wall-clock calls and ARCH_SET_FS, ALLOW for everything else."""
+    # (label, opcode, jump-if-true label, jump-if-false label, k); a None jump is "next instruction".
+    code: list[tuple[str | None, int, str | None, str | None, int]] = [
+        (None, _LD_W_ABS, None, None, _DATA_ARCH),
+        (None, _JEQ_K, None, "allow", _AUDIT_ARCH_X86_64),
+        (None, _LD_W_ABS, None, None, _DATA_NR),
+        (None, _JEQ_K, "notify", None, _NR_GETTIMEOFDAY),
+        (None, _JEQ_K, "notify", None, _NR_TIME),
+        (None, _JEQ_K, "arg0", None, _NR_ARCH_PRCTL),
+        (None, _JEQ_K, "arg0", "allow", _NR_CLOCK_GETTIME),
+        # The low half of args[0] (little endian): ARCH_SET_FS for arch_prctl, the clock id otherwise.
+        ("arg0", _LD_W_ABS, None, None, _DATA_ARG0),
+        (None, _JEQ_K, "notify", None, _ARCH_SET_FS),
+        *[(None, _JEQ_K, "notify", None, clock_id) for clock_id in _REALTIME_CLOCKS],
+        ("allow", _RET_K, None, None, _SECCOMP_RET_ALLOW),
+        ("notify", _RET_K, None, None, _SECCOMP_RET_USER_NOTIF),
+    ]
+    where = {label: i for i, (label, *_rest) in enumerate(code) if label}
+
+    def offset(i: int, target: str | None) -> int:
+        return 0 if target is None else where[target] - i - 1
+
+    return [(op, offset(i, jt), offset(i, jf), k) for i, (_label, op, jt, jf, k) in enumerate(code)]
+
+
+def _install_filter() -> int:
+    """Install the filter on the calling thread only (and its future children); the listener's fd."""
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    insns = _filter_program()
+    array = (_SockFilter * len(insns))(*[_SockFilter(*insn) for insn in insns])
+    prog = _SockFprog(len(insns), array)
+    return _check(libc.syscall(ctypes.c_long(_NR_SECCOMP), ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
+                               ctypes.c_long(_SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(prog)), "seccomp")
+
+
+def _read_memory(tid: int, address: int, size: int) -> bytes:
+    buf = ctypes.create_string_buffer(size)
+    local, remote = _IoVec(ctypes.cast(buf, ctypes.c_void_p), size), _IoVec(address, size)
+    got = _libc().process_vm_readv(tid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+    if got < 0:
+        raise OSError(ctypes.get_errno(), f"process_vm_readv: {os.strerror(ctypes.get_errno())}")
+    return buf.raw[:got]
+
+
+def _hide_vdso(tid: int) -> bool:
+    """Turn the ``AT_SYSINFO_EHDR`` entry on ``tid``'s initial stack into ``AT_IGNORE``; False if none is left.
+
+    The initial stack is argc, argv[argc], NULL, envp..., NULL, then (tag, value) pairs; its start
+    is ``startstack`` of ``/proc/TID/stat`` (the kernel's ``mm->start_stack``, where it put argc).
+    Raises OSError when the process may not be written to.
+    """
+    with open(f"/proc/{tid}/stat", "rb") as f:
+        start = int(f.read().rsplit(b")", 1)[1].split()[25])
+    size = 4096
+    while size <= 1 << 24:  # argv and envp can be long; a stack is at most a few MiB
+        data = _read_memory(tid, start, size)
+        words = memoryview(data[: len(data) // 8 * 8]).cast("Q")
+        if not words:
+            return False
+        index = words[0] + 2  # past argc, argv and its NULL
+        while index < len(words) and words[index] != 0:  # envp
+            index += 1
+        index += 1
+        while index + 1 < len(words):
+            tag = words[index]
+            if tag == _AT_NULL:
+                return False  # no vDSO given, or already hidden
+            if tag == _AT_SYSINFO_EHDR:
+                buf = ctypes.create_string_buffer(_AT_IGNORE.to_bytes(8, "little"), 8)
+                local, remote = _IoVec(ctypes.cast(buf, ctypes.c_void_p), 8), _IoVec(start + index * 8, 8)
+                if _libc().process_vm_writev(tid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) != 8:
+                    raise OSError(ctypes.get_errno(), f"process_vm_writev: {os.strerror(ctypes.get_errno())}")
+                return True
+            index += 2
+        if len(data) < size:
+            return False  # the stack ended before the auxiliary vector did
+        size *= 4
+    return False
+
+
+class _Notif:
+    """One intercepted system call, read from the listener."""
+
+    __slots__ = ("args", "id", "nr", "tid")
+
+    def __init__(self, raw: ctypes.Array[ctypes.c_char]) -> None:
+        fields = _NOTIF.unpack_from(raw)
+        self.id, self.tid, self.nr, self.args = fields[0], fields[1], fields[3], fields[6:]
+
+
+class _Supervisor(threading.Thread):
+    """Answers one program's listener: hides its vDSO at start, then serves the simulated time.
+
+    kubectl makes about 150 clock calls per command, so the answering path keeps its ctypes objects
+    allocated once; one answer costs about 15 µs.
+    """
+
+    def __init__(self, listener: int, now: float, notif_size: int, spawner_tid: int) -> None:
+        super().__init__(name="itbench-clockshim", daemon=True)
+        self.listener = listener
+        self.now_ns = round(now * 1e9)
+        self.spawner_tid = spawner_tid
+        #: Set by ``ClockShim.close``; the spawner's next clock call then ends the loop.
+        self.stopping = False
+        #: Why the vDSO of a program could not be hidden (it then sees the host clock), if so.
+        self.failure: str | None = None
+        #: Programs whose vDSO was hidden (a measure of success for the caller and the tests).
+        self.hidden = 0
+        libc = _libc()
+        self._ioctl, self._writev = libc.ioctl, libc.process_vm_writev
+        self._recv = ctypes.create_string_buffer(max(notif_size, _NOTIF.size))
+        self._resp = ctypes.create_string_buffer(_RESP.size)
+        self._id = ctypes.c_uint64()
+        self._data = ctypes.create_string_buffer(_PAIR.size)
+        self._local = _IoVec(ctypes.cast(self._data, ctypes.c_void_p), _PAIR.size)
+        self._remote = _IoVec(None, _PAIR.size)
+        # Hand the CPU straight between the program and this thread (Linux 6.6+): a clock call then
+        # costs one context switch instead of two cross-CPU wake-ups. Older kernels refuse; no harm.
+        self._ioctl(listener, _IOCTL_NOTIF_SET_FLAGS, ctypes.c_void_p(_USER_NOTIF_FD_SYNC_WAKE_UP))
+
+    def run(self) -> None:
+        recv, size, listener = self._recv, len(self._recv), self.listener
+        try:
+            while True:
+                ctypes.memset(recv, 0, size)  # the kernel wants a zeroed buffer
+                if self._ioctl(listener, _IOCTL_NOTIF_RECV, recv) < 0:  # blocks, without the GIL
+                    if ctypes.get_errno() in (errno.ENOENT, errno.EINTR):
+                        continue  # the caller died before we read its call
+                    raise OSError(ctypes.get_errno(), "SECCOMP_IOCTL_NOTIF_RECV")
+                notif = _Notif(recv)
+                if notif.tid == self.spawner_tid:
+                    # The Python thread that starts the program keeps real time; its call after
+                    # ``stopping`` is set is the signal to end.
+                    self.respond(notif.id, continue_=True)
+                    if self.stopping:
+                        return
+                    continue
+                self.handle(notif)
+        except Exception:  # a bug here must not hang the program it serves: its calls now fail with ENOSYS
+            log.exception("clock shim supervisor failed; closing its listener")
+        finally:
+            os.close(listener)
+
+    def handle(self, notif: _Notif) -> None:
+        nr, args = notif.nr, notif.args
+        if nr == _NR_ARCH_PRCTL:
+            self.program_start(notif)
+            return
+        sec, nsec = divmod(self.now_ns, 1_000_000_000)
+        value = error = 0
+        if nr == _NR_CLOCK_GETTIME:
+            if not self.write(notif, args[1], sec, nsec):
+                error = errno.EFAULT
+        elif nr == _NR_GETTIMEOFDAY:
+            # The second argument is the obsolete struct timezone (two ints): UTC, no DST.
+            if (args[0] and not self.write(notif, args[0], sec, nsec // 1000)) or (args[1] and not self.write(notif, args[1], 0, None)):
+                error = errno.EFAULT
+        else:  # time(2): the result is the value, also stored through the pointer if one is given
+            value = sec
+            if args[0] and not self.write(notif, args[0], sec, None):
+                value, error = 0, errno.EFAULT
+        self.respond(notif.id, value=value, error=error)
+
+    def program_start(self, notif: _Notif) -> None:
+        """A program sets its thread pointer: for a Go program, before it has looked for a vDSO."""
+        try:
+            if self.valid(notif.id) and _hide_vdso(notif.tid):
+                self.hidden += 1
+        except OSError as exc:
+            self.fail(f"cannot write into the program's memory ({exc.strerror})")
+        self.respond(notif.id, continue_=True)
+
+    def valid(self, notif_id: int) -> bool:
+        """The caller is still waiting on this call (so its tid still names it)."""
+        self._id.value = notif_id
+        return bool(self._ioctl(self.listener, _IOCTL_NOTIF_ID_VALID, ctypes.byref(self._id)) == 0)
+
+    def write(self, notif: _Notif, address: int, first: int, second: int | None) -> bool:
+        """Store one or two 64-bit words at ``address`` in the caller, if it is still the caller."""
+        if not self.valid(notif.id):
+            return False
+        size = 8 if second is None else 16
+        _PAIR.pack_into(self._data, 0, first, second or 0)
+        self._local.len = self._remote.len = size
+        self._remote.base = address
+        return bool(self._writev(notif.tid, ctypes.byref(self._local), 1, ctypes.byref(self._remote), 1, 0) == size)
+
+    def respond(self, notif_id: int, *, value: int = 0, error: int = 0, continue_: bool = False) -> None:
+        _RESP.pack_into(self._resp, 0, notif_id, value, -error, _SECCOMP_USER_NOTIF_FLAG_CONTINUE if continue_ else 0)
+        self._ioctl(self.listener, _IOCTL_NOTIF_SEND, self._resp)  # ENOENT: the caller died meanwhile
+
+    def fail(self, reason: str) -> None:
+        global _runtime_failure
+        if self.failure is None:
+            self.failure = reason
+        if _runtime_failure is None:
+            _runtime_failure = reason
+            log.warning("clock shim: %s; kubectl now sees the host clock", reason)
+
+
+#: The first refusal met while running a program (a security module forbidding the memory write,
+#: say): the shim is then off for the rest of the process rather than failing on every call.
+_runtime_failure: str | None = None
+
+
+class ClockShim:
+    """Start one program whose wall clock reads ``now`` (Unix seconds) when it starts.
+
+    ``popen`` takes ``subprocess.Popen``'s arguments and returns its ``Popen``; wait for the program
+    as usual, then call ``close``. Where the shim cannot work (``clock_shim_available()`` is False)
+    ``popen`` is plain ``subprocess.Popen``.
+    """
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.active = clock_shim_available()
+        #: Why the program saw the host clock after all, if it did (set by ``close``).
+        self.failure: str | None = None
+        #: How many programs had their vDSO hidden (set by ``close``; bwrap's own counts too).
+        self.hidden = 0
+        self._supervisor: _Supervisor | None = None
+        self._release = threading.Event()
+        self._spawner: threading.Thread | None = None
+
+    def popen(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        if not self.active:
+            return subprocess.Popen(args, **kwargs)
+        outcome: dict[str, Any] = {}
+        filtered, go, started = threading.Event(), threading.Event(), threading.Event()
+
+        def spawn() -> None:
+            # This thread carries the filter for good, and any thread it started would inherit it,
+            # so it does nothing but start the program and then outlive it: a child's parent-death
+            # signal (bwrap's --die-with-parent) fires when the thread that forked it ends.
+            try:
+                outcome["listener"] = _install_filter()
+            except OSError as exc:
+                outcome["error"] = exc
+                filtered.set()
+                return
+            filtered.set()
+            go.wait()
+            try:
+                outcome["proc"] = subprocess.Popen(args, **kwargs)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+            started.set()
+            self._release.wait()
+            # A real-time clock call reaches the supervisor, whose blocking read has no other way out.
+            timespec = (ctypes.c_int64 * 2)()
+            _libc().syscall(ctypes.c_long(_NR_CLOCK_GETTIME), ctypes.c_long(0), ctypes.byref(timespec))
+
+        self._spawner = threading.Thread(target=spawn, name="itbench-clockshim-spawner", daemon=True)
+        self._spawner.start()
+        filtered.wait()
+        if "error" in outcome:
+            self._spawner.join()
+            raise outcome["error"]
+        assert self._spawner.native_id is not None
+        self._supervisor = _Supervisor(outcome["listener"], self.now, _notif_size(), self._spawner.native_id)
+        self._supervisor.start()  # from this thread, so that it does not carry the filter
+        go.set()
+        started.wait()
+        if "error" in outcome:
+            self.close()
+            raise outcome["error"]
+        proc: subprocess.Popen[bytes] = outcome["proc"]
+        return proc
+
+    def close(self) -> None:
+        """After the program has exited: stop the supervisor and let the spawner thread end."""
+        supervisor, spawner = self._supervisor, self._spawner
+        self._supervisor = self._spawner = None
+        if supervisor is not None:
+            supervisor.stopping = True
+        self._release.set()
+        if spawner is not None:
+            spawner.join()
+        if supervisor is not None:
+            supervisor.join()
+            self.failure, self.hidden = supervisor.failure, supervisor.hidden
+
+
+@functools.cache
+def _notif_size() -> int:
+    """The kernel's ``sizeof(struct seccomp_notif)`` (a buffer for RECV must be at least that big)."""
+    sizes = _NotifSizes()
+    _check(_libc().syscall(ctypes.c_long(_NR_SECCOMP), ctypes.c_long(_SECCOMP_GET_NOTIF_SIZES), ctypes.c_long(0),
+                           ctypes.byref(sizes)), "seccomp(SECCOMP_GET_NOTIF_SIZES)")
+    return int(sizes.notif)
+
+
+@functools.cache
+def _static_reason() -> str | None:
+    """Why this machine cannot run the shim at all (checked once), or None."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        return f"the clock shim supports Linux on x86-64 only, not {sys.platform}/{platform.machine()}"
+    try:
+        _notif_size()
+    except OSError as exc:
+        return f"seccomp user notification is unavailable (Linux 5.0+ needed): {exc.strerror}"
+    result: dict[str, str | None] = {}
+
+    def attempt() -> None:  # on a throwaway thread: a filter can never be removed from its thread
+        try:
+            os.close(_install_filter())
+            result["reason"] = None
+        except OSError as exc:
+            result["reason"] = f"cannot install a seccomp filter: {exc.strerror}"
+
+    thread = threading.Thread(target=attempt, name="itbench-clockshim-check", daemon=True)
+    thread.start()
+    thread.join()
+    return result.get("reason", "the seccomp check did not finish")
+
+
+def clock_shim_unavailable_reason() -> str | None:
+    """Why programs run with the host clock here, or None when ``ClockShim`` works."""
+    return _static_reason() or _runtime_failure
+
+
+def clock_shim_available() -> bool:
+    """Whether ``ClockShim`` shows programs the simulated clock here (otherwise they see the host clock)."""
+    return clock_shim_unavailable_reason() is None
