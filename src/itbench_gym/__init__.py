@@ -3,13 +3,36 @@
 >>> import itbench_gym
 >>> env = itbench_gym.make("SRE-CacheFailure-v0")
 >>> obs, info = env.reset(seed=0)
+
+Importing registers every scenario id with Gymnasium and nothing more: specs are validated, and the
+env (numpy, the tools, the twin, the Kubernetes client) imported, when a scenario is first made.
 """
 
-from itbench_gym.env import ITBenchEnv
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from itbench_gym.registry import get_spec, list_scenarios, make, make_vec, register_all, scenario_ids
+
+if TYPE_CHECKING:
+    from itbench_gym.env import ITBenchEnv
 
 __version__ = "0.1.0"
 
 register_all()
 
 __all__ = ["ITBenchEnv", "__version__", "get_spec", "list_scenarios", "make", "make_vec", "scenario_ids"]
+
+
+def __getattr__(name: str) -> Any:
+    """``ITBenchEnv`` on first use (PEP 562), so that ``import itbench_gym`` stays cheap."""
+    if name == "ITBenchEnv":
+        from itbench_gym.env import ITBenchEnv
+
+        globals()[name] = ITBenchEnv
+        return ITBenchEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

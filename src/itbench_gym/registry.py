@@ -1,16 +1,30 @@
-"""Scenario specs -> Gymnasium registrations (``SRE-CacheFailure-v0``, ``...-NoTraces-v0`` variants)."""
+"""Scenario specs -> Gymnasium registrations (``SRE-CacheFailure-v0``, ``...-NoTraces-v0`` variants).
+
+``import itbench_gym`` registers every id from a cheap index (each file's ``metadata.id`` and
+``metadata.domain``, read without validation) with a string entry point, so Gymnasium imports the
+env only on ``make``. A spec is loaded and validated the first time it is needed (``get_spec``,
+``make``, ``list_scenarios``, ``scenario_ids``), and a bad file raises its ``SpecError`` then, naming
+the file and the field path. A file whose id cannot be read is not registered: importing warns, and
+listing the ids or asking for an id that is not registered raises that file's ``SpecError``.
+"""
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import replace
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from itbench_gym.spec import ScenarioSpec, load_all_specs
+from itbench_gym.spec.loader import SpecError, duplicate_id_error, load_spec, read_spec_id, spec_files
+
+if TYPE_CHECKING:
+    from itbench_gym.spec.model import ScenarioSpec
 
 ENTRY_POINT = "itbench_gym.env:ITBenchEnv"
 #: Variant suffix -> observability modality it masks.
@@ -22,40 +36,116 @@ class UnknownScenarioError(gym.error.UnregisteredEnv):
     """An id that is not a scenario; the message lists the closest ids."""
 
 
-@lru_cache(maxsize=1)
-def _base_specs() -> dict[str, ScenarioSpec]:
-    return {spec.id: spec for spec in load_all_specs()}
+@dataclass(frozen=True)
+class _Entry:
+    """Where a registered id comes from: the id of its spec, and the modality a variant masks."""
+
+    base: str
+    masks: str | None = None
+
+
+class ScenarioIndex:
+    """The scenario ids of a set of spec files, read cheaply; each spec is validated on first use.
+
+    Specs are cached per file, so a spec is validated once per process however often it is asked for.
+    """
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self.files = tuple(files)
+        #: The id read from each file when indexing (None: unreadable; ``load_spec`` says why).
+        self._read: dict[Path, str | None] = {}
+        #: Spec id -> the files that declare it, in file order (two or more: a duplicate).
+        self._claims: dict[str, list[Path]] = {}
+        variants: dict[str, _Entry] = {}
+        for file in self.files:
+            header = read_spec_id(file)
+            self._read[file] = header[0] if header else None
+            if header is None:
+                continue
+            sid, domain = header
+            self._claims.setdefault(sid, []).append(file)
+            if domain == "sre":
+                for suffix, modality in _VARIANTS.items():
+                    variants[_VERSION.sub(f"-{suffix}-v\\1", sid)] = _Entry(sid, modality)
+        self._entries: dict[str, _Entry] = {sid: _Entry(sid) for sid in self._claims} | variants
+        self._loaded: dict[Path, ScenarioSpec] = {}
+        self._specs: dict[str, ScenarioSpec] = {}
+
+    @property
+    def unread(self) -> tuple[Path, ...]:
+        """Files whose id could not be read, hence not registered."""
+        return tuple(file for file, sid in self._read.items() if sid is None)
+
+    def ids(self) -> list[str]:
+        """Every id to register (specs and their variants), read without validation."""
+        return sorted(self._entries)
+
+    def spec(self, scenario_id: str) -> ScenarioSpec:
+        """The validated spec of a registered id; ``SpecError`` for a bad file."""
+        if scenario_id in self._specs:
+            return self._specs[scenario_id]
+        entry = self._entries.get(scenario_id)
+        if entry is None:
+            for file in self.unread:  # the id asked for may be in a file that could not be read
+                self._load(file)
+            close = difflib.get_close_matches(scenario_id, self._entries, n=5, cutoff=0.5)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise UnknownScenarioError(f"unknown scenario id {scenario_id!r}.{hint} See itbench_gym.list_scenarios().")
+        files = self._claims[entry.base]
+        specs = [self._load(file) for file in files]  # a bad file reports its own problems first
+        if len(files) > 1:
+            raise duplicate_id_error(files[1], entry.base, files[0])
+        spec = specs[0]
+        if entry.masks is not None:
+            spec = replace(spec.with_observability(**{entry.masks: False}), id=scenario_id)
+        self._specs[scenario_id] = spec
+        return spec
+
+    def base_specs(self) -> dict[str, ScenarioSpec]:
+        """Every spec (no variants) by id, all validated; the first bad file, in file order, raises."""
+        specs: dict[str, ScenarioSpec] = {}
+        for file in self.files:
+            spec = self._load(file)
+            if spec.id in specs:
+                raise duplicate_id_error(file, spec.id, specs[spec.id].source)
+            specs[spec.id] = spec
+        return specs
+
+    def _load(self, file: Path) -> ScenarioSpec:
+        """The validated spec of ``file``, whose id must still be the one registered."""
+        if file in self._loaded:
+            return self._loaded[file]
+        spec = load_spec(file)
+        registered = self._read[file]
+        if spec.id != registered:
+            why = "could not be read then" if registered is None else f"it was {registered!r}: the file changed since"
+            raise SpecError(file, "metadata.id", f"{spec.id!r} is not the id registered at import ({why}); restart Python")
+        self._loaded[file] = spec
+        return spec
 
 
 @lru_cache(maxsize=1)
-def _specs() -> dict[str, ScenarioSpec]:
-    """Every registered id: the specs plus their masked-modality variants."""
-    specs = dict(_base_specs())
-    for spec in _base_specs().values():
-        if spec.domain == "sre":
-            for suffix, modality in _VARIANTS.items():
-                variant_id = _VERSION.sub(f"-{suffix}-v\\1", spec.id)
-                specs[variant_id] = replace(spec.with_observability(**{modality: False}), id=variant_id)
-    return specs
+def _index() -> ScenarioIndex:
+    """The shipped specs' index (``scenario_specs/<domain>/*.yaml``), read once per process."""
+    return ScenarioIndex(spec_files())
 
 
 def scenario_ids() -> list[str]:
-    return sorted(_specs())
+    """Every registered id; every spec is validated first, so a bad file raises rather than being skipped."""
+    index = _index()
+    index.base_specs()
+    return index.ids()
 
 
 def get_spec(scenario_id: str) -> ScenarioSpec:
-    specs = _specs()
-    if scenario_id in specs:
-        return specs[scenario_id]
-    close = difflib.get_close_matches(scenario_id, specs, n=5, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    raise UnknownScenarioError(f"unknown scenario id {scenario_id!r}.{hint} See itbench_gym.list_scenarios().")
+    """The validated spec of a scenario id; ``UnknownScenarioError`` suggests the closest ids."""
+    return _index().spec(scenario_id)
 
 
 def list_scenarios(domain: str | None = None, complexity: str | None = None, cls: str | None = None) -> list[dict[str, Any]]:
     """Summaries of the scenarios matching every given filter (variants excluded)."""
     out = []
-    for _, spec in sorted(_base_specs().items()):
+    for _, spec in sorted(_index().base_specs().items()):
         if domain and spec.domain != domain.lower():
             continue
         if complexity and spec.complexity.level != complexity.lower():
@@ -67,8 +157,12 @@ def list_scenarios(domain: str | None = None, complexity: str | None = None, cls
 
 
 def register_all() -> None:
-    """Register every scenario id with Gymnasium (idempotent)."""
-    for sid in _specs():
+    """Register every scenario id with Gymnasium (idempotent), without loading a spec or the env."""
+    index = _index()
+    for file in index.unread:
+        warnings.warn(f"{file}: scenario not registered, its metadata.id cannot be read "
+                      "(itbench_gym.list_scenarios() or `itbench-gym validate` says why)", stacklevel=2)
+    for sid in index.ids():
         if sid in gym.registry:
             continue
         gym.register(
@@ -87,5 +181,6 @@ def make(scenario_id: str, **kwargs: Any) -> gym.Env:
 
 
 def make_vec(scenario_id: str, num_envs: int = 1, **kwargs: Any) -> gym.vector.VectorEnv:
+    """``gymnasium.make_vec`` with the same check of the id as :func:`make`."""
     get_spec(scenario_id)
     return gym.make_vec(scenario_id, num_envs=num_envs, **kwargs)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from itbench_gym.clock import Clock
-from itbench_gym.spec import ScenarioSpec
+
+if TYPE_CHECKING:
+    from itbench_gym.spec import ScenarioSpec
 
 
 class BackendError(RuntimeError):

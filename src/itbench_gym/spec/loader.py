@@ -5,22 +5,24 @@ the JSON Schema (``scenario.schema.json``); then the ground truth (regular expre
 and the fault arguments against the fault catalogue; then every reference into the app's data in
 ``envs/<app>/`` (:mod:`itbench_gym.spec.references`). A problem names the file, the field path
 (``faults[0].args.kubernetesObject.metadata.name``), what was found and what was expected.
+
+Importing this module is cheap: the validators (jsonschema, the ground truth's networkx, the fault
+catalogue, the app facts) are imported on the first check, so ``import itbench_gym`` can register
+ids from :func:`read_spec_id` without paying for them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
-from itbench_gym.evaluation.groundtruth import GroundTruthError, parse_ground_truth
-from itbench_gym.faults.catalogue import fault_args_problems
 from itbench_gym.paths import envs_dir, specs_dir
 from itbench_gym.spec.model import (
     AlertMatcher,
@@ -30,9 +32,13 @@ from itbench_gym.spec.model import (
     Observability,
     ScenarioSpec,
 )
-from itbench_gym.spec.references import check_references
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _SCHEMA_PATH = Path(__file__).with_name("scenario.schema.json")
+#: libyaml's loader when PyYAML was built with it (~10x faster); used only to read ids (read_spec_id).
+_FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -74,9 +80,38 @@ def _spec_error(source: str, problems: tuple[SpecProblem, ...]) -> SpecError:
 
 
 @lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(_SCHEMA_PATH.read_text())
+    return schema
+
+
+@lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads(_SCHEMA_PATH.read_text())
-    return jsonschema.Draft202012Validator(schema)
+    import jsonschema  # ~50 ms; only validation needs it, not registering ids at import
+
+    return jsonschema.Draft202012Validator(_schema())
+
+
+@lru_cache(maxsize=1)
+def _id_pattern() -> re.Pattern[str]:
+    return re.compile(_schema()["properties"]["metadata"]["properties"]["id"]["pattern"])
+
+
+def read_spec_id(path: Path | str) -> tuple[str, str | None] | None:
+    """``metadata.id`` and ``metadata.domain`` of a scenario file, read without validating it, so that
+    ids can be registered at import for ~1 ms a file. None when no id of the schema's form can be
+    read: ``load_spec`` then reports why, with the file and field path."""
+    try:
+        doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_FAST_LOADER)
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # the errors read_document reports
+        return None
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    sid, domain = meta.get("id"), meta.get("domain")
+    if not isinstance(sid, str) or not _id_pattern().fullmatch(sid):
+        return None
+    return sid, domain if isinstance(domain, str) else None
 
 
 def _json_path(parts: Iterable[Any]) -> str:
@@ -119,6 +154,12 @@ def validate_document(doc: Any, source: Path | str) -> None:
 def check_document(doc: Any, *, envs: Path | None = None) -> list[SpecProblem]:
     """Every problem of a scenario document: schema first; when that passes, ground truth, fault
     arguments against the catalogue, and references into the app's data (``envs/<app>/``)."""
+    # Imported here: they pull networkx, the fault injectors' Kubernetes client and the app facts,
+    # which registering ids at import must not pay for.
+    from itbench_gym.evaluation.groundtruth import GroundTruthError, parse_ground_truth
+    from itbench_gym.faults.catalogue import fault_args_problems
+    from itbench_gym.spec.references import check_references
+
     problems = schema_problems(doc)
     if problems:
         return _in_file_order(problems)
@@ -240,10 +281,15 @@ def _check_files(files: Iterable[Path]) -> tuple[list[ScenarioSpec], list[SpecEr
             errors.append(exc)
             continue
         if spec.id in specs:
-            errors.append(SpecError(file, "metadata.id", f"duplicate id {spec.id!r}, also in {specs[spec.id].source}"))
+            errors.append(duplicate_id_error(file, spec.id, specs[spec.id].source))
             continue
         specs[spec.id] = spec
     return [specs[k] for k in sorted(specs)], errors
+
+
+def duplicate_id_error(source: Path, spec_id: str, other: Path) -> SpecError:
+    """The error of the second of two files that declare the same scenario id."""
+    return SpecError(source, "metadata.id", f"duplicate id {spec_id!r}, also in {other}")
 
 
 def load_all_specs(root: Path | None = None) -> list[ScenarioSpec]:
