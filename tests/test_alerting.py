@@ -150,6 +150,6 @@ def test_template_subset() -> None:
     assert expand_template("{{ $labels.pod }} at {{ $value }}", labels, 0.5) == "cart-1 at 0.5"
     assert expand_template('{{ printf "%.1f" $value }}%', labels, 12.345) == "12.3%"
     assert expand_template("{{ humanizePercentage $value }}", labels, 0.256) == "25.6%"
-    assert expand_template("{{ $value | humanizeDuration }}", labels, 3725) == "1h2m5s"
+    assert expand_template("{{ $value | humanizeDuration }}", labels, 3725) == "1h 2m 5s"  # Prometheus template_test.go: "1h 0m 0s", "14m 59s"
     assert expand_template("{{ .Labels.pod | toUpper }}", labels, 1) == "CART-1"
     assert expand_template("{{ nosuch }}", labels, 1).startswith("<error expanding template")

@@ -25,7 +25,6 @@ from werkzeug.test import Client
 
 from conftest import ContextFactory
 from itbench_gym.backends.base import Endpoints
-from itbench_gym.backends.sim import regex
 from itbench_gym.backends.sim.app.logs import StreamInfo
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.loki import Engine as LokiEngine
@@ -46,6 +45,7 @@ from itbench_gym.backends.sim.promql.limits import (
 from itbench_gym.backends.sim.traces import make_jaeger_app
 from itbench_gym.backends.sim.tsdb import TSDB, Matcher
 from itbench_gym.clock import SimClock
+from itbench_gym.lang import regex
 from itbench_gym.registry import get_spec
 from itbench_gym.tools.base import ToolInputError, ToolResult
 from itbench_gym.tools.durations import parse_duration, require_text

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.faults.catalogue import FaultError
+from itbench_gym.lang.timestamps import rfc3339
 from itbench_gym.spec.appfacts import AppFacts
 
 
@@ -53,7 +53,7 @@ def restart_workload(api: client.ApiClient, args: Mapping[str, Any], now: float,
     namespace, name = _target(args)
     kind = args["kubernetesObject"]["kind"]
     apps = client.AppsV1Api(api)
-    stamp = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339(now)
     body = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}}
     patch: dict[str, Callable[..., Any]] = {
         "Deployment": apps.patch_namespaced_deployment,

@@ -41,6 +41,7 @@ from typing import Any
 from itbench_gym.evaluation.entities import KIND_SYNONYMS, EntityRef, canonical_kind
 from itbench_gym.evaluation.groundtruth import Group, filter_problem
 from itbench_gym.faults.catalogue import ArgRef, argument_refs, catalogue, fault_args_problems
+from itbench_gym.lang.selectors import SelectorError, chaos_label_selector
 from itbench_gym.spec.alertrules import rule_mismatch
 from itbench_gym.spec.appfacts import BUILTIN_NAMESPACES, GENERATED_SUFFIX, AppFacts, KubeObject, load_app_facts
 
@@ -350,13 +351,10 @@ def _selector_matches(selector: Mapping[str, Any], pod: KubeObject) -> bool | st
     Runtime criteria (pod phase, node, field selectors) cannot be known from manifests and are not
     applied. A selector that cannot be interpreted gives the reason instead.
     """
-    from itbench_gym.backends.sim.kube.selectors import selector_from_dict
-
     try:
-        matcher = selector_from_dict({"matchLabels": selector.get("labelSelectors") or {},
-                                      "matchExpressions": selector.get("expressionSelectors") or []})
-    except Exception as exc:  # the twin's selector parser reports a malformed selector as an API error
-        return f"invalid selector: {getattr(exc, 'message', exc)}"
+        matcher = chaos_label_selector(selector)
+    except SelectorError as exc:
+        return f"invalid selector: {exc}"
     if not matcher.matches(pod.labels):
         return False
     annotations = (pod.body.get("metadata") or {}).get("annotations") or {}

@@ -1,8 +1,9 @@
 """How the query tools (promql, logql, traces) read their arguments: one duration parser, and text checks.
 
-A duration is a number of seconds (``90``, ``1.5``, or the same as a string) or amounts with units
-``ms s m h d w y`` (``30s``, ``15m``, ``1h30m``, ``1.5h``, ``2d``; a year is 365 days), as Prometheus
-and Jaeger users write them. Whatever the agent sends, :func:`parse_duration` either returns a
+A duration is a number of seconds (``90``, ``1.5``, or the same as a string) or a duration as
+Prometheus writes it (``30s``, ``1h30m``, ``2d``, ``1w``; a year is 365 days) or as Go does
+(``1.5h``, ``500ms``, ``250us``): the two grammars the queried systems use, both from
+:mod:`itbench_gym.lang.durations`. Signs are refused (a look-back is never negative). Whatever the agent sends, :func:`parse_duration` either returns a
 finite number of seconds in range or raises ``ToolInputError`` saying what was wrong, so the times
 the tools compute from it are always representable.
 
@@ -15,12 +16,11 @@ import math
 import re
 from typing import Any
 
+from itbench_gym.lang import durations
 from itbench_gym.tools.base import ToolInputError, require_text
 
 #: Longest duration accepted by default: ten years, far beyond any episode's history.
 MAX_SECONDS = 10 * 365 * 86400.0
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0, "y": 365 * 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d|w|y)")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _EXAMPLES = "use e.g. 30s, 15m, 1h30m or 2d"
 
@@ -65,23 +65,26 @@ def count(n: float) -> str:
 
 
 def _seconds(text: str) -> float | None:
-    """Seconds in a number or a sequence of amounts with units, or None (a linear scan)."""
+    """Seconds in a number, a Prometheus duration or an unsigned Go duration; None if it is none of them."""
     if not text:
         return None
     if _NUMBER.fullmatch(text):
         return float(text)
-    total, pos = 0.0, 0
-    while pos < len(text):
-        m = _PART.match(text, pos)
-        if m is None:
-            return None
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    return total
+    if text[0] in "+-":
+        return None
+    overflow = False
+    for parse in (durations.parse_prometheus_duration, durations.parse_go_duration):
+        try:
+            return parse(text)
+        except durations.DurationOverflow:
+            overflow = True
+        except durations.DurationError:
+            pass
+    return math.inf if overflow else None  # too long for either system: refused as not finite
 
 
 def _describe(seconds: float) -> str:
-    for unit, size in (("y", _UNITS["y"]), ("d", _UNITS["d"]), ("h", 3600.0), ("m", 60.0)):
+    for unit, size in (("y", 365 * 86400.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"
     return f"{seconds:g}s"

@@ -9,11 +9,11 @@ Loki answers becomes a ToolResult.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import requests
 
+from itbench_gym.lang.timestamps import rfc3339
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text, text_arg
 from itbench_gym.tools.durations import count, parse_duration, shown
 
@@ -30,7 +30,7 @@ _SOURCE_LABELS = ("pod", "k8s_pod_name", "service_name", "container", "job")
 
 def _iso(seconds: float) -> str:
     try:
-        return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return rfc3339(seconds, 3)
     except (OverflowError, OSError, ValueError):
         return f"{seconds:g}"
 

@@ -16,11 +16,11 @@ import json
 import re
 import shlex
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import requests
 
+from itbench_gym.lang.timestamps import rfc3339_ns
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text
 from itbench_gym.tools.durations import parse_duration, shown
 
@@ -140,7 +140,7 @@ def _summary(trace: Mapping[str, Any]) -> tuple[str, float, int]:
     start = min(s["startTime"] for s in spans)
     duration = max(s["startTime"] + s["duration"] for s in spans) - start
     error = any(_tag_map(s.get("tags", [])).get("error") is True for s in spans)
-    when = datetime.fromtimestamp(start / 1e6, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    when = rfc3339_ns(int(start) * 1000, 3)
     service = trace["processes"][root["processID"]]["serviceName"]
     line = (f"{trace['traceID']}  {when}  {service}: {root['operationName']}  {_ms(duration)}  "
             f"{len(spans)} spans  {'ERROR' if error else 'ok'}")

@@ -14,10 +14,12 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+
+from itbench_gym.lang.durations import DurationError, go_g4, humanize_duration, parse_prometheus_duration
+from itbench_gym.lang.timestamps import rfc3339_nano
 
 from .promql.engine import Engine
 from .promql.errors import PromQLError
@@ -26,8 +28,6 @@ from .tsdb import STALE_NAN, Labels, make_labels
 #: How long Prometheus keeps resolved alerts around (and sends them to Alertmanager).
 RESOLVED_RETENTION = 15 * 60.0
 
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
-_UNITS = (365 * 86400.0, 7 * 86400.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
 
 
 class RuleError(ValueError):
@@ -35,26 +35,15 @@ class RuleError(ValueError):
 
 
 def parse_duration(value: Any, where: str) -> float:
-    """Prometheus duration (``5m``, ``1h30m``) or a number of seconds."""
+    """A rule file's ``for``/``interval``: a Prometheus duration (``5m``, ``1h30m``) or a number of seconds."""
     if value is None or value == "":
         return 0.0
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    text = str(value).strip()
-    m = _DURATION.match(text)
-    if not m or text == "" or (text != "0" and not any(m.groups())):
-        raise RuleError(f"{where}: invalid duration {value!r} (expected e.g. 30s, 5m, 1h)")
-    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS, strict=True) if g)
-
-
-def rfc3339(t: float) -> str:
-    """Go's ``time.Time`` JSON form (RFC 3339 with trimmed nanoseconds, UTC)."""
-    whole = math.floor(t)
-    base = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    frac = round(t - whole, 9)
-    if frac > 0:
-        base += (f"{frac:.9f}"[1:]).rstrip("0")
-    return base + "Z"
+    try:
+        return parse_prometheus_duration(str(value).strip())
+    except DurationError as exc:
+        raise RuleError(f"{where}: invalid duration {value!r} ({exc}; expected e.g. 30s, 5m, 1h)") from None
 
 
 # ------------------------------------------------------------------ templates
@@ -63,53 +52,20 @@ _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL)
 
 def _humanize(v: float) -> str:
     if v == 0 or math.isnan(v) or math.isinf(v):
-        return _gfmt(v)
+        return go_g4(v)
     if abs(v) >= 1:
         prefixes = ["", "k", "M", "G", "T", "P", "E", "Z", "Y"]
         i = 0
         while abs(v) >= 1000 and i < len(prefixes) - 1:
             v /= 1000
             i += 1
-        return f"{_g4(v)}{prefixes[i]}"
+        return f"{go_g4(v)}{prefixes[i]}"
     prefixes = ["", "m", "u", "n", "p", "f", "a", "z", "y"]
     i = 0
     while abs(v) < 1 and i < len(prefixes) - 1:
         v *= 1000
         i += 1
-    return f"{_g4(v)}{prefixes[i]}"
-
-
-def _g4(v: float) -> str:
-    return f"{v:.4g}"
-
-
-def _gfmt(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return f"{v:.4g}"
-
-
-def _humanize_duration(v: float) -> str:
-    if math.isnan(v) or math.isinf(v):
-        return _gfmt(v)
-    if v == 0:
-        return "0s"
-    if abs(v) < 1:
-        return _humanize(v) + "s"
-    sign = "-" if v < 0 else ""
-    v = abs(v)
-    d, rem = divmod(int(v), 86400)
-    h, rem = divmod(rem, 3600)
-    m, s = divmod(rem, 60)
-    parts = [f"{d}d"] if d else []
-    if h:
-        parts.append(f"{h}h")
-    if m:
-        parts.append(f"{m}m")
-    parts.append(f"{s}s")
-    return sign + "".join(parts)
+    return f"{go_g4(v)}{prefixes[i]}"
 
 
 def _printf(fmt: str, *args: Any) -> str:
@@ -122,8 +78,8 @@ def _printf(fmt: str, *args: Any) -> str:
 
 _FUNCS: dict[str, Any] = {
     "humanize": lambda v: _humanize(float(v)),
-    "humanizePercentage": lambda v: f"{_g4(float(v) * 100)}%",
-    "humanizeDuration": lambda v: _humanize_duration(float(v)),
+    "humanizePercentage": lambda v: f"{go_g4(float(v) * 100)}%",
+    "humanizeDuration": lambda v: humanize_duration(float(v)),
     "toUpper": lambda s: str(s).upper(),
     "toLower": lambda s: str(s).lower(),
     "title": lambda s: str(s).title(),
@@ -215,11 +171,11 @@ class Alert:
             "labels": dict(sorted(self.labels.items())),
             "annotations": dict(sorted(self.annotations.items())),
             "state": self.state,
-            "activeAt": rfc3339(self.active_at),
+            "activeAt": rfc3339_nano(self.active_at),
             "value": _value_e(self.value),
         }
         if self.keep_firing_since is not None:
-            out["keepFiringSince"] = rfc3339(self.keep_firing_since)
+            out["keepFiringSince"] = rfc3339_nano(self.keep_firing_since)
         return out
 
 
@@ -483,7 +439,7 @@ class RuleManager:
                     "labels": dict(r.labels),
                     "health": r.health,
                     "evaluationTime": 0,
-                    "lastEvaluation": rfc3339(r.last_eval) if r.last_eval is not None else "0001-01-01T00:00:00Z",
+                    "lastEvaluation": rfc3339_nano(r.last_eval) if r.last_eval is not None else "0001-01-01T00:00:00Z",
                     "type": r.kind,
                 }
                 if r.last_error:
@@ -507,7 +463,7 @@ class RuleManager:
                     "interval": g.interval,
                     "limit": 0,
                     "evaluationTime": 0,
-                    "lastEvaluation": rfc3339(g.last_eval) if g.last_eval is not None else "0001-01-01T00:00:00Z",
+                    "lastEvaluation": rfc3339_nano(g.last_eval) if g.last_eval is not None else "0001-01-01T00:00:00Z",
                 }
             )
         return out

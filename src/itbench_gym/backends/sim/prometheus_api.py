@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any
 
 from werkzeug.exceptions import MethodNotAllowed
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from itbench_gym.lang.durations import DurationError, parse_prometheus_duration
+from itbench_gym.lang.timestamps import TimestampError, parse_prometheus_time, rfc3339_nano
+
 from ...clock import Clock
-from .alerting import Alert, RuleManager, rfc3339
+from .alerting import Alert, RuleManager
 from .promql.engine import MAX_TIME_SECONDS, Engine
 from .promql.errors import PromQLError
 from .promql.limits import API_LIMITS, QueryLimits
@@ -38,8 +39,6 @@ _MIN_TIME = -MAX_TIME_SECONDS
 _MAX_DURATION = 9_223_372_036.854775807
 #: Largest JSON answer served; a bigger result is an ``execution`` error telling how to narrow it.
 MAX_RESPONSE_BYTES = 8 << 20
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
-_UNITS = (365 * 86400.0, 7 * 86400.0, 86400.0, 3600.0, 60.0, 1.0, 0.001)
 
 BUILD_INFO = {
     "version": "3.5.0",
@@ -64,51 +63,38 @@ def parse_time(value: str, name: str) -> float:
     Unlike Prometheus, which wraps silently, times whose milliseconds do not fit int64 are refused.
     """
     invalid = ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid timestamp')
-    try:
-        t = float(value)
-    except ValueError:
-        pass
-    else:
-        if math.isfinite(t) and abs(t) <= MAX_TIME_SECONDS:
-            return t
-        raise invalid
     text = value.strip()
-    if text in ("-292273086-05-16T16:47:06Z",):
+    if text == "-292273086-05-16T16:47:06Z":  # Prometheus' minTime and maxTime, outside Python's calendar
         return _MIN_TIME
-    if text in ("292277025-08-18T07:12:54.999999999Z",):
+    if text == "292277025-08-18T07:12:54.999999999Z":
         return MAX_TIME_SECONDS
     try:
-        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-        m = re.match(r"^(.*T\d\d:\d\d:\d\d)\.(\d+)(.*)$", iso)
-        if m:  # Python accepts at most microseconds; keep nanosecond inputs parseable.
-            iso = f"{m.group(1)}.{m.group(2)[:6].ljust(6, '0')}{m.group(3)}"
-        dt = datetime.fromisoformat(iso)
-        if dt.tzinfo is None:
-            raise ValueError
-        return dt.timestamp()
-    except (ValueError, OverflowError):
+        t = parse_prometheus_time(value)
+    except (TimestampError, ValueError, OverflowError):
         raise invalid from None
+    if not (math.isfinite(t) and abs(t) <= MAX_TIME_SECONDS):
+        raise invalid
+    return t
 
 
 def parse_duration(value: str, name: str) -> float:
     """Prometheus' ``parseDuration``: seconds (fractional allowed) or a duration such as ``1h30m``."""
+    invalid = ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
     try:
         d = float(value)
     except ValueError:
         pass
     else:
         if not math.isfinite(d):
-            raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
+            raise invalid
         if abs(d) > _MAX_DURATION:
             raise ApiError("bad_data",
                            f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
         return d
-    m = _DURATION.match(value.strip())
-    if m and any(m.groups()):
-        seconds = sum(int(g) * u for g, u in zip(m.groups(), _UNITS, strict=True) if g)
-        if seconds <= _MAX_DURATION:
-            return seconds
-    raise ApiError("bad_data", f'invalid parameter "{name}": cannot parse "{value}" to a valid duration')
+    try:
+        return parse_prometheus_duration(value)
+    except DurationError:
+        raise invalid from None
 
 
 def _alertmanager_fingerprint(labels: Mapping[str, str]) -> str:
@@ -384,7 +370,7 @@ class PrometheusAPI(RoutedApp):
                     "labels": dict(a.labels),
                     "annotations": dict(a.annotations),
                     "state": state[a.state],
-                    "activeAt": rfc3339(a.active_at),
+                    "activeAt": rfc3339_nano(a.active_at),
                     "value": a.to_api()["value"],
                 }
                 for a in alerts
@@ -413,9 +399,9 @@ class PrometheusAPI(RoutedApp):
                 {
                     "labels": dict(a.labels),
                     "annotations": dict(a.annotations),
-                    "startsAt": rfc3339(starts),
-                    "updatedAt": rfc3339(a.last_eval or now),
-                    "endsAt": rfc3339(a.last_eval + 4 * max(interval, 60.0)),
+                    "startsAt": rfc3339_nano(starts),
+                    "updatedAt": rfc3339_nano(a.last_eval or now),
+                    "endsAt": rfc3339_nano(a.last_eval + 4 * max(interval, 60.0)),
                     "generatorURL": f"{self.external_url}/graph?g0.expr=&g0.tab=1",
                     "fingerprint": _alertmanager_fingerprint(a.labels),
                     "receivers": [{"name": "default"}],

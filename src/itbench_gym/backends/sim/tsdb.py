@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import regex
+from itbench_gym.lang import regex
 
 Labels = tuple[tuple[str, str], ...]
 """A label set: ``(name, value)`` pairs sorted by name; hashable and ordered like Prometheus."""
@@ -61,7 +61,7 @@ class Matcher:
     """A label matcher (``=``, ``!=``, ``=~``, ``!~``) with Prometheus semantics.
 
     Regexes are Go's (RE2, linear time) and fully anchored, ``^(?s:value)$``, as Prometheus
-    compiles them; an invalid one raises :class:`~itbench_gym.backends.sim.regex.RegexError`
+    compiles them; an invalid one raises :class:`~itbench_gym.lang.regex.RegexError`
     (a ValueError) with Go's message.
     """
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from itbench_gym.backends.sim.chaos import API_VERSION as CHAOS_API
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE, active
 from itbench_gym.backends.sim.kube.errors import ApiError
+from itbench_gym.lang.selectors import SelectorError, selector_from_dict
 
 from .spec import AppSpec
 
@@ -46,23 +47,15 @@ class ClusterLike(Protocol):
 
 
 def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
-    """A Kubernetes LabelSelector (matchLabels + matchExpressions); an empty selector matches all."""
-    labels = labels or {}
-    selector = selector or {}
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    """A LabelSelector where an absent one means "every pod" (NetworkPolicy peers, app-level views).
+
+    Matching is Kubernetes' (:mod:`itbench_gym.lang.selectors`); a selector the API server would
+    have refused (an unknown operator) selects nothing.
+    """
+    try:
+        return selector_from_dict(selector or {}).matches(labels)
+    except SelectorError:
+        return False
 
 
 def parse_quantity(q: Any) -> float:

@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from itbench_gym.backends.sim.kube.store import parse_time
+from itbench_gym.lang.durations import DurationError, parse_go_duration
+from itbench_gym.lang.selectors import SelectorError, chaos_label_selector
+from itbench_gym.lang.timestamps import parse_rfc3339
 
 from .cluster_view import ClusterView, PodView, selector_matches
 from .spec import Address, AppSpec
@@ -122,7 +124,10 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
     namespaces = sel.get("namespaces")
     if namespaces and namespace not in namespaces:
         return False
-    return selector_matches({"matchLabels": sel.get("labelSelectors") or {}, "matchExpressions": sel.get("expressionSelectors") or []}, labels)
+    try:
+        return chaos_label_selector(sel).matches(labels)
+    except SelectorError:
+        return False  # Chaos Mesh's webhook refuses such a selector
 
 
 def active_chaos(view: ClusterView, kind: str) -> list[dict[str, Any]]:
@@ -131,13 +136,16 @@ def active_chaos(view: ClusterView, kind: str) -> list[dict[str, Any]]:
 
 
 def _delay_ms(text: str | None) -> float:
+    """Milliseconds in a NetworkChaos/HTTPChaos ``latency``/``delay`` (Go duration, as Chaos Mesh parses it).
+
+    Chaos Mesh refuses a malformed one; the twin applies no delay for it.
+    """
     if not text:
         return 0.0
-    m = re.fullmatch(r"\s*([0-9.]+)\s*(us|µs|ms|s|m)?\s*", str(text))
-    if not m:
+    try:
+        return max(0.0, parse_go_duration(str(text))) * 1000.0
+    except DurationError:
         return 0.0
-    unit = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4, None: 1.0}[m.group(2)]
-    return float(m.group(1)) * unit
 
 
 def _shapes(spec: dict[str, Any], namespace: str, sender: dict[str, str], receiver: dict[str, str]) -> bool:
@@ -217,7 +225,7 @@ def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: d
     end_cover = 0.0
     for pod in ready:
         cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
-        since = parse_time(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else start
+        since = parse_rfc3339(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else start
         end_cover = max(end_cover, (view.now - since) / view.dt)
     present = {p["metadata"].get("uid", ""): p for p in view.all_pods}
     start_cover = 0.0
@@ -229,7 +237,7 @@ def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: d
             return 1.0
         cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
         if cond.get("status") == "False" and cond.get("lastTransitionTime"):
-            start_cover = max(start_cover, (parse_time(cond["lastTransitionTime"]) - start) / view.dt)
+            start_cover = max(start_cover, (parse_rfc3339(cond["lastTransitionTime"]) - start) / view.dt)
     return min(1.0, max(0.0, end_cover) + max(0.0, start_cover))
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from itbench_gym.lang.timestamps import rfc3339
+
 from ..kube.controllers.base import Context, Controller, Key
-from ..kube.controllers.util import parse_time, rfc3339
+from ..kube.controllers.util import parse_time
 from ..kube.errors import ApiError
 from ..kube.store import clone
 from .kinds import API_GROUP, COMPONENT, FINALIZER, ends_at, is_paused, parse_duration

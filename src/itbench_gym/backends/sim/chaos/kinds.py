@@ -7,8 +7,9 @@ from creation until ``duration`` elapses, it is paused, or it is deleted — nev
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from itbench_gym.lang.durations import parse_go_duration
 
 from ..kube.controllers.util import parse_time
 
@@ -28,27 +29,9 @@ PAUSE_IMAGE = "gcr.io/google-containers/pause:latest"
 FINALIZER = "chaos-mesh/records"
 COMPONENT = "chaos-controller-manager"
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
 def parse_duration(text: str) -> float:
-    """Go's ``time.ParseDuration`` (what Chaos Mesh uses for ``duration``): "55s", "1m30s", "1.5h"."""
-    s = str(text).strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _PART.match(s, pos)
-        if m is None:
-            raise ValueError(f'time: invalid duration "{text}"')
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos == 0:
-        raise ValueError(f'time: invalid duration "{text}"')
-    return sign * total
+    """Go's ``time.ParseDuration`` in seconds (what Chaos Mesh uses for ``duration``): "55s", "1m30s", "1.5h"."""
+    return parse_go_duration(str(text))
 
 
 def is_paused(obj: Obj) -> bool:

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from itbench_gym.lang.timestamps import rfc3339
+
 from ..kube.controllers.base import Context, Controller, Key
 from ..kube.controllers.job import next_schedule, parse_cron
-from ..kube.controllers.util import controller_of, controller_ref, name_suffix, parse_time, rfc3339
+from ..kube.controllers.util import controller_of, controller_ref, name_suffix, parse_time
 from ..kube.errors import ApiError
 from ..kube.store import clone
 from .experiment import is_finished

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kube.controllers.util import node_selector_term_matches, selector_matches
+from itbench_gym.lang.selectors import SelectorError, chaos_label_selector, node_selector_term_matches
 
 Obj = dict[str, Any]
 
@@ -39,9 +39,11 @@ def pod_matches(selector: Obj | None, pod: Obj, default_namespace: str, nodes: d
         return meta["name"] in (named.get(ns) or [])
     if ns not in (sel.get("namespaces") or [default_namespace]):
         return False
-    label_sel = {"matchLabels": sel.get("labelSelectors") or {}, "matchExpressions": sel.get("expressionSelectors") or []}
-    if not selector_matches(label_sel, meta.get("labels") or {}):
-        return False
+    try:
+        if not chaos_label_selector(sel).matches(meta.get("labels") or {}):
+            return False
+    except SelectorError:
+        return False  # Chaos Mesh's webhook refuses such a selector; here it selects nothing
     annotations = meta.get("annotations") or {}
     if any(annotations.get(k) != v for k, v in (sel.get("annotationSelectors") or {}).items()):
         return False

@@ -16,7 +16,6 @@ import math
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -25,12 +24,13 @@ from werkzeug.wrappers import Request, Response
 
 from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
+from itbench_gym.lang.durations import DurationError, format_go_duration, parse_prometheus_duration
+from itbench_gym.lang.timestamps import TimestampError, parse_loki_time
 
 from . import ast as A
 from .engine import Engine, LogSource, Series, Streams
 from .errors import LogQLError
 from .limits import MAX_ENTRIES, MAX_QUERY_LENGTH_S, MAX_RESPONSE_BYTES, LimitError, check_matchers, response_too_large
-from .matching import parse_duration
 from .syntax import parse
 
 BUILD_INFO = {"version": "3.4.2", "revision": "itbench-gym-twin", "branch": "HEAD", "buildUser": "itbench-gym",
@@ -49,42 +49,13 @@ def parse_timestamp(value: str | None, default: float, name: str) -> float:
     """Loki's ``parseTimestamp``: float seconds, integer seconds (<= 10 digits) or nanoseconds, or RFC3339."""
     if value is None or value == "":
         return default
-    text = value.strip()
     invalid = BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a timestamp '
                          "(Unix seconds, Unix nanoseconds or RFC3339)")
-    if "." in text:
-        try:
-            seconds = float(text)
-        except ValueError:
-            pass
-        else:
-            if not (math.isfinite(seconds) and abs(seconds) <= _MAX_SECONDS):
-                raise invalid
-            return seconds
     try:
-        number = int(text)
-    except ValueError:
-        pass
-    else:
-        if not -(1 << 63) <= number < 1 << 63:
-            raise invalid  # Go's strconv.ParseInt: value out of range
-        seconds = float(number) if len(text.lstrip("-")) <= 10 else number / 1e9
-        if abs(seconds) > _MAX_SECONDS:
-            raise invalid
-        return seconds
-    try:
-        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-        if "." in iso:
-            head, _, rest = iso.partition(".")
-            digits = "".join(c for c in rest if c.isdigit())
-            iso = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
-        parsed = datetime.fromisoformat(iso)
-        if parsed.tzinfo is None:
-            raise ValueError(text)
-        seconds = parsed.timestamp()
-    except (ValueError, OverflowError):
+        seconds = parse_loki_time(value)
+    except (TimestampError, ValueError, OverflowError):
         raise invalid from None
-    if abs(seconds) > _MAX_SECONDS:
+    if not (math.isfinite(seconds) and abs(seconds) <= _MAX_SECONDS):
         raise invalid
     return seconds
 
@@ -102,17 +73,12 @@ def parse_seconds_or_duration(value: str, name: str) -> float:
             raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
         return seconds
     try:
-        seconds = parse_duration(value)
-    except ValueError:
-        raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" as a duration or a number of seconds') from None
+        seconds = parse_prometheus_duration(value)
+    except DurationError:
+        raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration') from None
     if abs(seconds) > _MAX_SECONDS:
         raise BadRequest(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
     return seconds
-
-
-def _go_duration(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 3600}h{whole % 3600 // 60}m{whole % 60}s"
 
 
 def _ns(t: float) -> str:
@@ -218,8 +184,8 @@ class LokiAPI(RoutedApp):
         if end < start:
             raise BadRequest("end timestamp must not be before or equal to start time")
         if end - start > MAX_QUERY_LENGTH_S:
-            raise BadRequest(f"the query time range exceeds the limit (query length: {_go_duration(end - start)}, "
-                             f"limit: {_go_duration(MAX_QUERY_LENGTH_S)})")
+            raise BadRequest(f"the query time range exceeds the limit (query length: {format_go_duration(math.floor(end - start))}, "
+                             f"limit: {format_go_duration(MAX_QUERY_LENGTH_S)})")
         limit = self._limit(request)
         direction = self._direction(request)
         if isinstance(expr, A.LogSelector):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from itbench_gym.backends.sim.regex import Regex
+from itbench_gym.lang.regex import Regex
 
 #: Label matcher and line filter operators.
 EQ, NEQ, RE, NRE = "=", "!=", "=~", "!~"

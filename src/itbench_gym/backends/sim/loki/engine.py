@@ -35,7 +35,7 @@ from .limits import (
     check_matchers,
     series_limit_error,
 )
-from .matching import parse_bytes, parse_duration
+from .matching import convert_duration, parse_bytes
 from .pipeline import ERROR, ERROR_DETAILS, Labels, Pipeline, label_filter
 from .syntax import parse
 
@@ -272,8 +272,8 @@ def _extractor(op: str, unwrap: A.Unwrap | None) -> Callable[[str, Labels], tupl
         if op in ("bytes_over_time", "bytes_rate"):
             return lambda line, labels: (float(len(line.encode())), labels)
         return lambda line, labels: (1.0, labels)
-    conversions: dict[str, Callable[[str], float]] = {"": float, "bytes": parse_bytes, "duration": parse_duration,
-                                                      "duration_seconds": parse_duration}
+    conversions: dict[str, Callable[[str], float]] = {"": float, "bytes": parse_bytes, "duration": convert_duration,
+                                                      "duration_seconds": convert_duration}
     convert = conversions[unwrap.conversion]
     post = [label_filter(f) for f in unwrap.post_filters]
     name = unwrap.label

@@ -2,7 +2,7 @@
 
 Each follows the Go library Loki uses (``time.ParseDuration``, ``humanize.ParseBytes``, go-logfmt,
 Loki's own pattern matcher and level detection) closely enough that the queries an operator writes
-behave the same. Regular expressions are Go's too, from :mod:`itbench_gym.backends.sim.regex`.
+behave the same. Regular expressions are Go's too, from :mod:`itbench_gym.lang.regex`.
 Every function here runs in time linear in its input.
 """
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import re
 from dataclasses import dataclass
+
+from itbench_gym.lang.durations import DurationError, parse_go_duration, parse_prometheus_duration
 
 
 @dataclass(frozen=True)
@@ -139,28 +140,20 @@ def logfmt_pairs(line: str, *, strict: bool = False) -> list[tuple[str, str | No
     return out
 
 
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h|d|w|y)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
-                   "d": 86400.0, "w": 604800.0, "y": 31536000.0}
-
-
 def parse_duration(text: str) -> float:
-    """Seconds in a Go/Prometheus duration (``1h30m``, ``250ms``, ``1.5s``, ``-2m``); ValueError if not one."""
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)  # anchored at pos: linear, unlike scanning with finditer
-        if m is None:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s or not math.isfinite(total):
-        raise ValueError(f'time: invalid duration "{text}"')
-    return sign * total
+    """A duration in a LogQL query (``[5m]``, ``> 250ms``): Prometheus' grammar first, then Go's, as Loki's lexer.
+
+    ValueError (``DurationError``, with Go's message) if it is neither.
+    """
+    try:
+        return parse_prometheus_duration(text)
+    except DurationError:
+        return parse_go_duration(text)
+
+
+def convert_duration(text: str) -> float:
+    """``| unwrap duration(label)`` and ``label > 1s`` on extracted values: Go's ``time.ParseDuration``."""
+    return parse_go_duration(text)
 
 
 _BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtpe]?i?b?)\s*$", re.I)

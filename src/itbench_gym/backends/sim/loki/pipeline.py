@@ -15,11 +15,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from itbench_gym.backends.sim.regex import Regex
+from itbench_gym.lang.regex import Regex
 
 from . import ast as A
 from .limits import QueryBudget
-from .matching import IPNetwork, IPRange, ip_in, ip_range, logfmt_pairs, parse_bytes, parse_duration, sanitize_label
+from .matching import IPNetwork, IPRange, convert_duration, ip_in, ip_range, logfmt_pairs, parse_bytes, sanitize_label
 from .template import Template, TemplateError
 
 ERROR = "__error__"
@@ -253,7 +253,7 @@ def _compare(op: str, a: float, b: float) -> bool:
     return a <= b
 
 
-_CONVERTERS: dict[str, Callable[[str], float]] = {"number": float, "duration": parse_duration, "bytes": parse_bytes}
+_CONVERTERS: dict[str, Callable[[str], float]] = {"number": float, "duration": convert_duration, "bytes": parse_bytes}
 
 
 def label_filter(f: A.LabelFilter) -> Callable[[Labels], bool]:

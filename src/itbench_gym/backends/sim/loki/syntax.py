@@ -16,15 +16,14 @@ from typing import Any
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
-from itbench_gym.backends.sim import regex
 from itbench_gym.backends.sim.promql.limits import QueryShapeError, check_shape
+from itbench_gym.lang import gostrings, regex
 
 from . import ast as A
 from .errors import ParseError
 from .matching import compile_pattern, ip_range, parse_bytes, parse_duration
 from .template import Template, TemplateError
 
-_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"', "'": "'"}
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 #: Terminals shown by name in syntax errors; every other one is shown as its text.
 _VALUE_TOKENS = {"IDENTIFIER", "STRING", "NUMBER", "DURATION", "RANGE", "BYTES", "FLAG"}
@@ -54,37 +53,11 @@ def _err(tok: Token, message: str) -> ParseError:
 
 
 def unquote(tok: Token) -> str:
-    """Go ``strconv.Unquote`` for "..." and `...` literals."""
-    text = str(tok)
-    if text.startswith("`"):
-        return text[1:-1]
-    body, out, i = text[1:-1], [], 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        nxt = body[i + 1] if i + 1 < len(body) else ""
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            digits = body[i + 2:i + 2 + width]
-            if len(digits) != width or not all(ch in "0123456789abcdefABCDEF" for ch in digits):
-                raise _err(tok, "invalid char escape")
-            out.append(chr(int(digits, 16)) if nxt != "x" else bytes([int(digits, 16)]).decode("latin-1"))
-            i += 2 + width
-        elif nxt in "01234567":
-            digits = body[i + 1:i + 4]
-            if len(digits) != 3 or not all(ch in "01234567" for ch in digits):
-                raise _err(tok, "invalid char escape")
-            out.append(chr(int(digits, 8)))
-            i += 4
-        else:
-            raise _err(tok, "invalid char escape")
-    return "".join(out)
+    """A string token's value (Go ``strconv.Unquote``); a bad escape is a parse error at the token."""
+    try:
+        return gostrings.unquote(str(tok))
+    except gostrings.UnquoteError:
+        raise _err(tok, "invalid char escape") from None
 
 
 def _regex(tok: Token, pattern: str, *, anchored: bool) -> regex.Regex:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from itbench_gym.backends.sim import regex
+from itbench_gym.lang import gostrings, regex
 
 from .limits import MAX_TEMPLATE_DEPTH, MAX_TEMPLATE_OUTPUT
 
@@ -341,10 +341,11 @@ FUNCTIONS: dict[str, Callable[..., Value]] = {
 
 
 def _unquote(text: str) -> str:
-    if text.startswith("`"):
-        return text[1:-1]
-    value: str = json.loads(text)  # the grammar's double-quoted string literal
-    return value
+    """A string constant's value: Go templates unquote them with ``strconv.Unquote``."""
+    try:
+        return gostrings.unquote(text)
+    except gostrings.UnquoteError:
+        raise TemplateError(f"template: line:1: malformed string constant {text}") from None
 
 
 class _Parser:

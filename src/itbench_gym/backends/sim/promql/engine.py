@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import regex
+from itbench_gym.lang import regex
+
 from ..tsdb import TSDB, Labels, is_stale
 from . import aggregation, binops, functions, window_funcs
 from .ast import (

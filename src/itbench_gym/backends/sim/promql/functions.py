@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
-from .. import regex
+from itbench_gym.lang import regex
+from itbench_gym.lang.timestamps import rfc3339
+
 from ..tsdb import Labels, Matcher, labels_get
 from .errors import Annotations, PromQLError
 from .values import Block
@@ -339,8 +341,7 @@ def histogram_quantile(
         present.append(ok)
         drop.append(True)
     for base, (mn, mx, md, count, t0, t1) in mono_msgs.items():
-        start = datetime.fromtimestamp(int(t0 // 1000), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        end = datetime.fromtimestamp(int(t1 // 1000), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        start, end = rfc3339(int(t0 // 1000)), rfc3339(int(t1 // 1000))
         annos.info(
             f"{base}, from buckets {_g(mn)} to {_g(mx)}, with a max diff of {_g2(md)}, over {count} samples "
             f"from {start} to {end} ({pos})"

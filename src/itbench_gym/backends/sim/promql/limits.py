@@ -21,6 +21,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from itbench_gym.lang.gostrings import UnquoteError, unquote
+
 #: Longest query text accepted, in characters.
 MAX_QUERY_CHARS = 16_384
 #: Deepest bracket nesting accepted: (), [] and {} all count.
@@ -35,7 +37,6 @@ _TWO_CHAR_OPERATORS = frozenset({"==", "!=", ">=", "<=", "=~", "!~", "|=", "|~",
 _ONE_CHAR_OPERATORS = frozenset("+-*/%^<>|,")
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.")
-_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"', "'": "'"}
 
 
 class QueryShapeError(ValueError):
@@ -87,44 +88,6 @@ class Shape:
     depth: int = 0
     terms: int = 0
     regexes: list[RegexLiteral] = field(default_factory=list)
-
-
-def unquote(text: str) -> str | None:
-    """Go's ``strconv.Unquote`` for "..", '..' and `..` literals; None if it is not a valid one."""
-    if len(text) < 2 or text[0] != text[-1] or text[0] not in "\"'`":
-        return None
-    if text[0] == "`":
-        return text[1:-1]
-    body, out, i = text[1:-1], [], 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        nxt = body[i + 1 : i + 2]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif nxt in ("x", "u", "U"):
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            digits = body[i + 2 : i + 2 + width]
-            if len(digits) != width or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                return None
-            code = int(digits, 16)
-            if code > 0x10FFFF:
-                return None
-            out.append(chr(code))
-            i += 2 + width
-        elif nxt and nxt in "01234567":
-            digits = body[i + 1 : i + 4]
-            if len(digits) != 3 or any(d not in "01234567" for d in digits):
-                return None
-            out.append(chr(int(digits, 8)))
-            i += 4
-        else:
-            return None
-    return "".join(out)
 
 
 def _string_end(query: str, i: int, quote: str) -> int:
@@ -217,8 +180,11 @@ def check_shape(query: str, *, language: str) -> Shape:
             if end < 0:
                 break
             if last_op in ("=~", "!~"):
-                literal = unquote(query[i:end])
-                if literal is not None:
+                try:
+                    literal = unquote(query[i:end])
+                except UnquoteError:
+                    pass  # the parser reports the malformed literal
+                else:
                     shape.regexes.append(RegexLiteral(_label_start(query, last_op_pos), i, end, literal))
             last_op = "string"
             i = end

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import promql_parser
 
-from .. import regex
+from itbench_gym.lang import regex
+
 from ..tsdb import Matcher, selector_matchers
 from .ast import line_col
 from .errors import PromQLError

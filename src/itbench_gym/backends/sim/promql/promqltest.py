@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from itbench_gym.lang.durations import DurationError, parse_prometheus_duration_ns
+
 from ..tsdb import STALE_NAN, TSDB, Labels, Matcher, make_labels
 from .ast import MatrixSel, Node, VectorSel, walk
 from .engine import Engine, Result
@@ -65,19 +67,12 @@ class ScriptError(ValueError):
 
 
 # ------------------------------------------------------------------ parsing
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
-_UNITS_MS = (365 * 86_400_000, 7 * 86_400_000, 86_400_000, 3_600_000, 60_000, 1000, 1)
-
-
 def parse_duration(text: str) -> int:
     """Prometheus duration (``1h30m``, ``10s53ms``, ``0``) to milliseconds."""
-    text = text.strip()
-    if text == "0":
-        return 0
-    m = _DURATION.match(text)
-    if not m or not text:
-        raise ScriptError(f"invalid duration {text!r}")
-    return sum(int(g) * u for g, u in zip(m.groups(), _UNITS_MS, strict=True) if g)
+    try:
+        return parse_prometheus_duration_ns(text.strip()) // 1_000_000
+    except DurationError:
+        raise ScriptError(f"invalid duration {text.strip()!r}") from None
 
 
 _UNSIGNED = r"(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[iI][nN][fF]|[nN][aA][nN])"

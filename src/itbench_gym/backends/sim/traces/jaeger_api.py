@@ -27,6 +27,7 @@ from werkzeug.wrappers import Request, Response
 
 from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
+from itbench_gym.lang import durations
 
 from .jaeger_json import trace_json
 from .record import TraceTick
@@ -42,7 +43,6 @@ MAX_LIMIT = 1500
 DEFAULT_TRACE_LOOKBACK_S = 2 * 86400.0
 DEFAULT_DEPENDENCY_LOOKBACK_S = 86400.0
 _SPAN_KINDS = ("server", "client", "producer", "consumer", "internal")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _INT = re.compile(r"^[+-]?\d+$")
 #: Go's time.Duration is int64 nanoseconds.
 _MAX_DURATION_S = 9_223_372_036.854775807
@@ -82,33 +82,11 @@ def parse_int(text: str, bits: int = 64) -> int:
 
 
 def parse_go_duration(text: str) -> float:
-    """Go's ``time.ParseDuration`` in seconds (``1.5s``, ``300ms``, ``1h15m``)."""
-    invalid = BadParam(f"time: invalid duration {_quote(text)}")
-    s = text
-    neg = s[:1] == "-"
-    if s[:1] in "+-" and s:
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise invalid
-    total = 0.0
-    while s:
-        m = re.match(r"(\d*)(\.\d*)?", s)
-        if m is None or (not m.group(1) and len(m.group(2) or "") <= 1):
-            raise invalid
-        number = float((m.group(1) or "0") + (m.group(2) or ""))
-        s = s[m.end():]
-        unit = re.match(r"[^\d.]*", s).group(0)  # type: ignore[union-attr]
-        s = s[len(unit):]
-        if not unit:
-            raise BadParam(f"time: missing unit in duration {_quote(text)}")
-        if unit not in _UNITS:
-            raise BadParam(f"time: unknown unit {_quote(unit)} in duration {_quote(text)}")
-        total += number * _UNITS[unit]
-        if total > _MAX_DURATION_S:
-            raise invalid  # Go reports an overflowing duration as invalid
-    return -total if neg else total
+    """Go's ``time.ParseDuration`` in seconds (``1.5s``, ``300ms``, ``1h15m``); BadParam with Go's message."""
+    try:
+        return durations.parse_go_duration(text)
+    except durations.DurationError as exc:
+        raise BadParam(str(exc)) from None
 
 
 def _lookback(text: str) -> float:
