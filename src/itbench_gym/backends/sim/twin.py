@@ -24,6 +24,8 @@ from itbench_gym.backends.sim.tsdb import TSDB
 from itbench_gym.clock import SimClock
 
 SCRAPE_INTERVAL = 15.0
+#: Object-store quota as a multiple of the deployed app's size (at least the store's default).
+STORE_HEADROOM = 12
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class Twin:
             self.cluster.apply(self._with_load(self.model.manifests(), load_users))
             # ITBench grants its agent access to the namespaces the scenario works in: the app's.
             self.cluster.apply(agent_rbac_objects([self.model.spec.namespace]))
+            self._size_store_quota()
             self._scrape()
             self.rules.evaluate_until(self.clock.now())
 
@@ -76,6 +79,15 @@ class Twin:
                         env.append({"name": app.users_env, "value": str(users)})
                 return manifests
         raise ValueError(f"{app.directory}: no Deployment {workload!r} for the load generator")
+
+    def _size_store_quota(self) -> None:
+        """Give the object store room in proportion to the deployed app, never less than its default.
+
+        A fixed quota would suit one app only: the default fits the Astronomy Shop twelve times over,
+        and a larger app gets the same headroom relative to its own size.
+        """
+        store = self.cluster.store
+        store.quota_bytes = max(store.quota_bytes, STORE_HEADROOM * store.usage().bytes)
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward, running every tick that falls in the interval."""

@@ -71,6 +71,14 @@ class Allocations:
         self.next_node_port += 1
         return port
 
+    def release(self, obj: Obj) -> None:
+        """Give back the cluster IPs of an object whose creation failed after admission."""
+        spec = obj.get("spec") if obj.get("kind") == "Service" else None
+        if isinstance(spec, dict):
+            for ip in [spec.get("clusterIP"), *(spec.get("clusterIPs") or [])]:
+                if isinstance(ip, str):
+                    self.used_ips.discard(ip)
+
 
 def has_generation(rt: ResourceType, obj: Obj) -> bool:
     return rt.custom or rt.kind in _GENERATION_KINDS

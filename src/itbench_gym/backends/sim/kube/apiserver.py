@@ -21,6 +21,7 @@ react before the response is sent (a scaled Deployment has its new pods at once)
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import logging
 import re
@@ -393,12 +394,17 @@ class KubeApp:
             rv = str(self.store.resource_version)
             start = 0
             if cont:
-                rv, start = _decode_continue(cont)
+                # Like etcd's continue key: resume after the last object served, so a page is
+                # neither skipped nor repeated when objects come and go between the requests.
+                rv, after = _decode_continue(cont)
+                start = bisect.bisect_right([(o["metadata"].get("namespace") or "", o["metadata"]["name"])
+                                             for o in objs], after)
             token = None
             remaining = None
             if limit > 0 and start + limit < len(objs):
                 page = objs[start:start + limit]
-                token = _encode_continue(rv, start + limit)
+                last = page[-1]["metadata"]
+                token = _encode_continue(rv, (last.get("namespace") or "", last["name"]))
                 remaining = len(objs) - start - limit
             else:
                 page = objs[start:]
@@ -514,6 +520,8 @@ class KubeApp:
                         if self._event_matches(ev, labels, fields, ident, rt):
                             out.append(encode(ev.type, self.store.registry.convert(ev.obj, rt), first))
                             first = False
+                    if not done:  # everything up to now has been seen: compaction must not outrun a quiet watch
+                        last_rv = max(last_rv, self.store.resource_version)
                     now = self.clock.now()
                     if not out and not done:
                         if now >= deadline:
@@ -1171,14 +1179,18 @@ def _dry_run(req: Request) -> bool:
     return bool(values)
 
 
-def _encode_continue(rv: str, offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": offset}).encode()).decode()
+def _encode_continue(rv: str, last: tuple[str, str]) -> str:
+    """The continue token: the list's resourceVersion and the (namespace, name) served last."""
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": list(last)}).encode()).decode()
 
 
-def _decode_continue(token: str) -> tuple[str, int]:
+def _decode_continue(token: str) -> tuple[str, tuple[str, str]]:
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return str(data["rv"]), int(data["start"])
+        ns, name = data["start"]
+        if not isinstance(ns, str) or not isinstance(name, str):
+            raise TypeError("start must name an object")
+        return str(data["rv"]), (ns, name)
     except (ValueError, KeyError, TypeError):
         raise errors.bad_request("continue key is not valid: the token is malformed") from None
 

@@ -2,7 +2,9 @@
 
 The lead composes the twin from this: an object store (served by the API server), the
 controllers, the scheduler and the kubelets, all driven by the simulated clock. ``reconcile()``
-runs the controllers to a fixed point (everything a real cluster does within a second or so);
+runs the controllers to a fixed point (everything a real cluster does within a second or so;
+bulk pod work beyond a controller's burst and client rate limit waits for a timer, so no single
+reconcile or tick does unbounded work, see ``controllers/ratelimit.py``);
 ``tick(now)`` first replays every timed transition due up to ``now`` at its exact instant (image
 pulls, container starts, back-offs, probes, HPA syncs), so a 15 s tick and fifteen 1 s ticks
 leave the same state.
@@ -32,7 +34,7 @@ from .kubelet import Kubelet
 from .nodes import NodeController
 from .runtime import ContainerRuntime, DefaultRuntime
 from .scheduler import SchedulerController
-from .store import ObjectStore, StoreSnapshot
+from .store import DEFAULT_EVENT_QUOTA_BYTES, DEFAULT_QUOTA_BYTES, ObjectStore, StoreSnapshot
 
 Obj = dict[str, Any]
 
@@ -76,10 +78,11 @@ class ClusterSnapshot:
 class KubeCluster:
     """Object store + controllers + scheduler + kubelets on a simulated clock."""
 
-    def __init__(self, clock: SimClock, *, runtime: ContainerRuntime | None = None, seed: int = 0) -> None:
+    def __init__(self, clock: SimClock, *, runtime: ContainerRuntime | None = None, seed: int = 0,
+                 quota_bytes: int = DEFAULT_QUOTA_BYTES, event_quota_bytes: int = DEFAULT_EVENT_QUOTA_BYTES) -> None:
         self.clock = clock
         self._time = _ClusterTime(clock)
-        self.store = ObjectStore(self._time, seed=seed)
+        self.store = ObjectStore(self._time, seed=seed, quota_bytes=quota_bytes, event_quota_bytes=event_quota_bytes)
         self.cache = Cache()
         self.recorder = EventRecorder(self.store, self._time.now)
         self.ctx = Context(self.store, self.cache, self.recorder, self._time.now)
@@ -274,4 +277,5 @@ class KubeCluster:
         self._usage = dict(snap.usage)
         for c in self.controllers:
             c.queue.clear()
+            c.retries.clear()
             c.restore_state(snap.controllers.get(c.name))

@@ -33,9 +33,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # StatusReasonUnknown ("") is omitted, as ``omitempty`` does upstream
+            out["reason"] = self.reason
+        out["code"] = self.code
         if self.details is not None:
             out["details"] = self.details
         return out
@@ -141,3 +142,25 @@ def internal(message: str) -> ApiError:
 def not_found_path() -> ApiError:
     """What the real server answers for a URL that names no resource."""
     return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+#: etcd's ``ErrNoSpace`` and ``ErrRequestTooLarge``. kube-apiserver passes storage errors it does not
+#: recognise through ``convertStorageErrorOrNot``: code 500, reason unknown (empty), etcd's text as
+#: the message, so kubectl prints ``Error from server: etcdserver: mvcc: database space exceeded``.
+NO_SPACE_MESSAGE = "etcdserver: mvcc: database space exceeded"
+REQUEST_TOO_LARGE_MESSAGE = "etcdserver: request is too large"
+
+
+def storage_full() -> ApiError:
+    """A write refused because the store's quota (etcd's ``--quota-backend-bytes``) is used up."""
+    return ApiError(500, "", NO_SPACE_MESSAGE)
+
+
+def request_too_large() -> ApiError:
+    """A write of one object larger than etcd's ``--max-request-bytes``."""
+    return ApiError(500, "", REQUEST_TOO_LARGE_MESSAGE)
+
+
+def is_storage_error(e: ApiError) -> bool:
+    """The store refused the write for space: the writer should retry later, not fail."""
+    return e.code == 500 and e.message in (NO_SPACE_MESSAGE, REQUEST_TOO_LARGE_MESSAGE)

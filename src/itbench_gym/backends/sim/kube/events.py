@@ -2,8 +2,12 @@
 
 Agents read ``kubectl get events`` and the Events section of ``kubectl describe``; both rely on
 real reasons, messages, sources and on repeated occurrences being folded into one Event with a
-growing ``count`` (client-go's EventCorrelator), not on a flood of identical objects. Events
-expire an hour after their last occurrence, like the API server's event TTL.
+growing ``count`` (client-go's EventCorrelator), not on a flood of identical objects. Like the
+correlator's aggregator, once one source reports ten different messages with the same reason
+about one object within ten minutes, further ones fold into a single
+``(combined from similar events): ...`` Event, so a ReplicaSet creating a million pods leaves ten
+``SuccessfulCreate`` Events, not a million. Events expire an hour after their last occurrence,
+like the API server's event TTL.
 """
 
 from __future__ import annotations
@@ -20,8 +24,14 @@ Obj = dict[str, Any]
 
 #: The API server's default ``--event-ttl``.
 EVENT_TTL_SECONDS = 3600.0
+#: client-go ``tools/record/events_cache.go``: ``defaultAggregateMaxEvents`` distinct messages within
+#: ``defaultAggregateIntervalInSeconds`` turn into one combined Event.
+AGGREGATE_MAX_EVENTS = 10
+AGGREGATE_INTERVAL_SECONDS = 600.0
+AGGREGATE_PREFIX = "(combined from similar events): "
 
 _Key = tuple[str, str, str, str, str, str, str, str]
+_AggregateKey = tuple[str, str, str, str, str, str, str, str, str]
 
 
 @dataclass
@@ -29,6 +39,8 @@ class EventState:
     #: correlation key -> (namespace, event name, last occurrence)
     index: dict[_Key, tuple[str, str, float]] = field(default_factory=dict)
     seq: int = 0
+    #: aggregation key (source, object, type, reason) -> (last occurrence, distinct messages, oldest first)
+    similar: dict[_AggregateKey, tuple[float, dict[str, None]]] = field(default_factory=dict)
 
 
 class EventRecorder:
@@ -59,8 +71,19 @@ class EventRecorder:
             component, host or "", involved.get("kind", ""), namespace, meta.get("name", ""),
             meta.get("uid", ""), type_, reason + "\x00" + message + "\x00" + (field_path or ""),
         )
+        aggregate: _AggregateKey = (component, host or "", involved.get("kind", ""), namespace, meta.get("name", ""),
+                                    meta.get("uid", ""), involved.get("apiVersion", "v1"), type_, reason)
+        last, messages = self._state.similar.get(aggregate, (float("-inf"), {}))
+        if now - last > AGGREGATE_INTERVAL_SECONDS:
+            messages = {}
+        messages[message] = None
+        self._state.similar[aggregate] = (now, messages)
+        if len(messages) >= AGGREGATE_MAX_EVENTS:
+            del messages[next(iter(messages))]  # upstream drops one (any) to stay below the threshold
+            message = AGGREGATE_PREFIX + message
+            key = (*key[:7], reason + "\x00" + AGGREGATE_PREFIX)
         known = self._state.index.get(key)
-        if known is not None and self._bump(known[0], known[1], now, count):
+        if known is not None and self._bump(known[0], known[1], now, count, message):
             self._state.index[key] = (known[0], known[1], now)
             return
         ref: Obj = {
@@ -101,13 +124,14 @@ class EventRecorder:
             return  # the namespace is being deleted: the real recorder drops the event too
         self._state.index[key] = (namespace, name, now)
 
-    def _bump(self, namespace: str, name: str, now: float, count: int) -> bool:
+    def _bump(self, namespace: str, name: str, now: float, count: int, message: str) -> bool:
         try:
             event = self._store.get("Event", namespace, name)
         except ApiError:
             return False
         event["count"] = int(event.get("count") or 1) + count
         event["lastTimestamp"] = rfc3339(now)
+        event["message"] = message  # a combined Event shows the latest of the similar messages
         try:
             self._store.update(event)
         except ApiError:
@@ -116,7 +140,10 @@ class EventRecorder:
 
     def expire(self) -> None:
         """Delete Events whose last occurrence is older than the TTL."""
-        cutoff = self._now() - EVENT_TTL_SECONDS
+        now = self._now()
+        self._state.similar = {k: v for k, v in self._state.similar.items()
+                               if now - v[0] <= AGGREGATE_INTERVAL_SECONDS}
+        cutoff = now - EVENT_TTL_SECONDS
         stale = [k for k, (_, _, last) in self._state.index.items() if last < cutoff]
         for key in stale:
             namespace, name, _ = self._state.index.pop(key)

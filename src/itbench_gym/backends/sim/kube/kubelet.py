@@ -86,6 +86,8 @@ class PodRun:
     containers: list[ContainerRun]
     conditions: dict[str, tuple[str, float]] = field(default_factory=dict)
     stop_at: float | None = None
+    #: whether ``ip`` is still taken from the node's range (a finished pod's sandbox gives it back)
+    ip_held: bool = True
 
 
 @dataclass
@@ -171,7 +173,10 @@ class Kubelet(Controller):
         if run is None:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 return
-            run = self._admit(key, pod, node, now)
+            admitted = self._admit(key, pod, node, now)
+            if admitted is None:
+                return
+            run = admitted
         self._advance(pod, node, run, now)
         self._probe(pod, run, now)
         self._write(pod, node, run, now)
@@ -181,11 +186,17 @@ class Kubelet(Controller):
 
     def _forget(self, key: Key, run: PodRun) -> None:
         self.state.pods.pop(key, None)
-        self.state.ips.get(run.node, set()).discard(run.ip)
+        self._release_ip(run)
+
+    def _release_ip(self, run: PodRun) -> None:
+        if run.ip_held:
+            run.ip_held = False
+            self.state.ips.get(run.node, set()).discard(run.ip)
 
     # -- admission and IPs --------------------------------------------------------------------
 
-    def _allocate_ip(self, node: Obj, pod: Obj) -> str:
+    def _allocate_ip(self, node: Obj, pod: Obj) -> str | None:
+        """A free address of the node's pod range (the node's own for hostNetwork); None when none is left."""
         spec = pod.get("spec") or {}
         if spec.get("hostNetwork"):
             return _node_ip(node)
@@ -205,9 +216,9 @@ class Kubelet(Controller):
             if ip not in used:
                 used.add(ip)
                 return ip
-        raise RuntimeError(f"node {name}: pod CIDR {net} is exhausted")
+        return None
 
-    def _admit(self, key: Key, pod: Obj, node: Obj, now: float) -> PodRun:
+    def _admit(self, key: Key, pod: Obj, node: Obj, now: float) -> PodRun | None:
         spec = pod.get("spec") or {}
         containers = [
             ContainerRun(c["name"], c.get("image", ""), True, sidecar=c.get("restartPolicy") == "Always")
@@ -215,7 +226,17 @@ class Kubelet(Controller):
         ] + [ContainerRun(c["name"], c.get("image", ""), False) for c in spec.get("containers") or []]
         for c in containers:
             c.reason = "PodInitializing" if (not c.init and spec.get("initContainers")) else "ContainerCreating"
-        run = PodRun(pod["metadata"].get("uid", ""), node["metadata"]["name"], self._allocate_ip(node, pod), now, containers)
+        ip = self._allocate_ip(node, pod)
+        if ip is None:  # the CNI's answer when the node's range is used up; the pod worker retries
+            self.ctx.recorder.record(
+                pod, "Warning", "FailedCreatePodSandBox",
+                "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox: "
+                'plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set',
+                component="kubelet", host=node["metadata"]["name"])
+            self.requeue_at(key, now + INITIAL_BACKOFF)
+            return None
+        run = PodRun(pod["metadata"].get("uid", ""), node["metadata"]["name"], ip, now, containers,
+                     ip_held=not spec.get("hostNetwork"))
         self.state.pods[key] = run
         run.conditions["PodReadyToStartContainers"] = ("True", now)
         return run
@@ -646,6 +667,8 @@ class Kubelet(Controller):
             if k in old_status:
                 status[k] = old_status[k]
         self.write_status(pod, status)
+        if done:
+            self._release_ip(run)  # the sandbox is gone; the API keeps showing the address it had
 
 
 def qos_class(pod: Obj) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from .controllers.base import Controller, Key
 from .controllers.util import rfc3339
-from .errors import ApiError
+from .errors import ApiError, is_storage_error
 from .store import clone, format_micro_time, parse_time
 
 Obj = dict[str, Any]
@@ -75,8 +75,8 @@ class NodeController(Controller):
         try:
             return self.ctx.store.update(new)
         except ApiError as e:
-            if e.code in (404, 409):
-                return None  # a newer version is queued already
+            if e.code in (404, 409) or is_storage_error(e):
+                return None  # a newer version is queued already, or the store is full: retried later
             raise
 
     def _sync_status(self, node: Obj, now: float) -> float:
@@ -127,6 +127,6 @@ class NodeController(Controller):
                 lease["spec"]["renewTime"] = format_micro_time(now)
                 self.ctx.store.update(lease)
         except ApiError as e:
-            if e.code not in (404, 409):
+            if e.code not in (404, 409) and not is_storage_error(e):
                 raise
         return now + LEASE_RENEW_SECONDS

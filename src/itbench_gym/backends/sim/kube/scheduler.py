@@ -4,6 +4,12 @@ Pending pods are the most common symptom an agent must explain, and ``kubectl de
 shows the scheduler's own words ("0/3 nodes are available: 3 Insufficient memory. preemption:
 ..."), so the filters run in upstream's plugin order, report the first failure per node with the
 upstream wording, and the message is assembled exactly like ``framework.FitError``.
+
+The cost of a scheduling attempt does not grow with the number of pods in the cluster: like
+kube-scheduler's cache, the controller keeps the pods that hold node resources indexed by node
+(updated from watch events, a snapshot reused until placements change), so a flood of Pending
+pods is not rescanned for every attempt. The queue is drained at the pace of the scheduler's
+client (``clientConnection`` qps 50, burst 100: one request per attempt), the rest waits.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from .controllers.util import (
     selector_matches,
     set_condition,
 )
-from .errors import ApiError
+from .controllers.ratelimit import SCHEDULER_BURST, SCHEDULER_QPS, TokenBucket
+from .errors import ApiError, is_storage_error
 from .store import clone
 
 Obj = dict[str, Any]
@@ -38,6 +45,12 @@ class NodeInfo:
     pods: list[Obj] = field(default_factory=list)
     requested: dict[str, Decimal] = field(default_factory=dict)
     allocatable: dict[str, Decimal] = field(init=False)
+    #: each pod's requests (same order as ``pods``), so copies need no quantity parsing
+    pod_requests: list[dict[str, Decimal]] = field(default_factory=list)
+    #: the pods that declare required anti-affinity (the only ones existing-pod checks look at)
+    anti: list[Obj] = field(default_factory=list)
+    #: pods per controller uid (for spreading replicas)
+    owners: Counter[str] = field(default_factory=Counter)
 
     @property
     def name(self) -> str:
@@ -52,17 +65,24 @@ class NodeInfo:
         raw = status.get("allocatable") or status.get("capacity") or {}
         self.allocatable = {k: quantity(v) for k, v in raw.items()}
 
-    def add(self, pod: Obj) -> None:
+    def add(self, pod: Obj, requests: dict[str, Decimal] | None = None) -> None:
+        req = pod_requests(pod) if requests is None else requests
         self.pods.append(pod)
-        for k, v in pod_requests(pod).items():
+        self.pod_requests.append(req)
+        for k, v in req.items():
             self.requested[k] = self.requested.get(k, Decimal(0)) + v
+        if _required_terms(pod, "podAntiAffinity"):
+            self.anti.append(pod)
+        owner = _owner_uid(pod)
+        if owner:
+            self.owners[owner] += 1
 
     def without(self, victims: list[Obj]) -> NodeInfo:
         gone = {id(v) for v in victims}
         out = NodeInfo(self.node)
-        for p in self.pods:
+        for p, req in zip(self.pods, self.pod_requests):
             if id(p) not in gone:
-                out.add(p)
+                out.add(p, req)
         return out
 
 
@@ -206,7 +226,7 @@ class Scheduler:
                         return _Failure(("node(s) didn't match pod anti-affinity rules",), True)
         # Upstream checks the incoming pod's terms first, then existing pods' anti-affinity.
         for other_info in all_infos:
-            for other in other_info.pods:
+            for other in other_info.anti:
                 for term in _required_terms(other, "podAntiAffinity"):
                     key = term.get("topologyKey", "")
                     if (
@@ -238,7 +258,7 @@ class Scheduler:
                 score += float(pref.get("weight", 0))
         owner = _owner_uid(pod)
         if owner:
-            score -= 10.0 * sum(1 for p in info.pods if _owner_uid(p) == owner)
+            score -= 10.0 * info.owners[owner]
         return score
 
     # -- the scheduling cycle -----------------------------------------------------------------
@@ -278,9 +298,11 @@ class Scheduler:
             if not failures[info.name].resolvable:
                 not_helpful += 1
                 continue
-            lower = sorted(
+            lower = sorted(  # most important first (upstream MoreImportantPod: priority, then age)
                 (p for p in info.pods if self._priority_of(p) < prio),
-                key=lambda p: -self._priority_of(p),
+                key=lambda p: (-self._priority_of(p), (p.get("status") or {}).get("startTime")
+                               or p["metadata"].get("creationTimestamp") or "", p["metadata"].get("namespace", ""),
+                               p["metadata"]["name"]),
             )
             if not lower or self._filter(pod, info.without(lower), [i if i is not info else info.without(lower) for i in infos]) is not None:
                 continue
@@ -336,6 +358,35 @@ def _term_selects(term: Obj, owner: Obj, namespace: str, labels: dict[str, str])
     return selector_matches(term.get("labelSelector"), labels)
 
 
+#: A timer key that wakes the scheduling queue when the client has tokens again (names no pod).
+_WAKE: Key = ("", "")
+
+
+def _holds_node(pod: Obj | None) -> str | None:
+    """The node whose resources ``pod`` holds: bound and not finished (terminating pods still do)."""
+    if pod is None:
+        return None
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or pod_phase(pod) in ("Succeeded", "Failed"):
+        return None
+    return str(node)
+
+
+def _pod_updated(old: Obj, new: Obj) -> bool:
+    """A change other than status and bookkeeping metadata (what makes upstream retry a pod)."""
+    if old.get("spec") != new.get("spec"):
+        return True
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    return any(om.get(k) != nm.get(k) for k in ("labels", "annotations", "deletionTimestamp", "ownerReferences"))
+
+
+def _nominated_node(pod: Obj | None) -> str | None:
+    if pod is None or (pod.get("spec") or {}).get("nodeName") or pod_phase(pod) in ("Succeeded", "Failed"):
+        return None
+    nominated = (pod.get("status") or {}).get("nominatedNodeName")
+    return str(nominated) if nominated else None
+
+
 class SchedulerController(Controller):
     """The scheduling queue: binds pending pods, reports failures, preempts, retries on change."""
 
@@ -347,6 +398,105 @@ class SchedulerController(Controller):
         super().__init__(ctx)
         self.scheduler = Scheduler(self.priority_of)
         self.unschedulable: set[Key] = set()
+        self.limiter = TokenBucket.full(SCHEDULER_QPS, SCHEDULER_BURST, ctx.now())
+        #: an event freed resources or changed nodes: every unschedulable pod goes back in the queue
+        self._flush = False
+        self._reset_cache()
+
+    # -- the scheduler cache --------------------------------------------------------------------
+
+    def _reset_cache(self) -> None:
+        #: node -> pods holding its resources; pod -> its node; pods nominated to a node
+        self._placed: dict[str, dict[Key, Obj]] = {}
+        self._where: dict[Key, str] = {}
+        self._nominated: dict[Key, Obj] = {}
+        self._requests: dict[str, dict[str, Decimal]] = {}
+        self._snapshot: dict[str, NodeInfo] | None = None
+        self._cache_ready = False
+
+    def _ensure_cache(self) -> None:
+        """Build the index from the informer cache (at start and after a restore), then keep it by events."""
+        if self._cache_ready:
+            return
+        self._cache_ready = True
+        for pod in self.ctx.cache.list("Pod"):
+            self._track(Cache.key_of(pod), pod)
+
+    def _requests_of(self, pod: Obj) -> dict[str, Decimal]:
+        uid = str(pod["metadata"].get("uid", ""))
+        req = self._requests.get(uid)
+        if req is None:  # a pod's resources are immutable, so its uid names its requests
+            req = self._requests[uid] = pod_requests(pod)
+        return req
+
+    def _track(self, key: Key, pod: Obj | None) -> None:
+        """Record where ``pod`` (None: deleted) now holds resources, keeping the snapshot current."""
+        old_node = self._where.get(key)
+        new_node = _holds_node(pod)
+        if old_node is not None:
+            old = self._placed[old_node][key]
+            if (pod is not None and new_node == old_node and old["metadata"].get("uid") == pod["metadata"].get("uid")
+                    and old["metadata"].get("labels") == pod["metadata"].get("labels")):
+                self._placed[old_node][key] = pod  # a status change: the snapshot stays valid
+            else:
+                del self._placed[old_node][key]
+                if not self._placed[old_node]:
+                    del self._placed[old_node]
+                del self._where[key]
+                self._snapshot = None
+                if pod is None or pod["metadata"].get("uid") != old["metadata"].get("uid"):
+                    self._requests.pop(str(old["metadata"].get("uid", "")), None)
+        if pod is not None and new_node is not None and key not in self._where:
+            self._placed.setdefault(new_node, {})[key] = pod
+            self._where[key] = new_node
+            if self._snapshot is not None and new_node in self._snapshot:
+                self._snapshot[new_node].add(pod, self._requests_of(pod))  # a new binding: add in place
+            else:
+                self._snapshot = None
+        if pod is not None and _nominated_node(pod) is not None:
+            self._nominated[key] = pod
+        else:
+            gone = self._nominated.pop(key, None)
+            if gone is not None and key not in self._where:
+                self._requests.pop(str(gone["metadata"].get("uid", "")), None)
+
+    def _base_infos(self) -> dict[str, NodeInfo]:
+        if self._snapshot is None:
+            infos = {n["metadata"]["name"]: NodeInfo(n)
+                     for n in sorted(self.ctx.cache.list("Node"), key=lambda n: n["metadata"]["name"])}
+            for node, placed in self._placed.items():
+                info = infos.get(node)
+                if info is not None:
+                    for pod in placed.values():
+                        info.add(pod, self._requests_of(pod))
+            self._snapshot = infos
+        return self._snapshot
+
+    def _node_infos(self, pod: Obj) -> list[NodeInfo]:
+        """The nodes as the pod sees them: bound pods, plus nominations of pods at least as important."""
+        self._ensure_cache()
+        infos = self._base_infos()
+        me = pod["metadata"].get("uid")
+        extra: dict[str, list[Obj]] = {}
+        if self._nominated:
+            prio = self.priority_of(pod)
+            for other in self._nominated.values():
+                node = _nominated_node(other)
+                if (node in infos and other["metadata"].get("uid") != me
+                        and self.priority_of(other) >= prio):
+                    extra.setdefault(str(node), []).append(other)
+        if not extra:
+            return list(infos.values())
+        out = []
+        for name, info in infos.items():
+            if name in extra:
+                info = info.without([])
+                for other in extra[name]:
+                    info.add(other, self._requests_of(other))
+            out.append(info)
+        return out
+
+    # -- queue ----------------------------------------------------------------------------------
 
     def priority_of(self, pod: Obj) -> int:
         spec = pod.get("spec") or {}
@@ -375,49 +525,66 @@ class SchedulerController(Controller):
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "Pod":
             key = Cache.key_of(obj)
+            if self._cache_ready:
+                self._track(key, None if event == "DELETED" else obj)
             wants = event != "DELETED" and self._wants_scheduling(obj)
             if not wants:
                 self.unschedulable.discard(key)
+            elif key in self.unschedulable and old is not None and not _pod_updated(old, obj):
+                wants = False  # upstream isPodUpdated: its own status write does not requeue a pod
             keys = [key] if wants else []
             was_bound = old is not None and (old.get("spec") or {}).get("nodeName")
-            if was_bound and (event == "DELETED" or pod_phase(obj) in ("Succeeded", "Failed")):
-                keys.extend(sorted(self.unschedulable))  # its resources are free for the pods waiting
+            if was_bound and (event == "DELETED" or pod_phase(obj) in ("Succeeded", "Failed")) and self.unschedulable:
+                self._flush = True  # its resources are free for the pods waiting
+                keys.append(_WAKE)
             return keys
         if kind in ("Node", "PriorityClass"):
-            return sorted(self.unschedulable)
+            if kind == "Node":
+                self._snapshot = None
+            if self.unschedulable:
+                self._flush = True
+                return [_WAKE]
         return ()
 
-    def snapshot_state(self) -> frozenset[Key]:
-        return frozenset(self.unschedulable)
+    def snapshot_state(self) -> tuple[frozenset[Key], TokenBucket]:
+        return frozenset(self.unschedulable), self.limiter.copy()
 
-    def restore_state(self, state: frozenset[Key]) -> None:
-        self.unschedulable = set(state)
+    def restore_state(self, state: tuple[frozenset[Key], TokenBucket] | None) -> None:
+        unschedulable, limiter = state if state is not None else (frozenset(), None)
+        self.unschedulable = set(unschedulable)
+        self.limiter = limiter.copy() if limiter is not None else TokenBucket.full(
+            SCHEDULER_QPS, SCHEDULER_BURST, self.ctx.now())
+        self._flush = False
+        self._reset_cache()
 
-    def _node_infos(self, pod: Obj) -> list[NodeInfo]:
-        infos = {n["metadata"]["name"]: NodeInfo(n) for n in sorted(self.ctx.cache.list("Node"), key=lambda n: n["metadata"]["name"])}
-        prio = self.priority_of(pod)
-        me = pod["metadata"].get("uid")
-        for p in self.ctx.cache.list("Pod"):
-            if pod_phase(p) in ("Succeeded", "Failed") or p["metadata"].get("uid") == me:
-                continue
-            spec = p.get("spec") or {}
-            node = spec.get("nodeName")
-            if node is None:
-                nominated = (p.get("status") or {}).get("nominatedNodeName")
-                if nominated and self.priority_of(p) >= prio and nominated in infos:
-                    infos[nominated].add(p)
-                continue
-            if node in infos:
-                infos[node].add(p)
-        return list(infos.values())
+    def drain(self) -> int:
+        """Schedule queued pods while the client has tokens; the rest wait for the wake-up timer."""
+        if self._flush:
+            self._flush = False
+            for key in sorted(self.unschedulable):  # upstream MoveAllToActiveOrBackoffQueue
+                self.queue[key] = None
+        self.queue.pop(_WAKE, None)
+        n = 0
+        now = self.ctx.now()
+        while self.queue:
+            if not self.limiter.ready(now):
+                wanted = min(len(self.queue), self.limiter.burst)
+                self.requeue_at(_WAKE, self.limiter.ready_at(now, wanted))
+                break
+            key = next(iter(self.queue))
+            del self.queue[key]
+            self.sync_with_retry(key)
+            n += 1
+        return n
 
     def sync(self, key: Key) -> None:
         pod = self.ctx.cache.get("Pod", *key)
         if pod is None or not self._wants_scheduling(pod):
             self.unschedulable.discard(key)
             return
-        decision = self.scheduler.schedule(pod, self._node_infos(pod))
         now = self.ctx.now()
+        self.limiter.take(1, now)  # the binding, or the status patch of a failed attempt
+        decision = self.scheduler.schedule(pod, self._node_infos(pod))
         if decision.node is not None:
             self._bind(pod, decision.node, now)
             return
@@ -427,6 +594,7 @@ class SchedulerController(Controller):
             self.ctx.recorder.record(victim, "Normal", "Preempted",
                                      f"Preempted by pod {pod['metadata'].get('uid')} on node {decision.nominated}",
                                      component="default-scheduler")
+            self.limiter.take(1, now)
             try:
                 self.ctx.store.delete("Pod", vmeta.get("namespace"), vmeta["name"])
             except ApiError as e:
@@ -453,8 +621,8 @@ class SchedulerController(Controller):
         try:
             bound = self.ctx.store.update(bound)
         except ApiError as e:
-            if e.code in (404, 409):
-                return
+            if e.code in (404, 409) or is_storage_error(e):
+                return  # gone, raced, or the store is full: the pod stays in the queue's retry
             raise
         self.unschedulable.discard(Cache.key_of(pod))
         status = clone(bound.get("status") or {})

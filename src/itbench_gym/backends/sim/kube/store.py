@@ -10,6 +10,13 @@ changes only, optimistic concurrency, the ``status`` subresource, graceful pod d
 finalizers, ownerReference garbage collection (Background / Foreground / Orphan) and namespace
 termination. Time comes from the injected clock and uids from a seeded counter, so two stores fed
 the same calls are identical.
+
+Storage is bounded the way etcd bounds it: every object is charged its serialized size plus etcd's
+per-key overhead against a quota (``--quota-backend-bytes``), one object may not exceed etcd's
+``--max-request-bytes``, and a write that would go over answers etcd's own error. Events are charged
+to a quota of their own, as clusters that keep Events in a separate etcd do, so the warnings about a
+full store can still be recorded. Deletions (and the writes a deletion makes) are never refused, and
+history older than the API server's compaction interval is dropped from the watch log.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import builtins
 import calendar
 import hashlib
+import json
 import time
 import uuid
 from collections import deque
@@ -36,8 +44,24 @@ Listener = Callable[[str, Obj], None]
 
 #: Namespaces every real cluster has.
 SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
-#: How many changes the watch log keeps; older resourceVersions answer 410 Expired.
+#: How many changes the watch log keeps at most; older resourceVersions answer 410 Expired.
 WATCH_LOG_SIZE = 200_000
+#: kube-apiserver compacts etcd's history this often (``--etcd-compaction-interval``, 5m): changes
+#: older than this leave the watch log, so its memory is bounded by the write rate, not by time.
+COMPACTION_INTERVAL_SECONDS = 300.0
+#: etcd's default ``--quota-backend-bytes`` is 2 GiB. The twin sizes its quota to bound the process
+#: instead: an object costs about seven times its serialized size in Python (store, informer cache,
+#: watch log), and every pod adds telemetry series besides. 4 MiB is twelve times a loaded Astronomy
+#: Shop cluster (0.35 MiB) and about 1100 Pending pods, three times what its three nodes can run.
+DEFAULT_QUOTA_BYTES = 4 * 2**20
+#: Events are charged to their own quota (kube-up's separate ``etcd-events`` behind
+#: ``--etcd-servers-overrides=/events#...``), so a full store can still say why it is full.
+DEFAULT_EVENT_QUOTA_BYTES = 4 * 2**20
+#: etcd's default ``--max-request-bytes`` (1.5 MiB): the largest object one write may store.
+MAX_REQUEST_BYTES = 1536 * 1024
+#: What etcd's quota charges each key besides its value (``kvOverhead`` in server/storage/quota.go).
+KV_OVERHEAD = 256
+EVENTS_STORAGE_KEY = ("", "events")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no 0/1/3)
 
 
@@ -91,6 +115,19 @@ class WatchEvent:
     storage_key: tuple[str, str]
     namespace: str
     obj: Obj
+    at: float = 0.0  # when it happened (the store's clock), for compaction
+
+
+@dataclass(frozen=True)
+class StorageUsage:
+    """What the store holds against its quotas, in etcd's accounting (bytes incl. per-key overhead)."""
+
+    bytes: int
+    quota_bytes: int
+    objects: int
+    event_bytes: int
+    event_quota_bytes: int
+    events: int
 
 
 @dataclass(frozen=True)
@@ -101,6 +138,7 @@ class StoreSnapshot:
     name_counter: int
     allocations: admission.Allocations
     registry: Any
+    sizes: dict[Key, int]
 
 
 class ObjectStore:
@@ -114,10 +152,17 @@ class ObjectStore:
         seed: int = 0,
         system_namespaces: Iterable[str] = SYSTEM_NAMESPACES,
         bootstrap_rbac: bool = True,
+        quota_bytes: int = DEFAULT_QUOTA_BYTES,
+        event_quota_bytes: int = DEFAULT_EVENT_QUOTA_BYTES,
     ) -> None:
         self.clock = clock
         self.registry = registry or ResourceRegistry()
         self.seed = seed
+        self.quota_bytes = quota_bytes
+        self.event_quota_bytes = event_quota_bytes
+        #: storage size of every stored object, and the totals per quota (main, events)
+        self._sizes: dict[Key, int] = {}
+        self._used = [0, 0]
         self._data: dict[tuple[str, str], dict[str, dict[str, Obj]]] = {}
         self._rv = 0
         self._uid_counter = 0
@@ -140,6 +185,12 @@ class ObjectStore:
     def resource_version(self) -> int:
         """The latest resourceVersion handed out (what a list response carries)."""
         return self._rv
+
+    def usage(self) -> StorageUsage:
+        """Bytes and objects charged to the main and the Events quota."""
+        events = sum(len(objs) for objs in self._data.get(EVENTS_STORAGE_KEY, {}).values())
+        return StorageUsage(self._used[0], self.quota_bytes, len(self._sizes) - events,
+                            self._used[1], self.event_quota_bytes, events)
 
     def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
         rt = self._type_of(obj)
@@ -174,7 +225,11 @@ class ObjectStore:
             meta["resourceVersion"] = str(self._rv)
             return self.registry.convert(new, rt)
         admission.after_create(stype, new)
-        self._write(stype, new, "ADDED")
+        try:
+            self._write(stype, new, "ADDED")
+        except errors.ApiError:
+            self._alloc.release(new)  # the API server hands back what admission allocated to a failed create
+            raise
         if stype.group == "apiextensions.k8s.io" and stype.kind == "CustomResourceDefinition":
             self.registry.add_crd(new)
         return clone(self.registry.convert(new, rt))
@@ -405,6 +460,7 @@ class ObjectStore:
             name_counter=self._name_counter,
             allocations=self._alloc.copy(),
             registry=self.registry.snapshot(),
+            sizes=dict(self._sizes),
         )
 
     def restore(self, snap: StoreSnapshot) -> None:
@@ -417,6 +473,10 @@ class ObjectStore:
         self.registry.restore(snap.registry)
         self._log.clear()
         self._log_floor = self._rv
+        self._sizes = dict(snap.sizes)
+        self._used = [0, 0]
+        for key, size in self._sizes.items():
+            self._used[key[0] == EVENTS_STORAGE_KEY] += size
         self._rebuild_indexes()
 
     def namespaces(self) -> builtins.list[str]:
@@ -526,7 +586,9 @@ class ObjectStore:
             return old
         if dry_run:
             return new
-        self._write(stype, new, "MODIFIED")
+        # Writes to an object on its way out (finalizers removed, a terminating pod's last status)
+        # are part of its deletion, which a full store must still let through.
+        self._write(stype, new, "MODIFIED", charge=not old["metadata"].get("deletionTimestamp"))
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             graceful = stype.kind == "Pod" and stype.group == "" and meta.get("deletionGracePeriodSeconds", 0) > 0
             if not graceful:
@@ -535,24 +597,48 @@ class ObjectStore:
             self.registry.add_crd(new)
         return new
 
-    def _write(self, stype: ResourceType, obj: Obj, event: str) -> None:
-        self._rv += 1
+    def _write(self, stype: ResourceType, obj: Obj, event: str, *, charge: bool = True) -> None:
+        """Store ``obj``; with ``charge`` a write that grows the store past its quota is refused
+        (before anything changes) with etcd's error, as is any object over etcd's request limit."""
         meta = obj["metadata"]
-        meta["resourceVersion"] = str(self._rv)
         ns = meta.get("namespace", "") if stype.namespaced else ""
         name = meta["name"]
+        key: Key = (stype.storage_key, ns, name)
+        value = len(json.dumps(obj, separators=(",", ":"), default=str))
+        size = value + _key_cost(key)
+        if charge:
+            if value > MAX_REQUEST_BYTES:
+                raise errors.request_too_large()
+            pool = key[0] == EVENTS_STORAGE_KEY
+            growth = size - self._sizes.get(key, 0)
+            if growth > 0 and self._used[pool] + growth > (self.event_quota_bytes if pool else self.quota_bytes):
+                raise errors.storage_full()
+        self._rv += 1
+        meta["resourceVersion"] = str(self._rv)
         bucket = self._bucket(stype.storage_key)
         old = bucket.get(ns, {}).get(name)
         if old is not None:
             self._unindex(stype.storage_key, ns, old)
         bucket.setdefault(ns, {})[name] = obj
         self._index(stype.storage_key, ns, obj)
+        self._charge(key, size)
         self._emit(event, stype.storage_key, ns, obj)
 
+    def _charge(self, key: Key, size: int) -> None:
+        """Record ``key``'s new storage size (0: removed) in the totals of its quota."""
+        pool = key[0] == EVENTS_STORAGE_KEY
+        self._used[pool] += size - self._sizes.pop(key, 0)
+        if size:
+            self._sizes[key] = size
+
     def _emit(self, event: str, skey: tuple[str, str], ns: str, obj: Obj) -> None:
-        if len(self._log) == self._log.maxlen:
-            self._log_floor = self._log[0].resource_version
-        self._log.append(WatchEvent(self._rv, event, skey, ns, obj))
+        now = self.clock.now()
+        log = self._log
+        if len(log) == log.maxlen:
+            self._log_floor = log[0].resource_version
+        log.append(WatchEvent(self._rv, event, skey, ns, obj, now))
+        while log[0].at < now - COMPACTION_INTERVAL_SECONDS:  # the newest change always stays
+            self._log_floor = log.popleft().resource_version
         for fn in list(self._listeners):
             fn(event, clone(obj))
 
@@ -621,7 +707,7 @@ class ObjectStore:
                 nm.pop("finalizers")
             if admission.has_generation(stype, new):
                 nm["generation"] = int(nm.get("generation", 0)) + 1
-            self._write(stype, new, "MODIFIED")
+            self._write(stype, new, "MODIFIED", charge=False)
             if "foregroundDeletion" in finalizers:
                 self._delete_dependents(nm["uid"], "Foreground")
                 current = self._lookup((stype.storage_key, nm.get("namespace", "") if stype.namespaced else "", nm["name"]))
@@ -653,6 +739,7 @@ class ObjectStore:
         if not objs:
             bucket.pop(ns, None)
         self._unindex(stype.storage_key, ns, current)
+        self._charge((stype.storage_key, ns, meta["name"]), 0)
         self._rv += 1
         final = dict(current)
         final["metadata"] = dict(current["metadata"], resourceVersion=str(self._rv))
@@ -676,7 +763,7 @@ class ObjectStore:
                 new = clone(dep)
                 new["metadata"]["ownerReferences"] = [
                     r for r in new["metadata"]["ownerReferences"] if r.get("uid") != owner_uid]
-                self._write(stype, new, "MODIFIED")
+                self._write(stype, new, "MODIFIED", charge=False)
             elif not dep["metadata"].get("deletionTimestamp") or policy == "Foreground":
                 self._delete(stype, dep, policy, None)
 
@@ -691,7 +778,7 @@ class ObjectStore:
                 new["metadata"]["ownerReferences"] = refs
             else:
                 new["metadata"].pop("ownerReferences", None)
-            self._write(self._stype_of(key[0]), new, "MODIFIED")
+            self._write(self._stype_of(key[0]), new, "MODIFIED", charge=False)
 
     def _after_removal(self, removed: Obj) -> None:
         """Finish owners in foreground deletion and namespaces in termination once they are empty."""
@@ -721,7 +808,7 @@ class ObjectStore:
             del new["metadata"]["finalizers"]
             self._remove(stype, new)
         else:
-            self._write(stype, new, "MODIFIED")
+            self._write(stype, new, "MODIFIED", charge=False)
 
     def _terminate_namespace(self, stype: ResourceType, old: Obj) -> Obj:
         name = old["metadata"]["name"]
@@ -733,7 +820,7 @@ class ObjectStore:
             new["metadata"]["deletionTimestamp"] = format_time(self.clock.now())
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new.setdefault("status", {})["phase"] = "Terminating"
-            self._write(stype, new, "MODIFIED")
+            self._write(stype, new, "MODIFIED", charge=False)
             for t in self.registry.storage_types():
                 if t.namespaced:
                     for o in list(self._bucket(t.storage_key).get(name, {}).values()):
@@ -794,6 +881,12 @@ class ObjectStore:
             meta["namespace"] = ns
         patching.record_apply_manager(obj, doc, _manager(manager), format_time(self.clock.now()))
         return self.create(obj, dry_run=dry_run)
+
+
+def _key_cost(key: Key) -> int:
+    """What etcd's quota charges for a key besides the value: the key itself and ``kvOverhead``."""
+    (group, plural), ns, name = key
+    return len(group) + len(plural) + len(ns) + len(name) + 3 + KV_OVERHEAD
 
 
 def _manager(field_manager: str | None) -> str:

@@ -11,16 +11,21 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import heapq
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from ..errors import ApiError
+from ..errors import ApiError, is_storage_error
 from ..events import EventRecorder
 from ..store import ObjectStore
 from .util import controller_of
 
+log = logging.getLogger(__name__)
+
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
+#: workqueue.DefaultControllerRateLimiter's per-item exponential back-off.
+RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.005, 1000.0
 
 #: Kinds the controllers watch, in storage form.
 WATCHED_KINDS = (
@@ -31,12 +36,18 @@ WATCHED_KINDS = (
 
 
 class Cache:
-    """The informer cache: the latest copy of every watched object, by kind and key."""
+    """The informer cache: the latest copy of every watched object, by kind and key.
+
+    Indexed by controller uid and by namespace (client-go's namespace indexer), so a controller
+    looking at one namespace or one owner does not walk every object in the cluster.
+    """
 
     def __init__(self) -> None:
         self._objs: dict[str, dict[Key, Obj]] = {k: {} for k in WATCHED_KINDS}
         #: kind -> controller uid -> keys of the objects it controls
         self._owned: dict[str, dict[str, dict[Key, None]]] = {k: {} for k in WATCHED_KINDS}
+        #: kind -> namespace -> keys of the objects in it
+        self._by_ns: dict[str, dict[str, dict[Key, None]]] = {k: {} for k in WATCHED_KINDS}
 
     def _index(self, kind: str, key: Key, obj: Obj | None, add: bool) -> None:
         ref = controller_of(obj) if obj is not None else None
@@ -65,10 +76,17 @@ class Cache:
         key = self.key_of(obj)
         old = bucket.get(key)
         self._index(kind, key, old, add=False)
+        spaces = self._by_ns[kind]
         if event == "DELETED":
             bucket.pop(key, None)
+            keys = spaces.get(key[0])
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del spaces[key[0]]
         else:
             bucket[key] = obj
+            spaces.setdefault(key[0], {})[key] = None
             self._index(kind, key, obj, add=True)
         return old
 
@@ -79,7 +97,7 @@ class Cache:
         bucket = self._objs[kind]
         if namespace is None:
             return iter(list(bucket.values()))
-        return iter([o for (ns, _), o in bucket.items() if ns == namespace])
+        return iter([bucket[k] for k in self._by_ns[kind].get(namespace, ())])
 
     def owned(self, kind: str, owner: Obj) -> list[Obj]:
         """Objects of ``kind`` whose controller reference points at ``owner``."""
@@ -93,9 +111,11 @@ class Cache:
     def restore(self, snap: dict[str, dict[Key, Obj]]) -> None:
         self._objs = {k: dict(v) for k, v in snap.items()}
         self._owned = {k: {} for k in WATCHED_KINDS}
+        self._by_ns = {k: {} for k in WATCHED_KINDS}
         for kind, bucket in self._objs.items():
             for key, obj in bucket.items():
                 self._index(kind, key, obj, add=True)
+                self._by_ns[kind].setdefault(key[0], {})[key] = None
 
 
 @dataclass
@@ -165,6 +185,8 @@ class Controller(ABC):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.queue: dict[Key, None] = {}
+        #: failed syncs per key, for the work queue's exponential back-off
+        self.retries: dict[Key, int] = {}
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         """Keys of this controller's objects that ``event`` on ``obj`` (previously ``old``) may affect."""
@@ -192,9 +214,22 @@ class Controller(ABC):
         while self.queue:
             key = next(iter(self.queue))
             del self.queue[key]
-            self.sync(key)
+            self.sync_with_retry(key)
             n += 1
         return n
+
+    def sync_with_retry(self, key: Key) -> None:
+        """``processNextWorkItem``: a sync the API refused is retried after the queue's back-off
+        (``DefaultControllerRateLimiter``: 5 ms doubling to 1000 s) instead of failing the tick."""
+        try:
+            self.sync(key)
+        except ApiError as e:
+            n = self.retries.get(key, 0)
+            self.retries[key] = n + 1
+            log.debug("%s: sync of %s failed (%s); retry %d", self.name, key, e.message, n + 1)
+            self.requeue_at(key, self.ctx.now() + min(RETRY_BASE_SECONDS * 2**n, RETRY_MAX_SECONDS))
+        else:
+            self.retries.pop(key, None)
 
     # helpers -------------------------------------------------------------------------------
 
@@ -213,6 +248,6 @@ class Controller(ABC):
         try:
             return self.ctx.store.update(new, subresource="status")
         except ApiError as e:
-            if e.code in (404, 409):
-                return None
+            if e.code in (404, 409) or is_storage_error(e):
+                return None  # gone, raced, or the store is full: the next sync writes it again
             raise

@@ -3,13 +3,16 @@
 Mirrors ``pkg/controller/daemon``: a node is eligible when the pod's node selector and required
 node affinity match and its NoSchedule/NoExecute taints are tolerated (DaemonSet pods tolerate
 the node-condition taints and cordoning automatically); each daemon pod is pinned to its node
-with required node affinity on ``metadata.name`` and then placed by the scheduler.
+with required node affinity on ``metadata.name`` and then placed by the scheduler. One sync
+creates and deletes at most ``BurstReplicas`` (250) pods each, creations in slow-start batches,
+paced by the controller's client (see ``ratelimit``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..errors import ApiError
 from ..scheduler import tolerates
 from ..store import clone
 from .base import Cache, Context, Controller, Key
@@ -28,6 +31,8 @@ Obj = dict[str, Any]
 
 REVISION_LABEL = "controller-revision-hash"
 _COMPONENT = "daemonset-controller"
+#: ``daemon.BurstReplicas``: creations, and deletions, of one sync.
+BURST_REPLICAS = 250
 #: Tolerations the DaemonSet controller adds to every daemon pod (``util.AddOrUpdateDaemonPodTolerations``).
 DAEMON_TOLERATIONS = (
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -94,23 +99,37 @@ class DaemonSetController(Controller):
             pods_by_node.setdefault(node, []).append(p)
         eligible = {n["metadata"]["name"] for n in nodes if self._eligible(template, n)}
         ns = ds["metadata"].get("namespace") or ""
+        needing: list[str] = []
+        doomed: list[Obj] = []
         for node in sorted(eligible):
             running = [p for p in pods_by_node.get(node, []) if pod_phase(p) != "Failed"]
-            for p in pods_by_node.get(node, []):
-                if pod_phase(p) == "Failed":
-                    self.pods.delete(ds, p)
+            doomed += [p for p in pods_by_node.get(node, []) if pod_phase(p) == "Failed"]
             if not running:
-                self._create(ds, template, node, revision, ns)
-            for extra in running[1:]:
-                self.pods.delete(ds, extra)
-        for node, pods in pods_by_node.items():
+                needing.append(node)
+            doomed += running[1:]
+        for node, pods in sorted(pods_by_node.items()):
             if node not in eligible:
-                for p in pods:
-                    self.pods.delete(ds, p)
+                doomed += pods
+        if (needing or doomed) and not self.pods.can_send():
+            self.requeue_at(key, self.pods.ready_at())
+        elif needing or doomed:
+            for p in doomed[:BURST_REPLICAS]:
+                self.pods.delete(ds, p)
+            targets = iter(needing[:BURST_REPLICAS])
+            self.pods.slow_start(min(len(needing), BURST_REPLICAS),
+                                 lambda: self._create(ds, template, next(targets), revision, ns))
+            if len(needing) > BURST_REPLICAS or len(doomed) > BURST_REPLICAS:
+                self.requeue_at(key, self.pods.ready_at())
         self._roll(ds, eligible, revision)
         self._status(ds, eligible, revision)
 
-    def _create(self, ds: Obj, template: Obj, node: str, revision: str, ns: str) -> None:
+    def snapshot_state(self) -> Any:
+        return self.pods.snapshot()
+
+    def restore_state(self, state: Any) -> None:
+        self.pods.restore(state)
+
+    def _create(self, ds: Obj, template: Obj, node: str, revision: str, ns: str) -> ApiError | None:
         pod_template = clone(template)
         pod_template.setdefault("metadata", {}).setdefault("labels", {})[REVISION_LABEL] = revision
         pod_template["metadata"]["labels"]["pod-template-generation"] = str(ds["metadata"].get("generation", 1))
@@ -120,7 +139,7 @@ class DaemonSetController(Controller):
         name = self.pods.generated_name(ns, ds["metadata"]["name"] + "-")
         pod = self.pods.pod_from_template(ds, pod_template, name)
         pod["metadata"]["generateName"] = ds["metadata"]["name"] + "-"
-        self.pods.create(ds, pod)
+        return self.pods.create(ds, pod)
 
     def _roll(self, ds: Obj, eligible: set[str], revision: str) -> None:
         strategy = (ds.get("spec") or {}).get("updateStrategy") or {}

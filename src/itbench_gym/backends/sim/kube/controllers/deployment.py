@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from ..errors import ApiError
+from ..errors import ApiError, is_storage_error
 from ..store import clone
 from .base import Cache, Controller, Key
 from .util import (
@@ -631,6 +631,6 @@ class DeploymentController(Controller):
         try:
             return self.ctx.store.update(obj)
         except ApiError as e:
-            if e.code in (404, 409):
+            if e.code in (404, 409) or is_storage_error(e):
                 return None
             raise

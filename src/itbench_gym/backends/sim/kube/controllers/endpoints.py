@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..errors import ApiError
+from ..errors import ApiError, is_storage_error
 from ..store import clone
 from .base import Cache, Controller, Key
 from .util import controller_ref, is_pod_ready, is_terminating, pod_phase
@@ -45,6 +45,16 @@ def _selects(svc: Obj, pod: Obj | None) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+def _endpoint_view(pod: Obj | None) -> tuple[Any, ...] | None:
+    """What of a pod an Endpoints object reflects (upstream ``podEndpointsChanged``, plus labels)."""
+    if pod is None:
+        return None
+    meta = pod["metadata"]
+    status = pod.get("status") or {}
+    return (meta.get("labels"), meta.get("uid"), status.get("podIP"), is_pod_ready(pod), is_terminating(pod),
+            pod_phase(pod) in ("Succeeded", "Failed"), (pod.get("spec") or {}).get("nodeName"))
+
+
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
@@ -62,6 +72,11 @@ class EndpointsController(Controller):
             name = (obj["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
             return [(obj["metadata"].get("namespace") or "", name)] if name else []
         if kind == "Pod":
+            new = None if event == "DELETED" else obj
+            if _endpoint_view(new) == _endpoint_view(old):
+                return ()  # e.g. a Pending pod's scheduling status: no Service's endpoints change
+            if not (obj.get("status") or {}).get("podIP") and not ((old or {}).get("status") or {}).get("podIP"):
+                return ()  # without an address, before and after, it is in no Endpoints or slice
             ns = obj["metadata"].get("namespace") or ""
             return [
                 Cache.key_of(s) for s in self.ctx.cache.list("Service", ns)
@@ -97,7 +112,7 @@ class EndpointsController(Controller):
             try:
                 self.ctx.store.create(ep)
             except ApiError as e:
-                if e.code not in (404, 403, 409):
+                if e.code not in (404, 403, 409) and not is_storage_error(e):
                     raise
             return
         if (current.get("subsets") or []) == subsets and (current["metadata"].get("labels") or {}) == labels:
@@ -111,7 +126,7 @@ class EndpointsController(Controller):
         try:
             self.ctx.store.update(new)
         except ApiError as e:
-            if e.code not in (404, 409):
+            if e.code not in (404, 409) and not is_storage_error(e):
                 raise
 
     def _subsets(self, svc: Obj) -> list[Obj]:
@@ -227,7 +242,7 @@ class EndpointsController(Controller):
                         new[k] = v
                 self.ctx.store.update(new)
             except ApiError as e:
-                if e.code not in (404, 403, 409):
+                if e.code not in (404, 403, 409) and not is_storage_error(e):
                     raise
         for o in existing:
             if o["metadata"]["name"] not in keep:

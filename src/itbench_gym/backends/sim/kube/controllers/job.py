@@ -2,8 +2,11 @@
 
 Jobs run pods until ``completions`` succeed (``Complete``) or more than ``backoffLimit`` fail
 (``Failed``/``BackoffLimitExceeded``), replacing failed pods after an exponential delay (10 s,
-20 s, ... 6 min) like ``pkg/controller/job``. CronJobs create ``<cronjob>-<minutes since epoch>``
-Jobs at each scheduled minute and prune their history.
+20 s, ... 6 min) like ``pkg/controller/job``. One sync creates or deletes at most
+``MaxPodCreateDeletePerSync`` (500) pods, creations in slow-start batches, and the rest waits for
+the controller's client (see ``ratelimit``), so ``parallelism: 100000`` ramps up instead of
+arriving at once. CronJobs create ``<cronjob>-<minutes since epoch>`` Jobs at each scheduled
+minute and prune their history.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from ..errors import ApiError
 from ..store import clone
 from .base import Cache, Context, Controller, Key
 from .podcontrol import PodControl
+from .replicaset import deletion_order
 from .util import condition, controller_ref, is_terminating, parse_time, pod_phase, rfc3339
 
 Obj = dict[str, Any]
@@ -22,6 +26,8 @@ Obj = dict[str, Any]
 _JOB = "job-controller"
 _CRON = "cronjob-controller"
 _POD_FAILURE_BACKOFF, _POD_FAILURE_BACKOFF_MAX = 10.0, 360.0
+#: ``job.MaxPodCreateDeletePerSync``.
+MAX_POD_CREATE_DELETE_PER_SYNC = 500
 
 
 class JobController(Controller):
@@ -39,6 +45,24 @@ class JobController(Controller):
             return [key] if key else ()
         return ()
 
+    def snapshot_state(self) -> Any:
+        return self.pods.snapshot()
+
+    def restore_state(self, state: Any) -> None:
+        self.pods.restore(state)
+
+    def _delete_pods(self, job: Obj, key: Key, pods: list[Obj]) -> None:
+        """Delete up to ``MaxPodCreateDeletePerSync`` of ``pods``; the rest on a later sync."""
+        if not pods:
+            return
+        if not self.pods.can_send():
+            self.requeue_at(key, self.pods.ready_at())
+            return
+        for p in pods[:MAX_POD_CREATE_DELETE_PER_SYNC]:
+            self.pods.delete(job, p)
+        if len(pods) > MAX_POD_CREATE_DELETE_PER_SYNC:
+            self.requeue_at(key, self.pods.ready_at())
+
     def sync(self, key: Key) -> None:
         job = self.ctx.cache.get("Job", *key)
         if job is None or is_terminating(job):
@@ -46,10 +70,11 @@ class JobController(Controller):
         now = self.ctx.now()
         spec = job.get("spec") or {}
         status = clone(job.get("status") or {})
-        if condition(job, "Complete") or condition(job, "Failed"):
-            return
         pods = self.ctx.cache.owned("Pod", job)
         active = [p for p in pods if pod_phase(p) not in ("Succeeded", "Failed") and not is_terminating(p)]
+        if condition(job, "Complete") or condition(job, "Failed"):
+            self._delete_pods(job, key, active)  # a finished Job's leftovers go, a burst at a time
+            return
         succeeded = sum(1 for p in pods if pod_phase(p) == "Succeeded")
         failed = sum(1 for p in pods if pod_phase(p) == "Failed")
         restarts = sum(c.get("restartCount", 0) for p in pods
@@ -69,8 +94,7 @@ class JobController(Controller):
                 completions is None and succeeded > 0 and not active):
             finished = ("Complete", "", "")
         if finished is not None:
-            for p in active:
-                self.pods.delete(job, p)
+            self._delete_pods(job, key, active)
             ctype, reason, message = finished
             stamp = rfc3339(now)
             if ctype == "Complete":
@@ -91,14 +115,23 @@ class JobController(Controller):
             active = []
         elif not spec.get("suspend"):
             remaining = (int(completions) - succeeded) if completions is not None else parallelism
-            want = max(0, min(parallelism, remaining) - len(active))
+            want_active = max(0, min(parallelism, remaining))
+            want = max(0, want_active - len(active))
             delay = 0.0 if failed == 0 else min(_POD_FAILURE_BACKOFF * 2 ** (failed - 1), _POD_FAILURE_BACKOFF_MAX)
             last_failure = max((parse_time(_finished_at(p)) or 0.0 for p in pods if pod_phase(p) == "Failed"), default=0.0)
             if want and now < last_failure + delay:
                 self.requeue_at(key, last_failure + delay)
                 want = 0
-            for _ in range(want):
-                self._create(job)
+            if want and not self.pods.can_send():
+                self.requeue_at(key, self.pods.ready_at())
+                want = 0
+            if want:
+                batch = min(want, MAX_POD_CREATE_DELETE_PER_SYNC)
+                _, err = self.pods.slow_start(batch, lambda: self._create(job))
+                if err is not None or batch < want:
+                    self.requeue_at(key, self.pods.ready_at())
+            elif len(active) > want_active:  # parallelism lowered: the least valuable pods go first
+                self._delete_pods(job, key, deletion_order(active)[: len(active) - want_active])
             active = [p for p in self.ctx.cache.owned("Pod", job)
                       if pod_phase(p) not in ("Succeeded", "Failed") and not is_terminating(p)]
             if deadline is not None:
@@ -110,7 +143,7 @@ class JobController(Controller):
             status["conditions"] = conditions
         self.write_status(job, {k: v for k, v in status.items() if v or k in ("ready", "terminating", "uncountedTerminatedPods")})
 
-    def _create(self, job: Obj) -> None:
+    def _create(self, job: Obj) -> ApiError | None:
         template = clone((job.get("spec") or {}).get("template") or {})
         labels = template.setdefault("metadata", {}).setdefault("labels", {})
         uid = job["metadata"].get("uid", "")
@@ -120,7 +153,7 @@ class JobController(Controller):
         name = self.pods.generated_name(ns, job["metadata"]["name"] + "-")
         pod = self.pods.pod_from_template(job, template, name)
         pod["metadata"]["generateName"] = job["metadata"]["name"] + "-"
-        self.pods.create(job, pod)
+        return self.pods.create(job, pod)
 
 
 def _finished_at(pod: Obj) -> str | None:
@@ -170,12 +203,26 @@ def _matches(fields: tuple[frozenset[int], ...], t: _dt.datetime) -> bool:
 
 
 def next_schedule(fields: tuple[frozenset[int], ...], after: float, limit_minutes: int = 366 * 24 * 60) -> float | None:
-    """The first scheduled minute strictly after ``after`` (UTC), or None within a year."""
-    t = _dt.datetime.fromtimestamp((int(after) // 60 + 1) * 60, _dt.timezone.utc)
-    for _ in range(limit_minutes):
-        if _matches(fields, t):
-            return t.timestamp()
-        t += _dt.timedelta(minutes=1)
+    """The first scheduled minute strictly after ``after`` (UTC), or None within ``limit_minutes``.
+
+    Walks days, then the allowed hours and minutes of a matching day, so a schedule that never
+    fires (``0 0 30 2 *``) costs a year of days, not half a million minutes, on every sync.
+    """
+    minutes, hours = sorted(fields[0]), sorted(fields[1])
+    start = (int(after) // 60 + 1) * 60
+    end = start + limit_minutes * 60
+    first = _dt.datetime.fromtimestamp(start, _dt.timezone.utc)
+    day = first.replace(hour=0, minute=0, second=0, microsecond=0)
+    while day.timestamp() < end:
+        if _matches((frozenset({0}), frozenset({0}), *fields[2:]), day):
+            for h in hours:
+                for m in minutes:
+                    t = day.replace(hour=h, minute=m).timestamp()
+                    if t >= end:
+                        return None
+                    if t >= start:
+                        return t
+        day += _dt.timedelta(days=1)
     return None
 
 

@@ -3,16 +3,20 @@
 A quota fault shows up as pods that never appear: the ReplicaSet's ``FailedCreate`` event carries
 the admission error ("exceeded quota: ..., requested: ..., used: ..., limited: ..."), and
 ``kubectl describe quota`` shows used against hard. Both come from the same accounting here.
+
+Admission works as upstream's quota plugin does: it checks the request against ``status.used``
+and writes the new total back, so admitting a pod costs the same in a namespace of ten pods or of
+ten thousand; the controller recounts from the pods (replenishment) whenever they change.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import errors
 from ..store import ObjectStore, parse_time
-from .base import Cache, Controller, Key
+from .base import Cache, Context, Controller, Key
 from .util import container_limits, container_requests, format_quantity, quantity
 
 Obj = dict[str, Any]
@@ -70,17 +74,28 @@ def _missing(pod: Obj, hard: Iterable[str]) -> list[str]:
     return out
 
 
-def namespace_usage(pods: Iterable[Obj], now: float) -> dict[str, Decimal]:
+def namespace_usage(pods: Iterable[Obj], now: float,
+                    usage_of: Callable[[Obj], dict[str, Decimal]] = pod_usage) -> dict[str, Decimal]:
     total: dict[str, Decimal] = {}
     for p in pods:
         if pod_charged(p, now):
-            for k, v in pod_usage(p).items():
+            for k, v in usage_of(p).items():
                 total[k] = total.get(k, Decimal(0)) + v
     return total
 
 
+def _observed_used(quota: Obj) -> dict[str, Decimal] | None:
+    """``status.used`` once the controller has seen the quota's current ``spec.hard``, else None."""
+    status = quota.get("status") or {}
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    if "used" not in status or (status.get("hard") or {}) != hard:
+        return None
+    return {k: quantity(v) for k, v in (status.get("used") or {}).items()}
+
+
 def check_pod(store: ObjectStore, pod: Obj, now: float) -> None:
-    """Raise the API server's 403 when creating ``pod`` would break a ResourceQuota."""
+    """Raise the API server's 403 when creating ``pod`` would break a ResourceQuota; otherwise
+    charge it to every quota's ``status.used`` (upstream admission's compare-and-swap)."""
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace") or ""
     # Admission runs before name generation, so upstream names the object by its generateName.
@@ -88,11 +103,17 @@ def check_pod(store: ObjectStore, pod: Obj, now: float) -> None:
     quotas = store.list_stored(store.registry.by_kind("ResourceQuota"), ns)
     if not quotas:
         return
-    used = namespace_usage(store.list_stored(store.registry.by_kind("Pod"), ns), now)
     wanted = pod_usage(pod)
+    counted: dict[str, Decimal] | None = None
+    charged: list[tuple[Obj, dict[str, Decimal]]] = []
     for q in quotas:
         hard = {k: quantity(v) for k, v in ((q.get("spec") or {}).get("hard") or {}).items()}
         qname = q["metadata"]["name"]
+        used = _observed_used(q)
+        if used is None:  # not yet seen by the controller: count the pods as its first sync will
+            if counted is None:
+                counted = namespace_usage(store.list_stored(store.registry.by_kind("Pod"), ns), now)
+            used = counted
         missing = _missing(pod, hard)
         if missing:
             raise errors.forbidden(
@@ -112,6 +133,12 @@ def check_pod(store: ObjectStore, pod: Obj, now: float) -> None:
                 f"used: {fmt(used)}, limited: {fmt(hard)}",
                 "", "pods", name,
             )
+        if _observed_used(q) is not None:
+            charged.append((q, {r: used.get(r, Decimal(0)) + wanted.get(r, Decimal(0)) for r in hard}))
+    for q, total in charged:
+        status = dict(q.get("status") or {})
+        status["used"] = {r: format_quantity(v, r) for r, v in sorted(total.items())}
+        store.update({**q, "status": status}, subresource="status")
 
 
 class QuotaController(Controller):
@@ -119,10 +146,24 @@ class QuotaController(Controller):
 
     name = "resourcequota"
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        #: pod uid -> its charges (a pod's resources are immutable, so parse them once)
+        self._usage: dict[str, dict[str, Decimal]] = {}
+
+    def _usage_of(self, pod: Obj) -> dict[str, Decimal]:
+        uid = str(pod["metadata"].get("uid", ""))
+        out = self._usage.get(uid)
+        if out is None:
+            out = self._usage[uid] = pod_usage(pod)
+        return out
+
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "ResourceQuota":
             return [Cache.key_of(obj)]
         if kind == "Pod":
+            if event == "DELETED":
+                self._usage.pop(str(obj["metadata"].get("uid", "")), None)
             ns = obj["metadata"].get("namespace") or ""
             return [Cache.key_of(q) for q in self.ctx.cache.list("ResourceQuota", ns)]
         return ()
@@ -132,7 +173,7 @@ class QuotaController(Controller):
         if quota is None:
             return
         hard_raw = dict((quota.get("spec") or {}).get("hard") or {})
-        used = namespace_usage(self.ctx.cache.list("Pod", key[0]), self.ctx.now())
+        used = namespace_usage(self.ctx.cache.list("Pod", key[0]), self.ctx.now(), self._usage_of)
         status = {
             "hard": hard_raw,
             "used": {r: format_quantity(used.get(r, Decimal(0)), r) for r in sorted(hard_raw)},

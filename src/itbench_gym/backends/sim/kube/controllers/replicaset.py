@@ -1,15 +1,19 @@
 """ReplicaSet controller: keep ``spec.replicas`` active pods, report ready/available counts.
 
-Mirrors ``pkg/controller/replicaset``: creation stops at the first failure (slow start), the
-failure becomes a ``ReplicaFailure`` condition and a ``FailedCreate`` event, scale-down deletes
-the least valuable pods first (unscheduled, pending, not ready, most recently ready, most
-restarts, newest), and failures are retried with exponential back-off.
+Mirrors ``pkg/controller/replicaset``: one sync creates or deletes at most ``BurstReplicas``
+(500) pods, creations go out in slow-start batches that stop after a failing batch, the failure
+becomes a ``ReplicaFailure`` condition and a ``FailedCreate`` event, scale-down deletes the least
+valuable pods first (unscheduled, pending, not ready, most recently ready, most restarts, newest),
+and failures are retried with exponential back-off. A sync that leaves work undone comes back
+when the controller's client has sent its requests (see ``ratelimit``), so ``--replicas=1000000``
+grows by 500 pods per 25 simulated seconds instead of all at once.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..errors import ApiError
 from .base import Cache, Context, Controller, Key
 from .podcontrol import PodControl
 from .util import (
@@ -27,6 +31,8 @@ Obj = dict[str, Any]
 
 #: workqueue.DefaultControllerRateLimiter: 5 ms doubling up to 1000 s.
 _BACKOFF_BASE, _BACKOFF_MAX = 0.005, 1000.0
+#: ``replicaset.BurstReplicas``: creations or deletions of one sync.
+BURST_REPLICAS = 500
 
 
 def _phase_rank(pod: Obj) -> int:
@@ -74,11 +80,13 @@ class ReplicaSetController(Controller):
             return [k for k in self.failures if k[0] == (obj["metadata"].get("namespace") or "")]
         return ()
 
-    def snapshot_state(self) -> dict[Key, int]:
-        return dict(self.failures)
+    def snapshot_state(self) -> tuple[dict[Key, int], Any]:
+        return dict(self.failures), self.pods.snapshot()
 
-    def restore_state(self, state: dict[Key, int]) -> None:
-        self.failures = dict(state)
+    def restore_state(self, state: tuple[dict[Key, int], Any] | None) -> None:
+        failures, limiter = state if state is not None else ({}, None)
+        self.failures = dict(failures)
+        self.pods.restore(limiter)
 
     def sync(self, key: Key) -> None:
         rs = self.ctx.cache.get("ReplicaSet", *key)
@@ -128,22 +136,34 @@ class ReplicaSetController(Controller):
     def _manage(self, rs: Obj, pods: list[Obj], want: int) -> str | None:
         key = Cache.key_of(rs)
         diff = len(pods) - want
+        if diff and not self.pods.can_send():
+            self.requeue_at(key, self.pods.ready_at())  # the client is still sending an earlier burst
+            return None
         if diff < 0:
             template = (rs.get("spec") or {}).get("template") or {}
             ns = rs["metadata"].get("namespace") or ""
-            for _ in range(-diff):
+
+            def create_one() -> ApiError | None:
                 name = self.pods.generated_name(ns, rs["metadata"]["name"] + "-")
                 pod = self.pods.pod_from_template(rs, template, name)
                 pod["metadata"]["generateName"] = rs["metadata"]["name"] + "-"
-                err = self.pods.create(rs, pod)
-                if err is not None:
-                    n = self.failures.get(key, 0)
-                    self.failures[key] = n + 1
-                    self.requeue_at(key, self.ctx.now() + min(_BACKOFF_BASE * 2**n, _BACKOFF_MAX))
-                    return err.message
+                return self.pods.create(rs, pod)
+
+            batch = min(-diff, BURST_REPLICAS)
+            _, err = self.pods.slow_start(batch, create_one)
+            if err is not None:
+                n = self.failures.get(key, 0)
+                self.failures[key] = n + 1
+                self.requeue_at(key, self.ctx.now() + min(_BACKOFF_BASE * 2**n, _BACKOFF_MAX))
+                return err.message
+            if batch < -diff:
+                self.requeue_at(key, self.pods.ready_at())
         elif diff > 0:
-            for pod in deletion_order(pods)[:diff]:
+            batch = min(diff, BURST_REPLICAS)
+            for pod in deletion_order(pods)[:batch]:
                 self.pods.delete(rs, pod)
+            if batch < diff:
+                self.requeue_at(key, self.pods.ready_at())
         self.failures.pop(key, None)
         return None
 

@@ -5,13 +5,18 @@ Mirrors ``pkg/controller/statefulset`` for what agents observe: pods ``<set>-0..
 ``controller-revision-hash`` labels; with ``OrderedReady`` a pod is created only when every lower
 ordinal is Running and Ready, scale-down and updates go from the highest ordinal down one pod at
 a time; revisions are ``ControllerRevision`` objects (``kubectl rollout history sts``).
+
+``Parallel`` pod management creates the missing pods in slow-start batches. Upstream sends them
+all from one sync, throttled only by the controller's client; the twin sends at most
+``MAX_PODS_PER_SYNC`` per sync and resumes when that client has caught up (see ``ratelimit``), so a
+StatefulSet of a million replicas grows at the client's rate and no sync walks a million ordinals.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..errors import ApiError
+from ..errors import ApiError, is_storage_error
 from ..store import clone
 from .base import Cache, Context, Controller, Key
 from .deployment import template_hash
@@ -23,6 +28,8 @@ Obj = dict[str, Any]
 
 REVISION_LABEL = "controller-revision-hash"
 _COMPONENT = "statefulset-controller"
+#: Creations or deletions of one sync with ``Parallel`` pod management (the ReplicaSet's burst).
+MAX_PODS_PER_SYNC = 500
 
 
 def _ordinal(sts: Obj, pod: Obj) -> int | None:
@@ -67,7 +74,7 @@ class StatefulSetController(Controller):
             try:
                 self.ctx.store.create(revision)
             except ApiError as e:
-                if e.code != 409:
+                if e.code != 409 and not is_storage_error(e):
                     raise
         return name
 
@@ -85,6 +92,9 @@ class StatefulSetController(Controller):
             if i is not None:
                 by_ordinal[i] = p
         healthy = True
+        budget = (1 if ordered else MAX_PODS_PER_SYNC) if self.pods.can_send() else 0
+        missing: list[int] = []
+        more = False  # missing pods left for a later sync
         for i in range(want):
             pod = by_ordinal.get(i)
             if pod is not None and pod_phase(pod) in ("Succeeded", "Failed") and not is_terminating(pod):
@@ -94,9 +104,11 @@ class StatefulSetController(Controller):
             if pod is None:
                 if ordered and not healthy:
                     break
-                if not self._create(sts, i, update_rev):
-                    break
                 healthy = False
+                if len(missing) >= budget:
+                    more = True
+                    break
+                missing.append(i)
                 if ordered:
                     break
                 continue
@@ -104,18 +116,32 @@ class StatefulSetController(Controller):
                 healthy = False
                 if ordered:
                     break
+        if missing:
+            ordinals = iter(missing)
+            _, err = self.pods.slow_start(len(missing), lambda: self._create(sts, next(ordinals), update_rev))
+            more = more or err is not None
         if healthy or not ordered:
-            surplus = sorted((i for i in by_ordinal if i >= want), reverse=True)
-            for i in surplus:
-                if not is_terminating(by_ordinal[i]):
+            surplus = [i for i in sorted(by_ordinal, reverse=True) if i >= want and not is_terminating(by_ordinal[i])]
+            limit = 1 if ordered else MAX_PODS_PER_SYNC
+            if surplus and not self.pods.can_send():
+                more = True
+            elif surplus:
+                for i in surplus[:limit]:
                     self.pods.delete(sts, by_ordinal[i])
-                    if ordered:
-                        break
+                more = more or (not ordered and len(surplus) > limit)  # OrderedReady waits for the pod to go
             if healthy and not surplus:
                 self._roll(sts, by_ordinal, want, update_rev)
+        if more:
+            self.requeue_at(key, self.pods.ready_at())
         self._status(sts, update_rev)
 
-    def _create(self, sts: Obj, i: int, revision: str) -> bool:
+    def snapshot_state(self) -> Any:
+        return self.pods.snapshot()
+
+    def restore_state(self, state: Any) -> None:
+        self.pods.restore(state)
+
+    def _create(self, sts: Obj, i: int, revision: str) -> ApiError | None:
         name = f"{sts['metadata']['name']}-{i}"
         template = (sts.get("spec") or {}).get("template") or {}
         pod = self.pods.pod_from_template(sts, template, name)
@@ -133,11 +159,11 @@ class StatefulSetController(Controller):
             self.ctx.recorder.record(sts, "Warning", "FailedCreate",
                                      f"create Pod {name} in StatefulSet {sts['metadata']['name']} failed error: {e.message}",
                                      component=_COMPONENT)
-            return False
+            return e
         self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
                                  f"create Pod {name} in StatefulSet {sts['metadata']['name']} successful",
                                  component=_COMPONENT)
-        return True
+        return None
 
     def _roll(self, sts: Obj, by_ordinal: dict[int, Obj], want: int, revision: str) -> None:
         strategy = (sts.get("spec") or {}).get("updateStrategy") or {}
@@ -147,6 +173,7 @@ class StatefulSetController(Controller):
         for i in range(want - 1, partition - 1, -1):
             pod = by_ordinal.get(i)
             if pod is not None and (pod["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision:
+                self.pods.spend(1)
                 self.ctx.store.delete("Pod", pod["metadata"].get("namespace"), pod["metadata"]["name"])
                 self.ctx.recorder.record(
                     sts, "Normal", "SuccessfulDelete",
