@@ -10,14 +10,19 @@ fast-forwarding an hour costs one query per rule rather than one per evaluation.
 from __future__ import annotations
 
 import copy
+import functools
+import ipaddress
+import json
 import math
-import re
-from collections.abc import Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
+from itbench_gym.lang import gotemplate, regex
 from itbench_gym.lang.durations import DurationError, go_g4, humanize_duration, parse_prometheus_duration
 from itbench_gym.lang.timestamps import rfc3339_nano
 
@@ -47,110 +52,215 @@ def parse_duration(value: Any, where: str) -> float:
 
 
 # ------------------------------------------------------------------ templates
-_ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.DOTALL)
+#: What Prometheus prepends to every alert label and annotation template (rules/alerting.go).
+TEMPLATE_DEFS = "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+#: The twin's bounds on one expansion (Prometheus has none; a shared Python process needs some).
+TEMPLATE_LIMITS = gotemplate.Limits(max_output=256 * 1024, max_depth=50)
+Sample = dict[str, Any]
+QueryFunc = Callable[[str], list[Sample]]
+
+
+def _to_float(v: Any) -> float:
+    """Prometheus' ``convertToFloat``: numbers, numeric strings and durations; anything else fails."""
+    if isinstance(v, bool):
+        raise ValueError(f"can't convert {type(v).__name__} to float")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            if "_" in v:  # Python accepts digit separators; Go's ParseFloat does not
+                raise ValueError(v)
+            return float(v)
+        except ValueError:
+            raise ValueError(f'strconv.ParseFloat: parsing "{v}": invalid syntax') from None
+    if isinstance(v, timedelta):
+        return v.total_seconds()
+    raise ValueError(f"can't convert {type(v).__name__} to float")
 
 
 def _humanize(v: float) -> str:
+    """``humanize``: SI prefixes (``1.235M``, ``12.5m``) with four significant digits."""
     if v == 0 or math.isnan(v) or math.isinf(v):
         return go_g4(v)
+    prefix = ""
     if abs(v) >= 1:
-        prefixes = ["", "k", "M", "G", "T", "P", "E", "Z", "Y"]
-        i = 0
-        while abs(v) >= 1000 and i < len(prefixes) - 1:
-            v /= 1000
-            i += 1
-        return f"{go_g4(v)}{prefixes[i]}"
-    prefixes = ["", "m", "u", "n", "p", "f", "a", "z", "y"]
-    i = 0
-    while abs(v) < 1 and i < len(prefixes) - 1:
-        v *= 1000
-        i += 1
-    return f"{go_g4(v)}{prefixes[i]}"
+        for p in ["k", "M", "G", "T", "P", "E", "Z", "Y"]:
+            if abs(v) < 1000:
+                break
+            prefix, v = p, v / 1000
+    else:
+        for p in ["m", "u", "n", "p", "f", "a", "z", "y"]:
+            if abs(v) >= 1:
+                break
+            prefix, v = p, v * 1000
+    return f"{go_g4(v)}{prefix}"
 
 
-def _printf(fmt: str, *args: Any) -> str:
-    py = re.sub(r"%v", "%s", fmt)
+def _humanize1024(v: float) -> str:
+    if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
+        return go_g4(v)
+    prefix = ""
+    for p in ["ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"]:
+        if abs(v) < 1024:
+            break
+        prefix = p
+        v /= 1024
+    return f"{go_g4(v)}{prefix}"
+
+
+def _to_time(v: Any) -> datetime:
+    """Prometheus' ``convertToTime``: seconds since the epoch, in UTC."""
+    f = _to_float(v)
+    if math.isnan(f) or math.isinf(f) or not -(2.0**63) <= f * 1e9 < 2.0**63:
+        raise ValueError(f"{gotemplate.go_float(f)} cannot be represented as a nanoseconds timestamp since it overflows int64")
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=round(f * 1e6))
+
+
+def _humanize_timestamp(v: Any) -> str:
+    f = _to_float(v)
+    if math.isnan(f) or math.isinf(f):
+        return go_g4(f)
+    return gotemplate.go_str(_to_time(f))
+
+
+def _match(pattern: Any, text: Any) -> bool:
+    """Go's ``regexp.MatchString`` (unanchored)."""
     try:
-        return py % args
-    except (TypeError, ValueError):
-        return fmt
+        return regex.compile(str(pattern)).search(str(text)) is not None
+    except regex.RegexError as exc:
+        raise ValueError(str(exc)) from None
 
 
-_FUNCS: dict[str, Any] = {
-    "humanize": lambda v: _humanize(float(v)),
-    "humanizePercentage": lambda v: f"{go_g4(float(v) * 100)}%",
-    "humanizeDuration": lambda v: humanize_duration(float(v)),
+def _re_replace_all(pattern: Any, repl: Any, text: Any) -> str:
+    """``regexp.MustCompile(pattern).ReplaceAllString(text, repl)``; a bad pattern fails the expansion."""
+    try:
+        compiled = regex.compile(str(pattern))
+    except regex.RegexError as exc:
+        raise gotemplate.TemplateError(f"regexp: Compile({json.dumps(str(pattern))}): {exc}") from None
+    try:
+        return compiled.replace_all(str(text), str(repl), max_len=TEMPLATE_LIMITS.max_output)
+    except regex.OutputTooLarge:
+        raise gotemplate.too_large("reReplaceAll output", TEMPLATE_LIMITS.max_output) from None
+
+
+def _split_host_port(host_port: str) -> tuple[str, str] | None:
+    """Go's ``net.SplitHostPort`` for the forms the templates meet; None when there is no port."""
+    if host_port.startswith("["):
+        end = host_port.find("]")
+        if end < 0 or host_port[end + 1:end + 2] != ":" or ":" in host_port[end + 2:]:
+            return None
+        return host_port[1:end], host_port[end + 2:]
+    host, sep, port = host_port.rpartition(":")
+    if not sep or ":" in host:
+        return None
+    return host, port
+
+
+def _strip_port(host_port: str) -> str:
+    parts = _split_host_port(host_port)
+    return host_port if parts is None else parts[0]
+
+
+def _strip_domain(host_port: str) -> str:
+    parts = _split_host_port(host_port)
+    host, port = parts if parts is not None else (host_port, "")
+    try:
+        ipaddress.ip_address(host)
+        return host_port
+    except ValueError:
+        pass
+    host = host.split(".")[0]
+    if not port:
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _first(v: Any) -> Sample:
+    if isinstance(v, list) and v:
+        return dict(v[0])
+    raise ValueError("first() called on vector with no elements")
+
+
+def _sample_field(s: Any, key: str) -> Any:
+    if not isinstance(s, Mapping):
+        raise ValueError(f"wrong type for value; expected *template.sample; got {type(s).__name__}")
+    return s[key]
+
+
+def _no_query(_: Any) -> list[Sample]:
+    raise ValueError("query is not available here")
+
+
+def _link(expr: Any, tab: int) -> str:
+    return f"/graph?g0.expr={urllib.parse.quote_plus(str(expr))}&g0.tab={tab}"
+
+
+#: Prometheus' template functions (template/template.go) on top of Go's builtins; ``query`` and
+#: ``now`` are per-expansion (:func:`expand_template` overrides them).
+FUNCTIONS: dict[str, gotemplate.Function] = {
+    **gotemplate.builtins(TEMPLATE_LIMITS.max_output),
+    "query": _no_query,
+    "now": lambda: 0.0,
+    "first": _first,
+    "label": lambda name, s: _sample_field(s, "Labels").get(str(name), ""),
+    "value": lambda s: _sample_field(s, "Value"),
+    "strvalue": lambda s: _sample_field(s, "Labels").get("__value__", ""),
+    "sortByLabel": lambda name, v: sorted(v, key=lambda s: str(s["Labels"].get(str(name), ""))),
+    "args": lambda *a: {f"arg{i}": x for i, x in enumerate(a)},
+    "reReplaceAll": _re_replace_all,
+    "safeHtml": lambda s: str(s),
+    "match": _match,
+    "title": lambda s: gotemplate.strings_title(str(s)),
     "toUpper": lambda s: str(s).upper(),
     "toLower": lambda s: str(s).lower(),
-    "title": lambda s: str(s).title(),
-    "printf": _printf,
+    "graphLink": lambda e: _link(e, 0),
+    "tableLink": lambda e: _link(e, 1),
+    "humanize": lambda v: _humanize(_to_float(v)),
+    "humanize1024": lambda v: _humanize1024(_to_float(v)),
+    "humanizeDuration": lambda v: humanize_duration(_to_float(v)),
+    "humanizePercentage": lambda v: f"{go_g4(_to_float(v) * 100)}%",
+    "humanizeTimestamp": _humanize_timestamp,
+    "toTime": _to_time,
+    "toDuration": lambda v: timedelta(seconds=_to_float(v)),
+    "parseDuration": lambda s: parse_prometheus_duration(str(s)),
+    "stripPort": lambda s: _strip_port(str(s)),
+    "stripDomain": lambda s: _strip_domain(str(s)),
+    "pathPrefix": lambda: "",
+    "externalURL": lambda: "",
 }
 
 
-def expand_template(text: str, labels: Mapping[str, str], value: float, external: Mapping[str, str] | None = None) -> str:
-    """Expand the Go-template subset used in alert annotations and labels.
+@functools.lru_cache(maxsize=1024)
+def _compiled(text: str, name: str) -> gotemplate.Template | str:
+    """The template with Prometheus' definitions prepended, or the parse error's text."""
+    try:
+        return gotemplate.Template(TEMPLATE_DEFS + text, FUNCTIONS, name=name, limits=TEMPLATE_LIMITS)
+    except gotemplate.TemplateError as exc:
+        return f"error parsing template {name}: {exc}"
 
-    Supported: ``$labels.x`` / ``.Labels.x``, ``$value`` / ``.Value``, ``$externalLabels.x``,
-    ``humanize``, ``humanizePercentage``, ``humanizeDuration``, ``printf``, ``toUpper``,
-    ``toLower``, ``title``, as calls or in pipelines (``$value | humanize``). Anything else yields
-    ``<error expanding template: ...>`` like Prometheus does on a template error.
+
+def expand_template(text: str, labels: Mapping[str, str], value: float, external: Mapping[str, str] | None = None,
+                    *, name: str = "__alert_", query: QueryFunc | None = None, now: float = 0.0) -> str:
+    """Expand an alert label or annotation as Prometheus' ``template.Expander`` does.
+
+    The data is ``.Labels``, ``.ExternalLabels``, ``.ExternalURL`` and ``.Value``, also bound to
+    ``$labels``, ``$externalLabels``, ``$externalURL`` and ``$value``; the functions are
+    :data:`FUNCTIONS` (``query`` runs ``query`` when given, ``now`` returns ``now``). A template
+    that fails to parse or execute expands to ``<error expanding template: ...>``.
     """
     if "{{" not in text:
         return text
-    ext = external or {}
-
-    def operand(tok: str) -> Any:
-        if tok.startswith(('"', "`")):
-            return tok[1:-1]
-        if tok in ("$value", ".Value"):
-            return value
-        for prefix, src in (("$labels.", labels), (".Labels.", labels), ("$externalLabels.", ext)):
-            if tok.startswith(prefix):
-                return src.get(tok[len(prefix) :], "")
-        if tok in ("$labels", ".Labels"):
-            return dict(labels)
-        try:
-            return float(tok)
-        except ValueError:
-            raise ValueError(f"unknown operand {tok}") from None
-
-    def command(cmd: str, piped: list[Any]) -> Any:
-        toks = re.findall(r'"(?:\\.|[^"\\])*"|`[^`]*`|\S+', cmd)
-        if not toks:
-            raise ValueError("empty command")
-        if toks[0] in _FUNCS:
-            args = [operand(t) for t in toks[1:]] + piped
-            return _FUNCS[toks[0]](*args)
-        if len(toks) == 1 and not piped:
-            return operand(toks[0])
-        raise ValueError(f"function {toks[0]!r} not defined")
-
-    def render(m: re.Match[str]) -> str:
-        body = m.group(1)
-        if body.startswith("/*"):
-            return ""
-        result: Any = None
-        for i, stage in enumerate(body.split("|")):
-            result = command(stage.strip(), [] if i == 0 else [result])
-        if isinstance(result, float):
-            return _go_value(result)
-        return str(result)
-
+    template = _compiled(text, name)
+    if isinstance(template, str):
+        return f"<error expanding template: {template}>"
+    dot = {"Labels": dict(labels), "ExternalLabels": dict(external or {}), "ExternalURL": "", "Value": value}
+    overrides: dict[str, gotemplate.Function] = {"now": lambda: now}
+    if query is not None:
+        overrides["query"] = query
     try:
-        return _ACTION.sub(render, text)
-    except (ValueError, TypeError, KeyError) as exc:
-        return f"<error expanding template: {exc}>"
-
-
-def _go_value(v: float) -> str:
-    """How Go's text/template prints a float64 ($value)."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    if v == int(v) and abs(v) < 1e21:
-        return str(int(v))
-    return repr(v)
+        return template.render(dot, overrides)
+    except gotemplate.TemplateError as exc:
+        return f"<error expanding template: error executing template {name}: {exc}>"
 
 
 # ---------------------------------------------------------------------- model
@@ -358,11 +468,13 @@ class RuleManager:
         for lb, v in samples.items():
             base = {k: val for k, val in lb if k != "__name__"}
             labels = dict(base)
+            name, query = "__alert_" + rule.name, self._query_at(t)
             for k, tmpl in rule.labels.items():
-                labels[k] = expand_template(tmpl, base, v, self.external_labels)
+                labels[k] = expand_template(tmpl, base, v, self.external_labels, name=name, query=query, now=t)
             labels = {k: val for k, val in labels.items() if val != ""}
             labels["alertname"] = rule.name
-            annotations = {k: expand_template(a, base, v, self.external_labels) for k, a in rule.annotations.items()}
+            annotations = {k: expand_template(a, base, v, self.external_labels, name=name, query=query, now=t)
+                           for k, a in rule.annotations.items()}
             key = make_labels(labels)
             seen.add(key)
             alert = rule.active.get(key)
@@ -394,6 +506,21 @@ class RuleManager:
                 alert.state = "firing"
                 alert.fired_at = t
         self._write_alerts_series(rule, t)
+
+    def _query_at(self, t: float) -> QueryFunc:
+        """The templates' ``query``: an instant query at the evaluation time, as a list of samples."""
+
+        def query(expr: Any) -> list[Sample]:
+            try:
+                res = self.engine.instant(str(expr), t)
+            except PromQLError as exc:
+                raise gotemplate.TemplateError(f"error calling query: {exc.message}") from None
+            if res.type == "scalar":
+                assert res.scalar is not None
+                return [{"Labels": {}, "Value": res.scalar[1]}]
+            return [{"Labels": dict(lb), "Value": float(vs[-1])} for lb, _, vs in res.series if len(vs)]
+
+        return query
 
     def _write_alerts_series(self, rule: Rule, t: float) -> None:
         """Maintain Prometheus' synthetic ``ALERTS`` series (value 1 while pending/firing)."""
