@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from itbench_gym.backends.sim.app import AppModel
-from itbench_gym.backends.sim.kube.store import ObjectStore, format_time
+from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
+from itbench_gym.lang.timestamps import rfc3339
 
 APP = Path(__file__).resolve().parent.parent / "envs" / "astronomy-shop"
 DT = 15.0
@@ -39,7 +40,7 @@ class FakeCluster:
         self._serial += 1
         name = f"{deployment}-{self._serial:05d}"
         tmpl = dep["spec"]["template"]
-        now = format_time(self.clock.now())
+        now = rfc3339(self.clock.now())
         pod = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "otel-demo", "labels": dict(tmpl["metadata"]["labels"]),
@@ -96,7 +97,7 @@ class FakeCluster:
             if not crashed:
                 continue
             for cs in crashed:
-                cs["state"] = {"running": {"startedAt": format_time(self.clock.now())}}
+                cs["state"] = {"running": {"startedAt": rfc3339(self.clock.now())}}
                 cs["ready"] = True
             obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]
             self.store.update(obj, subresource="status")

@@ -14,8 +14,8 @@ from itbench_gym.backends.sim.chaos.io import DiskIO, io_fault
 from itbench_gym.backends.sim.chaos.kinds import parse_duration
 from itbench_gym.backends.sim.chaos.schedule import Cron
 from itbench_gym.backends.sim.chaos.selection import SelectionError, choose, pod_matches
-from itbench_gym.backends.sim.kube.controllers.util import rfc3339
 from itbench_gym.faults.catalogue import validate_fault_args
+from itbench_gym.lang.timestamps import rfc3339
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 SCENARIOS = SHARED / "itbench" / "scenarios"

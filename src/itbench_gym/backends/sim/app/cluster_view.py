@@ -148,7 +148,8 @@ def _env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
 
 
 def _container_status(pod: dict[str, Any], name: str) -> dict[str, Any]:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+    statuses: list[dict[str, Any]] = (pod.get("status") or {}).get("containerStatuses") or []
+    for cs in statuses:
         if cs.get("name") == name:
             return cs
     return {}

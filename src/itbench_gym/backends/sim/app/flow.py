@@ -24,10 +24,10 @@ class Moments:
     mean: float
     var: float
 
-    def plus(self, other: "Moments") -> "Moments":
+    def plus(self, other: Moments) -> Moments:
         return Moments(self.mean + other.mean, self.var + other.var)
 
-    def scaled(self, k: float) -> "Moments":
+    def scaled(self, k: float) -> Moments:
         return Moments(self.mean * k, self.var * k)
 
 

@@ -114,7 +114,8 @@ def _hex(rng: np.random.Generator, n: int, width: int) -> list[str]:
 
 
 def _ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> list[int]:
-    return rng.integers(lo, hi, size=n).tolist()
+    values: list[int] = rng.integers(lo, hi, size=n).tolist()
+    return values
 
 
 def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _Clock, pools: FieldPools) -> list[str]:
@@ -123,9 +124,9 @@ def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _C
     if name in ("iso", "valkey_ts", "clf"):
         secs, millis = _ms_parts(ts)
         if name == "iso":
-            return [f"{clock.fmt('%Y-%m-%dT%H:%M:%S', s)}.{m:03d}Z" for s, m in zip(secs, millis)]
+            return [f"{clock.fmt('%Y-%m-%dT%H:%M:%S', s)}.{m:03d}Z" for s, m in zip(secs, millis, strict=True)]
         if name == "valkey_ts":
-            return [f"{clock.fmt('%d %b %Y %H:%M:%S', s)}.{m:03d}" for s, m in zip(secs, millis)]
+            return [f"{clock.fmt('%d %b %Y %H:%M:%S', s)}.{m:03d}" for s, m in zip(secs, millis, strict=True)]
         return [clock.fmt("%d/%b/%Y:%H:%M:%S +0000", s) for s in secs]
     if name == "epoch_ms":
         return [str(v) for v in np.floor(ts * 1000.0).astype(np.int64).tolist()]
@@ -144,17 +145,17 @@ def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _C
     if name == "span":
         return _hex(rng, n, 8)
     if name == "ip":
-        return [f"10.244.{a}.{b}" for a, b in zip(_ints(rng, 1, 4, n), _ints(rng, 2, 250, n))]
+        return [f"10.244.{a}.{b}" for a, b in zip(_ints(rng, 1, 4, n), _ints(rng, 2, 250, n), strict=True)]
     if name == "email":
         users = pools.users
-        return [f"{users[a]}_{b}@example.com" for a, b in zip(_ints(rng, 0, len(users), n), _ints(rng, 10, 99, n))]
+        return [f"{users[a]}_{b}@example.com" for a, b in zip(_ints(rng, 0, len(users), n), _ints(rng, 10, 99, n), strict=True)]
     if name == "category":
         return [pools.categories[a] for a in _ints(rng, 0, len(pools.categories), n)]
     if name.startswith("product"):
         slot = int(name[len("product"):] or 1) - 1
         secs = np.floor(ts).astype(np.int64).tolist()
         products = pools.products
-        return [products[(s + slot * 3 + k) % len(products)] for s, k in zip(secs, _ints(rng, 0, len(products), n))]
+        return [products[(s + slot * 3 + k) % len(products)] for s, k in zip(secs, _ints(rng, 0, len(products), n), strict=True)]
     raise KeyError(name)
 
 

@@ -136,7 +136,7 @@ class AppModel:
         self._disk_io = load_disk_io(spec.directory)
 
     @classmethod
-    def load(cls, app_dir: Path, *, seed: int) -> "AppModel":
+    def load(cls, app_dir: Path, *, seed: int) -> AppModel:
         spec = load_spec(Path(app_dir))
         return cls(spec, _load_manifests(spec), seed)
 
@@ -505,7 +505,9 @@ class AppModel:
         return (copy_state, self._span.snapshot(), self._cadvisor.snapshot())
 
     def restore(self, snap: object) -> None:
-        state, span, cad = snap  # type: ignore[misc]
+        if not isinstance(snap, tuple) or len(snap) != 3:
+            raise TypeError("restore() takes what snapshot() returned")
+        state, span, cad = snap
         self._state = _State(state.tick, copy.deepcopy(state.instances), copy.deepcopy(state.flag_snapshots), dict(state.backlog),
                              dict(state.closes), dict(state.cpu_demand), list(state.history), dict(state.ready_before),
                              list(state.trace_ticks))

@@ -224,7 +224,7 @@ def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: d
     start = view.now - view.dt
     end_cover = 0.0
     for pod in ready:
-        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        cond: dict[str, Any] = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
         since = parse_rfc3339(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else start
         end_cover = max(end_cover, (view.now - since) / view.dt)
     present = {p["metadata"].get("uid", ""): p for p in view.all_pods}
@@ -232,10 +232,10 @@ def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: d
     for uid, labels in view.ready_before.items():
         if not selector_matches({"matchLabels": selector}, labels):
             continue
-        pod = present.get(uid)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
+        was = present.get(uid)
+        if was is None or was["metadata"].get("deletionTimestamp"):
             return 1.0
-        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+        cond = next((c for c in (was.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
         if cond.get("status") == "False" and cond.get("lastTransitionTime"):
             start_cover = max(start_cover, (parse_rfc3339(cond["lastTransitionTime"]) - start) / view.dt)
     return min(1.0, max(0.0, end_cover) + max(0.0, start_cover))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from itbench_gym.backends.sim.kube.runtime import DefaultRuntime, ProbeKind
 

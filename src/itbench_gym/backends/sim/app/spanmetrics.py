@@ -70,7 +70,7 @@ class SpanMetrics:
             out.append(({"__name__": "traces_span_metrics_calls_total", **base}, self.calls[key]))
             h = self.hist[key]
             cumulative = np.cumsum(h.buckets)
-            for le, v in zip(self.les, cumulative):
+            for le, v in zip(self.les, cumulative, strict=True):
                 out.append(({"__name__": "traces_span_metrics_duration_milliseconds_bucket", **base, "le": le}, float(v)))
             out.append(({"__name__": "traces_span_metrics_duration_milliseconds_sum", **base}, h.sum_ms))
             out.append(({"__name__": "traces_span_metrics_duration_milliseconds_count", **base}, h.count))

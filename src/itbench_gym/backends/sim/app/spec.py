@@ -305,8 +305,8 @@ def _cross_check(spec: AppSpec, file: str) -> None:
         need_op(spec.load_service, t.operation, f"load.tasks[{i}].operation")
     for name, topic in spec.topics.items():
         need_op(topic.producer_call_to[0], topic.producer_call_to[1], f"kafka.topics.{name}.produced_by.call_to")
-        for i, c in enumerate(topic.consumers):
-            need_op(c.service, c.operation, f"kafka.topics.{name}.consumers[{i}]")
+        for i, consumer in enumerate(topic.consumers):
+            need_op(consumer.service, consumer.operation, f"kafka.topics.{name}.consumers[{i}]")
     for i, e in enumerate(spec.effects):
         where = f"flags.definitions.{e.flag}.effects[{i}]"
         if "service" in e.params and e.params["service"] not in services:
@@ -334,8 +334,8 @@ def _cross_check(spec: AppSpec, file: str) -> None:
         state[key] = 2
 
     for s in services.values():
-        for o in s.operations:
-            visit((s.name, o), [])
+        for op_name in s.operations:
+            visit((s.name, op_name), [])
 
 
 def load_spec(app_dir: Path) -> AppSpec:

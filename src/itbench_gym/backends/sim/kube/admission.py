@@ -8,6 +8,7 @@ objects being refused with ``422 Invalid`` and the upstream wording rather than 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,7 +306,7 @@ def _default_priorityclass(obj: Obj, alloc: Allocations) -> None:
     obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
-_DEFAULTERS = {
+_DEFAULTERS: dict[tuple[str, str], Callable[[Obj, Allocations], None]] = {
     ("", "Pod"): _default_pod,
     ("", "Service"): _default_service,
     ("", "Namespace"): _default_namespace,

@@ -26,7 +26,6 @@ import json
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +33,14 @@ from typing import Any
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request, Response
 
+from itbench_gym.lang.durations import DurationError, parse_go_duration
+from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
+
 from . import bodies, errors, openapi, protobuf, rbac, tables
 from .auth import Auth, Identity
 from .resources import ResourceType, split_api_version
 from .selectors import fields_match, parse_field_selector, parse_label_selector
-from .store import ObjectStore, WatchEvent, clone, format_time, parse_time
+from .store import ObjectStore, WatchEvent, clone
 
 log = logging.getLogger(__name__)
 
@@ -441,9 +443,11 @@ class KubeApp:
                                         f"{rt.plural}.{rt.group}")
         except errors.ApiError:
             return None
-        for v in (crd.get("spec") or {}).get("versions") or []:
+        versions: list[Obj] = (crd.get("spec") or {}).get("versions") or []
+        for v in versions:
             if v.get("name") == rt.version:
-                return v.get("additionalPrinterColumns")
+                columns: list[Obj] | None = v.get("additionalPrinterColumns")
+                return columns
         return None
 
     # -- watch -------------------------------------------------------------------------------
@@ -833,18 +837,18 @@ class KubeApp:
                 term = ((cstatus or {}).get("lastState") or {}).get("terminated")
                 if not term or not term.get("startedAt"):
                     raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-                start, end = parse_time(term["startedAt"]), parse_time(term.get("finishedAt") or term["startedAt"])
+                start, end = parse_rfc3339(term["startedAt"]), parse_rfc3339(term.get("finishedAt") or term["startedAt"])
             else:
                 state = (cstatus or {}).get("state") or {}
                 if state.get("running"):
-                    start, end = parse_time(state["running"].get("startedAt") or format_time(now)), now
+                    start, end = parse_rfc3339(state["running"].get("startedAt") or rfc3339(now)), now
                 elif state.get("terminated") and state["terminated"].get("startedAt"):
                     t = state["terminated"]
-                    start, end = parse_time(t["startedAt"]), parse_time(t.get("finishedAt") or t["startedAt"])
+                    start, end = parse_rfc3339(t["startedAt"]), parse_rfc3339(t.get("finishedAt") or t["startedAt"])
                 elif ((cstatus or {}).get("lastState") or {}).get("terminated", {}).get("startedAt"):
                     # Waiting to restart (CrashLoopBackOff): the kubelet serves the exited instance's log.
                     t = (cstatus or {})["lastState"]["terminated"]
-                    start, end = parse_time(t["startedAt"]), parse_time(t.get("finishedAt") or t["startedAt"])
+                    start, end = parse_rfc3339(t["startedAt"]), parse_rfc3339(t.get("finishedAt") or t["startedAt"])
                 else:
                     reason = ((state.get("waiting") or {}).get("reason")) or "ContainerCreating"
                     raise errors.bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
@@ -863,7 +867,7 @@ class KubeApp:
                     if now >= stop_at or not self.advance(min(WATCH_STEP * 5, stop_at - now)):
                         return
                     now = self.clock.now()
-                    chunk = [f"{_ts(t)} {line}\n" if _truthy(q.get("timestamps")) else f"{line}\n"
+                    chunk = [f"{rfc3339(t, 9)} {line}\n" if _truthy(q.get("timestamps")) else f"{line}\n"
                              for t, line in (self.log_source(namespace, name, container, last, now)
                                              if self.log_source else [])
                              if t > last]
@@ -879,7 +883,7 @@ class KubeApp:
             start = max(start, now - _int_param(q, "sinceSeconds", 0))
         if q.get("sinceTime"):
             try:
-                start = max(start, parse_time(q["sinceTime"]))
+                start = max(start, parse_rfc3339(q["sinceTime"]))
             except ValueError:
                 raise errors.bad_request(f"sinceTime: invalid RFC 3339 time {q['sinceTime']!r}") from None
         entries = self.log_source(namespace, name, container, start, end) if self.log_source else []
@@ -887,7 +891,7 @@ class KubeApp:
         if tail >= 0:
             entries = entries[-tail:] if tail else []
         ts = _truthy(q.get("timestamps"))
-        text = "".join(f"{_ts(t)} {line}\n" if ts else f"{line}\n" for t, line in entries).encode()
+        text = "".join(f"{rfc3339(t, 9)} {line}\n" if ts else f"{line}\n" for t, line in entries).encode()
         limit = _int_param(q, "limitBytes", 0)
         return text[:limit] if limit > 0 else text
 
@@ -959,7 +963,7 @@ class KubeApp:
         with self.lock:
             usage = self.metrics()
             now = self.clock.now()
-            ts, window = format_time(now), f"{int(usage.window)}s"
+            ts, window = rfc3339(now), f"{int(usage.window)}s"
             items: list[Obj] = []
             if rt.kind == "NodeMetrics":
                 pod_rt = self.store.registry.by_kind("Pod", "v1")
@@ -1064,25 +1068,15 @@ def _int_param(q: Mapping[str, str], name: str, default: int) -> int:
     return n
 
 
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|us|µs|ns|m|s)")
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_MAX_DURATION = (2**63 - 1) / 1e9  # Go's time.Duration is int64 nanoseconds
-
-
 def _watch_timeout(q: Mapping[str, str]) -> float:
     if q.get("timeoutSeconds"):
         return float(_int_param(q, "timeoutSeconds", 0))
     t = q.get("timeout")
     if t:
-        total, pos = 0.0, 0
-        for m in _DURATION.finditer(t):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-            pos = m.end()
-        if pos != len(t) or total > _MAX_DURATION:
-            raise errors.bad_request(f"time: invalid duration {json.dumps(t)}")
-        return total
+        try:
+            return parse_go_duration(t)
+        except DurationError as exc:
+            raise errors.bad_request(str(exc)) from None
     return DEFAULT_WATCH_TIMEOUT
 
 
@@ -1230,12 +1224,6 @@ def _to_scale(obj: Obj, rt: ResourceType) -> Obj:
 
 def _usage(cpu_cores: float, memory_bytes: float) -> Obj:
     return {"cpu": f"{max(0, int(round(cpu_cores * 1e9)))}n", "memory": f"{max(0, int(round(memory_bytes / 1024)))}Ki"}
-
-
-def _ts(t: float) -> str:
-    """RFC 3339 with nanoseconds, as ``kubectl logs --timestamps`` prints."""
-    whole = int(t)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int(round((t - whole) * 1e9)):09d}Z"
 
 
 def _waiting_message(reason: str) -> str:

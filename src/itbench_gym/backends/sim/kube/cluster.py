@@ -18,6 +18,7 @@ from typing import Any
 
 from ....clock import SimClock
 from ..chaos import chaos_controllers
+from .apiserver import Usage
 from .controllers.base import WATCHED_KINDS, Cache, Context, Controller, Key, Timers
 from .controllers.daemonset import DaemonSetController
 from .controllers.deployment import DeploymentController
@@ -28,7 +29,6 @@ from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
 from .controllers.statefulset import StatefulSetController
 from .errors import ApiError
-from .apiserver import Usage
 from .events import EventRecorder, EventState
 from .kubelet import Kubelet
 from .nodes import NodeController

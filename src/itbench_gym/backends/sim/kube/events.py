@@ -13,10 +13,12 @@ like the API server's event TTL.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from .controllers.util import rfc3339
+from itbench_gym.lang.timestamps import rfc3339
+
 from .errors import ApiError
 from .store import ObjectStore
 

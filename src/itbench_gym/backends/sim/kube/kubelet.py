@@ -14,11 +14,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
+
+from itbench_gym.lang.timestamps import rfc3339
 
 from .controllers.base import Cache, Context, Controller, Key
-from .controllers.util import container_limits, container_requests, parse_time, rfc3339
+from .controllers.util import container_limits, container_requests, parse_time
 from .errors import ApiError
 from .runtime import ContainerRuntime
 
@@ -245,7 +248,8 @@ class Kubelet(Controller):
 
     def _spec_of(self, pod: Obj, c: ContainerRun) -> Obj:
         spec = pod.get("spec") or {}
-        for item in (spec.get("initContainers") if c.init else spec.get("containers")) or []:
+        items: list[Obj] = (spec.get("initContainers") if c.init else spec.get("containers")) or []
+        for item in items:
             if item.get("name") == c.name:
                 return item
         return {"name": c.name, "image": c.image}
@@ -680,7 +684,7 @@ def qos_class(pod: Obj) -> str:
         return "BestEffort"
     guaranteed = all(
         all(lim.get(r) is not None and req.get(r) == lim.get(r) for r in ("cpu", "memory"))
-        for req, lim in zip(requests, limits)
+        for req, lim in zip(requests, limits, strict=True)
     )
     return "Guaranteed" if guaranteed else "Burstable"
 

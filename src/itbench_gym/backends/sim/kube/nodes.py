@@ -10,12 +10,14 @@ node`` prints it). A cordoned node (``spec.unschedulable``) gets the
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
+
+from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
 from .controllers.base import Controller, Key
-from .controllers.util import rfc3339
 from .errors import ApiError, is_storage_error
-from .store import clone, format_micro_time, parse_time
+from .store import clone
 
 Obj = dict[str, Any]
 
@@ -84,7 +86,7 @@ class NodeController(Controller):
         status = node.get("status") or {}
         current = {c.get("type"): c for c in status.get("conditions") or []}
         ready = current.get("Ready") or {}
-        last_report = parse_time(ready["lastHeartbeatTime"]) if ready.get("lastHeartbeatTime") else None
+        last_report = parse_rfc3339(ready["lastHeartbeatTime"]) if ready.get("lastHeartbeatTime") else None
         changed = any((current.get(t) or {}).get("status") != s or (current.get(t) or {}).get("reason") != r
                       for t, s, r, _ in HEALTHY_CONDITIONS)
         if not changed and last_report is not None and now < last_report + NODE_STATUS_REPORT_SECONDS:
@@ -112,8 +114,8 @@ class NodeController(Controller):
                 raise
             lease = None
         renewed = (lease or {}).get("spec", {}).get("renewTime")
-        if renewed and now < parse_time(renewed) + LEASE_RENEW_SECONDS:
-            return parse_time(renewed) + LEASE_RENEW_SECONDS
+        if renewed and now < parse_rfc3339(renewed) + LEASE_RENEW_SECONDS:
+            return parse_rfc3339(renewed) + LEASE_RENEW_SECONDS
         try:
             if lease is None:
                 self.ctx.store.create({
@@ -121,10 +123,10 @@ class NodeController(Controller):
                     "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [{
                         "apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"].get("uid", "")}]},
                     "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION_SECONDS,
-                             "renewTime": format_micro_time(now)},
+                             "renewTime": rfc3339(now, 6)},
                 })
             else:
-                lease["spec"]["renewTime"] = format_micro_time(now)
+                lease["spec"]["renewTime"] = rfc3339(now, 6)
                 self.ctx.store.update(lease)
         except ApiError as e:
             if e.code not in (404, 409) and not is_storage_error(e):

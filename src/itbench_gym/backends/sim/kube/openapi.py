@@ -238,7 +238,8 @@ class OpenAPIBuilder:
 
     def _crd_version(self, rt: ResourceType) -> Obj | None:
         crd = self.crd_lookup(f"{rt.plural}.{rt.group}")
-        for v in ((crd or {}).get("spec") or {}).get("versions") or []:
+        versions: list[Obj] = ((crd or {}).get("spec") or {}).get("versions") or []
+        for v in versions:
             if v.get("name") == rt.version:
                 return v
         return None

@@ -372,7 +372,7 @@ def server_side_apply(current: dict[str, Any], doc: dict[str, Any], rt: Resource
         removed = _fieldset_minus(previous.get("fieldsV1") or {}, new_fields)
         if removed:
             base = _prune(current, removed, schema)
-    merged = strategic_merge(base, _as_apply_patch(doc), schema)
+    merged: dict[str, Any] = strategic_merge(base, _as_apply_patch(doc), schema)
     managed = [m for m in managed if not (m.get("manager") == manager and m.get("operation") == "Apply")]
     managed.append(_entry(manager, "Apply", rt.api_version, now, new_fields, subresource))
     merged.setdefault("metadata", {})["managedFields"] = managed

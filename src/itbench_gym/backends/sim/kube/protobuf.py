@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from .store import format_time
+from itbench_gym.lang.timestamps import rfc3339
 
 MAGIC = b"k8s\x00"
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -260,7 +260,7 @@ def _time(buf: bytes, where: str) -> str | None:
     for number, wire, value in _fields(buf, where):
         if number == 1 and wire == _VARINT:
             seconds = _signed(value)
-    return None if seconds is None else format_time(seconds)
+    return None if seconds is None else rfc3339(seconds)
 
 
 def _int_or_string(buf: bytes, where: str) -> int | str:

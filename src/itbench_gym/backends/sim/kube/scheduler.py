@@ -15,20 +15,16 @@ client (``clientConnection`` qps 50, burst 100: one request per attempt), the re
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Iterable
+from typing import Any
+
+from itbench_gym.lang.selectors import node_selector_term_matches, selector_matches
 
 from .controllers.base import Cache, Context, Controller, Key
-from .controllers.util import (
-    node_selector_term_matches,
-    pod_phase,
-    pod_requests,
-    quantity,
-    selector_matches,
-    set_condition,
-)
 from .controllers.ratelimit import SCHEDULER_BURST, SCHEDULER_QPS, TokenBucket
+from .controllers.util import pod_phase, pod_requests, quantity, set_condition
 from .errors import ApiError, is_storage_error
 from .store import clone
 
@@ -80,7 +76,7 @@ class NodeInfo:
     def without(self, victims: list[Obj]) -> NodeInfo:
         gone = {id(v) for v in victims}
         out = NodeInfo(self.node)
-        for p, req in zip(self.pods, self.pod_requests):
+        for p, req in zip(self.pods, self.pod_requests, strict=True):
             if id(p) not in gone:
                 out.add(p, req)
         return out

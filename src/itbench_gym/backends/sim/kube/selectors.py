@@ -12,53 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from itbench_gym.lang.selectors import LabelSelector as LabelSelector
+from itbench_gym.lang.selectors import Requirement as Requirement
+from itbench_gym.lang.selectors import SelectorError
+from itbench_gym.lang.selectors import selector_from_dict as _selector_from_dict
+
 from . import errors
 
 _KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One term: ``key op values`` with op in ``= != in notin exists !``."""
-
-    key: str
-    op: str
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.op == "exists":
-            return self.key in labels
-        if self.op == "!":
-            return self.key not in labels
-        if self.op in ("=", "in"):
-            return self.key in labels and labels[self.key] in self.values
-        if self.op in ("!=", "notin"):
-            return self.key not in labels or labels[self.key] not in self.values
-        if self.op in ("gt", "lt"):
-            try:
-                have = int(labels[self.key])
-            except (KeyError, ValueError):
-                return False
-            return have > int(self.values[0]) if self.op == "gt" else have < int(self.values[0])
-        return False
-
-
-class LabelSelector:
-    """A conjunction of requirements; the empty selector matches everything."""
-
-    def __init__(self, requirements: list[Requirement], *, match_nothing: bool = False) -> None:
-        self.requirements = requirements
-        self.match_nothing = match_nothing
-
-    def matches(self, labels: Mapping[str, str] | None) -> bool:
-        if self.match_nothing:
-            return False
-        labels = labels or {}
-        return all(r.matches(labels) for r in self.requirements)
-
-    def empty(self) -> bool:
-        return not self.requirements and not self.match_nothing
 
 
 def _bad(selector: str, why: str) -> errors.ApiError:
@@ -155,20 +117,11 @@ def parse_label_selector(selector: str | None) -> LabelSelector:
 
 
 def selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelector:
-    """A ``metav1.LabelSelector`` (``matchLabels`` + ``matchExpressions``) as a matcher.
-
-    ``None`` matches nothing (as for a Service without selector); ``{}`` matches everything.
-    """
-    if selector is None:
-        return LabelSelector([], match_nothing=True)
-    reqs = [Requirement(k, "=", (str(v),)) for k, v in (selector.get("matchLabels") or {}).items()]
-    ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
-    for expr in selector.get("matchExpressions") or []:
-        op = ops.get(expr.get("operator", ""))
-        if op is None:
-            raise errors.bad_request(f"{expr.get('operator')!r} is not a valid label selector operator")
-        reqs.append(Requirement(expr.get("key", ""), op, tuple(expr.get("values") or ())))
-    return LabelSelector(reqs)
+    """:func:`itbench_gym.lang.selectors.selector_from_dict`, a bad operator as ``400 BadRequest``."""
+    try:
+        return _selector_from_dict(selector)
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
 
 
 def labels_match(match_labels: Mapping[str, str] | None, labels: Mapping[str, str] | None) -> bool:

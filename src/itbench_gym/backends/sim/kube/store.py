@@ -22,17 +22,16 @@ history older than the API server's compaction interval is dropped from the watc
 from __future__ import annotations
 
 import builtins
-import calendar
 import hashlib
 import json
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from itbench_gym.clock import Clock
+from itbench_gym.lang.timestamps import rfc3339
 
 from . import admission, errors, rbac
 from .resources import ResourceRegistry, ResourceType
@@ -65,44 +64,18 @@ EVENTS_STORAGE_KEY = ("", "events")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no 0/1/3)
 
 
-def format_time(t: float) -> str:
-    """RFC 3339 in UTC with second precision, as Kubernetes serialises ``metav1.Time``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def format_micro_time(t: float) -> str:
-    """RFC 3339 with microseconds (``metav1.MicroTime``: Event ``eventTime``, managedFields)."""
-    whole = int(t)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int(round((t - whole) * 1e6)):06d}Z"
+_T = TypeVar("_T")
 
 
-def parse_time(s: str) -> float:
-    """Inverse of ``format_time`` (also accepts fractional seconds and numeric offsets)."""
-    s = s.strip()
-    frac = 0.0
-    offset = 0
-    if s.endswith("Z") or s.endswith("z"):
-        s = s[:-1]
-    elif len(s) > 6 and s[-6] in "+-" and s[-3] == ":":
-        sign = 1 if s[-6] == "+" else -1
-        offset = sign * (int(s[-5:-3]) * 3600 + int(s[-2:]) * 60)
-        s = s[:-6]
-    if "." in s:
-        s, _, f = s.partition(".")
-        frac = float("0." + f) if f else 0.0
-    try:
-        base = calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        raise ValueError(f"not an RFC 3339 time: {s!r}") from None
-    return base + frac - offset
-
-
-def clone(o: Any) -> Any:
+def clone(o: _T) -> _T:
     """Deep copy of JSON-like data; several times faster than ``copy.deepcopy``."""
-    if type(o) is dict:
-        return {k: clone(v) if type(v) in (dict, list) else v for k, v in o.items()}
-    if type(o) is list:
-        return [clone(v) if type(v) in (dict, list) else v for v in o]
+    data: Any = o
+    if type(data) is dict:
+        return cast(_T, {k: clone(v) if type(v) in (dict, list) else v for k, v in data.items()})
+    if type(data) is list:
+        return cast(_T, [clone(v) if type(v) in (dict, list) else v for v in data])
     return o
 
 
@@ -216,7 +189,7 @@ class ObjectStore:
         for k in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(k, None)
         meta["uid"] = self._new_uid()
-        meta["creationTimestamp"] = format_time(self.clock.now())
+        meta["creationTimestamp"] = rfc3339(self.clock.now())
         if admission.has_generation(stype, new):
             meta["generation"] = 1
         else:
@@ -330,7 +303,7 @@ class ObjectStore:
         current = clone(self.registry.convert(existing, rt))
         if ptype == patching.APPLY:
             patched = patching.server_side_apply(current, doc, rt, manager=_manager(field_manager), force=force,
-                                                 now=format_time(self.clock.now()), subresource=subresource)
+                                                 now=rfc3339(self.clock.now()), subresource=subresource)
         else:
             patched = patching.apply_patch(current, doc, ptype, rt)
         if not isinstance(patched, dict):
@@ -348,7 +321,7 @@ class ObjectStore:
         patched["kind"] = rt.kind
         patched["apiVersion"] = rt.api_version
         if ptype != patching.APPLY and field_manager:
-            patching.record_update_manager(patched, _manager(field_manager), format_time(self.clock.now()), subresource)
+            patching.record_update_manager(patched, _manager(field_manager), rfc3339(self.clock.now()), subresource)
         return self.update(patched, subresource=subresource, dry_run=dry_run)
 
     def delete(
@@ -700,7 +673,7 @@ class ObjectStore:
             new = clone(old)
             nm = new["metadata"]
             if not nm.get("deletionTimestamp") or grace > 0:
-                nm["deletionTimestamp"] = format_time(now + grace)
+                nm["deletionTimestamp"] = rfc3339(now + grace)
             nm["deletionGracePeriodSeconds"] = grace
             nm["finalizers"] = finalizers
             if not finalizers:
@@ -817,7 +790,7 @@ class ObjectStore:
                                    "", "namespaces", name)
         if not old["metadata"].get("deletionTimestamp"):
             new = clone(old)
-            new["metadata"]["deletionTimestamp"] = format_time(self.clock.now())
+            new["metadata"]["deletionTimestamp"] = rfc3339(self.clock.now())
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new.setdefault("status", {})["phase"] = "Terminating"
             self._write(stype, new, "MODIFIED", charge=False)
@@ -879,7 +852,7 @@ class ObjectStore:
         meta["name"] = name
         if rt.namespaced:
             meta["namespace"] = ns
-        patching.record_apply_manager(obj, doc, _manager(manager), format_time(self.clock.now()))
+        patching.record_apply_manager(obj, doc, _manager(manager), rfc3339(self.clock.now()))
         return self.create(obj, dry_run=dry_run)
 
 

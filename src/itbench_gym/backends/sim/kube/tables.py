@@ -11,8 +11,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from itbench_gym.lang.durations import human_duration
+from itbench_gym.lang.timestamps import parse_rfc3339
+
 from .resources import ResourceType
-from .store import parse_time
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int, str]  # name, type, priority (1 = wide only), description
@@ -21,45 +23,12 @@ Printer = Callable[[Obj, float], list[Any]]
 _NONE = "<none>"
 
 
-def human_duration(seconds: float) -> str:
-    """apimachinery's ``duration.HumanDuration``."""
-    s = int(seconds)
-    if seconds < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 60 * 2:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        rem = s % 60
-        return f"{minutes}m" if rem == 0 else f"{minutes}m{rem}s"
-    if minutes < 60 * 3:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        rem = minutes % 60
-        return f"{hours}h" if rem == 0 else f"{hours}h{rem}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rem = hours % 24
-        return f"{hours // 24}d" if rem == 0 else f"{hours // 24}d{rem}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = hours // 24
-        rem = days % 365
-        return f"{days // 365}y" if rem == 0 else f"{days // 365}y{rem}d"
-    return f"{hours // 24 // 365}y"
-
-
 def since(ts: str | None, now: float) -> str:
     """``translateTimestampSince``: ``<unknown>`` for a missing time."""
     if not ts:
         return "<unknown>"
     try:
-        return human_duration(now - parse_time(ts))
+        return human_duration(now - parse_rfc3339(ts))
     except ValueError:
         return "<unknown>"
 
@@ -123,7 +92,7 @@ def pod_status_reason(pod: Obj) -> tuple[str, int, int, int, str | None]:
     def note_restart(cs: Obj) -> None:
         nonlocal last_restart
         finished = (((cs.get("lastState") or {}).get("terminated")) or {}).get("finishedAt")
-        if finished and (last_restart is None or parse_time(finished) > parse_time(last_restart)):
+        if finished and (last_restart is None or parse_rfc3339(finished) > parse_rfc3339(last_restart)):
             last_restart = finished
 
     sidecars = {c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
@@ -259,8 +228,8 @@ def _job(o: Obj, now: float) -> list[Any]:
         state = "Running"
     duration = ""
     if st.get("startTime"):
-        end = parse_time(st["completionTime"]) if st.get("completionTime") else now
-        duration = human_duration(end - parse_time(st["startTime"]))
+        end = parse_rfc3339(st["completionTime"]) if st.get("completionTime") else now
+        duration = human_duration(end - parse_rfc3339(st["startTime"]))
     return [_meta(o).get("name"), state, comp, duration, _age(o, now), *_containers_images(_template_spec(o)),
             _selector_string(spec.get("selector"))]
 
@@ -281,7 +250,7 @@ def _hpa(o: Obj, now: float) -> list[Any]:
     ref = spec.get("scaleTargetRef") or {}
     current = st.get("currentMetrics") or []
     targets = []
-    for i, m in enumerate(spec.get("metrics") or []):
+    for m in spec.get("metrics") or []:
         if m.get("type") != "Resource":
             targets.append("<unknown>/<unknown>")
             continue
@@ -333,7 +302,7 @@ def _service(o: Obj, now: float) -> list[Any]:
 
 
 def _endpoints(o: Obj, now: float) -> list[Any]:
-    pairs = []
+    pairs: list[str] = []
     for subset in o.get("subsets") or []:
         ports = subset.get("ports") or []
         for addr in subset.get("addresses") or []:
@@ -454,7 +423,8 @@ def _pv(o: Obj, now: float) -> list[Any]:
 def _quota(o: Obj, now: float) -> list[Any]:
     hard = (o.get("status") or {}).get("hard") or (o.get("spec") or {}).get("hard") or {}
     used = (o.get("status") or {}).get("used") or {}
-    req, lim = [], []
+    req: list[str] = []
+    lim: list[str] = []
     for k in sorted(hard):
         cell = f"{k}: {used.get(k, '0')}/{hard[k]}"
         (lim if k.startswith("limits.") else req).append(cell)
@@ -485,9 +455,11 @@ def _priorityclass(o: Obj, now: float) -> list[Any]:
 def _binding(o: Obj, now: float) -> list[Any]:
     ref = o.get("roleRef") or {}
     subjects = o.get("subjects") or []
-    by = lambda kind: ",".join(  # noqa: E731
-        (f"{s.get('namespace', '')}/{s.get('name')}" if kind == "ServiceAccount" else str(s.get("name")))
-        for s in subjects if s.get("kind") == kind)
+
+    def by(kind: str) -> str:
+        return ",".join((f"{s.get('namespace', '')}/{s.get('name')}" if kind == "ServiceAccount" else str(s.get("name")))
+                        for s in subjects if s.get("kind") == kind)
+
     return [_meta(o).get("name"), f"{ref.get('kind')}/{ref.get('name')}", _age(o, now), by("User"), by("Group"),
             by("ServiceAccount")]
 

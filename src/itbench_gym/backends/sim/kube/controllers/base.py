@@ -8,12 +8,13 @@ a fixed-point iteration over dirty keys.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
+import builtins
 import heapq
 import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from ..errors import ApiError, is_storage_error
 from ..events import EventRecorder
@@ -99,7 +100,7 @@ class Cache:
             return iter(list(bucket.values()))
         return iter([bucket[k] for k in self._by_ns[kind].get(namespace, ())])
 
-    def owned(self, kind: str, owner: Obj) -> list[Obj]:
+    def owned(self, kind: str, owner: Obj) -> builtins.list[Obj]:
         """Objects of ``kind`` whose controller reference points at ``owner``."""
         keys = self._owned[kind].get(str(owner["metadata"].get("uid", "")), {})
         bucket = self._objs[kind]
@@ -208,6 +209,7 @@ class Controller(ABC):
 
     def restore_state(self, state: Any) -> None:
         """Take back what ``snapshot_state`` returned."""
+        return None
 
     def drain(self) -> int:
         n = 0

@@ -10,7 +10,10 @@ paced by the controller's client (see ``ratelimit``).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
+
+from itbench_gym.lang.selectors import node_selector_term_matches
 
 from ..errors import ApiError
 from ..scheduler import tolerates
@@ -18,14 +21,7 @@ from ..store import clone
 from .base import Cache, Context, Controller, Key
 from .deployment import template_hash
 from .podcontrol import PodControl
-from .util import (
-    int_or_percent,
-    is_pod_available,
-    is_pod_ready,
-    is_terminating,
-    node_selector_term_matches,
-    pod_phase,
-)
+from .util import int_or_percent, is_pod_available, is_pod_ready, is_terminating, pod_phase
 
 Obj = dict[str, Any]
 
@@ -62,7 +58,7 @@ class DaemonSetController(Controller):
         return ()
 
     def _pod_template(self, ds: Obj) -> Obj:
-        template = clone((ds.get("spec") or {}).get("template") or {})
+        template: Obj = clone((ds.get("spec") or {}).get("template") or {})
         spec = template.setdefault("spec", {})
         tolerations = spec.setdefault("tolerations", [])
         for tol in DAEMON_TOLERATIONS:

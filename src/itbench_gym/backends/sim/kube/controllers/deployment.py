@@ -10,20 +10,15 @@ arithmetic during a rollout, Recreate, pause/resume and proportional scaling.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
+
+from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError, is_storage_error
 from ..store import clone
 from .base import Cache, Controller, Key
-from .util import (
-    condition,
-    controller_ref,
-    fnv32a,
-    int_or_percent,
-    parse_time,
-    rfc3339,
-    safe_encode,
-)
+from .util import condition, controller_ref, fnv32a, int_or_percent, parse_time, safe_encode
 
 Obj = dict[str, Any]
 
@@ -127,7 +122,8 @@ class DeploymentController(Controller):
 
     @staticmethod
     def _is_rolling(d: Obj) -> bool:
-        return ((d.get("spec") or {}).get("strategy") or {}).get("type", "RollingUpdate") == "RollingUpdate"
+        strategy: str = ((d.get("spec") or {}).get("strategy") or {}).get("type", "RollingUpdate")
+        return strategy == "RollingUpdate"
 
     def _surge_unavailable(self, d: Obj) -> tuple[int, int]:
         if not self._is_rolling(d):
@@ -410,9 +406,9 @@ class DeploymentController(Controller):
             n = min(max_scaled_down - cleaned, unhealthy)
             self._scale_rs(d, rs, _replicas(rs) - n)
             cleaned += n
-        new, old = self._fresh(d)
+        fresh, old = self._fresh(d)
         active_old = [rs for rs in old if _replicas(rs) > 0]
-        available = sum(_status(rs, "availableReplicas") for rs in ([new] if new else []) + old)
+        available = sum(_status(rs, "availableReplicas") for rs in ([fresh] if fresh else []) + old)
         scaled = 0
         if available > min_available:
             budget = available - min_available
@@ -501,7 +497,7 @@ class DeploymentController(Controller):
 
     def _complete(self, d: Obj, status: Obj) -> bool:
         want = _replicas(d)
-        return (
+        return bool(
             status.get("updatedReplicas", 0) == want
             and status.get("replicas", 0) == want
             and status.get("availableReplicas", 0) == want
@@ -575,7 +571,7 @@ class DeploymentController(Controller):
     def _progressing(old: Obj, new: Obj) -> bool:
         old_old = int(old.get("replicas", 0) or 0) - int(old.get("updatedReplicas", 0) or 0)
         new_old = new["replicas"] - new["updatedReplicas"]
-        return (
+        return bool(
             new["updatedReplicas"] > int(old.get("updatedReplicas", 0) or 0)
             or new_old < old_old
             or new["readyReplicas"] > int(old.get("readyReplicas", 0) or 0)

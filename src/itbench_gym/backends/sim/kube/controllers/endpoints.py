@@ -11,7 +11,8 @@ the Service's EndpointSlices (``discovery.k8s.io/v1``, one per port set, as
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import ApiError, is_storage_error
 from ..store import clone

@@ -12,23 +12,17 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Iterable
+from typing import Any
+
+from itbench_gym.lang.selectors import selector_matches
+from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError
 from .base import Cache, Context, Controller, Key
-from .util import (
-    container_requests,
-    format_quantity,
-    is_pod_ready,
-    is_terminating,
-    pod_phase,
-    quantity,
-    rfc3339,
-    selector_matches,
-    set_condition,
-)
+from .util import container_requests, format_quantity, is_pod_ready, is_terminating, pod_phase, quantity, set_condition
 
 Obj = dict[str, Any]
 Usage = Callable[[str, str], dict[str, tuple[float, float]] | None]
@@ -169,8 +163,8 @@ class HpaController(Controller):
     # -- behaviour --------------------------------------------------------------------------------
 
     def _stabilize(self, mem: HpaMemory, behavior: Obj, desired: int, current: int, now: float) -> tuple[int, str, str]:
-        up = float(((behavior.get("scaleUp") or {}).get("stabilizationWindowSeconds", _DEFAULT_UP["stabilizationWindowSeconds"])))
-        down = float(((behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds", _DEFAULT_DOWN["stabilizationWindowSeconds"])))
+        up = float((behavior.get("scaleUp") or {}).get("stabilizationWindowSeconds", _DEFAULT_UP["stabilizationWindowSeconds"]))
+        down = float((behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds", _DEFAULT_DOWN["stabilizationWindowSeconds"]))
         up_rec, down_rec = desired, desired
         for at, rec in mem.recommendations:
             if at > now - up:

@@ -12,14 +12,17 @@ minute and prune their history.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
+
+from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError
 from ..store import clone
 from .base import Cache, Context, Controller, Key
 from .podcontrol import PodControl
 from .replicaset import deletion_order
-from .util import condition, controller_ref, is_terminating, parse_time, pod_phase, rfc3339
+from .util import condition, controller_ref, is_terminating, parse_time, pod_phase
 
 Obj = dict[str, Any]
 
@@ -137,7 +140,7 @@ class JobController(Controller):
             if deadline is not None:
                 self.requeue_at(key, started + float(deadline))
         status.update({"active": len(active), "succeeded": succeeded, "failed": failed,
-                       "ready": sum(1 for p in active if condition(p, "Ready") and condition(p, "Ready").get("status") == "True"),
+                       "ready": sum(1 for p in active if (condition(p, "Ready") or {}).get("status") == "True"),
                        "terminating": 0, "uncountedTerminatedPods": {}})
         if conditions:
             status["conditions"] = conditions
@@ -160,7 +163,8 @@ def _finished_at(pod: Obj) -> str | None:
     for c in (pod.get("status") or {}).get("containerStatuses") or []:
         term = (c.get("state") or {}).get("terminated")
         if term:
-            return term.get("finishedAt")
+            finished: str | None = term.get("finishedAt")
+            return finished
     return None
 
 
@@ -177,7 +181,7 @@ def parse_cron(expr: str) -> tuple[frozenset[int], ...]:
     if len(fields) != 5:
         raise ValueError(f"expected exactly 5 fields, found {len(fields)}: {expr!r}")
     out = []
-    for index, (text, (lo, hi)) in enumerate(zip(fields, _RANGES)):
+    for index, (text, (lo, hi)) in enumerate(zip(fields, _RANGES, strict=True)):
         allowed: set[int] = set()
         for part in text.split(","):
             rng, _, step_text = part.partition("/")
@@ -211,7 +215,7 @@ def next_schedule(fields: tuple[frozenset[int], ...], after: float, limit_minute
     minutes, hours = sorted(fields[0]), sorted(fields[1])
     start = (int(after) // 60 + 1) * 60
     end = start + limit_minutes * 60
-    first = _dt.datetime.fromtimestamp(start, _dt.timezone.utc)
+    first = _dt.datetime.fromtimestamp(start, _dt.UTC)
     day = first.replace(hour=0, minute=0, second=0, microsecond=0)
     while day.timestamp() < end:
         if _matches((frozenset({0}), frozenset({0}), *fields[2:]), day):

@@ -11,11 +11,14 @@ ten thousand; the controller recounts from the pods (replenishment) whenever the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from decimal import Decimal
-from typing import Any, Callable, Iterable
+from typing import Any
+
+from itbench_gym.lang.timestamps import parse_rfc3339
 
 from .. import errors
-from ..store import ObjectStore, parse_time
+from ..store import ObjectStore
 from .base import Cache, Context, Controller, Key
 from .util import container_limits, container_requests, format_quantity, quantity
 
@@ -40,7 +43,7 @@ def pod_charged(pod: Obj, now: float) -> bool:
         return False
     meta = pod.get("metadata") or {}
     deleted = meta.get("deletionTimestamp")
-    return not (deleted and now > parse_time(deleted))
+    return not (deleted and now > parse_rfc3339(deleted))
 
 
 def _containers(pod: Obj) -> list[Obj]:
@@ -125,7 +128,7 @@ def check_pod(store: ObjectStore, pod: Obj, now: float) -> None:
             if r in wanted and wanted[r] > 0 and used.get(r, Decimal(0)) + wanted[r] > limit
         )
         if over:
-            def fmt(values: dict[str, Decimal]) -> str:
+            def fmt(values: dict[str, Decimal], over: list[str] = over) -> str:
                 return ",".join(f"{r}={format_quantity(values.get(r, Decimal(0)), r)}" for r in over)
 
             raise errors.forbidden(

@@ -11,21 +11,15 @@ grows by 500 pods per 25 simulated seconds instead of all at once.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
+
+from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError
 from .base import Cache, Context, Controller, Key
 from .podcontrol import PodControl
-from .util import (
-    condition,
-    is_pod_active,
-    is_pod_available,
-    is_pod_ready,
-    parse_time,
-    pod_phase,
-    pod_template_labels,
-    rfc3339,
-)
+from .util import condition, is_pod_active, is_pod_available, is_pod_ready, parse_time, pod_phase, pod_template_labels
 
 Obj = dict[str, Any]
 

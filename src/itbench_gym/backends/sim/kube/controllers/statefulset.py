@@ -14,7 +14,8 @@ StatefulSet of a million replicas grows at the client's rate and no sync walks a
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import ApiError, is_storage_error
 from ..store import clone

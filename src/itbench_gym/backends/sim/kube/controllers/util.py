@@ -1,15 +1,14 @@
-"""Helpers every controller shares: selectors, quantities, timestamps, owners, pod state."""
+"""Helpers every controller shares: quantities, timestamps, owners, pod state."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 from decimal import Decimal
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from ..selectors import Requirement, selector_from_dict
+from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
 #: Kubernetes' name alphabet (``k8s.io/apimachinery/pkg/util/rand``): no vowels, no 0/1/3.
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
@@ -20,34 +19,17 @@ Obj = dict[str, Any]
 # -- time ---------------------------------------------------------------------------------------
 
 
-def rfc3339(t: float) -> str:
-    """Second-precision UTC timestamp, as metav1.Time serialises."""
-    return _dt.datetime.fromtimestamp(int(t), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_time(s: str | None) -> float | None:
-    if not s:
-        return None
-    return _dt.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
-
-
-def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String()`` for whole seconds: ``10s``, ``1m20s``, ``5m0s``."""
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m}m{s}s"
+    """:func:`~itbench_gym.lang.timestamps.parse_rfc3339`, with an absent or empty field as None."""
+    return parse_rfc3339(s) if s else None
 
 
 # -- quantities ----------------------------------------------------------------------------------
 
 
 def quantity(value: Any) -> Decimal:
-    return parse_quantity(value)
+    parsed: Decimal = parse_quantity(value)
+    return parsed
 
 
 def format_quantity(value: Decimal, resource: str) -> str:
@@ -99,38 +81,6 @@ def pod_limits(pod: Obj) -> dict[str, Decimal]:
     return total
 
 
-# -- selectors -----------------------------------------------------------------------------------
-
-_NODE_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
-
-
-def selector_matches(selector: Obj | None, labels: dict[str, str] | None) -> bool:
-    """metav1.LabelSelector semantics; an empty selector matches everything, None nothing."""
-    if selector is None:
-        return False
-    return selector_from_dict(selector).matches(labels)
-
-
-def _node_requirements_match(exprs: list[Obj], labels: dict[str, str]) -> bool:
-    for e in exprs:
-        op = _NODE_OPS.get(e.get("operator", ""))
-        if op is None or not Requirement(e.get("key", ""), op, tuple(e.get("values") or ())).matches(labels):
-            return False
-    return True
-
-
-def node_selector_term_matches(term: Obj, node: Obj) -> bool:
-    """One ``nodeSelectorTerm``: its expressions and fields are ANDed; an empty term matches nothing."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False
-    meta = node.get("metadata") or {}
-    return _node_requirements_match(exprs, meta.get("labels") or {}) and _node_requirements_match(
-        fields, {"metadata.name": meta.get("name", "")}
-    )
-
-
 # -- owners and names ----------------------------------------------------------------------------
 
 
@@ -147,7 +97,8 @@ def controller_ref(owner: Obj) -> Obj:
 
 
 def controller_of(obj: Obj) -> Obj | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    refs: list[Obj] = (obj.get("metadata") or {}).get("ownerReferences") or []
+    for ref in refs:
         if ref.get("controller"):
             return ref
     return None
@@ -181,7 +132,8 @@ def fnv32a(data: bytes) -> int:
 
 
 def condition(obj: Obj, type_: str) -> Obj | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
+    conditions: list[Obj] = (obj.get("status") or {}).get("conditions") or []
+    for c in conditions:
         if c.get("type") == type_:
             return c
     return None
