@@ -253,7 +253,7 @@ def test_kafka_queue_problems_builds_fraud_detection_lag_only(base_model: AppMod
     model, cluster, clock = _setup(base_model)
     _inject(model, cluster, clock, "kafkaQueueProblems", "on")
     after = _run(model, cluster, clock, 8)
-    lag = {l["consumergroup"]: v for l, v in after if l["__name__"] == "kafka_consumer_group_lag_sum_ratio"}
+    lag = {lb["consumergroup"]: v for lb, v in after if lb["__name__"] == "kafka_consumer_group_lag_sum_ratio"}
     assert lag["fraud-detection"] > 100 and lag["accounting"] == 0
 
 
@@ -284,10 +284,10 @@ def test_network_policy_blocking_frontend_ingress_times_out_the_proxy(base_model
     before = _calls(_run(model, cluster, clock, 1))
     after = _run(model, cluster, clock, 8)
     assert _delta(_calls(after), before, ("frontend", "GET /api/products/{productId}")) == 0
-    slow = [v for l, v in after if l["__name__"] == "traces_span_metrics_duration_milliseconds_bucket"
-            and l["service_name"] == "frontend-proxy" and l["status_code"] == "STATUS_CODE_ERROR" and l["le"] == "10000"]
-    total = [v for l, v in after if l["__name__"] == "traces_span_metrics_duration_milliseconds_count"
-             and l["service_name"] == "frontend-proxy" and l["status_code"] == "STATUS_CODE_ERROR"]
+    slow = [v for lb, v in after if lb["__name__"] == "traces_span_metrics_duration_milliseconds_bucket"
+            and lb["service_name"] == "frontend-proxy" and lb["status_code"] == "STATUS_CODE_ERROR" and lb["le"] == "10000"]
+    total = [v for lb, v in after if lb["__name__"] == "traces_span_metrics_duration_milliseconds_count"
+             and lb["service_name"] == "frontend-proxy" and lb["status_code"] == "STATUS_CODE_ERROR"]
     assert sum(total) > 0 and sum(slow) < sum(total)
 
 

@@ -11,8 +11,8 @@ reads the outcome with PromQL and the alert rules. A control run restarts flagd 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pytest
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from kube_fixtures import NS, container, deployment, events, make_cluster, pods, run, service
-
 from itbench_gym.backends.sim.kube.controllers.job import next_schedule, parse_cron
 from itbench_gym.backends.sim.kube.controllers.util import ALPHANUMS
 from itbench_gym.backends.sim.kube.runtime import DefaultRuntime
+from kube_fixtures import NS, container, deployment, events, make_cluster, pods, run, service
 
 
 def _rs(cluster, deploy):  # newest first
@@ -51,7 +50,7 @@ def test_same_seed_same_names_and_other_seed_differs():
     a, _ = make_cluster(deployment("web", 3), seed=7)
     b, _ = make_cluster(deployment("web", 3), seed=7)
     c, _ = make_cluster(deployment("web", 3), seed=8)
-    names = lambda k: sorted(p["metadata"]["name"] for p in pods(k))  # noqa: E731
+    names = lambda k: sorted(p["metadata"]["name"] for p in pods(k))
     assert names(a) == names(b)
     assert names(a) != names(c)
 

@@ -114,7 +114,7 @@ def test_label_and_field_selectors(store: ObjectStore) -> None:
     store.create(pod("a", labels={"app": "web", "tier": "fe"}))
     store.create(pod("b", labels={"app": "web"}, node="node-2"))
     store.create(pod("c", labels={"app": "db"}, node=None))
-    names = lambda pods: [p["metadata"]["name"] for p in pods]  # noqa: E731
+    names = lambda pods: [p["metadata"]["name"] for p in pods]
     assert names(store.list("Pod", "default", label_selector="app=web")) == ["a", "b"]
     assert names(store.list("Pod", "default", label_selector="app in (web, db),!tier")) == ["b", "c"]
     assert names(store.list("Pod", "default", label_selector="app notin (web)")) == ["c"]

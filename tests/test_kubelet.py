@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from kube_fixtures import NS, container, cstatus, deployment, events, make_cluster, pods, run
 
 from itbench_gym.backends.sim.kube.controllers.util import parse_time
 from itbench_gym.backends.sim.kube.runtime import DefaultRuntime
+from kube_fixtures import NS, container, cstatus, deployment, events, make_cluster, pods, run
 
 
 def _pod(name="solo", containers=None, init=None, **spec):
@@ -229,7 +229,7 @@ def test_quiet_cluster_tick_is_cheap_and_deterministic():
     b, cb = make_cluster(*objs, seed=3)
     run(a, ca, 60)
     run(b, cb, 60)
-    strip = lambda k: sorted((p["metadata"]["name"], p["status"]["podIP"], p["spec"]["nodeName"]) for p in pods(k))  # noqa: E731
+    strip = lambda k: sorted((p["metadata"]["name"], p["status"]["podIP"], p["spec"]["nodeName"]) for p in pods(k))
     assert strip(a) == strip(b)
     rv = a.store.resource_version
     run(a, ca, 60)
