@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import SHARED
 from itbench_gym import cli
 from itbench_gym.evaluation.entities import EntityRef
 from itbench_gym.evaluation.episode import evaluate_episode
@@ -23,7 +24,7 @@ from itbench_gym.spec import SpecError, check_document, load_spec
 SPECS = sorted(specs_dir().glob("*/*.yaml"))
 CACHE_FAILURE = specs_dir() / "sre" / "cache-failure.yaml"
 #: ITBench's scenario library beside the project (``../shared``); the test that reads it skips without it.
-ITBENCH = Path(__file__).resolve().parents[2] / "shared" / "itbench" / "scenarios"
+ITBENCH = SHARED / "itbench" / "scenarios"
 Doc = dict[str, Any]
 
 
@@ -385,7 +386,7 @@ def test_evaluation_of_a_loaded_spec_never_sees_an_invalid_regex(tmp_path: Path)
 # -- ITBench's own scenarios ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not ITBENCH.is_dir(), reason="ITBench reference data not present")
+@pytest.mark.skipif(not ITBENCH.is_dir(), reason=f"ITBench reference data not present at {ITBENCH} (../shared beside the project)")
 def test_every_itbench_injection_of_a_catalogued_fault_passes_the_reference_checks() -> None:
     """No false alarms: ITBench's injections (flags, restarts, chaos schedules) all refer to real things."""
     known = catalogue()

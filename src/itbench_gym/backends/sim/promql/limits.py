@@ -110,6 +110,14 @@ def _string_end(query: str, i: int, quote: str) -> int:
     return -1
 
 
+def _regex_literal(quoted: str) -> str | None:
+    """A matcher's regex text, or None when the literal is malformed (the parser then reports where)."""
+    try:
+        return unquote(quoted)
+    except UnquoteError:
+        return None
+
+
 def _label_start(query: str, op_pos: int) -> int:
     """Start of the label name (an identifier or a quoted name) just before the matcher at ``op_pos``."""
     j = op_pos
@@ -179,13 +187,9 @@ def check_shape(query: str, *, language: str) -> Shape:
             end = _string_end(query, i, c)
             if end < 0:
                 break
-            if last_op in ("=~", "!~"):
-                try:
-                    literal = unquote(query[i:end])
-                except UnquoteError:
-                    pass  # the parser reports the malformed literal
-                else:
-                    shape.regexes.append(RegexLiteral(_label_start(query, last_op_pos), i, end, literal))
+            literal = _regex_literal(query[i:end]) if last_op in ("=~", "!~") else None
+            if literal is not None:
+                shape.regexes.append(RegexLiteral(_label_start(query, last_op_pos), i, end, literal))
             last_op = "string"
             i = end
             continue
