@@ -19,7 +19,8 @@ from itbench_gym.backends.sim.loki.template import Template as LokiTemplate
 from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.backends.sim.tsdb import TSDB
 from itbench_gym.lang import gotemplate
-from itbench_gym.lang.gotemplate import Limits, Template, TemplateError, go_float, strings_title
+from itbench_gym.lang.gofloat import format_g
+from itbench_gym.lang.gotemplate import Limits, Template, TemplateError, strings_title
 
 T0 = 1_700_000_000.0
 
@@ -70,7 +71,7 @@ def test_limits_are_the_callers() -> None:
     (1e-5, "1e-05"), (0.0001, "0.0001"), (-2.5e-7, "-2.5e-07"), (math.inf, "+Inf"), (math.nan, "NaN"),
 ])
 def test_floats_print_as_go_prints_float64(value: float, text: str) -> None:
-    assert go_float(value) == text
+    assert format_g(value) == text
 
 
 def test_strings_title_is_go_strings_title() -> None:

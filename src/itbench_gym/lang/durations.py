@@ -20,6 +20,8 @@ import json
 import math
 import re
 
+from itbench_gym.lang.gofloat import printf
+
 #: Go's time.Duration range: int64 nanoseconds.
 MAX_NS = (1 << 63) - 1
 MIN_NS = -(1 << 63)
@@ -275,21 +277,12 @@ def short_human_duration(seconds: float) -> str:
     return f"{s // (86400 * 365)}y"
 
 
-def go_g4(value: float) -> str:
-    """Go's ``%.4g`` (as Python's, except that infinities carry a sign and NaN is ``NaN``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return f"{value:.4g}"
-
-
 def humanize_duration(value: float) -> str:
     """Prometheus' ``humanizeDuration`` template function: ``1d 2h 3m 4s``, ``12.35s``, ``100ms``."""
     if math.isnan(value) or math.isinf(value):
-        return go_g4(value)
+        return printf(value, '.4g')
     if value == 0:
-        return f"{go_g4(value)}s"
+        return f"{printf(value, '.4g')}s"
     if abs(value) >= 1:
         sign = "-" if value < 0 else ""
         v = abs(value)
@@ -301,11 +294,11 @@ def humanize_duration(value: float) -> str:
             return f"{sign}{hours}h {minutes}m {secs}s"
         if minutes:
             return f"{sign}{minutes}m {secs}s"
-        return f"{sign}{go_g4(v)}s"
+        return f"{sign}{printf(v, '.4g')}s"
     prefix = ""
     for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
         if abs(value) >= 1:
             break
         prefix = p
         value *= 1000
-    return f"{go_g4(value)}{prefix}s"
+    return f"{printf(value, '.4g')}{prefix}s"

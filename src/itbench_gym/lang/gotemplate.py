@@ -24,10 +24,10 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from itbench_gym.lang import gostrings
+from itbench_gym.lang.gofloat import format_g
 
 Value = Any
 Function = Callable[..., Value]
@@ -58,27 +58,6 @@ def bounded(size: int, what: str, limit: int) -> None:
 
 
 # ------------------------------------------------------------------------------- values
-def go_float(v: float) -> str:
-    """Go's ``%v`` of a float64 (``strconv.FormatFloat(v, 'g', -1, 64)``): ``0.5``, ``1e+06``."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    if v == 0:
-        return "-0" if math.copysign(1.0, v) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(v)).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    ds = "".join(map(str, digits))
-    exp = len(ds) + exponent - 1
-    neg = "-" if sign else ""
-    if exp < -4 or exp >= 6:  # the shortest form switches to %e at exponent 6, as strconv does
-        mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
-        return f"{neg}{mant}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if exp < 0:
-        return f"{neg}0.{'0' * (-exp - 1)}{ds}"
-    if len(ds) <= exp + 1:
-        return f"{neg}{ds}{'0' * (exp + 1 - len(ds))}"
-    return f"{neg}{ds[:exp + 1]}.{ds[exp + 1:]}"
 
 
 def go_str(v: Value) -> str:
@@ -86,7 +65,7 @@ def go_str(v: Value) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return go_float(v)
+        return format_g(v)
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".") + " +0000 UTC"
     if isinstance(v, Mapping):

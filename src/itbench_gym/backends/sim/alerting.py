@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from itbench_gym.lang import gotemplate, regex
-from itbench_gym.lang.durations import DurationError, go_g4, humanize_duration, parse_prometheus_duration
+from itbench_gym.lang.durations import DurationError, humanize_duration, parse_prometheus_duration
+from itbench_gym.lang.gofloat import format_e, format_g, printf
 from itbench_gym.lang.timestamps import rfc3339_nano
 
 from .promql.engine import Engine
@@ -81,7 +82,7 @@ def _to_float(v: Any) -> float:
 def _humanize(v: float) -> str:
     """``humanize``: SI prefixes (``1.235M``, ``12.5m``) with four significant digits."""
     if v == 0 or math.isnan(v) or math.isinf(v):
-        return go_g4(v)
+        return printf(v, '.4g')
     prefix = ""
     if abs(v) >= 1:
         for p in ["k", "M", "G", "T", "P", "E", "Z", "Y"]:
@@ -93,33 +94,33 @@ def _humanize(v: float) -> str:
             if abs(v) >= 1:
                 break
             prefix, v = p, v * 1000
-    return f"{go_g4(v)}{prefix}"
+    return f"{printf(v, '.4g')}{prefix}"
 
 
 def _humanize1024(v: float) -> str:
     if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
-        return go_g4(v)
+        return printf(v, '.4g')
     prefix = ""
     for p in ["ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"]:
         if abs(v) < 1024:
             break
         prefix = p
         v /= 1024
-    return f"{go_g4(v)}{prefix}"
+    return f"{printf(v, '.4g')}{prefix}"
 
 
 def _to_time(v: Any) -> datetime:
     """Prometheus' ``convertToTime``: seconds since the epoch, in UTC."""
     f = _to_float(v)
     if math.isnan(f) or math.isinf(f) or not -(2.0**63) <= f * 1e9 < 2.0**63:
-        raise ValueError(f"{gotemplate.go_float(f)} cannot be represented as a nanoseconds timestamp since it overflows int64")
+        raise ValueError(f"{format_g(f)} cannot be represented as a nanoseconds timestamp since it overflows int64")
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=round(f * 1e6))
 
 
 def _humanize_timestamp(v: Any) -> str:
     f = _to_float(v)
     if math.isnan(f) or math.isinf(f):
-        return go_g4(f)
+        return printf(f, '.4g')
     return gotemplate.go_str(_to_time(f))
 
 
@@ -218,7 +219,7 @@ FUNCTIONS: dict[str, gotemplate.Function] = {
     "humanize": lambda v: _humanize(_to_float(v)),
     "humanize1024": lambda v: _humanize1024(_to_float(v)),
     "humanizeDuration": lambda v: humanize_duration(_to_float(v)),
-    "humanizePercentage": lambda v: f"{go_g4(_to_float(v) * 100)}%",
+    "humanizePercentage": lambda v: f"{printf(_to_float(v) * 100, '.4g')}%",
     "humanizeTimestamp": _humanize_timestamp,
     "toTime": _to_time,
     "toDuration": lambda v: timedelta(seconds=_to_float(v)),
@@ -282,22 +283,13 @@ class Alert:
             "annotations": dict(sorted(self.annotations.items())),
             "state": self.state,
             "activeAt": rfc3339_nano(self.active_at),
-            "value": _value_e(self.value),
+            "value": format_e(self.value),
         }
         if self.keep_firing_since is not None:
             out["keepFiringSince"] = rfc3339_nano(self.keep_firing_since)
         return out
 
 
-def _value_e(v: float) -> str:
-    """``strconv.FormatFloat(v, 'e', -1, 64)``, the format of an alert's value in the API."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    mant, exp = np.format_float_scientific(v, trim="-", unique=True).split("e")
-    e = int(exp)
-    return f"{mant}e{'+' if e >= 0 else '-'}{abs(e):02d}"
 
 
 @dataclass

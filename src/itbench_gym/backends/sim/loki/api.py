@@ -25,6 +25,7 @@ from werkzeug.wrappers import Request, Response
 from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
 from itbench_gym.lang.durations import DurationError, format_go_duration, parse_prometheus_duration
+from itbench_gym.lang.gofloat import format_f
 from itbench_gym.lang.timestamps import TimestampError, parse_loki_time
 
 from . import ast as A
@@ -90,12 +91,6 @@ def _sec(t: float) -> float | int:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000
 
 
-def _value(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return np.format_float_positional(v, trim="-")
 
 
 class LokiAPI(RoutedApp):
@@ -282,7 +277,7 @@ def _matrix_body(result: Series) -> dict[str, Any]:
         points = []
         for t, v in zip(steps, values, strict=True):
             if not math.isnan(v):
-                text = _value(v)
+                text = format_f(v)
                 size.add(len(text) + 16)
                 points.append([_sec(t), text])
         if points:
@@ -301,12 +296,12 @@ def _sort_order(expr: A.Expr) -> int:
 def _vector_body(result: Series, order: int) -> dict[str, Any]:
     t = float(result.steps[0])
     if result.scalar is not None:
-        return {"status": "success", "data": {"resultType": "scalar", "result": [_sec(t), _value(float(result.scalar[0]))],
+        return {"status": "success", "data": {"resultType": "scalar", "result": [_sec(t), format_f(float(result.scalar[0]))],
                                               "stats": result.stats.to_api(0)}}
     rows = [(key, float(v[0])) for key, v in sorted(result.series.items()) if not math.isnan(v[0])]
     if order:
         rows.sort(key=lambda row: order * row[1])
-    out = [{"metric": dict(key), "value": [_sec(t), _value(v)]} for key, v in rows]
+    out = [{"metric": dict(key), "value": [_sec(t), format_f(v)]} for key, v in rows]
     return {"status": "success", "data": {"resultType": "vector", "result": out, "stats": result.stats.to_api(0)}}
 
 

@@ -11,10 +11,12 @@ import math
 
 import numpy as np
 
+from itbench_gym.lang.gofloat import format_f
+
 from ..tsdb import Labels
 from .errors import Annotations, PromQLError
 from .functions import valid_label_name
-from .values import Block, format_value
+from .values import Block
 from .window_funcs import kahan_inc, quantile_rows
 
 _INT64_MAX = 9.223372036854775807e18
@@ -313,7 +315,7 @@ def _count_values(block: Block, grouping: list[str], without: bool, label: str) 
     order: list[Labels] = []
     for i, lb in enumerate(block.labels):
         for step in np.nonzero(block.present[i])[0]:
-            value = format_value(float(block.values[i, step]))
+            value = format_f(float(block.values[i, step]))
             full = tuple(sorted([p for p in lb if p[0] != label] + [(label, value)]))
             key = group_key(full, grp, without)
             arr = counts.get(key)

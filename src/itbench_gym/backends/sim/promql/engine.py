@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from itbench_gym.lang import regex
+from itbench_gym.lang.gofloat import format_f
 
 from ..tsdb import TSDB, Labels, is_stale
 from . import aggregation, binops, functions, window_funcs
@@ -41,7 +42,7 @@ from .ast import (
 from .errors import Annotations, PromQLError
 from .limits import DEFAULT_LIMITS, Deadline, QueryLimits, QueryTimeout
 from .parsing import native_parse, regex_error
-from .values import Block, Windows, drop_names_now, flatten, format_value, merge_same_labels, search, without_name
+from .values import Block, Windows, drop_names_now, flatten, merge_same_labels, search, without_name
 
 #: Prometheus' ``--query.max-samples`` error.
 TOO_MANY_SAMPLES = "query processing would load too many samples into memory in query execution"
@@ -105,7 +106,7 @@ class Result:
             result: Any = [self._api_item(lb, ts, vs) for lb, ts, vs in self.series]
         elif self.type == "scalar":
             assert self.scalar is not None
-            result = [_api_time(self.scalar[0]), format_value(self.scalar[1])]
+            result = [_api_time(self.scalar[0]), format_f(self.scalar[1])]
         else:
             assert self.string is not None
             result = [_api_time(self.string[0]), self.string[1]]
@@ -131,9 +132,9 @@ class Result:
     def _api_item(self, lb: Labels, ts: np.ndarray, vs: np.ndarray) -> dict[str, Any]:
         """One series of a vector or matrix result in the API's shape."""
         if self.type == "vector":
-            return {"metric": dict(lb), "value": [_api_time(int(ts[0])), format_value(float(vs[0]))]}
+            return {"metric": dict(lb), "value": [_api_time(int(ts[0])), format_f(float(vs[0]))]}
         return {"metric": dict(lb),
-                "values": [[_api_time(t), format_value(v)] for t, v in zip(ts.tolist(), vs.tolist(), strict=True)]}
+                "values": [[_api_time(t), format_f(v)] for t, v in zip(ts.tolist(), vs.tolist(), strict=True)]}
 
 
 class ResultTooLarge(PromQLError):

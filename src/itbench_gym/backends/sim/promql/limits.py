@@ -21,6 +21,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from itbench_gym.lang.gofloat import printf
 from itbench_gym.lang.gostrings import UnquoteError, unquote
 
 #: Longest query text accepted, in characters.
@@ -150,13 +151,6 @@ def _at_value(query: str, i: int) -> tuple[str, int]:
     return query[j:k], k
 
 
-def _go_float(value: float) -> str:
-    """Go's ``%f`` for the @ bound message."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return f"{value:f}"
 
 
 def check_shape(query: str, *, language: str) -> Shape:
@@ -235,7 +229,7 @@ def check_shape(query: str, *, language: str) -> Shape:
                 except ValueError:
                     value = 0.0  # not a number (start(), end() or a syntax error for the parser)
                 if not math.isfinite(value) or abs(value) > MAX_AT_SECONDS:
-                    raise QueryShapeError(f"timestamp out of bounds for @ modifier: {_go_float(value)}", i)
+                    raise QueryShapeError(f"timestamp out of bounds for @ modifier: {printf(value, 'f')}", i)
             last_op = "@"
             i = max(end, i + 1)
         else:

@@ -147,12 +147,3 @@ def search(
     return out
 
 
-def format_value(v: float) -> str:
-    """Prometheus' sample value formatting (``strconv.FormatFloat(v, 'f', -1, 64)``, ``+Inf``, ``NaN``)."""
-    if v != v:
-        return "NaN"
-    if v == float("inf"):
-        return "+Inf"
-    if v == float("-inf"):
-        return "-Inf"
-    return np.format_float_positional(v, trim="-")
