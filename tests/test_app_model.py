@@ -161,7 +161,7 @@ def test_manifests_deploy_nodes_first_with_the_chart_facts(base_model: AppModel)
     assert objs[0]["kind"] == "Node" and [o["kind"] for o in objs[:3]] == ["Node"] * 3
     deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
     limits = {n: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] for n, d in deps.items()}
-    assert limits["recommendation"] == "500Mi" and limits["checkout"] == "20Mi" and limits["frontend-proxy"] == "65Mi"
+    assert limits["recommendation"] == "512Mi" and limits["checkout"] == "20Mi" and limits["frontend-proxy"] == "65Mi"
     assert deps["frontend"]["spec"]["selector"]["matchLabels"] == {"opentelemetry.io/name": "frontend"}
     cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "flagd-config")
     assert '"recommendationCacheFailure"' in cm["data"]["demo.flagd.json"]
@@ -198,7 +198,7 @@ def test_recommendation_cache_failure_ooms_and_frontend_errors(base_model: AppMo
     _inject(model, cluster, clock, "recommendationCacheFailure", "on")
     samples = _run(model, cluster, clock, 24, heal_every=4)
     ooms = [k for k in cluster.killed if k[2] == "recommendation" and k[3] == "OOMKilled"]
-    assert ooms, "recommendation never reached its 500Mi limit"
+    assert ooms, "recommendation never reached its 512Mi limit"
     errors = _errors_by_service(samples)
     assert errors.get("frontend", 0) > 0 and errors.get("frontend-proxy", 0) > 0
     assert set(errors) <= {"frontend", "frontend-proxy", "load-generator"}

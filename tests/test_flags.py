@@ -203,7 +203,7 @@ def test_errors_appear_exactly_on_the_services_the_real_app_fails(shop: Shop, fl
 #: Alerts that must fire during the window, as (alertname, service / container / consumer group).
 REQUIRED_ALERTS: dict[str, set[tuple[str, str]]] = {
     "adFailure": {("HighRequestErrorRate", s) for s in ("ad", "frontend", "frontend-proxy")},
-    "adHighCpu": set(),
+    "adHighCpu": {("HighRequestLatency", "ad"), ("HighRequestLatency", "frontend")},
     "adManualGc": {("HighRequestLatency", "ad")},
     "cartFailure": {("HighRequestErrorRate", "cart"), ("HighRequestErrorRate", "checkout")},
     "paymentFailure": {("HighRequestErrorRate", s) for s in ("payment", "checkout", "frontend", "frontend-proxy")}
@@ -222,6 +222,7 @@ REQUIRED_ALERTS: dict[str, set[tuple[str, str]]] = {
 #: Alerts that may also fire: consequences of the same fault (slow ads push the shop's p95 near the
 #: threshold; a crash-looping pod's deployment is short of replicas and may receive nothing for minutes).
 MAY_ALSO_FIRE: dict[str, set[tuple[str, str]]] = {
+    "adHighCpu": {("HighRequestLatency", "frontend-proxy"), ("CPUThrottlingHigh", "ad")},
     "adManualGc": {("HighRequestLatency", "frontend"), ("HighRequestLatency", "frontend-proxy")},
     "recommendationCacheFailure": {("KubeContainerWaiting", "recommendation"), ("KubeDeploymentReplicasMismatch", "recommendation")},
     "emailMemoryLeak": {("KubeContainerWaiting", "email"), ("KubeDeploymentReplicasMismatch", "email"), ("NoRequestsReceived", "email")},
@@ -249,9 +250,10 @@ def test_ad_failure_fails_one_get_ads_in_ten(shop: Shop) -> None:
     assert run.error_calls("frontend", "GET /api/data") > 0
 
 
-def test_ad_high_cpu_saturates_ad_and_slows_it_without_errors(shop: Shop) -> None:
+def test_ad_high_cpu_pins_ad_at_its_cpu_limit_and_slows_it_without_errors(shop: Shop) -> None:
     run, control = shop.run("adHighCpu"), shop.run(None)
-    assert run.get("cpu", "ad") > 3.0 > 0.1 > control.get("cpu", "ad")
+    # the four busy threads want four cores; ITBench's 150m quota is all ad gets
+    assert 0.1501 >= run.get("cpu", "ad") > 0.12 > 10 * control.get("cpu", "ad")
     assert run.get("p95", "ad") > 5 * control.get("p95", "ad")
     others = [c for c in control.results["cpu"] if c != ("ad",)]
     assert all(run.get("cpu", *c) < 1.5 * control.get("cpu", *c) + 0.005 for c in others)
@@ -308,7 +310,7 @@ def test_recommendation_cache_failure_leaks_until_oom_killed(shop: Shop) -> None
     assert run.get("restarts", "recommendation") >= 2
     assert run.get("oom_killed", "recommendation") == 1
     limit = run.get("mem_limit", "recommendation")
-    assert limit == 500 * 2**20
+    assert limit == 512 * 2**20  # ITBench values.j2
     assert 0.8 * limit < run.get("mem_max", "recommendation") <= limit
     assert run.error_calls("frontend", "grpc.oteldemo.RecommendationService/ListRecommendations", "SPAN_KIND_CLIENT") > 0
     assert all(run.get("restarts", c) == 0 for c in ("frontend", "product-catalog", "checkout"))

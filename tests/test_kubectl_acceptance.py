@@ -212,7 +212,7 @@ def test_output_formats_and_selectors(kc: Kubectl) -> None:
                if r[2] == "Running")
     assert header(kc.out("get", "deploy", "-o", "wide"))[-3:] == ["CONTAINERS", "IMAGES", "SELECTOR"]
     doc = yaml.safe_load(kc.out("get", "deploy", "recommendation", "-o", "yaml"))
-    assert doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "500Mi"
+    assert doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "512Mi"
     assert kc.json("get", "svc", "frontend")["spec"]["ports"][0]["port"] == 8080
     names = kc.out("get", "deploy", "-o", "name").split()
     assert "deployment.apps/recommendation" in names and len(names) >= 20
@@ -235,7 +235,7 @@ def test_output_formats_and_selectors(kc: Kubectl) -> None:
 def test_describe(kc: Kubectl) -> None:
     pod = kc.out("describe", "pod", recommendation_pod(kc))
     assert re.search(r"Last State:\s+Terminated\n\s+Reason:\s+OOMKilled\n\s+Exit Code:\s+137", pod)
-    assert re.search(r"Restart Count:\s+[1-9]", pod) and "memory:  500Mi" in pod and "BackOff" in pod
+    assert re.search(r"Restart Count:\s+[1-9]", pod) and "memory:  512Mi" in pod and "BackOff" in pod
     deploy = kc.out("describe", "deploy", "recommendation")
     assert re.search(r"Replicas:\s+1 desired \| 1 updated \| 1 total \| [01] available", deploy)
     assert "NewReplicaSet:   recommendation-" in deploy

@@ -223,6 +223,7 @@ def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
         source=source,
         itbench_scenario=meta.get("itbench_scenario"),
         tags=tuple(meta.get("tags", [])),
+        derived_from=meta.get("derived_from"),
     )
 
 

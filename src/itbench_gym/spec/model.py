@@ -79,6 +79,8 @@ class ScenarioSpec:
     source: Path
     itbench_scenario: int | None = None
     tags: tuple[str, ...] = ()
+    #: ``{"itbench_scenario": n, "differences": ...}`` when adapted from, not reproducing, a library scenario.
+    derived_from: Mapping[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """The fields a catalogue lists."""
@@ -92,6 +94,7 @@ class ScenarioSpec:
             "app": self.app,
             "description": self.description,
             "itbench_scenario": self.itbench_scenario,
+            "derived_from": dict(self.derived_from) if self.derived_from else None,
         }
 
     def with_observability(self, **changes: bool) -> ScenarioSpec:

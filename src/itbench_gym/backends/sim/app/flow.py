@@ -17,6 +17,10 @@ from .spec import AppSpec, Call, Operation
 
 OpKey = tuple[str, str]
 NETWORK_HOP_S = 0.0003
+#: Linux's minimum TCP retransmission timeout, doubled on each further loss of the same segment.
+TCP_MIN_RTO_S = 0.2
+#: Segments of a small request/response exchange, each of which a lossy path may drop.
+SEGMENTS_PER_CALL = 4
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,49 @@ def lognormal(median_s: float, sigma: float) -> Moments:
     return Moments(mean, (math.exp(sigma * sigma) - 1) * mean * mean)
 
 
+def _lognormal_fit(m: Moments) -> tuple[float, float]:
+    """(mu, sigma) of the log-normal with these moments."""
+    s2 = math.log1p(m.var / (m.mean * m.mean))
+    return math.log(m.mean) - s2 / 2, math.sqrt(s2)
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def split_at(m: Moments, limit_s: float) -> tuple[float, Moments]:
+    """Share of a latency distribution above ``limit_s`` and the moments of the rest.
+
+    The distribution is taken as the log-normal with the same moments, whose truncated moments
+    have closed forms: how a deadline cuts a latency distribution.
+    """
+    if m.mean <= 0 or limit_s <= 0:
+        return 0.0, m
+    if m.var <= 0:
+        return (1.0, ZERO) if m.mean > limit_s else (0.0, m)
+    mu, s = _lognormal_fit(m)
+    z = (math.log(limit_s) - mu) / s
+    below = _phi(z)
+    if below <= 1e-12:
+        return 1.0, ZERO
+    mean = math.exp(mu + s * s / 2) * _phi(z - s) / below
+    second = math.exp(2 * mu + 2 * s * s) * _phi(z - 2 * s) / below
+    return 1.0 - below, Moments(mean, max(second - mean * mean, 0.0))
+
+
+def retransmit_delay(loss: float) -> Moments:
+    """Added latency of one call over a path that drops ``loss`` of its packets (TCP retransmits).
+
+    Each lost segment costs the RTO, doubled per repeated loss: per segment the expected cost is
+    RTO * loss / (1 - 2 loss) (bounded near 50% loss, where the back-off stops converging).
+    """
+    if loss <= 0:
+        return ZERO
+    p = min(loss, 0.45)
+    mean = SEGMENTS_PER_CALL * TCP_MIN_RTO_S * p / (1.0 - 2.0 * p)
+    return Moments(mean, mean * TCP_MIN_RTO_S * 2.0)
+
+
 def mixture(parts: list[tuple[float, Moments]]) -> Moments:
     total = sum(p for p, _ in parts)
     if total <= 0:
@@ -56,6 +103,10 @@ class Knobs:
     self_error: dict[OpKey, tuple[float, str, str]] = field(default_factory=dict)
     extra_latency: dict[OpKey, Moments] = field(default_factory=dict)
     slowdown: dict[str, float] = field(default_factory=dict)
+    #: Time a request waits before a busy service starts on it (CPU queue, throttled periods).
+    queue_wait: dict[str, Moments] = field(default_factory=dict)
+    #: Share of a service's requests lost this tick because the process serving them died.
+    dropped: dict[str, float] = field(default_factory=dict)
     call_count: dict[tuple[str, str, str], float] = field(default_factory=dict)
     call_scale: dict[tuple[str, str, str], float] = field(default_factory=dict)
     server_error: dict[str, float] = field(default_factory=dict)
@@ -73,6 +124,8 @@ class CallOutcome:
     cause: str | None
     error_text: str
     grpc_code: str
+    #: Attempts per logical call (1 + retries of failed ones): what reaches the callee.
+    attempts: float = 1.0
 
 
 @dataclass
@@ -93,6 +146,13 @@ def _fail_latency(reach: Reach, call: Call) -> Moments:
         t = call.timeout_ms / 1000.0
         return Moments(t, (0.02 * t) ** 2)
     return Moments(fast, (fast / 2) ** 2)
+
+
+def _dominant_cause(r: Reach, unreached: float, late: float, dropped: float, callee_err: float) -> str | None:
+    """The failure mode behind most of a call's failures; None when the callee's own errors dominate."""
+    shares = {r.cause: unreached, "deadline": late, "reset": dropped}
+    cause, share = max(((k, v) for k, v in shares.items() if k), key=lambda kv: kv[1], default=(None, 0.0))
+    return cause if share > 0 and share >= callee_err else None
 
 
 def _switched_off(stats: OpStats) -> bool:
@@ -130,6 +190,8 @@ class FlowSolver:
             op = self.spec.op(*key)
             slow = knobs.slowdown.get(op.service, 1.0)
             self_t = lognormal(op.median_ms / 1000.0, op.sigma).scaled(slow)
+            if op.service in knobs.queue_wait:
+                self_t = self_t.plus(knobs.queue_wait[op.service])
             if key in knobs.extra_latency:
                 self_t = self_t.plus(knobs.extra_latency[key])
             s, path = 1.0, ZERO
@@ -140,13 +202,26 @@ class FlowSolver:
                 callee = out[(c.service, c.operation)]
                 r = reaches[(op.service, op.id, c.id)]
                 n = knobs.call_count.get((op.service, op.id, c.id), c.count) * knobs.call_scale.get((op.service, op.id, c.id), 1.0)
-                srv_err = 1.0 - (1.0 - callee.p_err) * (1.0 - r.server_error_share * knobs.server_error.get(c.service, 1.0))
-                q = 1.0 - r.ok_share * (1.0 - srv_err)
-                hop = Moments(NETWORK_HOP_S + r.delay_ms / 1000.0, 0.0)
+                dropped = knobs.dropped.get(c.service, 0.0)
+                srv_err = 1.0 - (1.0 - callee.p_err) * (1.0 - r.server_error_share * knobs.server_error.get(c.service, 1.0)) * (1.0 - dropped)
+                hop = Moments(NETWORK_HOP_S + r.delay_ms / 1000.0, 0.0).plus(retransmit_delay(r.loss))
                 ok1 = callee.ok.plus(hop)
+                late = 0.0
+                if c.deadline_ms is not None:
+                    late, ok1 = split_at(ok1, c.deadline_ms / 1000.0)
+                deadline = Moments(c.deadline_ms / 1000.0, 0.0) if c.deadline_ms is not None else ZERO
+                q = 1.0 - r.ok_share * (1.0 - srv_err) * (1.0 - late)
                 fail_reach = _fail_latency(r, c)
                 unreached = 1.0 - r.ok_share
-                err1 = mixture([(unreached, fail_reach), (r.ok_share * srv_err, callee.err.plus(hop))])
+                err1 = mixture([(unreached, fail_reach), (r.ok_share * srv_err, callee.err.plus(hop)),
+                                (r.ok_share * (1.0 - srv_err) * late, deadline)])
+                attempts = 1.0
+                if c.retries and q > 0:
+                    # a failed attempt is retried at once: the call fails only when every attempt does
+                    attempts = sum(q ** i for i in range(c.retries + 1))
+                    ok1 = ok1.plus(err1.scaled(attempts - 1.0))
+                    err1 = err1.scaled(c.retries + 1.0)
+                    q = q ** (c.retries + 1)
                 if c.parallel and n > 1:
                     ok_n = Moments(ok1.mean * (1 + 0.25 * math.log(n)), ok1.var)
                     err_n = err1
@@ -154,12 +229,14 @@ class FlowSolver:
                     ok_n = ok1.scaled(n)
                     err_n = Moments(err1.mean + max(n - 1, 0) / 2 * ok1.mean, err1.var)
                 p_all_ok = (1.0 - q) ** n if n > 0 else 1.0
-                if unreached > 0 and r.cause:
-                    _, code, shape = CAUSES[r.cause]
+                cause = _dominant_cause(r, unreached, r.ok_share * (1.0 - srv_err) * late,
+                                        r.ok_share * dropped, r.ok_share * (srv_err - dropped))
+                if cause is not None:
+                    _, code, shape = CAUSES[cause]
                     text = shape.format(host=r.target.split(":")[0], target=r.target)
                 else:
                     code, text = callee.grpc_code, callee.error_text
-                outcomes.append(CallOutcome(c, r, s, n, q, ok1, err1, r.cause if unreached > 0 else None, text, code))
+                outcomes.append(CallOutcome(c, r, s, n, q, ok1, err1, cause, text, code, attempts))
                 if c.on_error == "propagate":
                     if p_all_ok < 1.0:
                         errs.append((s * (1.0 - p_all_ok), path.plus(err_n)))
@@ -197,5 +274,5 @@ class FlowSolver:
                     continue
                 client[(key[0], key[1], co.call.id)] = (calls * (1.0 - co.q), calls * co.q)
                 callee = (co.call.service, co.call.operation)
-                rate[callee] = rate.get(callee, 0.0) + calls * co.reach.ok_share
+                rate[callee] = rate.get(callee, 0.0) + calls * co.attempts * co.reach.ok_share
         return rate, client

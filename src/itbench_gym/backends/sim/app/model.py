@@ -13,7 +13,7 @@ import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.traces.record import TraceTick
 
 from . import logs as logmod
-from .cluster_view import ClusterLike, ClusterView, PodView, read_cluster, ready_pod_labels
-from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal
+from .balancing import Balancer, Shares, instance_key, senders
+from .cluster_view import ClusterLike, ClusterView, PodView, parse_quantity, read_cluster, ready_pod_labels
+from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
+from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
 from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
 from .runtime import AppRuntime
 from .spanmetrics import SpanMetrics
@@ -35,17 +37,30 @@ from .spec import AppSpec, AppSpecError, Effect, load_spec
 
 Sample = tuple[dict[str, str], float]
 MI = 1024.0 * 1024.0
+#: CPUs of a worker node (envs/astronomy-shop/cluster/nodes.yaml: m5.xlarge).
+NODE_CORES = 4.0
 _ROUTE = re.compile(r"(GET|POST|PUT|DELETE) (\S+)$")
+#: A failure mode without a log template of its own is logged like its nearest kin.
+_LOG_CAUSE_FALLBACK = {"deadline": "timeout", "reset": "refused"}
 
 
 @dataclass
 class Instance:
-    """One run of one container (a restart is a new instance: memory and caches start afresh)."""
+    """One run of one container (a restart is a new instance: memory and caches start afresh).
+
+    Process state lives here until the process ends: a cache or a leak keeps its memory after the
+    flag that grew it is turned off, as a module-global cache does.
+    """
 
     started: float
+    service: str = ""
     cache_entries: float = 0.0
+    cache_entry_bytes: float = 0.0
     leak_bytes: float = 0.0
     panic_calls: tuple[str, ...] = ()
+    cpu: CpuState = field(default_factory=CpuState)
+    #: Requests in flight at the last tick (Little's law): what an abrupt death fails.
+    inflight: float = 0.0
 
 
 @dataclass
@@ -55,12 +70,23 @@ class _State:
     flag_snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
     backlog: dict[tuple[str, str], float] = field(default_factory=dict)
     closes: dict[str, float] = field(default_factory=dict)
-    cpu_demand: dict[str, float] = field(default_factory=dict)
     history: list[logmod.TickLog] = field(default_factory=list)
     #: Labels of the pods that were Ready at the previous tick, by uid (endpoint hand-over).
     ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Each tick's solved flow, from which traces are synthesised on demand.
     trace_ticks: list[TraceTick] = field(default_factory=list)
+    #: Client connections: "<caller instance>|<callee service>" -> the callee instance they reach.
+    pins: dict[str, str] = field(default_factory=dict)
+    #: Last tick's share of each service's requests per instance.
+    shares: Shares = field(default_factory=dict)
+    #: Last tick's requests/s per service (what an abrupt death's lost requests are a share of).
+    service_rate: dict[str, float] = field(default_factory=dict)
+
+    def copy(self) -> _State:
+        """An independent copy (the per-tick history lists are append-only and shared)."""
+        return _State(self.tick, copy.deepcopy(self.instances), copy.deepcopy(self.flag_snapshots), dict(self.backlog),
+                      dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks), dict(self.pins),
+                      copy.deepcopy(self.shares), dict(self.service_rate))
 
 
 def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
@@ -128,6 +154,7 @@ class AppModel:
         self.products = catalog_products(spec, manifests)
         self._log_pools = logmod.FieldPools.of(spec, self.products)
         self._solver = FlowSolver(spec)
+        self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))
         self._span = SpanMetrics(spec.buckets_ms, spec.namespace, spec.job_prefix)
         self._cadvisor = Cadvisor()
         self._state = _State()
@@ -155,10 +182,11 @@ class AppModel:
         view = read_cluster(cluster.store, self.spec, now=t, dt=dt, ready_before=st.ready_before)
         st.ready_before = ready_pod_labels(view.all_pods)
         self._view = view
-        starts = self._track_instances(view, t)
+        starts, dropped = self._track_instances(view, t, dt)
         flags = self._served_flags(view)
         effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
         knobs, burn, mem_add = self._knobs(view, effects)
+        knobs.dropped.update(dropped)
         reaches = self._reaches(view, effects)
         stats = self._solver.stats(reaches, knobs)
         roots = self._load_roots(view, stats)
@@ -169,6 +197,7 @@ class AppModel:
             for k, v in more_rates.items():
                 rates[k] = rates.get(k, 0.0) + v
             client.update(more_client)
+        st.shares, st.pins = self._balancer.shares(view, client, st.tick, st.pins)
         samples = self._span_samples(view, stats, rates, client, dt)
         usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
         self._cadvisor.observe(usage, dt)
@@ -177,20 +206,33 @@ class AppModel:
         st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog))
         return samples + app_samples + self._cadvisor.samples(usage, node_ips) + kube_state_metrics(cluster.store)
 
-    def _track_instances(self, view: ClusterView, t: float) -> dict[tuple[str, str], float]:
+    def _track_instances(self, view: ClusterView, t: float, dt: float) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
+        """New container runs (their start times) and, per service, the share of its requests
+        that failed because a process serving them died abruptly since the last tick.
+
+        A container that is killed (OOM, crash, failed liveness) while its pod lives on drops the
+        requests it had in flight; a pod deleted with a grace period drains first.
+        """
         st = self._state
         alive: set[str] = set()
         starts: dict[tuple[str, str], float] = {}
         for p in view.pods:
             if not p.running:
                 continue
-            key = f"{p.uid}/{p.container['name']}/{p.restarts}"
+            key = instance_key(p)
             alive.add(key)
             if key not in st.instances:
-                st.instances[key] = Instance(started=t, panic_calls=self._panics_at_start(view, p))
+                st.instances[key] = Instance(started=t, service=p.service, panic_calls=self._panics_at_start(view, p))
                 starts[(p.name, p.container["name"])] = t
+        living_pods = {p["metadata"].get("uid", "") for p in view.all_pods if not p["metadata"].get("deletionTimestamp")}
+        lost: dict[str, float] = {}
+        for key, inst in st.instances.items():
+            if key not in alive and key.split("/", 1)[0] in living_pods and inst.inflight > 0:
+                lost[inst.service] = lost.get(inst.service, 0.0) + inst.inflight
         st.instances = {k: v for k, v in st.instances.items() if k in alive}
-        return starts
+        dropped = {svc: min(n / (st.service_rate[svc] * dt), 1.0) for svc, n in lost.items()
+                   if st.service_rate.get(svc, 0.0) > 0 and dt > 0}
+        return starts, dropped
 
     def _panics_at_start(self, view: ClusterView, pod: PodView) -> tuple[str, ...]:
         """Calls whose client is built at start-up and is nil when the target was unreachable then."""
@@ -259,10 +301,18 @@ class AppModel:
                         k.extra_latency[(svc.name, op)] = lognormal(io.delay_s, 0.2)
                     if io.error_ratio > 0:
                         k.self_error[(svc.name, op)] = (io.error_ratio, "UNKNOWN", io.message)
-        for svc_name, demand in self._state.cpu_demand.items():
-            cap = self._capacity(view, svc_name)
-            if cap > 0 and demand > 0:
-                k.slowdown[svc_name] = 1.0 / (1.0 - min(demand / cap, 0.97))
+        for svc in self.spec.services.values():
+            pods = senders(self.spec, view, svc.name)
+            shares = self._state.shares.get(svc.name, {})
+            parts = [(shares.get(instance_key(p), 1.0 / len(pods)), self._state.instances[instance_key(p)].cpu)
+                     for p in pods if instance_key(p) in self._state.instances]
+            total = sum(s for s, _ in parts)
+            if total <= 0:
+                continue
+            k.slowdown[svc.name] = sum(s * c.slowdown for s, c in parts) / total
+            wait = mixture([(s, Moments(c.wait_s, (c.wait_s / 2) ** 2)) for s, c in parts])
+            if wait.mean > 0:
+                k.queue_wait[svc.name] = wait
         return k, burn, mem_add
 
     def _stress_bytes(self, size: str, pods: list[PodView]) -> float:
@@ -274,10 +324,6 @@ class AppModel:
             if size.endswith(u):
                 return float(size[: -len(u)]) * mult
         return float(size or 0)
-
-    def _capacity(self, view: ClusterView, service: str) -> float:
-        svc = self.spec.services[service]
-        return sum(min(p.limits.get("cpu", math.inf), svc.cpu_cores) for p in view.serving(service))
 
     def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]]) -> dict[tuple[str, str, str], Reach]:
         redirects = {(e.get("service"), e.get("operation"), e.get("call")): e.get("address") for e, _ in effects if e.type == "redirect"}
@@ -357,15 +403,16 @@ class AppModel:
         for svc in self.spec.services.values():
             if not svc.traced:
                 continue
-            pods = view.serving(svc.name) or (view.running(svc.name) if svc.name == self.spec.load_service or not svc.port else [])
+            pods = senders(self.spec, view, svc.name)
             if not pods:
                 continue
             rng = _rng(self.seed, tick, svc.name)
-            share = dt / len(pods)
+            shares = self._state.shares.get(svc.name, {})
             for op in svc.operations.values():
                 r = rates.get((svc.name, op.id), 0.0)
                 s = stats[(svc.name, op.id)]
                 for p in pods:
+                    share = shares.get(instance_key(p), 0.0) * dt
                     if r > 0:
                         n_ok = int(rng.poisson(r * (1.0 - s.p_err) * share))
                         n_err = int(rng.poisson(r * s.p_err * share)) if s.p_err > 0 else 0
@@ -389,27 +436,27 @@ class AppModel:
         st = self._state
         usage: list[ContainerUsage] = []
         leaks = {(e.get("service"), e.get("operation")): (e, v) for e, v in effects if e.type in ("memory_leak", "cache_leak")}
+        rate_of: dict[str, float] = {}
         for svc in self.spec.services.values():
-            serving = view.serving(svc.name) or (view.running(svc.name) if not svc.port else [])
-            demand = burn.get(svc.name, 0.0)
-            svc_rps = 0.0
-            for op in svc.operations.values():
-                r = rates.get((svc.name, op.id), 0.0)
-                svc_rps += r
-                demand += r * op.cpu_ms / 1000.0
+            runtime = self.spec.runtime(svc.name)
+            shares = st.shares.get(svc.name, {})
+            svc_rps = sum(rates.get((svc.name, op), 0.0) for op in svc.operations)
+            rate_of[svc.name] = svc_rps
+            cpu_s = sum(rates.get((svc.name, op.id), 0.0) * op.cpu_ms / 1000.0 for op in svc.operations.values())
             rng = _rng(self.seed, st.tick, f"res/{svc.name}")
-            leak_cpu = 0.0
             for p in view.by_service.get(svc.name, []):
                 if not p.running:
                     continue
-                inst = st.instances[f"{p.uid}/{p.container['name']}/{p.restarts}"]
-                frac = 1.0 / len(serving) if p in serving else 0.0
+                key = instance_key(p)
+                inst = st.instances[key]
+                share = shares.get(key, 0.0)
+                leak_cpu = 0.0
                 for op in svc.operations.values():
                     hit = leaks.get((svc.name, op.id))
-                    if hit is None or frac == 0:
+                    if hit is None or share == 0:
                         continue
                     e, v = hit
-                    pod_rate = rates.get((svc.name, op.id), 0.0) * frac
+                    pod_rate = rates.get((svc.name, op.id), 0.0) * share
                     if e.type == "memory_leak":
                         inst.leak_bytes += pod_rate * dt * float(e.get("magnitude", 0)) * (_num(v) if e.get("scale") == "value" else 1.0)
                     else:
@@ -417,49 +464,83 @@ class AppModel:
                         fixed = -g * add / (g - 1.0)
                         misses = pod_rate * float(e.get("miss_ratio")) * dt
                         inst.cache_entries = fixed + g ** misses * (inst.cache_entries - fixed)
+                        inst.cache_entry_bytes = float(e.get("bytes_per_entry", 0))
                         leak_cpu += pod_rate * inst.cache_entries * float(e.get("cpu_ns_per_entry", 0)) * 1e-9
                 limit_mem = p.limits.get("memory", 0.0)
-                node_cores = 4.0
-                cap = min(p.limits.get("cpu", math.inf), node_cores)
-                cpu = min(svc.cpu_idle + (demand + leak_cpu) * frac, cap)
-                mem = (svc.memory_mi + svc.memory_mi_per_rps * svc_rps * frac) * MI
-                mem += inst.leak_bytes + inst.cache_entries * self._entry_bytes(svc.name, leaks) + mem_add.get(svc.name, 0.0)
+                limit_cpu = p.limits.get("cpu", math.inf) or math.inf
+                pod_rps = svc_rps * share
+                cpu = cpu_tick(inst.cpu, CpuDemand(
+                    cores=min(limit_cpu, runtime.max_cores, svc.cpu_cores, NODE_CORES), limit=limit_cpu, node_cores=NODE_CORES,
+                    idle=svc.cpu_idle, busy_threads=burn.get(svc.name, 0.0), request_cpu_s=cpu_s * share + leak_cpu,
+                    requests_per_s=pod_rps, cpu_per_request_s=(cpu_s * share + leak_cpu) / pod_rps if pod_rps > 0 else 0.0,
+                    wakeups_per_request=runtime.wakeups_per_request, jit_cold_factor=runtime.jit_cold_cpu_factor,
+                    jit_warmup_cpu_s=runtime.jit_warmup_cpu_seconds), dt)
+                inst.cpu = cpu.state
+                inst.inflight = sum(rates.get((svc.name, op.id), 0.0) * share * stats[(svc.name, op.id)].ok.mean
+                                    for op in svc.operations.values())
+                mem = (svc.memory_mi + svc.memory_mi_per_rps * pod_rps) * MI
+                mem += inst.leak_bytes + inst.cache_entries * inst.cache_entry_bytes + mem_add.get(svc.name, 0.0)
                 mem *= 1.0 + 0.01 * float(rng.standard_normal())
                 # The kernel kills at the limit: no scrape ever sees a working set above it.
                 seen_mem = min(mem, limit_mem) if limit_mem else mem
-                cluster.set_usage(view.namespace, p.name, p.container["name"], cpu_cores=cpu, memory_bytes=seen_mem)
+                cluster.set_usage(view.namespace, p.name, p.container["name"], cpu_cores=cpu.usage_cores, memory_bytes=seen_mem)
                 image = p.container.get("image", "")
                 usage.append(ContainerUsage(view.namespace, p.name, p.uid, p.container["name"], image, p.node,
-                                            f"{p.uid[:12]}-{p.container['name']}-{p.restarts}", cpu, seen_mem, limit_mem, p.limits.get("cpu", 0.0)))
+                                            f"{p.uid[:12]}-{p.container['name']}-{p.restarts}", cpu.usage_cores, seen_mem, limit_mem,
+                                            p.limits.get("cpu", 0.0), cpu.cfs_periods_per_s, cpu.cfs_throttled_periods_per_s,
+                                            cpu.cfs_throttled_s_per_s))
                 for side, (side_mem, side_cpu) in svc.sidecars.items():
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
                 if limit_mem and mem >= limit_mem:
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="OOMKilled", exit_code=137)
                     self._cadvisor.record_oom(view.namespace, p.name, p.container["name"])
-                elif inst.panic_calls and any(rates.get((svc.name, c.split("/")[0]), 0.0) * frac > 0 for c in inst.panic_calls):
+                elif inst.panic_calls and any(rates.get((svc.name, c.split("/")[0]), 0.0) * share > 0 for c in inst.panic_calls):
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="Error", exit_code=2,
                                            message="panic: runtime error: invalid memory address or nil pointer dereference")
-            st.cpu_demand[svc.name] = demand + leak_cpu
-        return usage
+        st.service_rate = rate_of
+        return usage + self._steady_usage(cluster, view)
 
-    def _entry_bytes(self, service: str, leaks: dict[tuple[str, str], tuple[Effect, Any]]) -> float:
-        for (svc, _), (e, _) in leaks.items():
-            if svc == service and e.type == "cache_leak":
-                return float(e.get("bytes_per_entry", 0))
-        return 0.0
+    def _steady_usage(self, cluster: ClusterLike, view: ClusterView) -> list[ContainerUsage]:
+        """Containers the behaviour model does not describe (the cluster's system and observability
+        components, the collector) idle at their CPU and memory requests."""
+        modelled = {(p.uid, p.container["name"]) for p in view.pods}
+        modelled |= {(p.uid, side) for p in view.pods for side in self.spec.services[p.service].sidecars}
+        out: list[ContainerUsage] = []
+        for pod in cluster.store.list("Pod"):
+            meta, status = pod["metadata"], pod.get("status") or {}
+            if status.get("phase") != "Running":
+                continue
+            running = {c.get("name") for c in status.get("containerStatuses") or [] if "running" in (c.get("state") or {})}
+            for c in pod["spec"].get("containers") or []:
+                if c.get("name") not in running or (meta.get("uid", ""), c.get("name")) in modelled:
+                    continue
+                res = c.get("resources") or {}
+                requests, limits = res.get("requests") or {}, res.get("limits") or {}
+                cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
+                mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
+                cluster.set_usage(meta["namespace"], meta["name"], c["name"], cpu_cores=cpu, memory_bytes=mem)
+                restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
+                uid = meta.get("uid", meta["name"])
+                out.append(ContainerUsage(meta["namespace"], meta["name"], uid, c["name"], c.get("image", ""),
+                                          pod["spec"].get("nodeName", ""), f"{uid[:12]}-{c['name']}-{restarts}", cpu, mem,
+                                          parse_quantity(limits["memory"]) if "memory" in limits else 0.0,
+                                          parse_quantity(limits["cpu"]) if "cpu" in limits else 0.0,
+                                          (1.0 - math.exp(-BACKGROUND_WAKEUPS_PER_PERIOD)) / CFS_PERIOD_S if "cpu" in limits else 0.0))
+        return out
 
     def _log_activity(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       effects: list[tuple[Effect, Any]], effect_logs: dict[str, float]) -> dict[tuple[str, str], tuple[logmod.LogActivity, ...]]:
         out: dict[tuple[str, str], tuple[logmod.LogActivity, ...]] = {}
         leak_ops = {(e.get("service"), e.get("operation")): float(e.get("miss_ratio", 0)) for e, _ in effects if e.type == "cache_leak"}
         for svc in self.spec.services.values():
-            pods = view.serving(svc.name) or (view.running(svc.name) if not svc.port or svc.name == self.spec.load_service else [])
+            pods = senders(self.spec, view, svc.name)
             if not pods:
                 continue
+            # lines per second of the whole service, split over its pods by their share of requests
             acts: list[logmod.LogActivity] = []
             lg = svc.logs
             for op in svc.operations.values():
-                r = rates.get((svc.name, op.id), 0.0) / len(pods)
+                r = rates.get((svc.name, op.id), 0.0)
                 if r <= 0:
                     continue
                 s = stats[(svc.name, op.id)]
@@ -474,7 +555,8 @@ class AppModel:
                     if s.self_error > 0:
                         template = lg.errors.get("flag") or lg.errors.get("default")
                     elif failing is not None:
-                        template = lg.errors.get(failing.cause or "") or lg.errors.get(failing.call.cause_log or "") or lg.errors.get("default")
+                        template = (lg.errors.get(failing.cause or "") or lg.errors.get(_LOG_CAUSE_FALLBACK.get(failing.cause or "", ""))
+                                    or lg.errors.get(failing.call.cause_log or "") or lg.errors.get("default"))
                     else:
                         template = lg.errors.get("default")
                     acts += logmod.activity(template, r * s.p_err, error=s.error_text, grpc_code=s.grpc_code, status="500", **ctx)
@@ -485,9 +567,11 @@ class AppModel:
                 if (svc.name, op.id) in leak_ops:
                     acts += logmod.activity(lg.effect.get("cache_leak"), r * leak_ops[(svc.name, op.id)])
             if svc.name in effect_logs:
-                acts += logmod.activity(lg.effect.get("consumer_delay"), effect_logs[svc.name] / len(pods))
+                acts += logmod.activity(lg.effect.get("consumer_delay"), effect_logs[svc.name])
+            shares = self._state.shares.get(svc.name, {})
             for p in pods:
-                out[(p.name, p.container["name"])] = tuple(acts)
+                share = shares.get(instance_key(p), 1.0 / len(pods))
+                out[(p.name, p.container["name"])] = tuple(replace(a, rate=a.rate * share) for a in acts if a.rate * share > 0)
         return out
 
     # -- logs and snapshots -----------------------------------------------------------------------
@@ -499,18 +583,13 @@ class AppModel:
         return logmod.render(self.spec, self._log_pools, self.seed, self._state.history, pod, container, start, end)
 
     def snapshot(self) -> object:
-        st = self._state
-        copy_state = _State(st.tick, copy.deepcopy(st.instances), copy.deepcopy(st.flag_snapshots), dict(st.backlog),
-                             dict(st.closes), dict(st.cpu_demand), list(st.history), dict(st.ready_before), list(st.trace_ticks))
-        return (copy_state, self._span.snapshot(), self._cadvisor.snapshot())
+        return (self._state.copy(), self._span.snapshot(), self._cadvisor.snapshot())
 
     def restore(self, snap: object) -> None:
         if not isinstance(snap, tuple) or len(snap) != 3:
             raise TypeError("restore() takes what snapshot() returned")
         state, span, cad = snap
-        self._state = _State(state.tick, copy.deepcopy(state.instances), copy.deepcopy(state.flag_snapshots), dict(state.backlog),
-                             dict(state.closes), dict(state.cpu_demand), list(state.history), dict(state.ready_before),
-                             list(state.trace_ticks))
+        self._state = state.copy()
         self._span.restore(span)
         self._cadvisor.restore(cad)
         self._view = None

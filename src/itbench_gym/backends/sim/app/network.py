@@ -26,6 +26,10 @@ CAUSES: dict[str, tuple[float, str, str]] = {
     "no_endpoints": (0.001, "UNAVAILABLE", "connection error: desc = \"transport: Error while dialing: dial tcp {target}: connect: connection refused\""),
     "timeout": (-1.0, "DEADLINE_EXCEEDED", "context deadline exceeded (dial tcp {target}: i/o timeout)"),
     "http_abort": (0.002, "UNAVAILABLE", "upstream connect error or disconnect/reset before headers. reset reason: connection termination"),
+    # the caller's own deadline passed while the callee was still working (Envoy: 504 UT)
+    "deadline": (-1.0, "DEADLINE_EXCEEDED", "context deadline exceeded"),
+    # the callee's process died with the request in flight (OOM kill, crash)
+    "reset": (0.0, "UNAVAILABLE", "error reading from server: EOF"),
 }
 
 
@@ -38,6 +42,8 @@ class Reach:
     delay_ms: float
     server_error_share: float
     target: str
+    #: Packet loss on the path (0..1) that did not cut it: TCP retransmits it at a latency cost.
+    loss: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -157,14 +163,22 @@ def _shapes(spec: dict[str, Any], namespace: str, sender: dict[str, str], receiv
             or (direction in ("from", "both") and target is not None and in_tgt[0] and in_sel[1]))
 
 
-def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float]:
-    """(partitioned, added delay ms) of a call from ``src`` to a destination pod.
+def _loss(spec: dict[str, Any]) -> float:
+    """A NetworkChaos ``loss.loss`` percentage as a fraction (Chaos Mesh refuses a malformed one)."""
+    try:
+        return min(max(float(str((spec.get("loss") or {}).get("loss", "0")).rstrip("%") or 0) / 100.0, 0.0), 1.0)
+    except ValueError:
+        return 0.0
+
+
+def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float, float]:
+    """(partitioned, added delay ms, packet loss) of a call from ``src`` to a destination pod.
 
     Chaos Mesh shapes the *egress* of the selected pods (``to``: towards the target, ``from``: the
     target's egress towards them, ``both``), so a call is hit on its request leg (caller's egress)
     and on its response leg (callee's egress); without a target every peer counts as one.
     """
-    blocked, delay = False, 0.0
+    blocked, delay, kept = False, 0.0, 1.0
     src_labels = src.labels if src else {}
     for spec in active_chaos(view, "NetworkChaos"):
         legs = int(src is not None and _shapes(spec, view.namespace, src_labels, dst_labels))
@@ -172,11 +186,13 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str,
         if not legs:
             continue
         action = spec.get("action")
-        if action == "partition" or (action == "loss" and float(str((spec.get("loss") or {}).get("loss", "0")).rstrip("%") or 0) >= 100):
+        if action == "partition" or (action == "loss" and _loss(spec) >= 1.0):
             blocked = True
+        elif action == "loss":
+            kept *= (1.0 - _loss(spec)) ** legs
         elif action == "delay":
             delay += legs * _delay_ms((spec.get("delay") or {}).get("latency"))
-    return blocked, delay
+    return blocked, delay, 1.0 - kept
 
 
 def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
@@ -269,7 +285,7 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     ]
     if not ready:
         return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
-    ok, delay, causes = 0, 0.0, []
+    ok, delay, loss, causes = 0, 0.0, 0.0, []
     http_err = 0.0
     for pod_obj in ready:
         tp = _target_port(svc_port, pod_obj)
@@ -279,7 +295,7 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         if not policy_allows(view, src, pod_obj, tp, svc_port.get("name")):
             causes.append("timeout")
             continue
-        blocked, extra = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
+        blocked, extra, lost = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
         if blocked:
             causes.append("timeout")
             continue
@@ -294,8 +310,9 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         else:
             ok += 1
             delay += extra
+            loss += lost
     share = ok / len(ready) * _served_fraction(view, ready, selector)
     if share < 1.0 and not causes:
         causes.append("no_endpoints")
     cause = max(set(causes), key=causes.count) if causes else None
-    return Reach(share, cause, delay / ok if ok else 0.0, http_err / max(ok, 1), target)
+    return Reach(share, cause, delay / ok if ok else 0.0, http_err / max(ok, 1), target, loss / ok if ok else 0.0)

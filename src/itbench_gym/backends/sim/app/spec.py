@@ -6,6 +6,7 @@ names the file and the field path, because the person fixing it is editing YAML,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,11 @@ class Call:
     unreachable_at_start: str | None
     timeout_ms: float
     cause_log: str | None
+    #: The caller's deadline in ms (``timeout_ms`` when app.yaml sets it), None when it waits indefinitely.
+    deadline_ms: float | None = None
+    retries: int = 0
+    #: "connection": one long-lived connection pinned to one pod; "request": spread per request.
+    balance: str = "connection"
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,16 @@ class Service:
     sidecars: dict[str, tuple[float, float]]
     operations: dict[str, Operation]
     logs: Logs
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a language's runtime uses CPU (app.yaml ``runtimes``)."""
+
+    max_cores: float = float("inf")
+    wakeups_per_request: float = 1.0
+    jit_cold_cpu_factor: float = 1.0
+    jit_warmup_cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -183,9 +199,27 @@ class AppSpec:
     effects: tuple[Effect, ...]
     catalog: Catalog | None = None
     log_values: LogValues = field(default_factory=LogValues)
+    runtimes: dict[str, Runtime] = field(default_factory=dict)
 
     def op(self, service: str, op_id: str) -> Operation:
         return self.services[service].operations[op_id]
+
+    def runtime(self, service: str) -> Runtime:
+        return self.runtimes.get(self.services[service].language, Runtime())
+
+
+#: An HTTP route in an operation id ("GET /api/cart", "ingress GET /"): its callers' pools spread per request.
+_HTTP_ROUTE = re.compile(r"(?:^|\s)(?:GET|POST|PUT|PATCH|DELETE|HEAD) /")
+
+
+def _runtime(raw: dict[str, Any]) -> Runtime:
+    jit = raw.get("jit") or {}
+    return Runtime(
+        max_cores=float(raw.get("max_cores", float("inf"))),
+        wakeups_per_request=float(raw.get("wakeups_per_request", 1.0)),
+        jit_cold_cpu_factor=float(jit.get("cold_cpu_factor", 1.0)),
+        jit_warmup_cpu_seconds=float(jit.get("warmup_cpu_seconds", 0.0)),
+    )
 
 
 def _split_target(raw: str) -> tuple[str, str]:
@@ -249,6 +283,9 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
                     unreachable_at_start=c.get("unreachable_at_start"),
                     timeout_ms=float(c.get("timeout_ms", 20000)),
                     cause_log=c.get("cause_log"),
+                    deadline_ms=float(c["timeout_ms"]) if "timeout_ms" in c else None,
+                    retries=int(c.get("retries", 0)),
+                    balance=c.get("balance", "request" if _HTTP_ROUTE.search(op) else "connection"),
                 )
             )
         if o["id"] in ops:
@@ -398,6 +435,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         effects=tuple(effects),
         catalog=Catalog(catalog["config_map"], catalog["key"]) if catalog else None,
         log_values=LogValues(tuple(values.get("users", ())), tuple(values.get("categories", ())), dict(values.get("defaults", {}))),
+        runtimes={lang: _runtime(r) for lang, r in raw.get("runtimes", {}).items()},
     )
     if list(spec.buckets_ms) != sorted(set(spec.buckets_ms)):
         raise AppSpecError(f"{file}: span_metrics.buckets_ms: must be strictly increasing")
