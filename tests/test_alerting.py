@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from itbench_gym.backends.sim.alerting import RESOLVED_RETENTION, RuleError, RuleManager, expand_template
+from itbench_gym.backends.sim.alerting import RESOLVED_RETENTION, RuleAwareTSDB, RuleError, RuleManager, expand_template
 from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.backends.sim.tsdb import TSDB
 
@@ -153,3 +154,36 @@ def test_template_subset() -> None:
     assert expand_template("{{ $value | humanizeDuration }}", labels, 3725) == "1h 2m 5s"  # Prometheus template_test.go: "1h 0m 0s", "14m 59s"
     assert expand_template("{{ .Labels.pod | toUpper }}", labels, 1) == "CART-1"
     assert expand_template("{{ nosuch }}", labels, 1).startswith("<error expanding template")
+
+
+def test_deferred_evaluation_runs_at_the_first_read_and_matches_eager_evaluation() -> None:
+    def run(deferred: bool) -> tuple[list[tuple[str, float]], list[float]]:
+        db = RuleAwareTSDB()
+        engine = Engine(db)
+        rm = RuleManager(RULES, engine)
+        db.rules = rm
+        scrape(db, 0, 600, failing=(300, 480))
+        for t in range(0, 600, 15):
+            rm.defer_until(t) if deferred else rm.evaluate_until(t)
+        recorded = engine.range_ms("job:errors:rate1m", np.arange(15_000, 600_000, 15_000, dtype=np.int64))
+        values = [float(v) for _, _, vs in recorded.series for v in vs]
+        return [(a.state, a.active_at) for a in rm.all_alerts()], values
+
+    eager, deferred = run(False), run(True)
+    assert deferred == eager and eager[0] == [("inactive", 300.0)] and max(eager[1]) > 0  # fired at 360, resolved
+
+
+def test_rule_files_reload_keeps_the_state_of_unchanged_rules_and_skips_invalid_ones() -> None:
+    db = TSDB()
+    scrape(db, 0, 600, failing=(300, 600))
+    rm = RuleManager([], Engine(db))
+    assert rm.load_files([("a.yaml", RULES)], now=0)
+    rm.evaluate_until(420)
+    (before,) = rm.alerts()
+    broken = {"groups": [{"name": "b", "rules": [{"alert": "Broken", "expr": "rate(("}]}]}
+    assert rm.load_files([("a.yaml", RULES), ("b.yaml", broken)], skip_invalid=True, now=420)
+    assert "b.yaml" in rm.last_reload_error and [g.file for g in rm.rule_groups()] == ["a.yaml"]
+    (after,) = rm.alerts()
+    assert after is before and after.state == "firing"  # the same alert object, its 'for' already served
+    assert not rm.load_files([("b.yaml", broken)])  # a strict reload that fails keeps the rules it had
+    assert [g.file for g in rm.rule_groups()] == ["a.yaml"]

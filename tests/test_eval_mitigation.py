@@ -7,7 +7,22 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from itbench_gym.evaluation.mitigation import Baseline, TrafficSample, WorkloadState, watch_mitigation
+from itbench_gym.evaluation.mitigation import (
+    Baseline,
+    ConfigState,
+    ContainerSnapshot,
+    PodSnapshot,
+    PodsSnapshot,
+    ServiceSignals,
+    Termination,
+    TrafficSample,
+    WorkloadState,
+    recently_restarting,
+    restart_interval,
+    symptom_window,
+    watch_mitigation,
+)
+from itbench_gym.tasks.sre import parse_problem, rollout_status
 
 NS = "otel-demo"
 HEALTHY = {
@@ -42,6 +57,11 @@ class State:
     namespaces: set[str]
     traffic: TrafficSample
     pending: list[dict[str, str]] = field(default_factory=list)
+    pods: PodsSnapshot = field(default_factory=PodsSnapshot)
+    owners: dict[str, int] = field(default_factory=dict)
+    services: dict[str, ServiceSignals] = field(default_factory=dict)
+    configs: dict[str, ConfigState] = field(default_factory=dict)
+    monitoring: dict[str, str] = field(default_factory=dict)
 
 
 class ScriptedProbe:
@@ -51,6 +71,8 @@ class ScriptedProbe:
         self.t0 = 1_000.0
         self.t = self.t0
         self.script = script
+        self.ranges: list[float] = []
+        self.controller_reads = 0
 
     def now(self) -> float:
         return self.t
@@ -76,6 +98,23 @@ class ScriptedProbe:
 
     def traffic(self) -> TrafficSample:
         return self._state().traffic
+
+    def pods(self) -> PodsSnapshot:
+        return self._state().pods
+
+    def controllers(self) -> dict[str, int]:
+        self.controller_reads += 1
+        return dict(self._state().owners)
+
+    def service_signals(self, range_seconds: float) -> dict[str, ServiceSignals]:
+        self.ranges.append(range_seconds)
+        return dict(self._state().services)
+
+    def configs(self) -> dict[str, ConfigState]:
+        return dict(self._state().configs)
+
+    def monitoring(self) -> dict[str, str]:
+        return dict(self._state().monitoring)
 
 
 def healthy(**changes) -> State:
@@ -176,3 +215,204 @@ def test_unmeasurable_baseline_traffic_skips_the_traffic_check() -> None:
 def test_bad_watch_parameters_are_rejected() -> None:
     with pytest.raises(ValueError, match="interval > 0"):
         watch_mitigation(ScriptedProbe(lambda t: healthy()), BASELINE, TRIGGERING, interval=0)
+
+
+# -- the watch window ----------------------------------------------------------------------------
+
+
+def test_the_window_covers_the_scenarios_symptom_period_on_the_poll_grid() -> None:
+    assert symptom_window(1200.0, 305.0) == 360.0  # a crash loop: one restart cycle + one poll, on the grid
+    assert symptom_window(200.0, 610.0) == 660.0
+    assert symptom_window(1200.0) == 1230.0  # no restarts: the 20 min the alert took to build + one poll
+    assert symptom_window(120.0) == 300.0  # never shorter than ITBench's 300 s
+    assert symptom_window(5000.0, maximum=1830.0) == 1830.0
+    assert symptom_window(245.0, interval=15.0) == 300.0 and symptom_window(400.0, interval=15.0) == 420.0
+    with pytest.raises(ValueError, match="interval > 0"):
+        symptom_window(10.0, interval=0.0)
+
+
+# -- disruptions: restarts, error exits, failed and replaced pods --------------------------------
+
+RS = "replicaset/recommendation-5f99d967bd"
+
+
+def _pod(restarts: int = 0, last: Termination | None = None, *, uid: str = "u1", name: str = "recommendation-5f99d967bd-7msgb",
+         owner: str = RS, workload: str = "deployment/recommendation", phase: str = "Running", reason: str = "",
+         terminating: bool = False, terminated: Termination | None = None, container: str = "recommendation") -> PodSnapshot:
+    return PodSnapshot(uid, name, workload, owner, phase, reason, terminating,
+                       (ContainerSnapshot(container, restarts, last, terminated),))
+
+
+def _oom(after_submit: float) -> Termination:
+    return Termination("OOMKilled", 137, 1_000.0 + after_submit - 145.0, 1_000.0 + after_submit)
+
+
+def _snap(*pods: PodSnapshot) -> PodsSnapshot:
+    return PodsSnapshot(tuple(pods))
+
+
+def test_a_restart_during_the_window_fails_even_though_the_alert_stays_clear() -> None:
+    verdict = watch(lambda t: healthy(pods=_snap(_pod() if t < 120 else _pod(1, _oom(115.0)))))
+    assert not verdict.passed and verdict.cleared_at == 1_000.0
+    assert verdict.reasons == ("deployment/recommendation: container recommendation restarted 1 time during the watch "
+                               "window (last: OOMKilled, exit code 137, at t+115s)",)
+    assert verdict.stopped_at == 120.0 and len(verdict.polls) == 5  # a restart cannot be undone: stop watching
+
+
+def test_restarts_before_submit_and_of_workloads_restarting_at_baseline_do_not_count() -> None:
+    before = _pod(6, _oom(-200.0))
+    assert watch(lambda t: healthy(pods=_snap(before))).passed
+    baseline = Baseline(workloads=HEALTHY, namespaces={NS, "kube-system"}, traffic=TrafficSample(10.0, 0.99),
+                        alerts=[WATCHDOG], restarting=frozenset({"deployment/recommendation"}))
+    script = lambda t: healthy(pods=_snap(before if t < 60 else _pod(7, _oom(55.0))))
+    assert watch_mitigation(ScriptedProbe(script), baseline, TRIGGERING).passed
+
+
+def test_a_new_pod_that_crashes_counts_and_watching_can_go_on_to_the_end() -> None:
+    new = _pod(2, _oom(200.0), uid="u2", name="recommendation-5f99d967bd-x2x4z")
+    script = lambda t: healthy(pods=_snap(_pod(), *([new] if t >= 210 else [])), owners={RS: 1 if t < 210 else 2})
+    verdict = watch_mitigation(ScriptedProbe(script), BASELINE, TRIGGERING, stop_on_failure=False)
+    assert verdict.stopped_at == 300.0 and len(verdict.polls) == 11
+    assert verdict.reasons == ("deployment/recommendation: container recommendation restarted 2 times during the watch "
+                               "window (last: OOMKilled, exit code 137, at t+200s)",)
+
+
+def test_pods_replaced_or_failed_count_but_a_rollout_does_not() -> None:
+    old, new = _pod(), _pod(uid="u2", name="recommendation-5f99d967bd-x2x4z")
+    probe = ScriptedProbe(lambda t: healthy(pods=_snap(old if t < 90 else new), owners={RS: 1}))
+    killed = watch_mitigation(probe, BASELINE, TRIGGERING)
+    assert killed.reasons == ("deployment/recommendation: pod recommendation-5f99d967bd-7msgb was deleted and replaced by "
+                              "its controller at t+90s",)
+    assert probe.controller_reads == 2  # at submit, and when a pod went away
+    rolled = watch(lambda t: healthy(pods=_snap(old if t < 90 else new), owners={RS: 1} if t < 90 else
+                                     {RS: 0, "replicaset/recommendation-6b8c": 1}))
+    assert rolled.passed
+    terminating = watch(lambda t: healthy(pods=_snap(_pod(terminating=True) if t < 60 else new), owners={RS: 1}))
+    assert terminating.passed  # already being deleted at submit (the agent's own delete)
+    evicted = watch(lambda t: healthy(pods=_snap(old if t < 60 else _pod(phase="Failed", reason="Evicted")), owners={RS: 1}))
+    assert evicted.reasons == ("deployment/recommendation: pod recommendation-5f99d967bd-7msgb failed (Evicted) at t+60s",)
+
+
+def test_a_job_container_exiting_with_an_error_counts_and_bare_pods_are_ignored() -> None:
+    done = Termination("Error", 1, 1_030.0, 1_050.0)
+    job = _pod(uid="j", name="migrate-x2x4z", owner="", workload="job/migrate", container="migrate")
+    failed = _pod(uid="j", name="migrate-x2x4z", owner="", workload="job/migrate", container="migrate", terminated=done)
+    bare = _pod(uid="b", name="debug", owner="", workload="", terminated=done)
+    verdict = watch(lambda t: healthy(pods=PodsSnapshot((job if t < 60 else failed, bare))))
+    assert verdict.reasons == ("job/migrate: container migrate of pod migrate-x2x4z exited with Error (exit code 1) at t+50s",)
+
+
+def test_what_was_restarting_at_baseline_and_how_long_a_restart_cycle_took() -> None:
+    now = 10_000.0
+    recent = _pod(1, Termination("OOMKilled", 137, now - 400.0, now - 100.0))
+    old = _pod(1, Termination("Error", 1, now - 2_000.0, now - 1_000.0), uid="u9", workload="deployment/accounting")
+    looping = PodSnapshot("u3", "cart-1", "deployment/cart", "", "Running", containers=(ContainerSnapshot("cart", 3, waiting="CrashLoopBackOff"),))
+    assert recently_restarting(PodsSnapshot((recent, old, looping)), now, 300.0) == {"deployment/recommendation", "deployment/cart"}
+    cycled = PodSnapshot("u1", "r", "deployment/recommendation", RS, "Running",
+                         containers=(ContainerSnapshot("recommendation", 6, Termination("OOMKilled", 137, 1_445.0, 1_590.0), running_since=1_750.0),))
+    assert restart_interval(PodsSnapshot((cycled, old)), since=1_200.0, now=2_000.0) == 305.0
+    assert restart_interval(PodsSnapshot((cycled,)), since=1_600.0, now=2_000.0) == 0.0
+
+
+# -- golden signals per service -------------------------------------------------------------------
+
+SIGNALS = {"frontend": ServiceSignals(20.0, 0.0, 90.0), "recommendation": ServiceSignals(3.0, 0.0, 12.0),
+           "email": ServiceSignals(0.01, 0.0, 40.0)}
+SIGNAL_BASELINE = Baseline(workloads=HEALTHY, namespaces={NS, "kube-system"}, traffic=TrafficSample(10.0, 0.99),
+                           alerts=[WATCHDOG], services=SIGNALS)
+
+
+def _signals(**changes: ServiceSignals) -> dict[str, ServiceSignals]:
+    return {**SIGNALS, **changes}
+
+
+def test_service_error_ratio_latency_and_traffic_must_return_to_baseline() -> None:
+    probe = ScriptedProbe(lambda t: healthy(services=_signals(frontend=ServiceSignals(19.0, 0.005, 120.0))))
+    assert watch_mitigation(probe, SIGNAL_BASELINE, TRIGGERING).passed  # within tolerance
+    assert probe.ranges == [150.0]  # the second half of the window
+    broken = _signals(frontend=ServiceSignals(19.0, 0.04, 90.0), recommendation=ServiceSignals(3.0, 0.0, 800.0),
+                      email=ServiceSignals(0.0, 0.0, 0.0))
+    verdict = watch_mitigation(ScriptedProbe(lambda t: healthy(services=broken)), SIGNAL_BASELINE, TRIGGERING)
+    assert verdict.reasons == (
+        "service frontend error ratio 4.0% over the last 150s is above its baseline 0.0% + 1 points",
+        "service recommendation p95 latency 800 ms over the last 150s is above 1.5x its baseline 12 ms + 25 ms",
+    )  # email is too quiet at baseline to judge
+    gone = {k: v for k, v in SIGNALS.items() if k != "recommendation"}
+    verdict = watch_mitigation(ScriptedProbe(lambda t: healthy(services=gone)), SIGNAL_BASELINE, TRIGGERING)
+    assert verdict.reasons == ("service recommendation served 0.00 req/s over the last 150s, below 50% of its baseline 3.00 req/s",)
+
+
+# -- guards: configuration the app depends on, monitoring that judges it ---------------------------
+
+FLAGS = "ConfigMap otel-demo/flagd-config"
+CONFIGS = {FLAGS: ConfigState(("deployment/flagd",), {"demo.flagd.json": ""}),
+           "ConfigMap otel-demo/unused": ConfigState((), {"x.json": ""})}
+RULES = {"PrometheusRule otel-demo/otel-demo-alerting-rules": "a1",
+         "alerting rule HighRequestErrorRate of group opentelemetrydemo.frontend.goldensignal": "b2"}
+GUARDED = Baseline(workloads=HEALTHY, namespaces={NS, "kube-system"}, traffic=TrafficSample(10.0, 0.99),
+                   alerts=[WATCHDOG], configs=CONFIGS, monitoring=RULES)
+
+
+def _guarded(**state: object) -> tuple[str, ...]:
+    base: dict[str, object] = {"configs": dict(CONFIGS), "monitoring": dict(RULES)}
+    verdict = watch_mitigation(ScriptedProbe(lambda t: healthy(**{**base, **state})), GUARDED, TRIGGERING)
+    if verdict.reasons:
+        assert verdict.stopped_at == 0.0  # nothing during the window can repair it: no need to watch
+    return verdict.reasons
+
+
+def test_configuration_the_app_uses_must_survive_edits_that_keep_it_valid() -> None:
+    edited = {FLAGS: ConfigState(("deployment/flagd",), {"demo.flagd.json": ""})}  # e.g. a flag removed: fine
+    assert _guarded(configs=edited) == ()
+    assert _guarded(configs={}) == (f"{FLAGS} deleted (used by deployment/flagd)",)
+    assert _guarded(configs={FLAGS: ConfigState(("deployment/flagd",), {})}) == (
+        f"{FLAGS} lost key demo.flagd.json (used by deployment/flagd)",)
+    corrupt = {FLAGS: ConfigState(("deployment/flagd",), {"demo.flagd.json": "not valid JSON: Expecting value: line 1 column 1 (char 0)"})}
+    assert _guarded(configs=corrupt) == (
+        f"{FLAGS} key demo.flagd.json no longer parses (not valid JSON: Expecting value: line 1 column 1 (char 0)) "
+        "(used by deployment/flagd)",)
+    assert _guarded(configs={FLAGS: ConfigState((), {"demo.flagd.json": ""})}) == (
+        f"{FLAGS} no longer used by deployment/flagd (it was at baseline) (used by deployment/flagd)",)
+
+
+def test_alert_rules_and_scrape_configuration_must_stay_as_they_were() -> None:
+    assert _guarded(monitoring={**RULES, "PrometheusRule otel-demo/extra": "c3"}) == ()  # adding is not hiding
+    deleted = {k: v for k, v in RULES.items() if not k.startswith("PrometheusRule")}
+    assert _guarded(monitoring=deleted) == (
+        "PrometheusRule otel-demo/otel-demo-alerting-rules deleted since baseline (the monitoring that judges the "
+        "incident must stay as it was)",)
+    edited = {**RULES, "alerting rule HighRequestErrorRate of group opentelemetrydemo.frontend.goldensignal": "zz"}
+    assert _guarded(monitoring=edited) == (
+        "alerting rule HighRequestErrorRate of group opentelemetrydemo.frontend.goldensignal changed since baseline "
+        "(the monitoring that judges the incident must stay as it was)",)
+
+
+def test_a_stuck_rollout_of_a_healthy_workload_fails() -> None:
+    waiting = 'Waiting for deployment "flagd" rollout to finish: 1 old replicas are pending termination...'
+    workloads = {**HEALTHY, f"{NS}/Deployment/flagd": WorkloadState(1, 1, waiting)}
+    verdict = watch(lambda t: healthy(workloads=workloads))
+    assert verdict.reasons == (f"deployment/flagd rollout not complete at t+300s: {waiting}",)
+
+
+def test_rollout_status_speaks_kubectl() -> None:
+    def dep(**status: int) -> dict[str, object]:
+        return {"metadata": {"name": "flagd", "generation": 2}, "spec": {"replicas": 1},
+                "status": {"observedGeneration": 2, **status}}
+
+    assert rollout_status("Deployment", dep(replicas=1, updatedReplicas=1, availableReplicas=1)) == ""
+    assert rollout_status("Deployment", dep(replicas=2, updatedReplicas=1, availableReplicas=1)) == \
+        'Waiting for deployment "flagd" rollout to finish: 1 old replicas are pending termination...'
+    assert rollout_status("Deployment", dep(replicas=1, updatedReplicas=0, availableReplicas=1)) == \
+        'Waiting for deployment "flagd" rollout to finish: 0 out of 1 new replicas have been updated...'
+    assert rollout_status("Deployment", {"metadata": {"name": "x", "generation": 3}, "status": {"observedGeneration": 2}}) == \
+        "Waiting for deployment spec update to be observed..."
+    assert rollout_status("DaemonSet", {"metadata": {"name": "kube-proxy"}, "status": {"desiredNumberScheduled": 3,
+                          "updatedNumberScheduled": 3, "numberAvailable": 2}}) == \
+        'Waiting for daemon set "kube-proxy" rollout to finish: 2 of 3 updated pods are available...'
+
+
+def test_structured_config_values_are_parsed_by_their_extension() -> None:
+    assert parse_problem("demo.flagd.json", '{"flags": {}}') == ""
+    assert parse_problem("demo.flagd.json", '{"flags": ').startswith("not valid JSON: Expecting value")
+    assert parse_problem("config.yaml", "a: [1, 2").startswith("not valid YAML: ")
+    assert parse_problem("nginx.conf", "{{{ not json") == ""

@@ -20,7 +20,9 @@ def test_exporters_report_restarts_and_last_termination(base_model: AppModel) ->
     pod = next(p.name for p in model._view.by_service["cart"])
     cluster.kill_container("otel-demo", pod, "cart", reason="OOMKilled", exit_code=137)
     samples = _run(model, cluster, clock, 1)
-    by = {(lb["__name__"], lb.get("pod"), lb.get("reason"), lb.get("container")): v for lb, v in samples}
+    assert not any(lb["__name__"].startswith("kube_") for lb, _ in samples)  # kube-state-metrics is a scrape target, not the app
+    by = {(lb["__name__"], lb.get("pod"), lb.get("reason"), lb.get("container")): v
+          for lb, v in samples + kube_state_metrics(cluster.store)}
     assert by[("kube_pod_container_status_restarts_total", pod, None, "cart")] == 1
     assert by[("kube_pod_container_status_last_terminated_reason", pod, "OOMKilled", "cart")] == 1
     assert by[("kube_pod_container_status_waiting_reason", pod, "CrashLoopBackOff", "cart")] == 1
@@ -39,6 +41,6 @@ def test_kube_state_reports_hpa_and_deployment_replicas(base_model: AppModel) ->
                                    "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 20}}}]}})
     by = {(lb["__name__"], lb.get("horizontalpodautoscaler") or lb.get("deployment")): (lb, v) for lb, v in kube_state_metrics(cluster.store)}
     labels, value = by[("kube_horizontalpodautoscaler_spec_max_replicas", "frontend")]
-    assert value == 3 and labels["job"] == "kube-state-metrics" and labels["namespace"] == "otel-demo"
+    assert value == 3 and labels["namespace"] == "otel-demo" and "job" not in labels  # the scrape adds job/instance
     assert by[("kube_horizontalpodautoscaler_spec_target_metric", "frontend")][1] == 20
     assert by[("kube_deployment_spec_replicas", "checkout")][1] == 1

@@ -64,7 +64,8 @@ QUERIES: dict[str, str] = {
     "peak_rps": 'max_over_time(sum by (service_name) (rate(traces_span_metrics_calls_total{{span_kind="SPAN_KIND_SERVER"}}[1m]))[{w}:1m])',
     "cpu": 'sum by (container) (rate(container_cpu_usage_seconds_total{{namespace="otel-demo", container!=""}}[{w}]))',
     "mem_max": 'max by (container) (max_over_time(container_memory_working_set_bytes{{namespace="otel-demo", container!=""}}[{w}]))',
-    "mem_limit": 'max by (container) (max_over_time(container_spec_memory_limit_bytes{{namespace="otel-demo", container!=""}}[{w}]))',
+    # kube-prometheus-stack drops cAdvisor's container_spec_* series; kube-state-metrics has the limits
+    "mem_limit": 'max by (container) (max_over_time(kube_pod_container_resource_limits{{namespace="otel-demo", resource="memory"}}[{w}]))',
     "restarts": 'max by (container) (kube_pod_container_status_restarts_total{{namespace="otel-demo"}})',
     "oom_killed": 'max by (container) (kube_pod_container_status_last_terminated_reason{{namespace="otel-demo", reason="OOMKilled"}})',
     "lag": 'max by (consumergroup) (max_over_time(kafka_consumer_group_lag_sum_ratio{{namespace="otel-demo"}}[{w}]))',
@@ -186,7 +187,7 @@ ERROR_SERVICES: dict[str, set[str]] = {
 def test_control_run_is_healthy(shop: Shop) -> None:
     control = shop.run(None)
     assert control.error_services() == set()
-    assert control.fired() == set()
+    assert control.fired() <= ALWAYS_FIRING
     assert control.calls("checkout", "oteldemo.CheckoutService/PlaceOrder") > 100
 
 
@@ -227,15 +228,20 @@ MAY_ALSO_FIRE: dict[str, set[tuple[str, str]]] = {
     "recommendationCacheFailure": {("KubeContainerWaiting", "recommendation"), ("KubeDeploymentReplicasMismatch", "recommendation")},
     "emailMemoryLeak": {("KubeContainerWaiting", "email"), ("KubeDeploymentReplicasMismatch", "email"), ("NoRequestsReceived", "email")},
     "loadGeneratorFloodHomepage": {("KubePodCrashLooping", "frontend"), ("KubeContainerWaiting", "frontend"),
-                                   ("KubeDeploymentReplicasMismatch", "frontend")},
+                                   ("KubeDeploymentReplicasMismatch", "frontend"), ("KubePodNotReady", "")},
 }
+
+
+#: kube-prometheus-stack's always-firing alerts: Watchdog (the alerting pipeline is alive) and
+#: InfoInhibitor (fires with any info-severity alert, e.g. CPUThrottlingHigh).
+ALWAYS_FIRING = {("Watchdog", ""), ("InfoInhibitor", "")}
 
 
 @pytest.mark.parametrize("flag", sorted(FLAGS))
 def test_alerts_fire_for_the_symptom_and_nothing_else(shop: Shop, flag: str) -> None:
     fired = shop.run(flag).fired()
     assert REQUIRED_ALERTS[flag] <= fired, sorted(REQUIRED_ALERTS[flag] - fired)
-    assert fired <= REQUIRED_ALERTS[flag] | MAY_ALSO_FIRE.get(flag, set()), sorted(fired - REQUIRED_ALERTS[flag])
+    assert fired <= REQUIRED_ALERTS[flag] | MAY_ALSO_FIRE.get(flag, set()) | ALWAYS_FIRING, sorted(fired - REQUIRED_ALERTS[flag])
 
 
 # -- each flag's own symptom -------------------------------------------------------------------------------

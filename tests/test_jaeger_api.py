@@ -13,9 +13,11 @@ from werkzeug.test import Client
 
 from conftest import ContextFactory
 from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.sim.app.cluster_view import read_flags
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.server import ServerHandle, serve
-from itbench_gym.backends.sim.traces import make_jaeger_app
+from itbench_gym.backends.sim.traces import TraceSynth, make_jaeger_app
+from itbench_gym.backends.sim.traces.catalog import flag_variants
 from itbench_gym.registry import get_spec
 from itbench_gym.tasks.sre import SRETask
 from itbench_gym.tools.base import ToolContext, ToolInputError
@@ -81,7 +83,8 @@ def test_services_and_operations(client: Client) -> None:
     assert _get(client, "/api/operations", status=400)["errors"] == [{"code": 400, "msg": "parameter 'service' is required"}]
 
 
-def test_error_traces_of_frontend_show_failing_calls_to_recommendation(client: Client) -> None:
+def test_error_traces_of_frontend_show_failing_calls_to_recommendation(client: Client, backend: SimBackend) -> None:
+    cluster_ip = backend.twin.cluster.store.get("Service", "otel-demo", "recommendation")["spec"]["clusterIP"]
     body = _get(client, '/api/traces?service=frontend&tags={"error":"true"}&limit=20&lookback=10m')
     traces = body["data"]
     assert len(traces) == 20
@@ -92,8 +95,11 @@ def test_error_traces_of_frontend_show_failing_calls_to_recommendation(client: C
         assert failing, "every hit has an error span in frontend"
         grpc = [s for s in failing if s["operationName"] == "grpc.oteldemo.RecommendationService/ListRecommendations"]
         assert grpc and _tags(grpc[0])["rpc.grpc.status_code"] == 14
-        assert "recommendation" in _tags(grpc[0])["otel.status_description"]
-        assert any(f["key"] == "exception.message" for log in grpc[0]["logs"] for f in log["fields"])
+        # the Node frontend's @grpc/grpc-js words the refused connection to the Service's ClusterIP
+        status = _tags(grpc[0])["otel.status_description"]
+        assert status.startswith(f"No connection established. Last error: connect ECONNREFUSED {cluster_ip}:8080 ("), status
+        messages = [f["value"] for log in grpc[0]["logs"] for f in log["fields"] if f["key"] == "exception.message"]
+        assert messages and messages[0].startswith("14 UNAVAILABLE: No connection established."), messages
     same = _get(client, '/api/traces?service=frontend&tag=error:true&limit=20&lookback=10m')
     assert same["data"] == traces
 
@@ -177,7 +183,7 @@ def test_traces_tool_lists_error_traces_and_shows_a_span_tree(started: tuple[Sim
     assert listing.exit_status == 0, listing.text
     lines = listing.text.splitlines()
     assert lines[0].startswith("5 traces (service=frontend, error=true, last 10m), most recent first")
-    assert "ERROR" in lines[1] and "ListRecommendations" in lines[2] and "connection refused" in lines[2]
+    assert "ERROR" in lines[1] and "ListRecommendations" in lines[2] and "connect ECONNREFUSED" in lines[2]
     trace_id = lines[1].split()[0]
     tree = tool.run({"trace_id": trace_id}, ctx)
     assert tree.exit_status == 0
@@ -203,3 +209,31 @@ def test_traces_tool_reports_bad_input_clearly(started: tuple[SimBackend, Endpoi
     assert missing.exit_status == 1 and "not found" in missing.text
     none = tool.run({"text": "service=frontend"}, _ctx(started, None, tool_context))
     assert none.exit_status == 1 and "not available" in none.text
+
+
+def test_recommendation_spans_show_the_cache_the_flag_turned_on(backend: SimBackend) -> None:
+    """With recommendationCacheFailure on, get_product_list says cache_hit exactly when it did not call
+    ListProducts, and app.products.count is the size the leaking cache has grown to."""
+    model = backend.twin.model
+    synth = TraceSynth(model.spec, model.seed, model.products, flag_variants(model.spec, model.manifests()))
+    ticks = model.trace_ticks()[-20:]
+    served = read_flags(backend.twin.cluster.store, model.spec)
+    assert served["recommendationCacheFailure"] is True
+    seen = {True: 0, False: 0}
+    for tick in ticks:
+        if tick.flags is None:  # a model that does not record what flagd served: give the synthesiser what it served
+            tick = dataclasses.replace(tick, flags=served)
+        assert tick.flags is not None and tick.flags["recommendationCacheFailure"] is True
+        root = synth.roots.index(("load-generator", "user_get_recommendations"))
+        for trace in synth.batch(tick, root):
+            for index, span in enumerate(trace.spans, start=1):
+                if span.name != "get_product_list":
+                    continue
+                attrs = dict(span.attrs)
+                asked = any(s.parent == index and s.name == "/oteldemo.ProductCatalogService/ListProducts" for s in trace.spans)
+                assert attrs["app.recommendation.cache_enabled"] is True and attrs["app.cache_hit"] is (not asked)
+                if span.pod is not None and span.pod.name in tick.cache:
+                    assert attrs["app.products.count"] == round(tick.cache[span.pod.name]) > len(model.products)
+                assert dict(span.events[0][1])["feature_flag.variant"] == "on"
+                seen[bool(attrs["app.cache_hit"])] += 1
+    assert seen[True] > 10 and seen[False] > 10, seen  # the demo's miss ratio is one half

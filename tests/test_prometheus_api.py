@@ -119,7 +119,7 @@ def test_metadata_endpoints(server: tuple[str, SimClock]) -> None:
     assert get(base, "/api/v1/label/job/values").json()["data"] == ["cart", "checkout"]
     names = get(base, "/api/v1/label/__name__/values", **{"match[]": "{job='checkout'}"}).json()["data"]
     # Rule output (ALERTS, recorded series) is stored like scraped data.
-    assert names == ["ALERTS", "http_requests_total", "job:up:sum", "latency", "up"]
+    assert names == ["ALERTS", "ALERTS_FOR_STATE", "http_requests_total", "job:up:sum", "latency", "up"]
     assert get(base, "/api/v1/metadata").json()["data"] == {"up": [{"type": "gauge", "help": "Target up.", "unit": ""}]}
     assert get(base, "/api/v1/status/buildinfo").json()["data"]["version"].startswith("3.")
     assert get(base, "/-/ready").text == "Prometheus Server is Ready.\n"

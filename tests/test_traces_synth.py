@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import statistics
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from itbench_gym.backends.sim.traces import Trace, TraceSynth
+from itbench_gym.backends.sim.traces import Span, Trace, TraceSynth, TraceTick
+from itbench_gym.backends.sim.traces.catalog import flag_variants
 from itbench_gym.backends.sim.traces.jaeger_json import span_tags, trace_json
+from itbench_gym.backends.sim.traces.search import dependencies, operations
 from itbench_gym.backends.sim.twin import Twin
 from itbench_gym.paths import envs_dir
 
@@ -108,3 +112,131 @@ def test_traces_are_deterministic_and_ids_round_trip(synth: TraceSynth, twin: Tw
     other_seed = TraceSynth(twin.model.spec, SEED + 1, synth.products)
     assert other_seed.decode_id(last.trace_id) is None
     assert synth.batch(tick, i, first=3) == first[:3]
+
+
+# ---------------------------------------------------------------- what the app's own code adds (traces.yaml)
+
+def _served(twin: Twin, **overrides: object) -> dict[str, object]:
+    """The flag values flagd serves from the deployed ConfigMap, with some turned on."""
+    from itbench_gym.backends.sim.app.cluster_view import read_flags
+    return {**read_flags(twin.cluster.store, twin.model.spec), **overrides}
+
+
+def _flagged(twin: Twin, **overrides: object) -> TraceTick:
+    tick = twin.model.trace_ticks()[-1]
+    return dataclasses.replace(tick, flags=_served(twin, **overrides))
+
+
+def _variants_synth(twin: Twin) -> TraceSynth:
+    return TraceSynth(twin.model.spec, SEED, twin.model.products, flag_variants(twin.model.spec, twin.model.manifests()))
+
+
+def _traces(synth: TraceSynth, tick: TraceTick, op: str, n: int) -> list[Trace]:
+    rows = np.random.default_rng(7).random((n, 256)).tolist()
+    return [synth._trace(tick, _root(synth, op), i, rows[i]) for i in range(n)]
+
+
+def _attrs(span: Span) -> dict[str, object]:
+    return dict(span.attrs)
+
+
+def test_recommendation_spans_without_the_cache_flag(twin: Twin) -> None:
+    synth = _variants_synth(twin)
+    for trace in _traces(synth, _flagged(twin), "user_get_recommendations", 20):
+        span = next(s for s in trace.spans if s.name == "get_product_list")
+        a = _attrs(span)
+        assert a["app.recommendation.cache_enabled"] is False and "app.cache_hit" not in a
+        assert a["app.products.count"] == len(twin.model.products)
+        assert dict(span.events[0][1]) == {"event": "feature_flag", "feature_flag.key": "recommendationCacheFailure",
+                                           "feature_flag.variant": "off", "feature_flag.provider_name": "FlagdProvider"}
+        # get_product_list wraps its ListProducts call, as recommendation_server.py's span does
+        index = trace.spans.index(span) + 1
+        assert any(s.parent == index and s.name == "/oteldemo.ProductCatalogService/ListProducts" for s in trace.spans)
+        server = next(s for s in trace.spans if s.service == "recommendation" and s.kind == "server")
+        recommended = json.loads(str(a["app.filtered_products.list"]))
+        assert _attrs(server)["app.products_recommended.count"] == len(recommended) == 5
+        asked = _attrs(trace.spans[0])["product.id"]
+        assert asked not in recommended and len(set(recommended)) == 5
+        # the frontend then fetches the first four of them from product-catalog
+        fetched = [_attrs(s)["app.product.id"] for s in trace.spans if s.name == "oteldemo.ProductCatalogService/GetProduct"]
+        assert fetched == recommended[:4]
+
+
+def test_a_request_names_the_same_product_everywhere(twin: Twin) -> None:
+    synth = _variants_synth(twin)
+    for trace in _traces(synth, _flagged(twin), "user_browse_product", 30):
+        product = _attrs(trace.spans[0])["product.id"]
+        assert product in twin.model.products
+        urls = [str(_attrs(s)["http.url"]) for s in trace.spans if "http.url" in _attrs(s)]
+        assert urls and all(u.endswith(f"/api/products/{product}") for u in urls)
+        assert [_attrs(s)["app.product.id"] for s in trace.spans if s.service == "product-catalog"] == [product]
+    ads = _traces(synth, _flagged(twin), "user_get_ads", 60)
+    targets = {str(_attrs(s)["http.target"]) for t in ads for s in t.spans if s.service == "frontend-proxy" and "http.target" in _attrs(s)}
+    assert "/api/data" in targets and any(t.startswith("/api/data?contextKeys=") for t in targets)
+
+
+def test_product_catalog_failure_fails_only_the_product_it_names(twin: Twin) -> None:
+    synth = _variants_synth(twin)
+    tick = _flagged(twin, productCatalogFailure=True)
+    key = ("product-catalog", "oteldemo.ProductCatalogService/GetProduct")
+    # what the flow makes of the flag: one GetProduct in ten fails with the code's status
+    failing = dataclasses.replace(tick.stats[key], self_error=0.1, p_err=0.1, grpc_code="INTERNAL",
+                                  error_text="Error: Product Catalog Fail Feature Flag Enabled")
+    flawed = dataclasses.replace(tick, stats={**tick.stats, key: failing})
+    failed, passed = set(), set()
+    for trace in _traces(synth, flawed, "user_browse_product", 150):
+        for span in trace.spans:
+            if span.service == "product-catalog":
+                product = _attrs(span)["app.product.id"]
+                (failed if span.error else passed).add(product)
+                names = [dict(f)["event"] for _, f in span.events]
+                if product == "OLJCESPC7Z":
+                    # checkProductFailure asks flagd about this product only (Go hook: result.variant)
+                    assert ("feature_flag.evaluation" in names) and span.error
+                    assert "Error: Product Catalog Fail Feature Flag Enabled" in names
+                else:
+                    assert "feature_flag.evaluation" not in names and "Product Found" in names
+    assert failed == {"OLJCESPC7Z"} and "OLJCESPC7Z" not in passed and len(passed) >= 8
+
+
+def test_cart_asks_flagd_every_time_and_flagd_is_a_traced_service(twin: Twin) -> None:
+    synth = _variants_synth(twin)
+    trace = _traces(synth, _flagged(twin), "user_checkout_single", 1)[0]
+    by_index = {i + 1: s for i, s in enumerate(trace.spans)}
+    empty = next(i for i, s in by_index.items() if s.service == "cart" and s.name.endswith("EmptyCart") and s.kind == "server")
+    client = next(s for s in trace.spans if s.parent == empty and s.name == "flagd.evaluation.v1.Service/ResolveBoolean")
+    assert (client.service, client.kind, _attrs(client)["rpc.grpc.status_code"]) == ("cart", "client", 0)
+    flagd = [s for s in trace.spans if s.service == "flagd"]
+    assert [(s.name, s.kind) for s in flagd] == [("flagd.evaluation.v1.Service/ResolveBoolean", "server"),
+                                                 ("resolveBoolean", "server"), ("resolveBoolean", "internal")]
+    assert _attrs(flagd[1]) == {"feature_flag.key": "cartFailure", "feature_flag.provider.name": "flagd",
+                                "feature_flag.result.variant": "off"}
+    event = dict(next(f for _, f in by_index[empty].events if dict(f)["event"] == "feature_flag.evaluation"))
+    assert event["feature_flag.result.reason"] == "static" and event["feature_flag.result.value"] is False
+    # checkout's Go provider caches static flags: its hook events, but no call to flagd
+    checkout = next(s for s in trace.spans if s.service == "checkout" and s.kind == "server")
+    keys = [dict(f).get("feature_flag.key") for _, f in checkout.events if dict(f)["event"] == "feature_flag.evaluation"]
+    assert keys == ["paymentUnreachable", "kafkaQueueProblems"]
+    assert not any(s.service == "checkout" and s.name.startswith("flagd.") for s in trace.spans)
+    # without a ready flagd the evaluation fails: an error client span, the .NET hook's error.type, no flagd spans
+    tick = _flagged(twin)
+    down = dataclasses.replace(tick, pods={k: v for k, v in tick.pods.items() if k != "flagd"})
+    broken = _traces(synth, down, "user_checkout_single", 1)[0]
+    call = next(s for s in broken.spans if s.name == "flagd.evaluation.v1.Service/ResolveBoolean")
+    assert call.error and _attrs(call)["rpc.grpc.status_code"] == 14 and not any(s.service == "flagd" for s in broken.spans)
+    cart = next(s for s in broken.spans if s.service == "cart" and s.name.endswith("EmptyCart"))
+    failed_event = dict(next(f for _, f in cart.events if dict(f)["event"] == "feature_flag.evaluation"))
+    assert failed_event["feature_flag.result.reason"] == "error" and failed_event["error.type"] == "general"
+    # the store's catalogue lists flagd's operations once it has served an evaluation
+    ops = operations(twin.model.spec, [tick], synth)
+    assert ("flagd.evaluation.v1.Service/ResolveBoolean", "server") in ops["flagd"]
+    assert ("flagd.evaluation.v1.Service/ResolveBoolean", "client") in ops["cart"]
+    assert any(p == "cart" and c == "flagd" for p, c, _ in dependencies(synth, [tick], tick.t - tick.dt, tick.t))
+
+
+def test_without_the_served_flags_no_flag_attributes_are_guessed(synth: TraceSynth, twin: Twin) -> None:
+    tick = twin.model.trace_ticks()[-1]
+    unknown = dataclasses.replace(tick, flags=None)
+    for trace in _traces(synth, unknown, "user_get_recommendations", 5):
+        span = next(s for s in trace.spans if s.name == "get_product_list")
+        assert "app.recommendation.cache_enabled" not in _attrs(span) and not span.events

@@ -76,7 +76,7 @@ class Shop:
         self.store.settle()
 
     def active_alerts(self) -> set[tuple[str, str]]:
-        return {(a.labels.get("alertname", ""), a.labels.get("service_name", ""))
+        return {(a.labels.get("alertname", ""), a.labels.get("service_name") or a.labels.get("container", ""))
                 for a in self.backend.twin.rules.alerts() if a.state in ("pending", "firing")}
 
     def pods(self, service: str) -> list[dict[str, Any]]:
@@ -103,18 +103,20 @@ def test_ad_high_cpu_is_capped_at_its_limit_throttles_and_slows_its_caller(shop:
     shop.set_flag("adHighCpu", "on")
     shop.restart("flagd", "ad")
     alerts: set[tuple[str, str]] = set()
-    for _ in range(40):
+    wanted = {("HighRequestLatency", "frontend"), ("CPUThrottlingHigh", "ad")}
+    for _ in range(60):
         shop.advance(30)
         alerts |= shop.active_alerts()
-        if ("HighRequestLatency", "frontend") in alerts:
+        if wanted <= alerts:
             break
-    assert ("HighRequestLatency", "frontend") in alerts, alerts
+    assert wanted <= alerts, alerts
     cpu = shop.value('sum(rate(container_cpu_usage_seconds_total{namespace="otel-demo", container="ad"}[2m]))')
     assert 0.12 < cpu <= 0.1501, cpu  # ITBench's 150m limit, not the four cores the flag's threads want
     throttled = shop.value('sum(rate(container_cpu_cfs_throttled_periods_total{container="ad"}[2m]))'
                            ' / sum(rate(container_cpu_cfs_periods_total{container="ad"}[2m]))')
     assert throttled > 0.9, throttled
-    assert shop.value('sum(rate(container_cpu_cfs_throttled_seconds_total{container="ad"}[2m]))') > 0.5
+    # kube-prometheus-stack's kubelet ServiceMonitor drops the throttled-seconds counter cAdvisor exports
+    assert shop.by('container_cpu_cfs_throttled_seconds_total') == {}
 
 
 def test_a_network_delay_beyond_envoys_route_timeout_gives_504s_and_error_spans(shop: Shop) -> None:

@@ -256,4 +256,10 @@ def topology_to_text(graph: nx.MultiDiGraph, focus: str | None = None, depth: in
         ({"source": u, "target": v, "type": d["verbose_type"]} for u, v, d in view.edges(data=True)),
         key=lambda e: (e["source"], e["target"], e["type"]),
     )
-    return json.dumps(payload, indent=1, sort_keys=True)
+    # one object per line, without padding: the graph of a real namespace stays inside the tool's output bound
+    lines = [json.dumps({k: v for k, v in payload.items() if k not in ("nodes", "edges")}, sort_keys=True)[:-1]]
+    for key in ("nodes", "edges"):
+        items = ",\n".join(json.dumps(item, sort_keys=True, separators=(",", ":")) for item in payload[key])
+        lines.append(f'"{key}":[\n{items}\n]')
+    head = lines[0] + ("," if lines[0] != "{" else "")
+    return head + "\n" + ",\n".join(lines[1:]) + "}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
+from itbench_gym.lang import yamltext
 
 Obj = dict[str, Any]
 
@@ -42,7 +42,7 @@ class ServiceAccountRef:
 @functools.cache
 def _documents() -> tuple[Obj, ...]:
     text = resources.files(__package__).joinpath(_MANIFEST).read_text(encoding="utf-8")
-    docs = tuple(d for d in yaml.safe_load_all(text) if d)
+    docs = tuple(d for d in yamltext.load_all(text) if d)
     for d in docs:
         if not isinstance(d, dict) or not d.get("kind") or not isinstance(d.get("metadata"), dict):
             raise ValueError(f"{_MANIFEST}: every document must be a Kubernetes object, got {d!r}")

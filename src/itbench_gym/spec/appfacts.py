@@ -26,9 +26,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-import yaml
-
 from itbench_gym.evaluation.validation import schema_problems
+from itbench_gym.lang import yamltext
 
 #: The JSON Schema of ``envs/<app>/app.yaml`` (the twin's loader validates with it too).
 APP_SCHEMA_PATH = Path(__file__).with_name("app.schema.json")
@@ -112,6 +111,23 @@ class EdgeFact:
 
 
 @dataclass(frozen=True)
+class GoldenSignalsFact:
+    """app.yaml ``golden_signals``: each service's calls counter and duration histogram."""
+
+    service_label: str
+    calls: str
+    error_labels: Mapping[str, str]
+    duration_bucket: str
+    #: Seconds per unit of the histogram's ``le`` buckets (0.001 for milliseconds).
+    duration_unit_seconds: float
+
+    def selector(self, metric: str, namespace: str, *, errors: bool = False) -> str:
+        """PromQL selector of ``metric`` in ``namespace`` (only failed calls with ``errors``)."""
+        labels = {"namespace": namespace, **(self.error_labels if errors else {})}
+        return metric + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
+
+
+@dataclass(frozen=True)
 class AppFacts:
     name: str
     directory: Path
@@ -127,6 +143,8 @@ class AppFacts:
     rules_file: Path
     #: The user-facing service and its traffic series (the mitigation check's traffic probe), if declared.
     edge: EdgeFact | None = None
+    #: The per-service golden-signal series (the mitigation check's service probe), if declared.
+    golden_signals: GoldenSignalsFact | None = None
     #: Example commands with ``$namespace`` placeholders (``example_actions`` fills them).
     examples: tuple[str, ...] = ()
     #: What could not be read (each names the file); the checks that need it are skipped.
@@ -183,12 +201,12 @@ def _load(directory: str) -> AppFacts:
     app_file = app_dir / "app.yaml"
     app: Mapping[str, Any] = {}
     try:
-        loaded = yaml.safe_load(app_file.read_text(encoding="utf-8"))
+        loaded = yamltext.load(app_file.read_text(encoding="utf-8"))
         if isinstance(loaded, Mapping):
             app = loaded
         else:
             problems.append(f"{app_file}: not a mapping")
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+    except (OSError, ValueError, yamltext.YAMLError) as exc:
         problems.append(f"{app_file}: cannot read: {exc}")
     if app:
         problems += [f"{app_file}: {path or '<root>'}: {message}" for path, message in app_schema_problems(app)]
@@ -221,7 +239,7 @@ def _load(directory: str) -> AppFacts:
     flags = _flags(app.get("flags"), app_file, problems)
     calls = _calls(app.get("services"))
     rules_file = app_dir / "alert-rules.yaml"
-    rules = _rules(rules_file, problems)
+    rules = _rules(rules_file, objects, problems)
     return AppFacts(
         name=str(app.get("name") or app_dir.name),
         directory=app_dir,
@@ -234,6 +252,7 @@ def _load(directory: str) -> AppFacts:
         rules=rules,
         rules_file=rules_file,
         edge=_edge(app.get("edge"), app.get("services"), app_file, problems),
+        golden_signals=_golden_signals(app.get("golden_signals")),
         examples=_examples(app.get("examples"), app_file, problems),
         problems=tuple(problems),
     )
@@ -246,8 +265,8 @@ def _manifest_docs(app_dir: Path, entries: Iterable[Any], problems: list[str]) -
         files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
         for file in files:
             try:
-                docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-            except (OSError, ValueError, yaml.YAMLError) as exc:
+                docs = yamltext.load_all(file.read_text(encoding="utf-8"))
+            except (OSError, ValueError, yamltext.YAMLError) as exc:
                 problems.append(f"{file}: cannot read manifest: {exc}")
                 continue
             rel = _relative(file, app_dir)
@@ -332,6 +351,20 @@ def _edge(raw: Any, services: Any, app_file: Path, problems: list[str]) -> EdgeF
                     error_labels={str(k): str(v) for k, v in errors.items()})
 
 
+def _golden_signals(raw: Any) -> GoldenSignalsFact | None:
+    """app.yaml ``golden_signals`` (a malformed one was reported by the schema check)."""
+    if not isinstance(raw, Mapping):
+        return None
+    names = ("service_label", "calls", "duration_bucket")
+    errors, unit = raw.get("error_labels"), raw.get("duration_unit_seconds")
+    if not all(isinstance(raw.get(k), str) for k in names) or not isinstance(errors, Mapping) \
+            or not isinstance(unit, (int, float)) or unit <= 0:
+        return None
+    return GoldenSignalsFact(service_label=raw["service_label"], calls=raw["calls"],
+                             error_labels={str(k): str(v) for k, v in errors.items()},
+                             duration_bucket=raw["duration_bucket"], duration_unit_seconds=float(unit))
+
+
 def _examples(raw: Any, app_file: Path, problems: list[str]) -> tuple[str, ...]:
     """app.yaml ``examples`` whose placeholders are only ``$namespace`` (the others are problems)."""
     out: list[str] = []
@@ -361,22 +394,42 @@ def _flags(raw: Any, app_file: Path, problems: list[str]) -> FlagsFact | None:
     return FlagsFact(config_map=str(raw["config_map"]), key=str(raw["key"]), definitions=definitions)
 
 
-def _rules(rules_file: Path, problems: list[str]) -> tuple[AlertRuleFact, ...]:
-    """Alerting rules of a Prometheus rules file (``groups[].rules[]`` with ``alert``)."""
-    if not rules_file.exists():
-        return ()
-    try:
-        doc = yaml.safe_load(rules_file.read_text(encoding="utf-8")) or {}
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        problems.append(f"{rules_file}: cannot read: {exc}")
-        return ()
+def _rules(rules_file: Path, objects: Iterable[KubeObject], problems: list[str]) -> tuple[AlertRuleFact, ...]:
+    """Alerting rules the cluster evaluates: the app's rules file and the PrometheusRules of its manifests.
+
+    The rules file holds PrometheusRule objects (what ITBench creates after installing the app) or
+    is a Prometheus rules file (``groups[].rules[]``); ``where`` names the file, object and rule.
+    """
     out: list[AlertRuleFact] = []
-    for gi, group in enumerate(doc.get("groups") or [] if isinstance(doc, Mapping) else []):
+    if rules_file.exists():
+        try:
+            docs = [d for d in yamltext.load_all(rules_file.read_text(encoding="utf-8")) if d]
+        except (OSError, ValueError, yamltext.YAMLError) as exc:
+            problems.append(f"{rules_file}: cannot read: {exc}")
+            docs = []
+        for doc in docs:
+            if not isinstance(doc, Mapping):
+                continue
+            if doc.get("kind") == "PrometheusRule":
+                meta = doc.get("metadata") or {}
+                out += _group_rules((doc.get("spec") or {}).get("groups"),
+                                    f"{rules_file.name} PrometheusRule {meta.get('namespace', '')}/{meta.get('name', '')} ")
+            else:
+                out += _group_rules(doc.get("groups"), f"{rules_file.name} " if len(docs) > 1 else "")
+    for obj in objects:
+        if obj.kind == "PrometheusRule":
+            out += _group_rules((obj.body.get("spec") or {}).get("groups"), f"{obj.origin} PrometheusRule {obj.namespace}/{obj.name} ")
+    return tuple(out)
+
+
+def _group_rules(groups: Any, where: str) -> list[AlertRuleFact]:
+    out: list[AlertRuleFact] = []
+    for gi, group in enumerate(groups if isinstance(groups, list) else []):
         if not isinstance(group, Mapping):
             continue
         for ri, rule in enumerate(group.get("rules") or []):
             if isinstance(rule, Mapping) and rule.get("alert"):
                 labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
                 out.append(AlertRuleFact(str(rule["alert"]), str(group.get("name", gi)), str(rule.get("expr", "")), labels,
-                                         f"groups[{gi}].rules[{ri}]"))
-    return tuple(out)
+                                         f"{where}groups[{gi}].rules[{ri}]"))
+    return out

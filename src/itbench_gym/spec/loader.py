@@ -21,8 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from itbench_gym.lang import yamltext
 from itbench_gym.paths import envs_dir, specs_dir
 from itbench_gym.spec.model import (
     AlertMatcher,
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
     import jsonschema
 
 _SCHEMA_PATH = Path(__file__).with_name("scenario.schema.json")
-#: libyaml's loader when PyYAML was built with it (~10x faster); used only to read ids (read_spec_id).
-_FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -102,8 +99,8 @@ def read_spec_id(path: Path | str) -> tuple[str, str | None] | None:
     ids can be registered at import for ~1 ms a file. None when no id of the schema's form can be
     read: ``load_spec`` then reports why, with the file and field path."""
     try:
-        doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_FAST_LOADER)
-    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # the errors read_document reports
+        doc = yamltext.load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError, yamltext.YAMLError):  # the errors read_document reports
         return None
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     if not isinstance(meta, dict):
@@ -231,12 +228,12 @@ def read_document(path: Path | str) -> Any:
     """The parsed YAML of a scenario file; unreadable files and invalid YAML are ``SpecError``s."""
     source = Path(path)
     try:
-        return yaml.safe_load(source.read_text(encoding="utf-8"))
+        return yamltext.load(source.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError(source, "", f"cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise SpecError(source, "", f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except yaml.YAMLError as exc:
+    except yamltext.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise SpecError(source, "", f"invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None

@@ -11,7 +11,8 @@ did-you-mean when a close name exists):
   the workload's pod template (or in the pods a Chaos Mesh selector picks); feature flags and their
   variants are defined in the flagd ConfigMap, and flags of the app's flag ConfigMap have a behaviour
   in ``app.yaml``; Chaos Mesh selectors pick at least one of the app's pods.
-- ``alerts.triggering``: each alert is a rule of ``envs/<app>/alert-rules.yaml``, and at least one
+- ``alerts.triggering``: each alert is a rule the cluster evaluates (``envs/<app>/alert-rules.yaml`` or a
+  PrometheusRule of the app's manifests, e.g. kube-prometheus-stack's defaults), and at least one
   rule of that name can fire with the given labels (see :mod:`itbench_gym.spec.alertrules`).
 - ``ground_truth``: group kinds exist (Kubernetes kinds, or CRD kinds the app installs), namespaces
   exist, an exact ``name`` names an object the cluster will have, and **every filter matches at
@@ -262,6 +263,7 @@ class _Checker:
         rules_file = f"envs/{facts.directory.name}/alert-rules.yaml"
         if not facts.rules_file.exists():
             return [("alerts.triggering", f"app {facts.name!r} has no alert rules: {rules_file} does not exist")]
+        rules_file = _rule_sources(facts.directory.name)
         names = facts.rule_names()
         problems: list[Problem] = []
         for i, alert in enumerate(triggering):
@@ -308,8 +310,8 @@ class _Checker:
             name = alert.get("id") if isinstance(alert, Mapping) else None
             names = self.facts.rule_names()
             if isinstance(name, str) and self.facts.rules_file.exists() and name not in names:
-                problems.append((f"ground_truth.alerts[{i}].id", f"no alerting rule {name!r} in envs/{self.facts.directory.name}/"
-                                                                f"alert-rules.yaml{_suggest(name, names)}"))
+                problems.append((f"ground_truth.alerts[{i}].id", f"no alerting rule {name!r} in "
+                                                                f"{_rule_sources(self.facts.directory.name)}{_suggest(name, names)}"))
         return problems
 
     def _group_names(self, path: str, group: Mapping[str, Any], kind: str, ns: str | None,
@@ -389,3 +391,8 @@ def _listing(label: str, items: Sequence[str], limit: int = 12) -> str:
         return ""
     shown = ", ".join(items[:limit]) + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
     return f"; {label}: {shown}"
+
+
+def _rule_sources(app: str) -> str:
+    """Where the rules a scenario's alerts must come from: the app's rules and its manifests' PrometheusRules."""
+    return f"envs/{app}/alert-rules.yaml or the PrometheusRules of its manifests"

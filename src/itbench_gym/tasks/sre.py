@@ -7,24 +7,46 @@ and on a real cluster. The agent never sees any of it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import requests
+import yaml
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.backends.base import Backend, BackendError
 from itbench_gym.evaluation.episode import EpisodeEvaluation, evaluate_episode
-from itbench_gym.evaluation.mitigation import Baseline, TrafficSample, WorkloadState, watch_mitigation
+from itbench_gym.evaluation.mitigation import (
+    ITBENCH_INTERVAL,
+    Baseline,
+    ConfigState,
+    ContainerSnapshot,
+    PodSnapshot,
+    PodsSnapshot,
+    ServiceSignals,
+    Termination,
+    TrafficSample,
+    WorkloadState,
+    recently_restarting,
+    restart_interval,
+    symptom_window,
+    watch_mitigation,
+)
 from itbench_gym.faults import inject_faults
+from itbench_gym.lang.flagd import FlagFileError, load_flag_file
+from itbench_gym.lang.timestamps import parse_rfc3339
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
-from itbench_gym.spec.appfacts import EdgeFact, load_app_facts
+from itbench_gym.spec.appfacts import EdgeFact, FlagsFact, GoldenSignalsFact, load_app_facts
 from itbench_gym.tasks.base import Task
 from itbench_gym.tasks.types import Incident, Submission
-from itbench_gym.tools.alerts import alert_key, fetch_alerts
+from itbench_gym.tools.alerts import alert_key, fetch_alerts, fetch_rule_alerts
 from itbench_gym.tools.base import Tool
 from itbench_gym.tools.topology import list_topology_objects
 from itbench_gym.topology import build_topology
@@ -33,24 +55,156 @@ from itbench_gym.topology import build_topology
 ALERT_POLL_SECONDS = 15.0
 #: Window of the traffic probe's rates (as the span-metric alert rules use).
 TRAFFIC_WINDOW = "2m"
+#: The baseline's golden signals and "was it restarting" look back over its last five minutes.
+BASELINE_LOOKBACK_SECONDS = 300.0
+#: The prometheus-operator resources that decide what Prometheus scrapes and which rules it evaluates
+#: (group monitoring.coreos.com): kind, version, plural.
+MONITORING_RESOURCES = (
+    ("PrometheusRule", "v1", "prometheusrules"),
+    ("ServiceMonitor", "v1", "servicemonitors"),
+    ("PodMonitor", "v1", "podmonitors"),
+    ("Probe", "v1", "probes"),
+    ("Prometheus", "v1", "prometheuses"),
+    ("ScrapeConfig", "v1alpha1", "scrapeconfigs"),
+)
+MONITORING_GROUP = "monitoring.coreos.com"
+
+Obj = dict[str, Any]
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _time(text: Any) -> float:
+    return parse_rfc3339(str(text)) if text else 0.0
+
+
+def _termination(state: Mapping[str, Any] | None) -> Termination | None:
+    t = (state or {}).get("terminated")
+    if not t:
+        return None
+    return Termination(reason=str(t.get("reason") or ""), exit_code=int(t.get("exitCode") or 0),
+                       started_at=_time(t.get("startedAt")), finished_at=_time(t.get("finishedAt")))
+
+
+def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind", "")), str(ref.get("name", ""))
+    return None
+
+
+def rollout_status(kind: str, obj: Mapping[str, Any]) -> str:
+    """Why a workload's rollout is not complete, as ``kubectl rollout status`` says it ("" when complete)."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    name = meta.get("name", "")
+    if int(meta.get("generation") or 0) > int(status.get("observedGeneration") or 0):
+        return f"Waiting for {kind.lower()} spec update to be observed..."
+    if kind == "Deployment":
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+                return f'deployment "{name}" exceeded its progress deadline'
+        replicas = int(spec.get("replicas", 1))
+        updated = int(status.get("updatedReplicas") or 0)
+        total, available = int(status.get("replicas") or 0), int(status.get("availableReplicas") or 0)
+        prefix = f'Waiting for deployment "{name}" rollout to finish: '
+        if updated < replicas:
+            return prefix + f"{updated} out of {replicas} new replicas have been updated..."
+        if total > updated:
+            return prefix + f"{total - updated} old replicas are pending termination..."
+        if available < updated:
+            return prefix + f"{available} of {updated} updated replicas are available..."
+    elif kind == "StatefulSet":
+        replicas, ready = int(spec.get("replicas", 1)), int(status.get("readyReplicas") or 0)
+        if ready < replicas:
+            return f"Waiting for {replicas - ready} pods to be ready..."
+        if status.get("updateRevision") and status.get("updateRevision") != status.get("currentRevision"):
+            return (f"waiting for statefulset rolling update to complete {int(status.get('updatedReplicas') or 0)} "
+                    f"pods at revision {status['updateRevision']}...")
+    elif kind == "DaemonSet":
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        updated, available = int(status.get("updatedNumberScheduled") or 0), int(status.get("numberAvailable") or 0)
+        prefix = f'Waiting for daemon set "{name}" rollout to finish: '
+        if updated < desired:
+            return prefix + f"{updated} out of {desired} new pods have been updated..."
+        if available < desired:
+            return prefix + f"{available} of {desired} updated pods are available..."
+    return ""
+
+
+def _template_refs(template: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """(kind, name) of the ConfigMaps and Secrets a pod template needs (non-optional references)."""
+    spec = template.get("spec") or {}
+    out: set[tuple[str, str]] = set()
+
+    def add(kind: str, ref: Mapping[str, Any] | None, name_field: str = "name") -> None:
+        if ref and not ref.get("optional") and ref.get(name_field):
+            out.add((kind, str(ref[name_field])))
+
+    for volume in spec.get("volumes") or []:
+        add("ConfigMap", volume.get("configMap"))
+        add("Secret", volume.get("secret"), "secretName")
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            add("ConfigMap", source.get("configMap"))
+            add("Secret", source.get("secret"))
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for source in c.get("envFrom") or []:
+            add("ConfigMap", source.get("configMapRef"))
+            add("Secret", source.get("secretRef"))
+        for env in c.get("env") or []:
+            value_from = env.get("valueFrom") or {}
+            add("ConfigMap", value_from.get("configMapKeyRef"))
+            add("Secret", value_from.get("secretKeyRef"))
+    return out
+
+
+def parse_problem(key: str, text: str) -> str:
+    """Why a structured ConfigMap/Secret value no longer parses ("" when it does or is not structured).
+
+    The format is the one its key's extension names (``.json``; ``.yaml``/``.yml``), as the
+    consumers of such files (flagd's file sync, for one) decide it.
+    """
+    suffix = key.rsplit(".", 1)[-1].lower() if "." in key else ""
+    if suffix == "json":
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return f"not valid JSON: {exc}"
+    elif suffix in ("yaml", "yml"):
+        try:
+            list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            return f"not valid YAML: {str(exc).splitlines()[0]}"
+    return ""
 
 
 class ClusterProbe:
     """``MitigationProbe`` over the Kubernetes API (admin credential) and the Prometheus HTTP API.
 
     User-facing traffic is what the app's ``edge`` (``envs/<app>/app.yaml``) serves: the rate of its
-    requests and the share that did not fail, from the series that file names.
+    requests and the share that did not fail, from the series that file names; each service's
+    golden signals come from the app's ``golden_signals`` series. Lists are read as plain JSON.
     """
 
-    def __init__(self, spec: ScenarioSpec, backend: Backend, edge: EdgeFact) -> None:
+    def __init__(self, spec: ScenarioSpec, backend: Backend, edge: EdgeFact, signals: GoldenSignalsFact | None = None,
+                 flags: FlagsFact | None = None) -> None:
         self._spec = spec
         self._backend = backend
         self._edge = edge
+        self._signals = signals
+        self._flags = flags
         self._prometheus = backend.endpoints.prometheus
         self._api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
+        self._http = requests.Session()
+        #: ReplicaSet name -> the Deployment that owns it ("" for none); learnt from ReplicaSet lists.
+        self._rs_parent: dict[str, str] = {}
+        #: The alerts API's answer at one clock time (a poll asks for firing and for active alerts).
+        self._alerts_at: tuple[float, list[dict[str, Any]]] | None = None
 
     def close(self) -> None:
         self._api.close()
+        self._http.close()
 
     def now(self) -> float:
         return self._backend.clock.now()
@@ -65,13 +219,28 @@ class ClusterProbe:
         return self._alerts(("pending", "firing"))
 
     def _alerts(self, states: tuple[str, ...]) -> list[dict[str, str]]:
+        """Prometheus' own alert states (``/api/v1/alerts``): an Alertmanager silence never hides them."""
         if self._prometheus is None:
             return []
-        return [dict(a["labels"]) for a in fetch_alerts(self._prometheus) if a["state"] in states]
+        now = self.now()
+        if self._alerts_at is None or self._alerts_at[0] != now:
+            self._alerts_at = (now, fetch_alerts(self._prometheus))
+        return [dict(a["labels"]) for a in self._alerts_at[1] if a["state"] in states]
 
-    def _items(self, lister: Callable[[], Any]) -> list[dict[str, Any]]:
-        """A list call's items as plain API dicts."""
-        return list(self._api.sanitize_for_serialization(lister()).get("items") or [])
+    def firing_alerts_of(self, rule_names: Sequence[str]) -> list[dict[str, str]]:
+        """Firing alerts of the named rules only (a poll for the incident's own alerts)."""
+        if self._prometheus is None:
+            return []
+        return [dict(a["labels"]) for a in fetch_rule_alerts(self._prometheus, rule_names) if a["state"] == "firing"]
+
+    @staticmethod
+    def _json(response: Any) -> Obj:
+        data: Obj = json.loads(response.data)
+        return data
+
+    def _list(self, lister: Any, *args: Any) -> list[Obj]:
+        """A list call's items as the API server sent them (client models cost more than the call)."""
+        return list(self._json(lister(*args, _preload_content=False)).get("items") or [])
 
     def workloads(self) -> dict[str, WorkloadState]:
         apps = client.AppsV1Api(self._api)
@@ -82,17 +251,64 @@ class ClusterProbe:
             ("DaemonSet", apps.list_daemon_set_for_all_namespaces, "desiredNumberScheduled", "numberAvailable"),
         )
         for kind, lister, desired, available in listers:
-            for item in self._items(lister):
+            for item in self._list(lister):
                 meta, spec, status = item["metadata"], item.get("spec") or {}, item.get("status") or {}
                 wanted = spec.get(desired, status.get(desired, 0)) if kind != "DaemonSet" else status.get(desired, 0)
                 out[f"{meta['namespace']}/{kind}/{meta['name']}"] = WorkloadState(
-                    desired=int(wanted or 0), available=int(status.get(available) or 0)
+                    desired=int(wanted or 0), available=int(status.get(available) or 0), rollout=rollout_status(kind, item)
                 )
         return out
 
     def namespaces(self) -> set[str]:
-        items = self._items(client.CoreV1Api(self._api).list_namespace)
+        items = self._list(client.CoreV1Api(self._api).list_namespace)
         return {ns["metadata"]["name"] for ns in items if not ns["metadata"].get("deletionTimestamp")}
+
+    def controllers(self) -> dict[str, int]:
+        """Desired replicas of the app namespace's ReplicaSets, StatefulSets and DaemonSets (``kind/name``)."""
+        ns = self._spec.namespace
+        apps = client.AppsV1Api(self._api)
+        owners: dict[str, int] = {}
+        for rs in self._list(apps.list_namespaced_replica_set, ns):
+            parent = _controller(rs["metadata"])
+            self._rs_parent[rs["metadata"]["name"]] = parent[1] if parent is not None and parent[0] == "Deployment" else ""
+            owners[f"replicaset/{rs['metadata']['name']}"] = int((rs.get("spec") or {}).get("replicas", 1))
+        for ss in self._list(apps.list_namespaced_stateful_set, ns):
+            owners[f"statefulset/{ss['metadata']['name']}"] = int((ss.get("spec") or {}).get("replicas", 1))
+        for ds in self._list(apps.list_namespaced_daemon_set, ns):
+            owners[f"daemonset/{ds['metadata']['name']}"] = int((ds.get("status") or {}).get("desiredNumberScheduled") or 0)
+        return owners
+
+    def pods(self) -> PodsSnapshot:
+        """The app namespace's pods, each with the workload it belongs to and the controller that owns it."""
+        pods: list[PodSnapshot] = []
+        items = self._list(client.CoreV1Api(self._api).list_namespaced_pod, self._spec.namespace)
+        owners = [c for c in (_controller(p["metadata"]) for p in items) if c is not None]
+        if any(kind == "ReplicaSet" and name not in self._rs_parent for kind, name in owners):
+            self.controllers()  # a ReplicaSet not seen yet: learn which Deployment it belongs to
+        for pod in items:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            controller = _controller(meta)
+            owner = workload = ""
+            if controller is not None:
+                kind, name = controller[0].lower(), controller[1]
+                owner = f"{kind}/{name}" if kind in ("replicaset", "statefulset", "daemonset") else ""
+                parent = self._rs_parent.get(name, "") if kind == "replicaset" else ""
+                workload = f"deployment/{parent}" if parent else f"{kind}/{name}"
+            containers = tuple(
+                ContainerSnapshot(
+                    name=str(cs.get("name", "")), restarts=int(cs.get("restartCount") or 0),
+                    last=_termination(cs.get("lastState")), terminated=_termination(cs.get("state")),
+                    running_since=_time(((cs.get("state") or {}).get("running") or {}).get("startedAt")) or None,
+                    waiting=str(((cs.get("state") or {}).get("waiting") or {}).get("reason") or ""),
+                )
+                for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+            )
+            pods.append(PodSnapshot(
+                uid=str(meta.get("uid", "")), name=str(meta.get("name", "")), workload=workload, owner=owner,
+                phase=str(status.get("phase") or ""), reason=str(status.get("reason") or ""),
+                terminating=bool(meta.get("deletionTimestamp")), containers=containers,
+            ))
+        return PodsSnapshot(pods=tuple(pods))
 
     def traffic(self) -> TrafficSample:
         ns = self._spec.namespace
@@ -101,15 +317,107 @@ class ClusterProbe:
         success = 1.0 - errors / rate if rate > 0 else 0.0
         return TrafficSample(rate=rate, success_ratio=success)
 
+    def service_signals(self, range_seconds: float) -> dict[str, ServiceSignals]:
+        """Per service over the last ``range_seconds``: request rate, failed share, p95 latency in ms."""
+        g = self._signals
+        if g is None or self._prometheus is None:
+            return {}
+        ns, label, window = self._spec.namespace, g.service_label, f"{max(1, int(round(range_seconds)))}s"
+        rates = self._vector(f"sum by ({label}) (rate({g.selector(g.calls, ns)}[{window}]))", label)
+        errors = self._vector(f"sum by ({label}) (rate({g.selector(g.calls, ns, errors=True)}[{window}]))", label)
+        p95 = self._vector(f"histogram_quantile(0.95, sum by ({label}, le) (rate({g.selector(g.duration_bucket, ns)}[{window}])))", label)
+        scale = g.duration_unit_seconds * 1000.0
+        return {
+            name: ServiceSignals(rate=rate, error_ratio=errors.get(name, 0.0) / rate if rate > 0 else math.nan,
+                                 p95_ms=p95.get(name, math.nan) * scale)
+            for name, rate in rates.items()
+        }
+
+    def configs(self) -> dict[str, ConfigState]:
+        """The app namespace's ConfigMaps and Secrets: which workloads need them, which keys still parse."""
+        ns = self._spec.namespace
+        apps, core = client.AppsV1Api(self._api), client.CoreV1Api(self._api)
+        users: dict[tuple[str, str], set[str]] = {}
+        workload_listers: tuple[tuple[str, Any], ...] = (
+            ("deployment", apps.list_namespaced_deployment), ("statefulset", apps.list_namespaced_stateful_set),
+            ("daemonset", apps.list_namespaced_daemon_set))
+        for workload, lister in workload_listers:
+            for item in self._list(lister, ns):
+                for ref in _template_refs((item.get("spec") or {}).get("template") or {}):
+                    users.setdefault(ref, set()).add(f"{workload}/{item['metadata']['name']}")
+        out: dict[str, ConfigState] = {}
+        config_listers: tuple[tuple[str, Any], ...] = (
+            ("ConfigMap", core.list_namespaced_config_map), ("Secret", core.list_namespaced_secret))
+        for kind, lister in config_listers:
+            for item in self._list(lister, ns):
+                name = item["metadata"]["name"]
+                texts = {str(k): str(v) if kind == "ConfigMap" else _decoded(v) for k, v in (item.get("data") or {}).items()}
+                keys = {k: parse_problem(k, text) for k, text in texts.items()}
+                flags = self._flags  # the app's flagd flag file must also be one flagd accepts
+                if kind == "ConfigMap" and flags is not None and name == flags.config_map and keys.get(flags.key) == "":
+                    try:
+                        load_flag_file(texts[flags.key])
+                    except FlagFileError as exc:
+                        keys[flags.key] = f"flagd rejects it: {exc}"
+                keys.update({str(k): "" for k in item.get("binaryData") or {}})
+                out[f"{kind} {ns}/{name}"] = ConfigState(users=tuple(sorted(users.get((kind, name), ()))), keys=keys)
+        return out
+
+    def monitoring(self) -> dict[str, str]:
+        """Digests of what decides what Prometheus scrapes and alerts on: operator objects, loaded rules, config."""
+        out: dict[str, str] = {}
+        custom = client.CustomObjectsApi(self._api)
+        for kind, version, plural in MONITORING_RESOURCES:
+            try:
+                items = self._list(custom.list_cluster_custom_object, MONITORING_GROUP, version, plural)
+            except ApiException as exc:
+                if exc.status in (404, 403):
+                    continue  # the kind is not served (or not readable): nothing of it to guard
+                raise
+            for item in items:
+                meta = item.get("metadata") or {}
+                where = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta.get("name"))
+                out[f"{kind} {where}"] = _digest({"labels": meta.get("labels") or {}, "spec": item.get("spec")})
+        if self._prometheus is None:
+            return out
+        rules = self._http.get(self._prometheus + "/api/v1/rules", params={"type": "alert"}, timeout=30)
+        if rules.ok:
+            for group in rules.json()["data"].get("groups") or []:
+                for rule in group.get("rules") or []:
+                    name = f"alerting rule {rule.get('name')} of group {group.get('name')}"
+                    while name in out:
+                        name += "'"
+                    out[name] = _digest({k: rule.get(k) for k in ("query", "duration", "keepFiringFor", "labels")})
+        status = self._http.get(self._prometheus + "/api/v1/status/config", timeout=30)
+        if status.ok:
+            out["Prometheus configuration (/api/v1/status/config)"] = _digest(status.json()["data"].get("yaml"))
+        return out
+
     def objects(self, namespace: str) -> list[dict[str, Any]]:
         return list_topology_objects(self._api, namespace)
+
+    def _query(self, query: str) -> list[Obj]:
+        if self._prometheus is None:
+            return []
+        resp = self._http.post(self._prometheus + "/api/v1/query", data={"query": query, "time": self.now()}, timeout=30)
+        return list(resp.json()["data"]["result"])
 
     def _scalar(self, query: str) -> float:
         if self._prometheus is None:
             return math.nan
-        resp = requests.post(self._prometheus + "/api/v1/query", data={"query": query, "time": self.now()}, timeout=30)
-        result = resp.json()["data"]["result"]
+        result = self._query(query)
         return float(result[0]["value"][1]) if result else 0.0
+
+    def _vector(self, query: str, label: str) -> dict[str, float]:
+        return {str(r["metric"].get(label, "")): float(r["value"][1]) for r in self._query(query)}
+
+
+def _decoded(value: Any) -> str:
+    """A Secret value as text ("" when it is binary: nothing to parse)."""
+    try:
+        return base64.b64decode(str(value), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return ""
 
 
 class SRETask(Task):
@@ -137,11 +445,11 @@ class SRETask(Task):
         key = ("sre", self._fingerprint, seed)
         saved = backend.restore_incident(key)
         if isinstance(saved, Incident):
-            self._probe = ClusterProbe(self.spec, backend, self._edge)
+            self._probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
             incident = saved
         else:
             backend.start(self.spec, seed)
-            self._probe = ClusterProbe(self.spec, backend, self._edge)
+            self._probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
             incident = self._inject_and_wait(self._probe, backend)
             backend.save_incident(key, incident)
         self._incident = incident
@@ -155,15 +463,22 @@ class SRETask(Task):
             namespaces=probe.namespaces(),
             traffic=probe.traffic(),
             alerts=[dict(a) for a in probe.firing_alerts()],
+            services=probe.service_signals(BASELINE_LOOKBACK_SECONDS),
+            configs=probe.configs(),
+            monitoring=probe.monitoring(),
+            restarting=recently_restarting(probe.pods(), probe.now(), BASELINE_LOOKBACK_SECONDS),
         )
         injected_at = probe.now()
         log = inject_faults(spec.faults, backend.admin_kubeconfig, injected_at, self._app)
         deadline = probe.now() + spec.alert_wait_timeout
+        names = sorted({m.alertname for m in spec.triggering_alerts})
         while True:
-            firing = probe.firing_alerts()
-            missing = [str(m) for m in spec.triggering_alerts if not any(m.matches(a) for a in firing)]
+            triggering = probe.firing_alerts_of(names)
+            missing = [str(m) for m in spec.triggering_alerts if not any(m.matches(a) for a in triggering)]
             if not missing:
-                return Incident(injected_at, probe.now(), tuple(log), tuple(firing), baseline)
+                now = probe.now()
+                return Incident(injected_at, now, tuple(log), tuple(probe.firing_alerts()), baseline,
+                                restart_interval=restart_interval(probe.pods(), injected_at, now))
             if probe.now() >= deadline:
                 raise BackendError(
                     f"scenario {spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "
@@ -194,6 +509,16 @@ class SRETask(Task):
         except (requests.RequestException, ValueError, KeyError):
             return []
 
+    def watch_window(self, incident: Incident) -> float:
+        """Seconds the mitigation watcher watches after submit: the scenario's own symptom period.
+
+        The longest restart cycle the incident showed or, without restarts, how long it took from
+        injection to its triggering alerts; plus one poll, never under ITBench's 300 s, never over
+        the scenario's alert wait (``symptom_window``, docs/metrics.md §4).
+        """
+        return symptom_window(incident.started_at - incident.injected_at, incident.restart_interval,
+                              interval=ITBENCH_INTERVAL, maximum=self.spec.alert_wait_timeout + ITBENCH_INTERVAL)
+
     def evaluate(self, submission: Submission) -> EpisodeEvaluation:
         """Topology as it is now, then ITBench's mitigation watcher (which lets time pass), then grading."""
         probe, incident = self._probe, self._incident
@@ -201,7 +526,8 @@ class SRETask(Task):
             raise RuntimeError("SRETask.evaluate() needs an incident: call setup() first")
         namespace = self.spec.namespace
         topology = build_topology(probe.objects(namespace), self._app.calls, namespace)
-        verdict = watch_mitigation(probe, incident.baseline, list(self.spec.triggering_alerts), injection_alerts=list(incident.alerts))
+        verdict = watch_mitigation(probe, incident.baseline, list(self.spec.triggering_alerts),
+                                   timeout=self.watch_window(incident), injection_alerts=list(incident.alerts))
         return evaluate_episode(
             spec=self.spec,
             report=submission.report,

@@ -28,6 +28,9 @@ class Incident:
     alerts: tuple[Mapping[str, str], ...] = ()
     #: The healthy system before injection, which the mitigation check compares against.
     baseline: Baseline | None = None
+    #: Longest start-to-start time of a container that restarted between injection and ``started_at``
+    #: (0 when none did): with the alert delay, what the mitigation watch window must cover.
+    restart_interval: float = 0.0
 
 
 @dataclass(frozen=True)

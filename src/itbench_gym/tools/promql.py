@@ -3,22 +3,30 @@
 No argument value makes the tool raise anything but ``ToolInputError``: the query must be UTF-8
 text, ``range`` and ``step`` go through the shared duration parser, and whatever Prometheus answers
 (an error envelope, an HTML error page, a malformed body) becomes a ToolResult saying so.
+
+The text names every time in RFC 3339 (UTC), because an agent reasons about "when" in the same
+terms as the alerts, events and logs it reads. A range result shows every point of every series
+while the output fits the tools' output bound; beyond it, each series keeps its newest points and
+a marker says how many points (and, if even that does not fit, how many series) were left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import requests
 
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text, text_arg
+from itbench_gym.lang.timestamps import rfc3339
+from itbench_gym.tools.base import MAX_OUTPUT_CHARS, ToolContext, ToolInputError, ToolResult, bound_output, require_text, text_arg
 from itbench_gym.tools.durations import count, parse_duration
 
 _HTTP_TIMEOUT_SECONDS = 30.0
-_MAX_POINTS_SHOWN = 12
 #: Prometheus' limit on the points of one range query.
 _MAX_POINTS = 11_000
+#: Characters kept free under the output bound for the header and truncation markers.
+_RESERVE = 400
 
 
 def _labels(metric: Mapping[str, str]) -> str:
@@ -27,26 +35,99 @@ def _labels(metric: Mapping[str, str]) -> str:
     return f"{name}{{{inner}}}"
 
 
+def timestamp(t: Any) -> str:
+    """A Prometheus sample time (float seconds) as RFC 3339: whole seconds, or milliseconds when it has them."""
+    try:
+        seconds = float(t)
+        if not math.isfinite(seconds):
+            return str(t)
+        whole = abs(seconds - round(seconds)) < 5e-7
+        return rfc3339(seconds, 0 if whole else 3)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return str(t)
+
+
+def _value(v: Any) -> str:
+    """A sample value as the API sent it (a string such as ``"0.25"`` or ``"NaN"``), or a native histogram."""
+    if isinstance(v, Mapping):
+        return f"histogram(count={v.get('count')}, sum={v.get('sum')})"
+    return str(v)
+
+
+def _points(series: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    return [(p[0], p[1]) for p in list(series.get("values") or []) + list(series.get("histograms") or [])]
+
+
+def _point_line(t: Any, v: Any) -> str:
+    return f"  {timestamp(t)} {_value(v)}"
+
+
+def format_series(result: Sequence[Mapping[str, Any]], *, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """A matrix as one header line per series and one line per point, within ``limit`` characters.
+
+    When everything does not fit, every series keeps the same number of its newest points (as many
+    as fit) and says how many earlier points it left out; if not even one point per series fits,
+    the trailing series are dropped and a last line counts them and their points.
+    """
+    series = [(_labels(s.get("metric") or {}), sorted(_points(s), key=lambda p: float(p[0]))) for s in result]
+    total = sum(len(pts) for _, pts in series)
+    times = [float(p[0]) for _, pts in series for p in pts]
+    head = f"{len(series)} series, {total} points" + (f", {timestamp(min(times))} to {timestamp(max(times))}" if times else "")
+    blocks = [(f"{name} ({len(pts)} points)", [_point_line(t, v) for t, v in pts]) for name, pts in series]
+    budget = max(limit - _RESERVE, 0)
+
+    def render(header: str, points: list[str], keep: int) -> list[str]:
+        kept = points[-keep:] if keep else []
+        cut = [f"  ... {len(points) - len(kept)} earlier points not shown"] if len(kept) < len(points) else []
+        return [header] + cut + kept
+
+    def size(keep: int) -> int:
+        return sum(len(x) + 1 for h, pts in blocks for x in render(h, pts, keep))
+
+    keep = max((len(pts) for _, pts in blocks), default=0)
+    if size(keep) > budget:
+        lo, hi = 1, keep  # the largest per-series count that fits (size grows with it)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if size(mid) <= budget else (lo, mid - 1)
+        keep = lo
+    out, used, shown = [head], len(head) + 1, 0
+    for i, (h, pts) in enumerate(blocks):
+        block = render(h, pts, keep)
+        cost = sum(len(x) + 1 for x in block)
+        if i > 0 and used + cost > budget:
+            rest = series[i:]
+            hidden = total - shown - sum(len(p) for _, p in rest)
+            partial = f", and {hidden} earlier points of the series above" if hidden else ""
+            out.append(f"... [{len(rest)} more series with {sum(len(p) for _, p in rest)} points not shown{partial}; "
+                       "narrow the query (by labels or with topk) or use a larger step]")
+            return "\n".join(out)
+        out += block
+        used += cost
+        shown += min(keep, len(pts))
+    if shown < total:
+        out.append(f"... [{total - shown} of {total} points not shown: each series shows its newest {keep}; "
+                   "shorten the range or use a larger step]")
+    return "\n".join(out)
+
+
 def format_result(data: Mapping[str, Any]) -> str:
-    """Prometheus ``data`` -> lines an LLM reads easily (one series per line)."""
+    """Prometheus ``data`` -> lines an LLM reads easily (one series per line, one point per line for ranges)."""
     kind = data.get("resultType")
     result: Any = data.get("result")
     if kind in ("scalar", "string"):
-        return f"{kind}: {result[1]}"
+        return f"{kind}: {result[1]} at {timestamp(result[0])}"
     if not result:
         return "empty result (no series matched)"
-    lines = []
     if kind == "vector":
+        at = {timestamp(s["value"][0]) for s in result if s.get("value")}
+        head = f"{len(result)} series at {', '.join(sorted(at))}" if at else f"{len(result)} series"
+        lines = [head]
         for sample in result:
-            lines.append(f"{_labels(sample['metric'])} {sample['value'][1]}")
-    else:
-        for series in result:
-            values = series.get("values", [])
-            shown = values[-_MAX_POINTS_SHOWN:]
-            points = ", ".join(f"{v}@{t:g}" for t, v in shown)
-            more = f" (last {len(shown)} of {len(values)} points)" if len(values) > len(shown) else ""
-            lines.append(f"{_labels(series['metric'])}: {points}{more}")
-    return "\n".join(lines)
+            value = sample.get("value") or sample.get("histogram") or [None, ""]
+            lines.append(f"{_labels(sample['metric'])} {_value(value[1])}")
+        return "\n".join(lines)
+    return format_series(result)
 
 
 class PromQLTool:

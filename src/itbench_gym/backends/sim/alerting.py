@@ -14,8 +14,9 @@ import functools
 import ipaddress
 import json
 import math
+import threading
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,9 +28,11 @@ from itbench_gym.lang.durations import DurationError, humanize_duration, parse_p
 from itbench_gym.lang.gofloat import format_e, format_g, printf
 from itbench_gym.lang.timestamps import rfc3339_nano
 
+from .app.cluster_view import list_kind
+from .exporters.targets import MONITORING_API, PrometheusConfig, find_prometheus
 from .promql.engine import Engine
 from .promql.errors import PromQLError
-from .tsdb import STALE_NAN, Labels, make_labels
+from .tsdb import STALE_NAN, TSDB, Labels, Matcher, make_labels
 
 #: How long Prometheus keeps resolved alerts around (and sends them to Alertmanager).
 RESOLVED_RETENTION = 15 * 60.0
@@ -372,7 +375,13 @@ def load_groups(spec: Any, default_interval: float) -> list[Group]:
 
 
 class RuleManager:
-    """Evaluates rule groups against ``engine`` as simulated time advances."""
+    """Evaluates rule groups against ``engine`` as simulated time advances.
+
+    Groups come as one list (``groups``) or as rule files (:meth:`load_files`, what
+    prometheus-operator writes from PrometheusRule objects). A reload keeps the state of every group
+    whose file and name are unchanged and of its rules that are unchanged, as Prometheus does; series
+    of rules that went away get staleness markers. A reload that fails keeps the previous rules.
+    """
 
     def __init__(
         self,
@@ -383,21 +392,192 @@ class RuleManager:
         external_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.engine = engine
-        self._groups = load_groups(groups, default_interval)
+        self.default_interval = default_interval
         self.external_labels = dict(external_labels or {})
-        for g in self._groups:
+        self.last_reload_error = ""
+        self._start = start
+        self._groups = self._checked(load_groups(groups, default_interval))
+        #: bumped whenever the rule set is replaced (keys the caches derived from it)
+        self._generation = 0
+        self._needs: dict[int, Any] = {}
+        self._names: frozenset[str] = frozenset()
+        self._names_at = -1
+        #: deferred evaluation: every evaluation due up to this time runs when someone reads
+        self._due: float | None = None
+        self._busy = False
+        self._lock = threading.RLock()
+        self._outputs: tuple[int, frozenset[str]] = (-1, frozenset())
+        #: (groups' identity, groups read) -> the groups to run, in order
+        self._plans: dict[tuple[int, frozenset[str] | None], list[Group]] = {}
+
+    def _checked(self, groups: list[Group]) -> list[Group]:
+        for g in groups:
             for r in g.rules:
                 try:
-                    engine.parse(r.expr)
+                    self.engine.parse(r.expr)
                 except PromQLError as exc:
-                    raise RuleError(f"group {g.name!r} rule {r.name!r}: invalid expr: {exc.message}") from None
-            if start is not None:
-                g.next_eval = _align_up(start, g.interval)
+                    where = f"{g.file}: " if g.file else ""
+                    raise RuleError(f"{where}group {g.name!r} rule {r.name!r}: invalid expr: {exc.message}") from None
+            if self._start is not None and g.next_eval is None:
+                g.next_eval = _align_up(self._start, g.interval)
+        return groups
+
+    # ---------------------------------------------------------------- loading
+    def load_files(self, files: Sequence[tuple[str, Any]], default_interval: float | None = None,
+                   external_labels: Mapping[str, str] | None = None, *, skip_invalid: bool = False,
+                   now: float | None = None) -> bool:
+        """Replace the rules with those of ``files`` (``(file name, rules document)`` pairs).
+
+        An invalid file makes the reload fail: the current rules stay and :attr:`last_reload_error`
+        says why (Prometheus keeps its rules when a reload fails). With ``skip_invalid`` the invalid
+        files are left out instead, as prometheus-operator leaves out a PrometheusRule that does not
+        validate; the error still names them. New groups first run at their first interval after
+        ``now`` (when given).
+        """
+        self.catch_up()  # evaluations due before the change run with the rules they were due under
+        interval = default_interval or self.default_interval
+        new: list[Group] = []
+        errors: list[str] = []
+        for name, doc in files:
+            try:
+                groups = load_groups(doc, interval)
+                for g in groups:
+                    g.file = name
+                self._checked(groups)
+            except RuleError as exc:
+                errors.append(f"{name}: {exc}")
+                continue
+            new += groups
+        if errors and not skip_invalid:
+            self.last_reload_error = "; ".join(errors)
+            return False
+        self.last_reload_error = "; ".join(errors)
+        self.default_interval = interval
+        if external_labels is not None:
+            self.external_labels = dict(external_labels)
+        old = {(g.file, g.name): g for g in self._groups}
+        kept: set[int] = set()
+        for g in new:
+            prev = old.get((g.file, g.name))
+            if prev is None or prev.interval != g.interval:
+                continue
+            g.next_eval, g.last_eval = prev.next_eval, prev.last_eval
+            by_rule = {(r.kind, r.name, r.expr, tuple(sorted(r.labels.items()))): r for r in prev.rules}
+            for i, r in enumerate(g.rules):
+                same = by_rule.pop((r.kind, r.name, r.expr, tuple(sorted(r.labels.items()))), None)
+                if same is not None and same.for_s == r.for_s and same.keep_firing_for_s == r.keep_firing_for_s:
+                    same.annotations = r.annotations
+                    g.rules[i] = same
+                    kept.add(id(same))
+        now_ms = int(round(max((g.last_eval or 0.0) for g in self._groups) * 1000)) if self._groups else 0
+        for g in self._groups:
+            for r in g.rules:
+                if id(r) not in kept:
+                    for gone in r.prev_output:
+                        self._store(gone, now_ms, STALE_NAN)
+        if now is not None:
+            for g in new:
+                if g.next_eval is None:
+                    g.next_eval = _align_up(now, g.interval)
+        self._groups = new
+        self._generation += 1
+        self._needs = {}
+        return True
 
     # ---------------------------------------------------------------- running
+    def defer_until(self, t: float) -> None:
+        """Make every evaluation due at or before ``t`` run at the next read, all at once.
+
+        A rule's evaluation at an instant reads only samples at or before it, and the TSDB is
+        append-only, so evaluating later in one batch (one range query per rule) gives what
+        evaluating at each instant gave. Reads are :meth:`catch_up` (the accessors call it; the
+        TSDB of :class:`RuleAwareTSDB` calls it before selecting series the rules write).
+        """
+        with self._lock:
+            for g in self._groups:
+                if g.next_eval is None:  # a group's first evaluation is at its first interval after it loaded
+                    g.next_eval = _align_up(t, g.interval)
+            self._due = t if self._due is None else max(self._due, t)
+
+    def catch_up(self, *, alerts_only: bool = False, groups: frozenset[str] | None = None) -> None:
+        """Run the deferred evaluations now (nothing when none is due, or from inside an evaluation).
+
+        ``alerts_only`` (a read of alerts) runs the groups with alerting rules and the recording
+        groups whose series those rules read, recorded series first; ``groups`` (a read of some
+        groups' rules) runs only those and the recording groups they read. The other groups stay
+        due until they are read. Each group keeps its own next evaluation time, so what runs later
+        gives what running now would have.
+        """
+        with self._lock:
+            if self._busy or self._due is None:
+                return
+            t = self._due
+            if not alerts_only and groups is None:
+                self._due = None
+                self.evaluate_until(t)
+                return
+            busy, self._busy = self._busy, True
+            try:
+                self._run_until(t, self._alert_groups(groups))
+            finally:
+                self._busy = busy
+
+    def _alert_groups(self, selected: frozenset[str] | None = None) -> list[Group]:
+        """Groups a read needs, in evaluation order: recording groups they read from, then the
+        groups read (those named, or every group with alerting rules)."""
+        key = (self._generation, selected)
+        if key in self._plans:
+            return self._plans[key]
+        from .promql import ast
+
+        recorded = {r.name: g for g in self._groups for r in g.rules if r.kind == "recording"}
+        reads: dict[int, set[str]] = {}
+        for g in self._groups:
+            names: set[str] = set()
+            for r in g.rules:
+                for node in ast.walk(self.engine.parse(r.expr)):
+                    if isinstance(node, ast.VectorSel) and node.name:
+                        names.add(node.name)
+            reads[id(g)] = names
+        needed: list[Group] = []
+        seen: set[int] = set()
+
+        def need(g: Group) -> None:
+            if id(g) in seen:
+                return
+            seen.add(id(g))
+            for name in sorted(reads[id(g)]):
+                dep = recorded.get(name)
+                if dep is not None:
+                    need(dep)
+            needed.append(g)
+
+        for g in self._groups:
+            if g.name in selected if selected is not None else any(r.kind == "alerting" for r in g.rules):
+                need(g)
+        self._plans = {k: v for k, v in self._plans.items() if k[0] == key[0]}
+        self._plans[key] = needed
+        return needed
+
+    def output_names(self) -> frozenset[str]:
+        """The metric names the rules write: ``ALERTS``, ``ALERTS_FOR_STATE`` and every recorded name."""
+        key = self._generation
+        if self._outputs[0] != key:
+            names = {"ALERTS", "ALERTS_FOR_STATE"} | {r.name for g in self._groups for r in g.rules if r.kind == "recording"}
+            self._outputs = (key, frozenset(names))
+        return self._outputs[1]
+
     def evaluate_until(self, t: float) -> None:
         """Run every evaluation due at or before ``t`` (seconds), in time order per group."""
-        for g in self._groups:
+        with self._lock:
+            busy, self._busy = self._busy, True
+            try:
+                self._run_until(t)
+            finally:
+                self._busy = busy
+
+    def _run_until(self, t: float, groups: Sequence[Group] | None = None) -> None:
+        for g in self._groups if groups is None else groups:
             if g.next_eval is None:
                 g.next_eval = _align_up(t, g.interval)
             if g.next_eval > t:
@@ -406,9 +586,25 @@ class RuleManager:
             times = g.next_eval + g.interval * np.arange(count)
             ms = np.round(times * 1000).astype(np.int64)
             for rule in g.rules:
+                if not rule.active and not rule.prev_output and not self._may_produce(rule):
+                    # nothing it reads exists: an evaluation would return nothing and change nothing
+                    rule.health, rule.last_error, rule.last_eval = "ok", "", float(times[-1])
+                    continue
                 self._eval_rule(rule, ms)
             g.last_eval = float(times[-1])
             g.next_eval = float(times[-1] + g.interval)
+
+    def _may_produce(self, rule: Rule) -> bool:
+        """Whether ``rule``'s expression can return anything, given the metric names the TSDB has."""
+        storage = self.engine.storage
+        size = len(storage)
+        if size != self._names_at:
+            self._names = frozenset(storage.label_values("__name__"))
+            self._names_at = size
+        need = self._needs.get(id(rule))
+        if need is None:
+            need = self._needs[id(rule)] = _needs(self.engine.parse(rule.expr))
+        return _holds(need, self._names)
 
     def _eval_rule(self, rule: Rule, ms: np.ndarray) -> None:
         try:
@@ -515,7 +711,12 @@ class RuleManager:
         return query
 
     def _write_alerts_series(self, rule: Rule, t: float) -> None:
-        """Maintain Prometheus' synthetic ``ALERTS`` series (value 1 while pending/firing)."""
+        """Prometheus' synthetic series for each pending or firing alert.
+
+        ``ALERTS`` (value 1, labels plus ``alertstate``) and ``ALERTS_FOR_STATE`` (value: when the
+        alert became active, in Unix seconds; what Prometheus restores ``for`` state from), as
+        ``rules/alerting.go`` writes them; both go stale when the alert stops being active.
+        """
         t_ms = int(round(t * 1000))
         now: set[Labels] = set()
         for alert in rule.active.values():
@@ -523,6 +724,9 @@ class RuleManager:
                 lbls = make_labels({**alert.labels, "__name__": "ALERTS", "alertstate": alert.state})
                 now.add(lbls)
                 self._store(lbls, t_ms, 1.0)
+                for_state = make_labels({**alert.labels, "__name__": "ALERTS_FOR_STATE"})
+                now.add(for_state)
+                self._store(for_state, t_ms, alert.active_at)
         for gone in rule.prev_output - now:
             self._store(gone, t_ms, STALE_NAN)
         rule.prev_output = now
@@ -530,11 +734,13 @@ class RuleManager:
     # -------------------------------------------------------------- accessors
     def alerts(self) -> list[Alert]:
         """Pending and firing alerts (what ``/api/v1/alerts`` shows), ordered by labels."""
+        self.catch_up(alerts_only=True)
         out = [a for g in self._groups for r in g.rules for a in r.active.values() if a.state != "inactive"]
         return sorted(out, key=lambda a: sorted(a.labels.items()))
 
     def all_alerts(self) -> list[Alert]:
         """Including recently resolved alerts (kept 15 minutes, as Prometheus sends them on)."""
+        self.catch_up(alerts_only=True)
         out = [a for g in self._groups for r in g.rules for a in r.active.values()]
         return sorted(out, key=lambda a: sorted(a.labels.items()))
 
@@ -542,15 +748,27 @@ class RuleManager:
         return [a for a in self.alerts() if a.state == "firing"]
 
     def rule_groups(self) -> list[Group]:
+        self.catch_up()
         return list(self._groups)
 
-    def groups(self, rule_type: str | None = None) -> list[dict[str, Any]]:
-        """The ``groups`` list of ``/api/v1/rules`` (``rule_type`` is ``alert`` or ``record``)."""
+    def groups(self, rule_type: str | None = None, *, rule_names: Collection[str] = (),
+               group_names: Collection[str] = ()) -> list[dict[str, Any]]:
+        """The ``groups`` list of ``/api/v1/rules`` (``rule_type`` is ``alert`` or ``record``),
+        filtered as its ``rule_name[]`` and ``rule_group[]`` parameters filter it: only what is
+        listed is brought up to date, so a poll of a few rules costs those rules alone."""
+        names, wanted = set(rule_names), set(group_names)
+        selected = [g for g in self._groups if (not wanted or g.name in wanted) and (not names or any(r.name in names for r in g.rules))]
+        if names or wanted:
+            self.catch_up(groups=frozenset(g.name for g in selected))
+        else:
+            self.catch_up()
         out = []
-        for g in self._groups:
+        for g in selected:
             rules = []
             for r in g.rules:
                 if rule_type == "alert" and r.kind != "alerting" or rule_type == "record" and r.kind != "recording":
+                    continue
+                if names and r.name not in names:
                     continue
                 item: dict[str, Any] = {
                     "name": r.name,
@@ -588,15 +806,167 @@ class RuleManager:
         return out
 
     def snapshot(self) -> object:
-        return copy.deepcopy(self._groups)
+        self.catch_up()
+        return (copy.deepcopy(self._groups), self.default_interval, dict(self.external_labels), self.last_reload_error)
 
     def restore(self, snap: object) -> None:
-        if not isinstance(snap, list) or not all(isinstance(g, Group) for g in snap):
+        if not (isinstance(snap, tuple) and len(snap) == 4 and isinstance(snap[0], list)
+                and all(isinstance(g, Group) for g in snap[0])):
             raise TypeError("restore() needs an object returned by RuleManager.snapshot()")
-        self._groups = copy.deepcopy(snap)
+        groups, interval, external, error = snap
+        self._groups = copy.deepcopy(groups)
+        self._generation += 1
+        self.default_interval, self.external_labels, self.last_reload_error = interval, dict(external), error
+        self._needs = {}
+        self._due = None
 
 
 def _align_up(t: float, interval: float) -> float:
     return math.ceil(t / interval - 1e-9) * interval
 
 
+# ------------------------------------------------------- which rules can produce anything
+Need = bool | str | tuple[str, tuple[Any, ...]]
+"""True (may produce output whatever exists), a metric name that must exist, or ("all"|"any", parts)."""
+
+#: Functions whose result does not depend on their argument having series (``absent`` of nothing is 1).
+_PRODUCE_ANYWAY = frozenset({"absent", "absent_over_time", "vector", "time", "pi", "scalar"})
+
+
+def _needs(node: Any) -> Need:
+    """What must exist for ``node`` to return a series: an over-approximation (never skips a producer)."""
+    from .promql import ast
+
+    if node.type in ("scalar", "string"):
+        return True
+    if isinstance(node, ast.VectorSel):
+        eq = [m.value for m in node.matchers if m.name == "__name__" and m.op == "="]
+        if node.or_groups or not eq:
+            return True
+        return eq[0]
+    if isinstance(node, ast.MatrixSel):
+        return _needs(node.vs)
+    if isinstance(node, (ast.Subquery, ast.Paren, ast.Unary)):
+        return _needs(node.expr)
+    if isinstance(node, ast.Call):
+        if node.name in _PRODUCE_ANYWAY:
+            return True
+        parts = [_needs(a) for a in node.args if a.type in ("vector", "matrix")]
+        return ("all", tuple(parts)) if parts else True
+    if isinstance(node, ast.Aggregate):
+        return _needs(node.expr)
+    if isinstance(node, ast.Binary):
+        if node.lhs.type == "scalar":
+            return _needs(node.rhs)
+        if node.rhs.type == "scalar":
+            return _needs(node.lhs)
+        if node.op == "or" or node.fill_lhs is not None or node.fill_rhs is not None:
+            return ("any", (_needs(node.lhs), _needs(node.rhs)))
+        if node.op == "unless":
+            return _needs(node.lhs)
+        return ("all", (_needs(node.lhs), _needs(node.rhs)))
+    return True
+
+
+def _holds(need: Need, names: frozenset[str]) -> bool:
+    if need is True:
+        return True
+    if need is False:
+        return False
+    if isinstance(need, str):
+        return need in names
+    op, parts = need
+    if op == "all":
+        return all(_holds(p, names) for p in parts)
+    return any(_holds(p, names) for p in parts)
+
+
+# ------------------------------------------------------- rules from PrometheusRule objects
+def rule_file_name(prometheus_name: str, rule: Mapping[str, Any]) -> str:
+    """Where prometheus-operator writes a PrometheusRule: ``<namespace>-<name>-<uid>.yaml``."""
+    meta = rule.get("metadata") or {}
+    return (f"/etc/prometheus/rules/prometheus-{prometheus_name}-rulefiles-0/"
+            f"{meta.get('namespace', '')}-{meta.get('name', '')}-{meta.get('uid', '')}.yaml")
+
+
+class PrometheusRuleSource:
+    """The rule files the cluster's Prometheus loads: PrometheusRule objects it selects.
+
+    Selection is prometheus-operator's: objects matching ``ruleSelector`` in namespaces matching
+    ``ruleNamespaceSelector`` (nil: the Prometheus' own namespace); groups without ``interval``
+    run at the Prometheus' ``evaluationInterval``. :meth:`sync` reloads the manager only when a
+    resourceVersion it depends on changed.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._fingerprint: tuple[Any, ...] | None = None
+
+    def _selected(self) -> tuple[PrometheusConfig | None, list[dict[str, Any]]]:
+        prometheus = find_prometheus(self.store)
+        if prometheus is None:
+            return None, []
+        out: list[dict[str, Any]] = []
+        for ns in prometheus.namespaces(self.store, "ruleNamespaceSelector"):
+            out += [r for r in list_kind(self.store, "PrometheusRule", ns, MONITORING_API) if prometheus.selects("ruleSelector", r)]
+        return prometheus, out
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        prometheus = find_prometheus(self.store)
+        namespaces = tuple((n["metadata"]["name"], n["metadata"].get("resourceVersion")) for n in list_kind(self.store, "Namespace"))
+        rules = tuple((r["metadata"].get("namespace"), r["metadata"]["name"], r["metadata"].get("resourceVersion"))
+                      for r in list_kind(self.store, "PrometheusRule", None, MONITORING_API))
+        return (prometheus.resource_version if prometheus else None, namespaces, rules)
+
+    def sync(self, manager: RuleManager, now: float | None = None) -> bool:
+        """Reload ``manager`` if the selected rules (or what selects them) changed; True when it did."""
+        fp = self.fingerprint()
+        if fp == self._fingerprint:
+            return False
+        self._fingerprint = fp
+        prometheus, selected = self._selected()
+        if prometheus is None:
+            return manager.load_files([], skip_invalid=True, now=now)
+        files = [(rule_file_name(prometheus.name, r), r.get("spec") or {}) for r in selected]
+        return manager.load_files(files, prometheus.evaluation_interval, prometheus.external_labels, skip_invalid=True, now=now)
+
+    def snapshot(self) -> tuple[Any, ...] | None:
+        return self._fingerprint
+
+    def restore(self, snap: tuple[Any, ...] | None) -> None:
+        self._fingerprint = snap
+
+
+class RuleAwareTSDB(TSDB):
+    """A TSDB that runs a rule manager's deferred evaluations before anyone reads what the rules write.
+
+    Selecting ``ALERTS``, ``ALERTS_FOR_STATE``, a recorded name or series by a name pattern, or
+    listing label names or values, first calls :meth:`RuleManager.catch_up`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rules: RuleManager | None = None
+
+    def _catch_up(self, matchers: Sequence[Matcher] | None) -> None:
+        rules = self.rules
+        if rules is None:
+            return
+        if matchers is not None:
+            names = [m.value for m in matchers if m.name == "__name__" and m.op == "="]
+            if names and names[0] not in rules.output_names():
+                return
+        rules.catch_up()
+
+    def select_raw(self, matchers: Sequence[Matcher], mint: int, maxt: int,
+                   check: Callable[[], None] | None = None) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+        self._catch_up(matchers)
+        return super().select_raw(matchers, mint, maxt, check)
+
+    def label_names(self, matchers: Any = None, start: float | None = None, end: float | None = None) -> list[str]:
+        self._catch_up(None)
+        return super().label_names(matchers, start, end)
+
+    def label_values(self, name: str, matchers: Any = None, start: float | None = None, end: float | None = None) -> list[str]:
+        self._catch_up(None)
+        return super().label_values(name, matchers, start, end)

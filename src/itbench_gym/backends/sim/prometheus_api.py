@@ -347,13 +347,9 @@ class PrometheusAPI(RoutedApp):
         kind = self._param(request, "type")
         if kind not in (None, "", "alert", "record"):
             raise ApiError("bad_data", f'invalid parameter "type": not supported value "{kind}"')
-        groups = self.rules.groups(kind or None) if self.rules is not None else []
-        names = set(self._params(request, "rule_name[]"))
-        group_names = set(self._params(request, "rule_group[]"))
-        if group_names:
-            groups = [g for g in groups if g["name"] in group_names]
+        names, group_names = self._params(request, "rule_name[]"), self._params(request, "rule_group[]")
+        groups = self.rules.groups(kind or None, rule_names=names, group_names=group_names) if self.rules is not None else []
         if names:
-            groups = [dict(g, rules=[r for r in g["rules"] if r["name"] in names]) for g in groups]
             groups = [g for g in groups if g["rules"]]
         return {"groups": groups}
 

@@ -1,31 +1,37 @@
 """The digital twin: Kubernetes, the application and its telemetry, advanced together on one clock.
 
 Time moves in scrape ticks (15 s). Each tick runs the kubelet and controllers, the application's
-request-flow model (which also decides OOM kills and resource usage), appends one scrape to the TSDB
-and evaluates the alert rules. Between ticks only Kubernetes' own timers run, so a kubectl command
-sees pods start or terminate at the right moment.
+request-flow model (which also decides OOM kills and resource usage), scrapes the targets the
+cluster's Prometheus discovers (kube-state-metrics, node-exporter, the kubelets' cAdvisor, ``up``;
+``exporters/monitoring.py``) into the TSDB, and evaluates the rules of the PrometheusRule objects
+that Prometheus selects. Between ticks only Kubernetes' own timers run, so a kubectl command sees
+pods start or terminate at the right moment.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from itbench_gym.backends.rbac import agent_rbac_objects
-from itbench_gym.backends.sim.alerting import RuleManager
+from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
+from itbench_gym.backends.sim.exporters.monitoring import Monitoring
+from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
 from itbench_gym.backends.sim.promql import Engine
-from itbench_gym.backends.sim.tsdb import TSDB
 from itbench_gym.clock import SimClock
+from itbench_gym.lang import yamltext
 
 SCRAPE_INTERVAL = 15.0
 #: Object-store quota as a multiple of the deployed app's size (at least the store's default).
 STORE_HEADROOM = 12
+#: The app's own alert rules: PrometheusRule objects created after the app's install, as ITBench does.
+APP_RULES = "alert-rules.yaml"
 
 
 @dataclass(frozen=True)
@@ -47,18 +53,19 @@ class Twin:
         self.seed = seed
         self.model = AppModel.load(app_dir, seed=seed)
         self.cluster = KubeCluster(self.clock, runtime=self.model.runtime(), seed=seed)
-        self.tsdb = TSDB()
+        self.tsdb = RuleAwareTSDB()
         self.engine = Engine(self.tsdb)
-        rules_doc = yaml.safe_load((app_dir / "alert-rules.yaml").read_text())
-        self.rules = RuleManager(rules_doc["groups"], self.engine)
+        self.monitoring = Monitoring(self.cluster.store, self.engine)
+        self.rules = self.monitoring.rules
         self._next_tick = self.clock.now()
         with self.lock:
-            self.cluster.apply(self._with_load(self.model.manifests(), load_users))
+            deploy(self.cluster, self._with_load(self.model.manifests(), load_users), load_releases(app_dir), seed=seed)
+            self.cluster.apply(app_rule_objects(app_dir / APP_RULES))
             # ITBench grants its agent access to the namespaces the scenario works in: the app's.
             self.cluster.apply(agent_rbac_objects([self.model.spec.namespace]))
             self._size_store_quota()
             self._scrape()
-            self.rules.evaluate_until(self.clock.now())
+            self.monitoring.evaluate(self.clock.now())
 
     def _with_load(self, manifests: list[dict[str, Any]], users: int | None) -> list[dict[str, Any]]:
         """Set the load generator's user count (the scenario's ``environment.load.users``)."""
@@ -83,11 +90,15 @@ class Twin:
     def _size_store_quota(self) -> None:
         """Give the object store room in proportion to the deployed app, never less than its default.
 
-        A fixed quota would suit one app only: the default fits the Astronomy Shop twelve times over,
-        and a larger app gets the same headroom relative to its own size.
+        A fixed quota would suit one app only: the cluster as deployed plus eleven more copies of the
+        app's own objects (what an agent's commands can multiply), so a larger app gets the same
+        headroom relative to its own size and the cluster's system objects do not widen it.
         """
         store = self.cluster.store
-        store.quota_bytes = max(store.quota_bytes, STORE_HEADROOM * store.usage().bytes)
+        namespace = self.model.spec.namespace
+        app_bytes = sum(len(json.dumps(o, separators=(",", ":"))) for o in self.model.manifests()
+                        if (o.get("metadata") or {}).get("namespace") == namespace)
+        store.quota_bytes = max(store.quota_bytes, store.usage().bytes + (STORE_HEADROOM - 1) * app_bytes)
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward, running every tick that falls in the interval."""
@@ -100,13 +111,18 @@ class Twin:
                 self._scrape()
             self.clock.set(target)
             self.cluster.tick(target)
-            self.rules.evaluate_until(target)
+            self.monitoring.evaluate(target)
 
     def _scrape(self) -> None:
+        """One tick of the model; Prometheus scrapes at its own interval (30 s unless its
+        ``scrapeInterval`` says otherwise), on the first tick at or after each multiple of it."""
         t = self._next_tick
         self.cluster.tick(t)
-        samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster)
-        self.tsdb.append(t, samples)
+        model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster)
+        interval = self.monitoring.scrape_interval()
+        if math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9):
+            samples, jobs = self.monitoring.scrape(t, model_samples, self.cluster.usage().nodes)
+            self.tsdb.append(t, samples, jobs)
         self._next_tick = t + SCRAPE_INTERVAL
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
@@ -119,7 +135,7 @@ class Twin:
                 next_tick=self._next_tick,
                 cluster=self.cluster.snapshot(),
                 tsdb=self.tsdb.snapshot(),
-                rules=self.rules.snapshot(),
+                rules=self.monitoring.snapshot(),
                 model=self.model.snapshot(),
             )
 
@@ -129,5 +145,13 @@ class Twin:
             self._next_tick = snap.next_tick
             self.cluster.restore(snap.cluster)
             self.tsdb.restore(snap.tsdb)
-            self.rules.restore(snap.rules)
+            self.monitoring.restore(snap.rules)
             self.model.restore(snap.model)
+
+
+def app_rule_objects(path: Path) -> list[dict[str, Any]]:
+    """The PrometheusRule objects of an app's rules file (none when the app has none)."""
+    if not path.exists():
+        return []
+    docs = [d for d in yamltext.load_all(path.read_text()) if d]
+    return [d for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"]

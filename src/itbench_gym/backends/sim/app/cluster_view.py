@@ -7,13 +7,13 @@ inputs explicit: the model is a function of this view and its own state.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from itbench_gym.backends.sim.chaos import API_VERSION as CHAOS_API
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE, active
 from itbench_gym.backends.sim.kube.errors import ApiError
+from itbench_gym.lang.flagd import FlagFileError, load_flag_file
 from itbench_gym.lang.selectors import SelectorError, selector_from_dict
 
 from .spec import AppSpec
@@ -50,8 +50,12 @@ def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | N
     """A LabelSelector where an absent one means "every pod" (NetworkPolicy peers, app-level views).
 
     Matching is Kubernetes' (:mod:`itbench_gym.lang.selectors`); a selector the API server would
-    have refused (an unknown operator) selects nothing.
+    have refused (an unknown operator) selects nothing. A selector of ``matchLabels`` alone (a
+    Service's, a Deployment's) is matched directly: the model asks thousands of times a tick.
     """
+    if selector is not None and selector.keys() == {"matchLabels"} and isinstance(selector["matchLabels"], dict):
+        have = labels or {}
+        return all(isinstance(v, str) and have.get(k) == v for k, v in selector["matchLabels"].items())
     try:
         return selector_from_dict(selector or {}).matches(labels)
     except SelectorError:
@@ -155,8 +159,9 @@ def _container_status(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return {}
 
 
-def _safe_list(store: StoreLike, kind: str, namespace: str | None, api_version: str | None = None) -> list[dict[str, Any]]:
-    """Stored objects, not copies: the model only reads them, every tick."""
+def list_kind(store: StoreLike, kind: str, namespace: str | None = None, api_version: str | None = None) -> list[dict[str, Any]]:
+    """Stored objects of ``kind``, not copies (none when the cluster does not know the kind): for
+    readers that run every tick and never modify what they read."""
     try:
         return store.list_stored(store.registry.by_kind(kind, api_version), namespace)
     except (ApiError, KeyError, LookupError):
@@ -164,23 +169,28 @@ def _safe_list(store: StoreLike, kind: str, namespace: str | None, api_version: 
 
 
 def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
-    """Flag values as the ConfigMap defines them now (``defaultVariant`` → variant value)."""
+    """Flag values as flagd would load the ConfigMap's flag file now (``defaultVariant`` → variant value).
+
+    flagd accepts a flag file only as a whole (:mod:`itbench_gym.lang.flagd`): one it rejects (not
+    JSON, a flag that is not an object, a ``defaultVariant`` that is not a variant) leaves flagd
+    running and ready with no flags, so every evaluation fails with FLAG_NOT_FOUND and the app
+    uses its code defaults: {} here, as for a missing ConfigMap or key. Disabled flags and flags
+    without a default variant evaluate to the code default too.
+    """
     try:
         cm = store.get("ConfigMap", spec.namespace, spec.flag_config_map)
     except (ApiError, KeyError, LookupError):
         return {}
     try:
-        doc = json.loads((cm.get("data") or {}).get(spec.flag_key, "{}"))
-    except json.JSONDecodeError:
+        flags = load_flag_file(str((cm.get("data") or {}).get(spec.flag_key) or ""))
+    except FlagFileError:
         return {}
     out: dict[str, Any] = {}
-    for name, f in (doc.get("flags") or {}).items():
-        if not isinstance(f, dict) or f.get("state", "ENABLED") != "ENABLED":
-            continue
-        variants = f.get("variants") or {}
+    for name, flag in flags.items():
         canonical = spec.flag_aliases.get(name)
-        if canonical and f.get("defaultVariant") in variants:
-            out[canonical] = variants[f["defaultVariant"]]
+        served, value = flag.served()
+        if canonical and served:
+            out[canonical] = value
     return out
 
 
@@ -188,9 +198,9 @@ def read_cluster(
     store: StoreLike, spec: AppSpec, *, now: float = 0.0, dt: float = 0.0, ready_before: dict[str, dict[str, str]] | None = None
 ) -> ClusterView:
     ns = spec.namespace
-    pods = _safe_list(store, "Pod", ns)
-    deployments = {d["metadata"]["name"]: d for d in _safe_list(store, "Deployment", ns)}
-    services = {s["metadata"]["name"]: s for s in _safe_list(store, "Service", ns)}
+    pods = list_kind(store, "Pod", ns)
+    deployments = {d["metadata"]["name"]: d for d in list_kind(store, "Deployment", ns)}
+    services = {s["metadata"]["name"]: s for s in list_kind(store, "Service", ns)}
     views: list[PodView] = []
     by_service: dict[str, list[PodView]] = {}
     for svc in spec.services.values():
@@ -224,9 +234,9 @@ def read_cluster(
             by_service.setdefault(svc.name, []).append(view)
     chaos: list[dict[str, Any]] = []
     for kind in CHAOS_KINDS:
-        chaos += active(_safe_list(store, kind, None, CHAOS_API), now)
+        chaos += active(list_kind(store, kind, None, CHAOS_API), now)
     return ClusterView(
         namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
-        network_policies=_safe_list(store, "NetworkPolicy", ns), chaos=chaos,
+        network_policies=list_kind(store, "NetworkPolicy", ns), chaos=chaos,
         flags=read_flags(store, spec), now=now, dt=dt, ready_before=dict(ready_before or {}),
     )

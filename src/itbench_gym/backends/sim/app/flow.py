@@ -44,7 +44,7 @@ def lognormal(median_s: float, sigma: float) -> Moments:
     return Moments(mean, (math.exp(sigma * sigma) - 1) * mean * mean)
 
 
-def _lognormal_fit(m: Moments) -> tuple[float, float]:
+def lognormal_params(m: Moments) -> tuple[float, float]:
     """(mu, sigma) of the log-normal with these moments."""
     s2 = math.log1p(m.var / (m.mean * m.mean))
     return math.log(m.mean) - s2 / 2, math.sqrt(s2)
@@ -64,7 +64,7 @@ def split_at(m: Moments, limit_s: float) -> tuple[float, Moments]:
         return 0.0, m
     if m.var <= 0:
         return (1.0, ZERO) if m.mean > limit_s else (0.0, m)
-    mu, s = _lognormal_fit(m)
+    mu, s = lognormal_params(m)
     z = (math.log(limit_s) - mu) / s
     below = _phi(z)
     if below <= 1e-12:

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
-from itbench_gym.backends.sim.exporters import Cadvisor, kube_state_metrics
+from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.traces.record import TraceTick
+from itbench_gym.lang import yamltext
 
 from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
-from .cluster_view import ClusterLike, ClusterView, PodView, parse_quantity, read_cluster, ready_pod_labels
+from .cluster_view import ClusterLike, ClusterView, PodView, list_kind, parse_quantity, read_cluster, ready_pod_labels
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
 from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
@@ -37,8 +37,6 @@ from .spec import AppSpec, AppSpecError, Effect, load_spec
 
 Sample = tuple[dict[str, str], float]
 MI = 1024.0 * 1024.0
-#: CPUs of a worker node (envs/astronomy-shop/cluster/nodes.yaml: m5.xlarge).
-NODE_CORES = 4.0
 _ROUTE = re.compile(r"(GET|POST|PUT|DELETE) (\S+)$")
 #: A failure mode without a log template of its own is logged like its nearest kin.
 _LOG_CAUSE_FALLBACK = {"deadline": "timeout", "reset": "refused"}
@@ -97,8 +95,8 @@ def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for f in files:
         try:
-            docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
-        except (OSError, yaml.YAMLError) as exc:
+            docs = [d for d in yamltext.load_all(f.read_text()) if d]
+        except (OSError, yamltext.YAMLError) as exc:
             raise AppSpecError(f"{f}: cannot read manifest: {exc}") from None
         for i, d in enumerate(docs):
             if not isinstance(d, dict) or "kind" not in d or "metadata" not in d:
@@ -203,8 +201,9 @@ class AppModel:
         self._cadvisor.observe(usage, dt)
         node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods}
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs), starts))
-        st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog))
-        return samples + app_samples + self._cadvisor.samples(usage, node_ips) + kube_state_metrics(cluster.store)
+        st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
+                                                flags=flags, instances=st.instances))
+        return samples + app_samples + self._cadvisor.samples(usage, node_ips)
 
     def _track_instances(self, view: ClusterView, t: float, dt: float) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
         """New container runs (their start times) and, per service, the share of its requests
@@ -437,6 +436,9 @@ class AppModel:
         usage: list[ContainerUsage] = []
         leaks = {(e.get("service"), e.get("operation")): (e, v) for e, v in effects if e.type in ("memory_leak", "cache_leak")}
         rate_of: dict[str, float] = {}
+        # the CPUs a container's threads can run on in parallel: its node's
+        node_cpus = {n["metadata"]["name"]: parse_quantity(((n.get("status") or {}).get("capacity") or {}).get("cpu", "1"))
+                     for n in list_kind(cluster.store, "Node")}
         for svc in self.spec.services.values():
             runtime = self.spec.runtime(svc.name)
             shares = st.shares.get(svc.name, {})
@@ -469,8 +471,9 @@ class AppModel:
                 limit_mem = p.limits.get("memory", 0.0)
                 limit_cpu = p.limits.get("cpu", math.inf) or math.inf
                 pod_rps = svc_rps * share
+                node_cores = node_cpus.get(p.node) or 1.0
                 cpu = cpu_tick(inst.cpu, CpuDemand(
-                    cores=min(limit_cpu, runtime.max_cores, svc.cpu_cores, NODE_CORES), limit=limit_cpu, node_cores=NODE_CORES,
+                    cores=min(limit_cpu, runtime.max_cores, svc.cpu_cores, node_cores), limit=limit_cpu, node_cores=node_cores,
                     idle=svc.cpu_idle, busy_threads=burn.get(svc.name, 0.0), request_cpu_s=cpu_s * share + leak_cpu,
                     requests_per_s=pod_rps, cpu_per_request_s=(cpu_s * share + leak_cpu) / pod_rps if pod_rps > 0 else 0.0,
                     wakeups_per_request=runtime.wakeups_per_request, jit_cold_factor=runtime.jit_cold_cpu_factor,
@@ -506,7 +509,7 @@ class AppModel:
         modelled = {(p.uid, p.container["name"]) for p in view.pods}
         modelled |= {(p.uid, side) for p in view.pods for side in self.spec.services[p.service].sidecars}
         out: list[ContainerUsage] = []
-        for pod in cluster.store.list("Pod"):
+        for pod in list_kind(cluster.store, "Pod"):
             meta, status = pod["metadata"], pod.get("status") or {}
             if status.get("phase") != "Running":
                 continue
@@ -559,11 +562,12 @@ class AppModel:
                                     or lg.errors.get(failing.call.cause_log or "") or lg.errors.get("default"))
                     else:
                         template = lg.errors.get("default")
-                    acts += logmod.activity(template, r * s.p_err, error=s.error_text, grpc_code=s.grpc_code, status="500", **ctx)
+                    acts += logmod.activity(template, r * s.p_err, error=s.error_text, grpc_code=s.grpc_code, status="500", **ctx,
+                                            **logmod.failure_context(failing if s.self_error <= 0 else None, view))
                 for co in s.calls:
                     if co.call.on_error == "warn" and co.q > 0:
                         acts += logmod.activity(lg.errors.get(co.call.cause_log or ""), r * co.frac * co.q,
-                                                error=co.error_text, grpc_code=co.grpc_code, **ctx)
+                                                error=co.error_text, grpc_code=co.grpc_code, **ctx, **logmod.failure_context(co, view))
                 if (svc.name, op.id) in leak_ops:
                     acts += logmod.activity(lg.effect.get("cache_leak"), r * leak_ops[(svc.name, op.id)])
             if svc.name in effect_logs:

@@ -85,8 +85,12 @@ class AppRuntime(DefaultRuntime):
         if isinstance(port, str) and not port.isdigit():
             named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
             port = named.get(port)
-        if port is None or svc_name is None:
+        if port is None:
             return False
+        if svc_name is None:
+            # A container the behaviour model does not describe (the cluster's own components): its
+            # process serves the health endpoint its manifest probes, as the real component does.
+            return True
         svc = self.spec.services[svc_name]
         listening = svc.port
         env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "value" in e}

@@ -13,14 +13,13 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-import yaml
-
+from itbench_gym.lang import yamltext
 from itbench_gym.spec.appfacts import app_schema_problems
 
 #: Fields log templates may use; anything else is a typo caught at load time.
 LOG_FIELDS = frozenset(
-    "iso clf epoch_ms valkey_ts sec ms uuid uuid2 trace span n ip pod email category product product2 "
-    "product3 product4 product5 method path status error grpc_code op_text upstream upstream_ip bytes".split()
+    "iso clf epoch_ms valkey_ts pytime sec ms uuid uuid2 trace span n quantity ip pod email category product product2 "
+    "product3 product4 product5 method path status error grpc_code op_text upstream upstream_ip bytes message details".split()
 )
 #: Fields a log line takes from what the request did (the activity's context), else from
 #: app.yaml ``log_values.defaults``.
@@ -78,6 +77,8 @@ class LogLine:
     ratio: float
     level: str
     text: str
+    #: The one operation whose requests write this line (None: every operation of the service).
+    operation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ def _logs(raw: dict[str, Any], where: str) -> Logs:
             _check_template(text, f"{where}.{key}.{name}")
     return Logs(
         startup=tuple(raw.get("startup", [])),
-        request=tuple(LogLine(x["ratio"], x["level"], x["text"]) for x in raw.get("request", [])),
+        request=tuple(LogLine(x["ratio"], x["level"], x["text"], x.get("operation")) for x in raw.get("request", [])),
         errors=dict(raw.get("errors", {})),
         effect=dict(raw.get("effect", {})),
     )
@@ -379,10 +380,10 @@ def load_spec(app_dir: Path) -> AppSpec:
     """Read, validate and cross-check ``app.yaml`` in ``app_dir``."""
     file = app_dir / "app.yaml"
     try:
-        raw = yaml.safe_load(file.read_text())
+        raw = yamltext.load(file.read_text())
     except FileNotFoundError:
         raise AppSpecError(f"{file}: not found") from None
-    except yaml.YAMLError as exc:
+    except yamltext.YAMLError as exc:
         raise AppSpecError(f"{file}: not valid YAML: {exc}") from None
     errors = app_schema_problems(raw)
     if errors:
@@ -458,6 +459,10 @@ def _check_log_values(spec: AppSpec, file: str) -> None:
     """Every field a template uses has values: e-mails need users, categories need categories,
     products need the catalogue, and context fields need a default."""
     values = spec.log_values
+    for svc in spec.services.values():
+        for i, line in enumerate(svc.logs.request):
+            if line.operation is not None and line.operation not in svc.operations:
+                raise AppSpecError(f"{file}: services.{svc.name}.logs.request[{i}].operation: no operation {line.operation!r}")
     unknown = sorted(set(values.defaults) - CONTEXT_FIELDS)
     if unknown:
         raise AppSpecError(f"{file}: log_values.defaults: {unknown} are not context fields; known: {sorted(CONTEXT_FIELDS)}")

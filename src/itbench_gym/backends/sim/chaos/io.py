@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from itbench_gym.lang import yamltext
 
 from .kinds import parse_duration
 from .selection import pod_matches
@@ -40,7 +40,7 @@ class IOFault:
 
 def load_disk_io(app_dir: Path) -> dict[str, DiskIO]:
     """``disk_io`` of the app's ``app.yaml`` (validated with the rest of it by ``load_spec``)."""
-    raw = (yaml.safe_load((app_dir / "app.yaml").read_text()) or {}).get("disk_io") or {}
+    raw = (yamltext.load((app_dir / "app.yaml").read_text()) or {}).get("disk_io") or {}
     return {svc: DiskIO(tuple(d["paths"]), float(d.get("ops_per_call", 1))) for svc, d in raw.items()}
 
 

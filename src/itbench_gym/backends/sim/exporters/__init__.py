@@ -1,6 +1,7 @@
 """Metrics the cluster's own exporters publish, derived from cluster state (not from the app)."""
 
 from .cadvisor import Cadvisor
-from .kube_state import kube_state_metrics
+from .kube_state import KubeStateMetrics, kube_state_metrics
+from .node_exporter import NodeExporter
 
-__all__ = ["Cadvisor", "kube_state_metrics"]
+__all__ = ["Cadvisor", "KubeStateMetrics", "NodeExporter", "kube_state_metrics"]

@@ -7,6 +7,8 @@ objects being refused with ``422 Invalid`` and the upstream wording rather than 
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,42 +45,119 @@ _GENERATION_KINDS = {
     "PodDisruptionBudget", "NetworkPolicy", "Ingress", "CustomResourceDefinition", "Pod",
 }
 _WORKLOADS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
-_SERVICE_CIDR_BASE = (10 << 24) | (96 << 16)  # 10.96.0.0/12; .1 is the kubernetes Service
-_NODE_PORT_BASE = 30000
+#: The Service CIDR of the cluster ITBench documents: kind's default ``networking.serviceSubnet``
+#: (kubernetes-sigs/kind pkg/apis/config/v1alpha4/default.go), the kube-apiserver's
+#: ``--service-cluster-ip-range`` in envs/*/cluster/kube-system.yaml.
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
+#: ``--service-node-port-range`` (kube-apiserver's default).
+NODE_PORT_RANGE = (30000, 32767)
+
+
+def _static_band(size: int, *, lo: int, hi: int, step: int) -> int:
+    """How many addresses (ports) at the bottom of a range are kept for explicit requests.
+
+    KEP-3070 (Service IPs) and KEP-3668 (node ports): ``min(max(lo, size / step), hi)``, and no
+    band at all for a range smaller than ``lo``. Dynamic allocation draws from above the band first,
+    so a Service that asks for a well-known address (10.96.0.10 for kube-dns) finds it free.
+    """
+    if size < lo:
+        return 0
+    return min(max(lo, size // step), hi)
 
 
 @dataclass
 class Allocations:
-    """Deterministic allocators for Service cluster IPs and node ports (part of the store's state)."""
+    """The API server's Service IP and node-port allocators (part of the store's state).
 
-    next_ip: int = 1
+    As kube-apiserver allocates them: a dynamic address is drawn at random (here from the store's
+    seed, so a seed always gives the same addresses) from above the range's static band, scanning
+    upwards from the draw to the next free one and falling back to the band when the rest is full;
+    an explicitly requested ``spec.clusterIP`` must be in the range and free. The network and
+    broadcast addresses are never handed out, and deleting a Service frees its address.
+    """
+
+    seed: int = 0
+    draws: int = 0
     next_node_port: int = 0
     used_ips: set[str] = field(default_factory=set)
+    #: Which Service (``namespace/name``) holds each address, so an update keeps its own.
+    owners: dict[str, str] = field(default_factory=dict)
+    used_ports: set[int] = field(default_factory=set)
 
     def copy(self) -> Allocations:
-        return Allocations(self.next_ip, self.next_node_port, set(self.used_ips))
+        return Allocations(self.seed, self.draws, self.next_node_port, set(self.used_ips), dict(self.owners),
+                           set(self.used_ports))
 
-    def cluster_ip(self) -> str:
-        while True:
-            n = _SERVICE_CIDR_BASE + self.next_ip
-            self.next_ip += 1
-            ip = f"{n >> 24 & 255}.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}"
-            if ip not in self.used_ips and (n & 255) not in (0, 255):
-                self.used_ips.add(ip)
-                return ip
+    def _draw(self, n: int) -> int:
+        """The next deterministic draw in ``[0, n)`` for this store's seed."""
+        digest = hashlib.blake2b(f"{self.seed}:{self.draws}".encode(), digest_size=8).digest()
+        self.draws += 1
+        return int.from_bytes(digest, "big") % n
+
+    def _scan(self, size: int, band: int, taken: Callable[[int], bool]) -> int | None:
+        """Offset of a free slot: a random start above the band, scanning up and wrapping, then the band."""
+        for lo, hi in ((band, size), (0, band)):
+            if hi <= lo:
+                continue
+            start = self._draw(hi - lo)
+            for i in range(hi - lo):
+                offset = lo + (start + i) % (hi - lo)
+                if not taken(offset):
+                    return offset
+        return None
+
+    def cluster_ip(self, owner: str = "") -> str:
+        """A free address of :data:`SERVICE_CIDR` for a Service without ``spec.clusterIP``."""
+        first = int(SERVICE_CIDR.network_address) + 1
+        size = SERVICE_CIDR.num_addresses - 2
+        band = _static_band(size, lo=16, hi=256, step=16)
+        offset = self._scan(size, band, lambda o: str(ipaddress.ip_address(first + o)) in self.used_ips)
+        if offset is None:
+            raise errors.ApiError(500, "InternalError", "Internal error occurred: failed to allocate a serviceIP: "
+                                  "range is full")
+        ip = str(ipaddress.ip_address(first + offset))
+        self.used_ips.add(ip)
+        self.owners[ip] = owner
+        return ip
+
+    def claim_ip(self, ip: str, owner: str) -> str | None:
+        """Take an explicitly requested address; the reason it cannot be had, or None."""
+        try:
+            addr = ipaddress.ip_address(ip)
+        except ValueError:
+            return f"failed to allocate IP {ip}: not a valid IP address"
+        if addr not in SERVICE_CIDR or addr in (SERVICE_CIDR.network_address, SERVICE_CIDR.broadcast_address):
+            return (f"failed to allocate IP {ip}: the provided IP ({ip}) is not in the valid range. "
+                    f"The range of valid IPs is {SERVICE_CIDR}")
+        if ip in self.used_ips and self.owners.get(ip, owner) != owner:
+            return f"failed to allocate IP {ip}: provided IP is already allocated"
+        self.used_ips.add(ip)
+        self.owners[ip] = owner
+        return None
 
     def node_port(self) -> int:
-        port = _NODE_PORT_BASE + self.next_node_port % 2768
+        lo, hi = NODE_PORT_RANGE
+        size = hi - lo + 1
+        band = _static_band(size, lo=16, hi=128, step=32)
+        offset = self._scan(size, band, lambda o: lo + o in self.used_ports)
+        if offset is None:
+            raise errors.ApiError(500, "InternalError", "Internal error occurred: failed to allocate a nodePort: "
+                                  "range is full")
         self.next_node_port += 1
-        return port
+        self.used_ports.add(lo + offset)
+        return lo + offset
 
     def release(self, obj: Obj) -> None:
-        """Give back the cluster IPs of an object whose creation failed after admission."""
+        """Give back the cluster IPs and node ports of a Service that was deleted or whose creation failed."""
         spec = obj.get("spec") if obj.get("kind") == "Service" else None
         if isinstance(spec, dict):
             for ip in [spec.get("clusterIP"), *(spec.get("clusterIPs") or [])]:
                 if isinstance(ip, str):
                     self.used_ips.discard(ip)
+                    self.owners.pop(ip, None)
+            for p in spec.get("ports") or []:
+                if isinstance(p, dict) and isinstance(p.get("nodePort"), int):
+                    self.used_ports.discard(p["nodePort"])
 
 
 def has_generation(rt: ResourceType, obj: Obj) -> bool:
@@ -254,11 +333,16 @@ def _default_service(obj: Obj, alloc: Allocations) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
+    meta = obj.get("metadata") or {}
+    owner = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     if spec["type"] != "ExternalName":
         if not spec.get("clusterIP"):
-            spec["clusterIP"] = alloc.cluster_ip()
+            spec["clusterIP"] = alloc.cluster_ip(owner)
         elif spec["clusterIP"] != "None":
-            alloc.used_ips.add(spec["clusterIP"])
+            problem = alloc.claim_ip(str(spec["clusterIP"]), owner)
+            if problem is not None:
+                raise errors.invalid("", "Service", str(meta.get("name", "")), [
+                    ("FieldValueInvalid", "spec.clusterIPs", f'Invalid value: []string{{"{spec["clusterIP"]}"}}: {problem}')])
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
@@ -268,8 +352,11 @@ def _default_service(obj: Obj, alloc: Allocations) -> None:
             p.setdefault("protocol", "TCP")
             if "port" in p:
                 p.setdefault("targetPort", p["port"])
-            if spec["type"] in ("NodePort", "LoadBalancer") and not p.get("nodePort"):
-                p["nodePort"] = alloc.node_port()
+            if spec["type"] in ("NodePort", "LoadBalancer"):
+                if not p.get("nodePort"):
+                    p["nodePort"] = alloc.node_port()
+                elif isinstance(p["nodePort"], int):
+                    alloc.used_ports.add(p["nodePort"])
     if spec["type"] in ("NodePort", "LoadBalancer"):
         spec.setdefault("externalTrafficPolicy", "Cluster")
     obj.setdefault("status", {}).setdefault("loadBalancer", {})

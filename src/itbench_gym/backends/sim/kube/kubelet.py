@@ -1,6 +1,7 @@
 """The kubelet of every node: a pod's life from ContainerCreating to Running, crashes and all.
 
-What an SRE agent diagnoses mostly lives here: ``ImagePullBackOff``, ``CrashLoopBackOff`` with
+What an SRE agent diagnoses mostly lives here: ``FailedMount`` for a missing ConfigMap or Secret,
+``CreateContainerConfigError`` for a missing env reference, ``ImagePullBackOff``, ``CrashLoopBackOff`` with
 its doubling back-off (first restart at once, then 10 s, 20 s, ... capped at 300 s, reset after
 10 minutes of good behaviour), ``OOMKilled`` in ``lastState``, readiness that lags start-up, init
 containers, graceful termination. Each container is a small state machine advanced at exact
@@ -14,7 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +35,11 @@ BACKOFF_RESET = 2 * MAX_BACKOFF
 #: Time to resolve a reference that does not exist, and until the kubelet reports the back-off.
 PULL_FAILURE_SECONDS = 1.0
 POD_CIDR = ipaddress.ip_network("10.244.0.0/16")
+#: The volume manager's retry back-off after a failed mount operation (nestedpendingoperations'
+#: exponentialbackoff: initialDurationBeforeRetry 500 ms, doubling, maxDurationBeforeRetry 2m2s).
+MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 0.5, 122.0
+#: The pod worker's resync after a sync error such as CreateContainerConfigError (kubelet backOffPeriod).
+SYNC_ERROR_RETRY_SECONDS = 10.0
 
 Phase = Literal["waiting", "running", "terminated"]
 
@@ -91,6 +97,11 @@ class PodRun:
     stop_at: float | None = None
     #: whether ``ip`` is still taken from the node's range (a finished pod's sandbox gives it back)
     ip_held: bool = True
+    #: False until the pod's volumes are mounted and its sandbox (network, IP) exists.
+    sandbox: bool = True
+    #: The volume manager's current retry delay and when it may try the failed mounts again.
+    mount_retry: float = 0.0
+    mount_due: float | None = None
 
 
 @dataclass
@@ -176,10 +187,10 @@ class Kubelet(Controller):
         if run is None:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 return
-            admitted = self._admit(key, pod, node, now)
-            if admitted is None:
-                return
-            run = admitted
+            run = self._admit(key, pod, now)
+        if not run.sandbox and not self._prepare(key, pod, node, run, now):
+            self._write(pod, node, run, now)
+            return
         self._advance(pod, node, run, now)
         self._probe(pod, run, now)
         self._write(pod, node, run, now)
@@ -221,14 +232,47 @@ class Kubelet(Controller):
                 return ip
         return None
 
-    def _admit(self, key: Key, pod: Obj, node: Obj, now: float) -> PodRun | None:
+    def _admit(self, key: Key, pod: Obj, now: float) -> PodRun:
+        """The pod worker takes the pod: its containers wait until the volumes and the sandbox are ready.
+
+        Until then every container waits as ``ContainerCreating`` (``PodInitializing`` in a pod with
+        init containers: the kubelet's default waiting state in ``convertToAPIContainerStatuses``).
+        """
         spec = pod.get("spec") or {}
+        waiting = "PodInitializing" if spec.get("initContainers") else "ContainerCreating"
         containers = [
             ContainerRun(c["name"], c.get("image", ""), True, sidecar=c.get("restartPolicy") == "Always")
             for c in spec.get("initContainers") or []
         ] + [ContainerRun(c["name"], c.get("image", ""), False) for c in spec.get("containers") or []]
         for c in containers:
-            c.reason = "PodInitializing" if (not c.init and spec.get("initContainers")) else "ContainerCreating"
+            c.reason = waiting
+        run = PodRun(pod["metadata"].get("uid", ""), (pod.get("spec") or {}).get("nodeName", ""), "", now, containers,
+                     ip_held=False, sandbox=False)
+        self.state.pods[key] = run
+        return run
+
+    def _prepare(self, key: Key, pod: Obj, node: Obj, run: PodRun, now: float) -> bool:
+        """Mount the pod's volumes, then create its sandbox; False (and a retry timer) while either fails.
+
+        A configMap or secret volume (or projected source) naming an object or key that does not
+        exist, and is not ``optional``, fails ``MountVolume.SetUp`` as the kubelet's volume plugins
+        do; the volume manager retries with its exponential back-off and the pod stays
+        ``ContainerCreating`` until the object appears. Then the CNI gives the sandbox an address.
+        """
+        if run.mount_due is not None and now < run.mount_due:
+            self.requeue_at(key, run.mount_due)
+            return False
+        failures = self._mount_failures(pod)
+        if failures:
+            for volume, error in failures:
+                self.ctx.recorder.record(pod, "Warning", "FailedMount",
+                                         f'MountVolume.SetUp failed for volume "{volume}" : {error}',
+                                         component="kubelet", host=node["metadata"]["name"])
+            run.mount_retry = MOUNT_RETRY_INITIAL if run.mount_retry == 0 else min(run.mount_retry * 2, MOUNT_RETRY_MAX)
+            run.mount_due = now + run.mount_retry
+            self.requeue_at(key, run.mount_due)
+            return False
+        run.mount_retry, run.mount_due = 0.0, None
         ip = self._allocate_ip(node, pod)
         if ip is None:  # the CNI's answer when the node's range is used up; the pod worker retries
             self.ctx.recorder.record(
@@ -237,12 +281,39 @@ class Kubelet(Controller):
                 'plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set',
                 component="kubelet", host=node["metadata"]["name"])
             self.requeue_at(key, now + INITIAL_BACKOFF)
-            return None
-        run = PodRun(pod["metadata"].get("uid", ""), node["metadata"]["name"], ip, now, containers,
-                     ip_held=not spec.get("hostNetwork"))
-        self.state.pods[key] = run
+            return False
+        run.ip, run.ip_held, run.sandbox = ip, not (pod.get("spec") or {}).get("hostNetwork"), True
         run.conditions["PodReadyToStartContainers"] = ("True", now)
-        return run
+        return True
+
+    def _stored(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """A ConfigMap or Secret as the API server has it now, or None."""
+        store = self.ctx.store
+        try:
+            return store.get_stored(store.registry.by_kind(kind), namespace, name)
+        except (ApiError, KeyError, LookupError):
+            return None
+
+    def _mount_failures(self, pod: Obj) -> list[tuple[str, str]]:
+        """(volume, error) for each volume whose ConfigMap / Secret source cannot be projected now."""
+        namespace = pod["metadata"].get("namespace") or "default"
+        out: list[tuple[str, str]] = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            sources: list[tuple[str, Obj]] = []
+            if "configMap" in volume:
+                sources.append(("ConfigMap", volume.get("configMap") or {}))
+            if "secret" in volume:
+                sources.append(("Secret", volume.get("secret") or {}))
+            for source in ((volume.get("projected") or {}).get("sources") or []):
+                for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
+                    if field_name in source:
+                        sources.append((kind, source.get(field_name) or {}))
+            for kind, ref in sources:
+                error = _source_error(kind, ref, namespace, self._stored)
+                if error is not None:
+                    out.append((str(volume.get("name", "")), error))
+                    break
+        return out
 
     # -- container state machine ------------------------------------------------------------
 
@@ -335,7 +406,7 @@ class Kubelet(Controller):
             self._begin_create(pod, node, c, at)
         elif step == "start":
             self._start(pod, node, run, c, at, pulled=True)
-        elif step == "restart":
+        elif step in ("restart", "config-retry"):
             self._start(pod, node, run, c, at, pulled=False)
 
     def _start(self, pod: Obj, node: Obj, run: PodRun, c: ContainerRun, at: float, *, pulled: bool) -> None:
@@ -351,6 +422,12 @@ class Kubelet(Controller):
         else:
             self._record(pod, c, "Normal", "Pulled", f'Container image "{c.image}" already present on machine')
         images.add(c.image)
+        config_error = self._env_error(pod, spec)
+        if config_error is not None:  # generateContainerConfig fails: nothing is created, no restart counted
+            self._record(pod, c, "Warning", "Failed", f"Error: {config_error}")
+            c.state, c.reason, c.message = "waiting", "CreateContainerConfigError", config_error
+            c.step, c.due = "config-retry", at + SYNC_ERROR_RETRY_SECONDS
+            return
         if c.ever_ran or c.restarts or c.last is not None:
             c.restarts += 1
             c.last_restart_at = at
@@ -373,6 +450,32 @@ class Kubelet(Controller):
             return
         planned = self.runtime.exit_after(pod, spec)
         c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
+
+    def _env_error(self, pod: Obj, spec: Obj) -> str | None:
+        """Why the container's environment cannot be built (a missing ConfigMap / Secret or key), or None.
+
+        The kubelet's ``makeEnvironmentVariables`` messages: the API's NotFound text for a missing
+        object, ``couldn't find key K in ConfigMap ns/name`` for a missing key; ``optional``
+        references are skipped.
+        """
+        namespace = pod["metadata"].get("namespace") or "default"
+        for source in spec.get("envFrom") or []:
+            for field_name, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+                ref = source.get(field_name)
+                if ref is not None and not ref.get("optional") and self._stored(kind, namespace, ref.get("name", "")) is None:
+                    return _not_found(kind, ref.get("name", ""))
+        for env in spec.get("env") or []:
+            value_from = env.get("valueFrom") or {}
+            for field_name, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+                ref = value_from.get(field_name)
+                if ref is None or ref.get("optional"):
+                    continue
+                obj = self._stored(kind, namespace, ref.get("name", ""))
+                if obj is None:
+                    return _not_found(kind, ref.get("name", ""))
+                if str(ref.get("key", "")) not in _data_keys(obj):
+                    return f"couldn't find key {ref.get('key', '')} in {kind} {namespace}/{ref.get('name', '')}"
+        return None
 
     def _should_restart(self, pod: Obj, c: ContainerRun, code: int) -> bool:
         policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
@@ -564,6 +667,8 @@ class Kubelet(Controller):
                 spec = self._spec_of(pod, c)
                 for kind, key in (("startup", "startupProbe"), ("readiness", "readinessProbe"), ("liveness", "livenessProbe")):
                     probe = spec.get(key)
+                    if kind != "startup" and not c.started:
+                        continue  # readiness and liveness probes wait until the startup probe has passed
                     if probe is not None and kind not in c.last_probe:
                         times.append(c.started_at + float(probe.get("initialDelaySeconds", 0) or 0))
                 for since, key in ((c.ready_fail_since, "readinessProbe"), (c.live_fail_since, "livenessProbe")):
@@ -637,7 +742,8 @@ class Kubelet(Controller):
         init_pending = [c.name for c in inits if not (c.state == "terminated" and c.exit_code == 0)
                         and not (c.sidecar and c.started)]
         done = phase in ("Succeeded", "Failed")
-        conditions = [self._condition(run, "PodReadyToStartContainers", "False" if done else "True", now)]
+        sandbox_ready = run.sandbox and not done
+        conditions = [self._condition(run, "PodReadyToStartContainers", "True" if sandbox_ready else "False", now)]
         if init_pending and not done:
             conditions.append(self._condition(run, "Initialized", "False", now, "ContainersNotInitialized",
                                               f"containers with incomplete status: [{' '.join(init_pending)}]"))
@@ -660,8 +766,9 @@ class Kubelet(Controller):
         host_ip = _node_ip(node)
         status["hostIP"] = host_ip
         status["hostIPs"] = [{"ip": host_ip}]
-        status["podIP"] = run.ip
-        status["podIPs"] = [{"ip": run.ip}]
+        if run.ip:
+            status["podIP"] = run.ip
+            status["podIPs"] = [{"ip": run.ip}]
         status["startTime"] = rfc3339(run.start_time)
         if inits:
             status["initContainerStatuses"] = [self._container_status(run, c) for c in inits]
@@ -673,6 +780,36 @@ class Kubelet(Controller):
         self.write_status(pod, status)
         if done:
             self._release_ip(run)  # the sandbox is gone; the API keeps showing the address it had
+
+
+def _data_keys(obj: Obj) -> set[str]:
+    """The keys a ConfigMap or Secret holds (``data``, ``binaryData``, a Secret's write-only ``stringData``)."""
+    return {str(k) for field_name in ("data", "binaryData", "stringData") for k in (obj.get(field_name) or {})}
+
+
+def _not_found(kind: str, name: str) -> str:
+    """The API server's NotFound message for a ConfigMap or Secret, as the kubelet passes it on."""
+    return f'{kind.lower()} "{name}" not found'
+
+
+def _source_error(kind: str, ref: Obj, namespace: str, lookup: Callable[[str, str, str], Obj | None]) -> str | None:
+    """The volume plugin's SetUp error for one configMap / secret source, or None when it can be projected.
+
+    Messages as the configmap and secret volume plugins (and the projected plugin, which reuses
+    them) write them; an ``optional`` source projects nothing when its object or keys are missing.
+    """
+    name = str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))
+    obj = lookup(kind, namespace, name)
+    optional = bool(ref.get("optional"))
+    if obj is None:
+        return None if optional else _not_found(kind, name)
+    keys = _data_keys(obj)
+    for item in ref.get("items") or []:
+        key = str(item.get("key", ""))
+        if key not in keys and not optional:
+            what = "config key" if kind == "ConfigMap" else "secret key"
+            return f"{kind.lower()} references non-existent {what}: {key}"
+    return None
 
 
 def qos_class(pod: Obj) -> str:

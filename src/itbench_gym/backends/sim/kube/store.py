@@ -140,7 +140,7 @@ class ObjectStore:
         self._rv = 0
         self._uid_counter = 0
         self._name_counter = 0
-        self._alloc = admission.Allocations()
+        self._alloc = admission.Allocations(seed)
         self._listeners: list[Listener] = []
         self._settlers: list[Callable[[], None]] = []
         self._log: deque[WatchEvent] = deque(maxlen=WATCH_LOG_SIZE)
@@ -717,6 +717,8 @@ class ObjectStore:
         final = dict(current)
         final["metadata"] = dict(current["metadata"], resourceVersion=str(self._rv))
         self._emit("DELETED", stype.storage_key, ns, final)
+        if stype.kind == "Service" and not stype.group:
+            self._alloc.release(final)  # the allocators free a deleted Service's cluster IP and node ports
         if stype.kind == "CustomResourceDefinition" and stype.group == "apiextensions.k8s.io":
             self._drop_custom_resources(final)
         if cascade != "Orphan":

@@ -29,6 +29,7 @@ from itbench_gym.backends.sim.wsgi import RoutedApp
 from itbench_gym.clock import Clock
 from itbench_gym.lang import durations
 
+from .catalog import flag_variants
 from .jaeger_json import trace_json
 from .record import TraceTick
 from .search import TraceQuery, dependencies, find_trace, find_traces, operations
@@ -111,7 +112,7 @@ class JaegerAPI(RoutedApp):
         self.model = model
         self.clock = clock
         self.lock = lock
-        self.synth = TraceSynth(model.spec, model.seed, model.products)
+        self.synth = TraceSynth(model.spec, model.seed, model.products, flag_variants(model.spec, model.manifests()))
         self.url_map = Map([
             Rule("/api/services", endpoint="services", methods=["GET"]),
             Rule("/api/services/<service>/operations", endpoint="service_operations", methods=["GET"]),
@@ -141,11 +142,11 @@ class JaegerAPI(RoutedApp):
     # ------------------------------------------------------------------ endpoints
 
     def services(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
-        names = sorted(operations(self.model.spec, ticks))
+        names = sorted(operations(self.model.spec, ticks, self.synth))
         return _envelope(names, total=len(names)), 200
 
     def service_operations(self, request: Request, ticks: tuple[TraceTick, ...], now: float, service: str) -> tuple[dict[str, Any], int]:
-        names = sorted({name for name, _ in operations(self.model.spec, ticks).get(service, ())})
+        names = sorted({name for name, _ in operations(self.model.spec, ticks, self.synth).get(service, ())})
         return _envelope(names, total=len(names)), 200
 
     def operations(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
@@ -153,7 +154,7 @@ class JaegerAPI(RoutedApp):
         if not service:
             raise BadParam("parameter 'service' is required")
         kind = request.args.get("spanKind", "")
-        ops = sorted(operations(self.model.spec, ticks).get(service, ()))
+        ops = sorted(operations(self.model.spec, ticks, self.synth).get(service, ()))
         data = [{"name": name, "spanKind": k} for name, k in ops if not kind or k == kind]
         return _envelope(data, total=len(data)), 200
 

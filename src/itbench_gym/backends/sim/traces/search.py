@@ -111,8 +111,9 @@ def _tick_at(ticks: Sequence[TraceTick], t: float) -> TraceTick | None:
     return ticks[lo] if lo < len(ticks) and abs(ticks[lo].t - t) < 1e-3 else None
 
 
-def operations(spec: AppSpec, ticks: Sequence[TraceTick]) -> dict[str, set[tuple[str, str]]]:
-    """service -> {(span name, span kind)} of every span the store has received."""
+def operations(spec: AppSpec, ticks: Sequence[TraceTick], synth: TraceSynth | None = None) -> dict[str, set[tuple[str, str]]]:
+    """service -> {(span name, span kind)} of every span the store has received (with ``synth``,
+    also the spans of the flag evaluations that asked flagd)."""
     out: dict[str, set[tuple[str, str]]] = {}
     for tick in ticks:
         for (svc, op_id), rate in tick.rates.items():
@@ -127,6 +128,10 @@ def operations(spec: AppSpec, ticks: Sequence[TraceTick]) -> dict[str, set[tuple
                 ok, err = tick.client.get((svc, op_id, c.id), (0.0, 0.0))
                 if ok + err > 0:
                     names.add((c.client_span, c.client_kind.lower()))
+            if synth is not None and tick.flags is not None:
+                for who, name, kind, _ in synth.flagd_calls(svc, op_id):
+                    if who == svc or who in tick.pods:
+                        out.setdefault(who, set()).add((name, kind))
     return out
 
 
@@ -134,6 +139,7 @@ def dependencies(synth: TraceSynth, ticks: Sequence[TraceTick], start: float, en
     """(parent, child, call count) for spans whose parent span is in another service, as Jaeger's
     dependency store derives them, counted from the flow of the ticks ending in (start, end]."""
     spec = synth.spec
+    flagd = synth.catalog.flagd.service if synth.catalog.flagd is not None else None
     counts: dict[tuple[str, str], float] = {}
     for tick in ticks:
         if not start < tick.t <= end:
@@ -143,6 +149,10 @@ def dependencies(synth: TraceSynth, ticks: Sequence[TraceTick], start: float, en
             if rate <= 0 or not spec.services[svc].traced or svc not in tick.pods:
                 continue
             stats = tick.stats.get(key)
+            if tick.flags is not None and flagd is not None and flagd in tick.pods and spec.services[flagd].traced:
+                asks = sum(n for service, _, kind, n in synth.flagd_calls(svc, op_id) if service == svc and kind == "client")
+                if asks and svc != flagd:
+                    counts[(svc, flagd)] = counts.get((svc, flagd), 0.0) + rate * asks * tick.dt
             for co in stats.calls if stats else ():
                 callee = co.call.service
                 reached = rate * co.frac * co.count * co.reach.ok_share * tick.dt

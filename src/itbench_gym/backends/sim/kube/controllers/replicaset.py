@@ -148,7 +148,7 @@ class ReplicaSetController(Controller):
             if err is not None:
                 n = self.failures.get(key, 0)
                 self.failures[key] = n + 1
-                self.requeue_at(key, self.ctx.now() + min(_BACKOFF_BASE * 2**n, _BACKOFF_MAX))
+                self.requeue_at(key, self.ctx.now() + min(_BACKOFF_BASE * 2 ** min(n, 32), _BACKOFF_MAX))  # capped: no float overflow
                 return err.message
             if batch < -diff:
                 self.requeue_at(key, self.pods.ready_at())

@@ -1,0 +1,240 @@
+"""The twin deploys what ITBench deploys (issue 10, Deliver 1): read through the real kubectl.
+
+One healthy baseline of SRE-CacheFailure-v0 is shared by the module. The admin credential sees the
+kind cluster's system pods, kube-prometheus-stack, metrics-server and Chaos Mesh as a real install
+leaves them; the agent's sees what ITBench's RBAC grants (its namespace, never the injection
+machinery); Deployments carry ITBench's values; Services get their addresses as kube-apiserver
+allocates them; each Helm release leaves its release Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from itbench_gym.backends.sim.backend import SimBackend
+from itbench_gym.backends.sim.install import decode_release
+from itbench_gym.backends.sim.kube.errors import ApiError
+from itbench_gym.backends.sim.kube.store import ObjectStore
+from itbench_gym.clock import SimClock
+from itbench_gym.registry import get_spec
+
+KUBECTL = (os.environ.get("ITBENCH_KUBECTL") or shutil.which("kubectl", path=os.path.dirname(sys.executable))
+           or shutil.which("kubectl"))
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+NS = "otel-demo"
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
+
+
+class Cluster:
+    """The shared baseline and a way to run kubectl against it as the admin or the agent."""
+
+    def __init__(self, backend: SimBackend, tmp: Path) -> None:
+        self.backend, self.tmp = backend, tmp
+
+    def kubectl(self, *args: str, admin: bool = False, check: bool = True) -> subprocess.CompletedProcess[str]:
+        cfg = self.backend.admin_kubeconfig if admin else self.backend.endpoints.kubeconfig
+        cache = self.tmp / ("cache-admin" if admin else "cache-agent")
+        assert KUBECTL is not None
+        proc = subprocess.run([KUBECTL, "--cache-dir", str(cache), *args], capture_output=True, text=True, timeout=120,
+                              env={"PATH": os.environ.get("PATH", ""), "HOME": str(self.tmp), "KUBECONFIG": str(cfg)})
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        return proc
+
+    def json(self, *args: str, admin: bool = False) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json", admin=admin).stdout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    backend = SimBackend()
+    try:
+        backend.start(get_spec("SRE-CacheFailure-v0"), 0)
+        yield Cluster(backend, tmp_path_factory.mktemp("deployment"))
+    finally:
+        backend.close()
+
+
+def _rows(table: str) -> list[list[str]]:
+    return [line.split() for line in table.strip().splitlines()[1:]]
+
+
+def _pods_by_namespace(cluster: Cluster) -> dict[str, list[list[str]]]:
+    out: dict[str, list[list[str]]] = {}
+    for row in _rows(cluster.kubectl("get", "pods", "-A", admin=True).stdout):
+        out.setdefault(row[0], []).append(row)
+    return out
+
+
+def test_admin_sees_the_system_and_observability_pods_running(cluster: Cluster) -> None:
+    pods = _pods_by_namespace(cluster)
+    assert {"kube-system", "prometheus", "kube-metrics-server", "local-path-storage", "chaos-mesh", NS} <= set(pods)
+    for ns, rows in pods.items():
+        for _, name, ready, status, *_ in rows:
+            have, want = ready.split("/")
+            assert status == "Running" and have == want, (ns, name, ready, status)
+    names = {ns: [r[1] for r in rows] for ns, rows in pods.items()}
+    control_plane = {f"{c}-control-plane" for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")}
+    assert control_plane <= set(names["kube-system"])
+    nodes = len(_rows(cluster.kubectl("get", "nodes", admin=True).stdout))
+    assert nodes == 4
+    for daemon in ("kube-proxy-", "kindnet-"):  # on every node, the tainted control plane included
+        assert sum(n.startswith(daemon) for n in names["kube-system"]) == nodes
+    assert sum(n.startswith("coredns-") for n in names["kube-system"]) == 2
+    assert sum(n.startswith("prometheus-prometheus-node-exporter-") for n in names["prometheus"]) == nodes
+    prometheus = next(r for r in pods["prometheus"] if r[1] == "prometheus-prometheus-kube-prometheus-prometheus-0")
+    assert prometheus[2] == "2/2"  # prometheus and its config-reloader sidecar
+    assert any(n.startswith("prometheus-kube-prometheus-operator-") for n in names["prometheus"])
+    assert any(n.startswith("prometheus-kube-state-metrics-") for n in names["prometheus"])
+    assert any(n.startswith("kube-metrics-server-") for n in names["kube-metrics-server"])
+    assert sum(n.startswith("chaos-controller-manager-") for n in names["chaos-mesh"]) == 3
+    assert any(n.startswith("otel-collector-") for n in names[NS])
+
+
+def test_static_pods_are_mirror_pods_of_the_tainted_control_plane(cluster: Cluster) -> None:
+    node = cluster.json("get", "node", "control-plane", admin=True)
+    assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
+    pod = cluster.json("get", "pod", "-n", "kube-system", "kube-apiserver-control-plane", admin=True)
+    ann = pod["metadata"]["annotations"]
+    assert ann["kubernetes.io/config.source"] == "file"
+    assert ann["kubernetes.io/config.mirror"] == ann["kubernetes.io/config.hash"] and len(ann["kubernetes.io/config.hash"]) == 32
+    (owner,) = pod["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", "control-plane", node["metadata"]["uid"])
+    assert pod["spec"]["nodeName"] == "control-plane" and pod["status"]["podIP"] == "172.18.0.2"  # hostNetwork
+    on_control_plane = cluster.json("get", "pods", "-A", "--field-selector", "spec.nodeName=control-plane", admin=True)
+    assert NS not in {p["metadata"]["namespace"] for p in on_control_plane["items"]}  # the taint keeps the app off
+
+
+def test_agent_view_follows_itbench_rbac(cluster: Cluster) -> None:
+    everywhere = cluster.kubectl("get", "pods", "-A", check=False)
+    assert everywhere.returncode != 0 and "Forbidden" in everywhere.stderr
+    for ns in ("kube-system", "prometheus", "chaos-mesh"):
+        other = cluster.kubectl("get", "pods", "-n", ns, check=False)
+        assert other.returncode != 0 and "Forbidden" in other.stderr, ns
+    mine = [r[0] for r in _rows(cluster.kubectl("get", "pods").stdout)]
+    assert any(name.startswith("otel-collector-") for name in mine)
+    assert "chaos-mesh" not in cluster.kubectl("api-resources").stdout
+    # `admin` does not aggregate monitoring.coreos.com (kube-prometheus-stack's aggregate ClusterRoles
+    # are off by default), so the agent cannot read the ServiceMonitor in its own namespace
+    denied = cluster.kubectl("get", "servicemonitors.monitoring.coreos.com", check=False)
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr
+    monitors = cluster.json("get", "servicemonitors.monitoring.coreos.com", "-n", NS, admin=True)
+    (collector,) = [m for m in monitors["items"] if m["metadata"]["name"] == "otel-collector"]
+    assert [e["port"] for e in collector["spec"]["endpoints"]] == ["metrics", "telemetry"]
+
+
+# (component, limits, requests): ITBench's values.j2, and the chart's defaults where ITBench sets nothing
+RESOURCES = [
+    ("recommendation", {"cpu": "200m", "memory": "512Mi"}, {"cpu": "50m", "memory": "128Mi"}),
+    ("ad", {"cpu": "150m", "memory": "512Mi"}, {"cpu": "50m", "memory": "256Mi"}),
+    ("accounting", {"cpu": "500m", "memory": "512Mi"}, {"cpu": "250m", "memory": "256Mi"}),
+    ("fraud-detection", {"memory": "512Mi"}, {"memory": "256Mi"}),
+    ("kafka", {"memory": "1024Mi"}, {"memory": "512Mi"}),
+    ("product-catalog", {"memory": "160Mi"}, None),
+    ("cart", {"memory": "160Mi"}, None),
+    ("frontend", {"memory": "250Mi"}, None),
+]
+
+
+def test_deployments_carry_itbench_values(cluster: Cluster) -> None:
+    deployments = {d["metadata"]["name"]: d for d in cluster.json("get", "deployments")["items"]}
+    for name, limits, requests in RESOURCES:
+        res = deployments[name]["spec"]["template"]["spec"]["containers"][0]["resources"]
+        assert res["limits"] == limits and res.get("requests") == requests, name
+    accounting = deployments["accounting"]["spec"]["template"]["spec"]
+    assert accounting["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1654}
+    load = {e["name"]: e.get("value") for e in deployments["load-generator"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (load["LOCUST_USERS"], load["LOCUST_SPAWN_RATE"], load["LOCUST_BROWSER_TRAFFIC_ENABLED"]) == ("50", "5", "False")
+    collector = deployments["otel-collector"]
+    ports = {p["name"]: p["containerPort"] for p in collector["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert ports == {"metrics": 8888, "otlp": 4317, "otlp-http": 4318, "telemetry": 8889}
+    svc = cluster.json("get", "service", "otel-collector")
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == ports
+    assert all(d["metadata"]["annotations"]["meta.helm.sh/release-name"] == "otel-demo" for d in deployments.values())
+    assert {d["spec"]["template"]["spec"]["containers"][0]["image"] for d in deployments.values()} >= {
+        "ghcr.io/open-telemetry/demo:2.2.0-recommendation", "otel/opentelemetry-collector-contrib:0.151.0"}
+
+
+def test_cluster_ips_are_allocated_as_kube_apiserver_does(cluster: Cluster) -> None:
+    services = cluster.json("get", "services", "-A", admin=True)["items"]
+    by_name = {(s["metadata"]["namespace"], s["metadata"]["name"]): s["spec"].get("clusterIP") for s in services}
+    assert by_name[("default", "kubernetes")] == "10.96.0.1" and by_name[("kube-system", "kube-dns")] == "10.96.0.10"
+    dynamic = [ip for key, ip in by_name.items() if ip != "None" and key not in (("default", "kubernetes"), ("kube-system", "kube-dns"))]
+    assert len(set(dynamic)) == len(dynamic) > 20
+    for ip in dynamic:  # drawn above the static band (KEP-3070: the first 256 addresses of a /16)
+        assert ipaddress.ip_address(ip) in SERVICE_CIDR and int(ipaddress.ip_address(ip)) - int(SERVICE_CIDR.network_address) > 256
+    endpoints = cluster.json("get", "endpoints", "kubernetes", "-n", "default", admin=True)
+    assert endpoints["subsets"] == [{"addresses": [{"ip": "172.18.0.2"}], "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}]
+    kubelet = cluster.json("get", "endpoints", "prometheus-kube-prometheus-kubelet", "-n", "kube-system", admin=True)
+    nodes = cluster.json("get", "nodes", admin=True)["items"]
+    internal = sorted(a["address"] for n in nodes for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+    (subset,) = kubelet["subsets"]
+    assert sorted(a["ip"] for a in subset["addresses"]) == internal
+    assert {"name": "https-metrics", "port": 10250, "protocol": "TCP"} in subset["ports"]
+
+
+def _service(name: str, ip: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"ports": [{"port": 80}]}
+    if ip:
+        spec["clusterIP"] = ip
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def test_allocation_is_seeded_honours_requests_and_frees_deleted_addresses() -> None:
+    def ips(seed: int) -> list[str]:
+        store = ObjectStore(SimClock(), seed=seed)
+        return [store.create(_service(f"s{i}"))["spec"]["clusterIP"] for i in range(5)]
+
+    assert ips(7) == ips(7) and ips(7) != ips(8)
+    store = ObjectStore(SimClock(), seed=1)
+    assert store.create(_service("dns", "10.96.0.10"))["spec"]["clusterIP"] == "10.96.0.10"
+    with pytest.raises(ApiError) as taken:
+        store.create(_service("other", "10.96.0.10"))
+    assert taken.value.code == 422 and taken.value.message == (
+        'Service "other" is invalid: spec.clusterIPs: Invalid value: []string{"10.96.0.10"}: '
+        "failed to allocate IP 10.96.0.10: provided IP is already allocated")
+    with pytest.raises(ApiError) as outside:
+        store.create(_service("far", "10.200.0.5"))
+    assert "the provided IP (10.200.0.5) is not in the valid range. The range of valid IPs is 10.96.0.0/16" in outside.value.message
+    dns = store.get("Service", "default", "dns")
+    dns["metadata"]["labels"] = {"updated": "yes"}
+    store.update(dns)  # a Service keeps its own address on update
+    store.delete("Service", "default", "dns")
+    assert store.create(_service("again", "10.96.0.10"))["spec"]["clusterIP"] == "10.96.0.10"
+
+
+def test_each_release_leaves_its_helm_release_secret(cluster: Cluster) -> None:
+    secret = cluster.json("get", "secret", "sh.helm.release.v1.otel-demo.v1")  # the agent may read its namespace's
+    assert secret["type"] == "helm.sh/release.v1"
+    assert {k: secret["metadata"]["labels"][k] for k in ("name", "owner", "status", "version")} == {
+        "name": "otel-demo", "owner": "helm", "status": "deployed", "version": "1"}
+    release = decode_release(secret)
+    assert (release["name"], release["namespace"], release["version"], release["info"]["status"]) == ("otel-demo", NS, 1, "deployed")
+    assert (release["chart"]["metadata"]["name"], release["chart"]["metadata"]["version"]) == ("opentelemetry-demo", "0.40.10")
+    assert release["config"]["components"]["recommendation"]["resources"]["limits"] == {"cpu": "200m", "memory": "512Mi"}
+    manifest = release["manifest"]
+    assert "# Source: opentelemetry-demo/templates/component.yaml\napiVersion: apps/v1\nkind: Deployment\n" in manifest
+    assert "name: recommendation" in manifest and "uid:" not in manifest and "meta.helm.sh" not in manifest
+    assert manifest.index("kind: ServiceAccount") < manifest.index("kind: ConfigMap") < manifest.index("kind: Service\n") \
+        < manifest.index("kind: Deployment")  # Helm's install order
+    everywhere = cluster.json("get", "secrets", "-A", admin=True)["items"]
+    releases = {s["metadata"]["namespace"]: s["metadata"]["name"] for s in everywhere if s["type"] == "helm.sh/release.v1"}
+    assert releases == {NS: "sh.helm.release.v1.otel-demo.v1", "prometheus": "sh.helm.release.v1.prometheus.v1",
+                        "kube-metrics-server": "sh.helm.release.v1.kube-metrics-server.v1",
+                        "chaos-mesh": "sh.helm.release.v1.chaos-mesh.v1"}
+    # Kubernetes 1.24+ creates no token Secrets for ServiceAccounts
+    assert not [s for s in everywhere if s["type"] == "kubernetes.io/service-account-token"]
+    tls = next(s for s in everywhere if s["metadata"]["name"] == "kube-metrics-server")
+    assert base64.b64decode(tls["data"]["tls.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")

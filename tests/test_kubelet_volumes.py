@@ -1,0 +1,126 @@
+"""The kubelet does not start a pod whose ConfigMap / Secret volume or env reference is missing.
+
+What a real kubelet does (pkg/kubelet/volumemanager, the configmap/secret volume plugins,
+makeEnvironmentVariables): the pod stays ContainerCreating without a sandbox (no IP) and FailedMount
+events repeat with the volume manager's back-off until the object exists; a missing env reference
+leaves the container in CreateContainerConfigError. A running pod keeps what it mounted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kube_fixtures import NS, container, cstatus, deployment, events, make_cluster, pods, run
+
+Obj = dict[str, Any]
+
+
+def _pod(name: str = "solo", *, volumes: list[Obj] | None = None, init: list[Obj] | None = None, **c: Any) -> Obj:
+    spec: Obj = {"containers": [container(**c)], "volumes": volumes or []}
+    if init:
+        spec["initContainers"] = init
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def _cm(name: str, **data: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}, "data": data}
+
+
+def _conditions(pod: Obj) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+
+
+def test_missing_configmap_volume_keeps_the_pod_container_creating_with_failed_mount_events() -> None:
+    cluster, clock = make_cluster(_pod(volumes=[{"name": "config-ro", "configMap": {"name": "flagd-config"}}]))
+    run(cluster, clock, 60)
+    pod = cluster.store.get("Pod", NS, "solo")
+    assert pod["status"]["phase"] == "Pending" and "podIP" not in pod["status"]
+    assert cstatus(pod)["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert _conditions(pod)["PodReadyToStartContainers"] == "False" and _conditions(pod)["Ready"] == "False"
+    failed = events(cluster, "FailedMount")
+    assert [e["message"] for e in failed] == ['MountVolume.SetUp failed for volume "config-ro" : configmap "flagd-config" not found']
+    assert failed[0]["type"] == "Warning" and failed[0]["source"]["component"] == "kubelet"
+    assert failed[0]["count"] >= 7  # 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s: the back-off doubles
+    assert not events(cluster, "Started")
+    cluster.apply([_cm("flagd-config", **{"demo.flagd.json": "{}"})])
+    run(cluster, clock, 150)  # the next retry comes at most 2m2s later
+    pod = cluster.store.get("Pod", NS, "solo")
+    assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.244.")
+    assert cstatus(pod)["ready"] and cstatus(pod)["restartCount"] == 0
+
+
+def test_optional_and_present_sources_mount() -> None:
+    volumes = [
+        {"name": "opt", "configMap": {"name": "absent", "optional": True}},
+        {"name": "cfg", "configMap": {"name": "present", "items": [{"key": "a.json", "path": "a.json"}]}},
+        {"name": "proj", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}, {"configMap": {"name": "present"}}]}},
+    ]
+    cluster, clock = make_cluster(_cm("present", **{"a.json": "{}"}), _pod(volumes=volumes))
+    run(cluster, clock, 15)
+    assert cluster.store.get("Pod", NS, "solo")["status"]["phase"] == "Running"
+    assert not events(cluster, "FailedMount")
+
+
+def test_missing_item_key_and_missing_secret_have_their_plugin_messages() -> None:
+    key_pod = _pod("keys", volumes=[{"name": "cfg", "configMap": {"name": "present", "items": [{"key": "gone.json", "path": "x"}]}}])
+    secret_pod = _pod("creds", volumes=[{"name": "tls", "secret": {"secretName": "tls-certs"}}])
+    projected = _pod("proj", volumes=[{"name": "bundle", "projected": {"sources": [{"secret": {"name": "bundle"}}]}}])
+    cluster, clock = make_cluster(_cm("present", **{"a.json": "{}"}), key_pod, secret_pod, projected)
+    run(cluster, clock, 15)
+    messages = {e["involvedObject"]["name"]: e["message"] for e in events(cluster, "FailedMount")}
+    assert messages == {
+        "keys": 'MountVolume.SetUp failed for volume "cfg" : configmap references non-existent config key: gone.json',
+        "creds": 'MountVolume.SetUp failed for volume "tls" : secret "tls-certs" not found',
+        "proj": 'MountVolume.SetUp failed for volume "bundle" : secret "bundle" not found',
+    }
+    assert all(p["status"]["phase"] == "Pending" for p in pods(cluster))
+
+
+def test_pod_with_init_containers_waits_as_pod_initializing() -> None:
+    init = [container("init-config", image="busybox")]
+    cluster, clock = make_cluster(_pod(volumes=[{"name": "config-ro", "configMap": {"name": "flagd-config"}}], init=init))
+    run(cluster, clock, 15)
+    pod = cluster.store.get("Pod", NS, "solo")
+    assert pod["status"]["initContainerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert cstatus(pod)["state"] == {"waiting": {"reason": "PodInitializing"}}
+    assert _conditions(pod)["Initialized"] == "False"
+
+
+def test_running_pod_keeps_its_mounted_configmap_but_a_replacement_cannot_start() -> None:
+    volumes = [{"name": "config-ro", "configMap": {"name": "flagd-config"}}]
+    dep = deployment("flagd", 1)
+    dep["spec"]["template"]["spec"]["volumes"] = volumes
+    cluster, clock = make_cluster(_cm("flagd-config", **{"demo.flagd.json": "{}"}), dep)
+    run(cluster, clock, 15)
+    cluster.store.delete("ConfigMap", NS, "flagd-config")
+    run(cluster, clock, 60)
+    first = pods(cluster, "flagd-")
+    assert [p["status"]["phase"] for p in first] == ["Running"]  # mounted content stays
+    cluster.store.delete("Pod", NS, first[0]["metadata"]["name"])
+    run(cluster, clock, 120)
+    replacement = [p for p in pods(cluster, "flagd-") if p["metadata"]["uid"] != first[0]["metadata"]["uid"]]
+    assert len(replacement) == 1 and replacement[0]["status"]["phase"] == "Pending"
+    assert cstatus(replacement[0])["state"]["waiting"]["reason"] == "ContainerCreating"
+    assert events(cluster, "FailedMount")[0]["involvedObject"]["name"] == replacement[0]["metadata"]["name"]
+
+
+def test_missing_env_reference_is_create_container_config_error_until_it_exists() -> None:
+    env = [{"name": "FLAG", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "flag"}}}]
+    cluster, clock = make_cluster(_pod("env", env=env), _pod("from", envFrom=[{"secretRef": {"name": "creds"}}]),
+                                  _pod("opt", envFrom=[{"configMapRef": {"name": "nothing", "optional": True}}]))
+    run(cluster, clock, 30)
+    waiting = {p["metadata"]["name"]: cstatus(p)["state"].get("waiting") for p in pods(cluster)}
+    assert waiting == {
+        "env": {"reason": "CreateContainerConfigError", "message": 'configmap "settings" not found'},
+        "from": {"reason": "CreateContainerConfigError", "message": 'secret "creds" not found'},
+        "opt": None,
+    }
+    assert {e["message"] for e in events(cluster, "Failed")} == {'Error: configmap "settings" not found', 'Error: secret "creds" not found'}
+    cluster.apply([_cm("settings", other="x")])
+    run(cluster, clock, 15)
+    env_pod = cluster.store.get("Pod", NS, "env")
+    assert cstatus(env_pod)["state"]["waiting"]["message"] == f"couldn't find key flag in ConfigMap {NS}/settings"
+    cluster.apply([_cm("settings", flag="on")])
+    run(cluster, clock, 15)
+    env_pod = cluster.store.get("Pod", NS, "env")
+    assert "running" in cstatus(env_pod)["state"] and cstatus(env_pod)["restartCount"] == 0
