@@ -83,7 +83,7 @@ def _pod_template(name: str, **spec: Any) -> Obj:
 
 def test_slow_start_batches_double_and_stop_after_a_failing_batch() -> None:
     cluster, _ = make_cluster(nodes=1)
-    control = PodControl(cluster.ctx, "test", 0)
+    control = PodControl(cluster.ctx, "test")
     calls: list[int] = []
 
     def create_one() -> errors.ApiError | None:
@@ -93,7 +93,7 @@ def test_slow_start_batches_double_and_stop_after_a_failing_batch() -> None:
     # Batches of 1 and 2 succeed; the batch of 4 (calls 4..7) runs whole, then nothing more.
     successes, err = control.slow_start(100, create_one)
     assert successes == 3 and err is not None and err.message == NO_SPACE and len(calls) == 7
-    successes, err = PodControl(cluster.ctx, "test", 0).slow_start(10, lambda: None)
+    successes, err = PodControl(cluster.ctx, "test").slow_start(10, lambda: None)
     assert (successes, err) == (10, None)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from werkzeug.exceptions import NotFound
 
 from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
 from itbench_gym.backends.sim.loki import make_loki_app
@@ -26,7 +27,8 @@ from itbench_gym.workdirs import WorkDir
 #: Namespaces the agent must not see: where a harness would keep its own machinery.
 HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 HIDDEN_API_GROUPS = ("chaos-mesh.org",)
-_CACHED_BASELINES = 4
+#: Twins one backend keeps (one per app and scenario environment), least recently used dropped first.
+_CACHED_TWINS = 4
 _CACHED_INCIDENTS = 4
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
@@ -61,7 +63,7 @@ class SimBackend:
         self._clock = SimClock()
         self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
-        self._baselines: OrderedDict[tuple[str, int, float, int | None], tuple[Twin, TwinSnapshot]] = OrderedDict()
+        self._twins: OrderedDict[BaselineKey, Twin] = OrderedDict()
         #: Incidents set up by tasks, by the task's key: the twin's state with the task's record of it.
         self._incidents: OrderedDict[Hashable, tuple[SimCheckpoint, object]] = OrderedDict()
         self._twin: Twin | None = None
@@ -107,18 +109,29 @@ class SimBackend:
         return self._servers[0].url
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
-        key = (spec.app, seed, spec.baseline_seconds, spec.load_users)
-        if key in self._baselines:
-            twin, snap = self._baselines[key]
-            self._baselines.move_to_end(key)
-            twin.restore(snap)
-        else:
+        """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``."""
+        app_dir = self._envs_root / spec.app
+        key = BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load_users)
+        built: list[Twin] = []
+
+        def build() -> TwinSnapshot:
             self._clock.reset(SIM_EPOCH)
-            twin = Twin(self._envs_root / spec.app, seed=seed, clock=self._clock, load_users=spec.load_users)
-            twin.advance(spec.baseline_seconds)
-            self._baselines[key] = (twin, twin.snapshot())
-            while len(self._baselines) > _CACHED_BASELINES:
-                self._baselines.popitem(last=False)
+            fresh = Twin(app_dir, seed=BASELINE_SEED, clock=self._clock, load_users=spec.load_users)
+            fresh.advance(spec.baseline_seconds)
+            built.append(fresh)
+            return fresh.snapshot()
+
+        snap = SHARED_BASELINES.get(key, build)
+        twin = built[0] if built else self._twins.get(key)
+        if twin is None:
+            twin = Twin(app_dir, seed=seed, clock=self._clock, load_users=spec.load_users, state=snap)
+        elif not built:
+            twin.restore(snap)
+        twin.reseed(seed)
+        self._twins[key] = twin
+        self._twins.move_to_end(key)
+        while len(self._twins) > _CACHED_TWINS:
+            self._twins.popitem(last=False)
         return self._activate(twin, spec)
 
     def checkpoint(self) -> SimCheckpoint:
@@ -229,6 +242,6 @@ class SimBackend:
             self._workdir.close()
             self._workdir = None
         self._endpoints = self._served = None
-        self._baselines.clear()
+        self._twins.clear()
         self._incidents.clear()
         self._twin = None

@@ -36,8 +36,12 @@ APP_RULES = "alert-rules.yaml"
 
 @dataclass(frozen=True)
 class TwinSnapshot:
+    """A twin's whole state; immutable, so twins of one app may share it (``Twin(state=...)``)."""
+
     now: float
     next_tick: float
+    seed: int
+    store_quota: int
     cluster: Any
     tsdb: Any
     rules: Any
@@ -45,9 +49,15 @@ class TwinSnapshot:
 
 
 class Twin:
-    """One simulated cluster with one application; thread-safe through ``lock``."""
+    """One simulated cluster with one application; thread-safe through ``lock``.
 
-    def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load_users: int | None = None) -> None:
+    Built either by deploying the app (``seed`` drives every random choice from the start) or from
+    another twin's ``state`` of the same app, which skips the deployment: the new twin continues
+    from that state, then draws from ``seed``.
+    """
+
+    def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load_users: int | None = None,
+                 state: TwinSnapshot | None = None) -> None:
         self.clock = clock or SimClock()
         self.lock = threading.RLock()
         self.seed = seed
@@ -59,6 +69,10 @@ class Twin:
         self.rules = self.monitoring.rules
         self._next_tick = self.clock.now()
         with self.lock:
+            if state is not None:
+                self.restore(state)
+                self.reseed(seed)
+                return
             deploy(self.cluster, self._with_load(self.model.manifests(), load_users), load_releases(app_dir), seed=seed)
             self.cluster.apply(app_rule_objects(app_dir / APP_RULES))
             # ITBench grants its agent access to the namespaces the scenario works in: the app's.
@@ -125,6 +139,14 @@ class Twin:
             self.tsdb.append(t, samples, jobs)
         self._next_tick = t + SCRAPE_INTERVAL
 
+    def reseed(self, seed: int) -> None:
+        """Draw everything random from now on from ``seed``: a shared healthy baseline then becomes
+        this seed's incident (noise, pod names, connection pins, chaos picks, logs and traces)."""
+        with self.lock:
+            self.seed = seed
+            self.model.reseed(seed)
+            self.cluster.reseed(seed)
+
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         return self.model.log_lines(namespace, pod, container, start, end)
 
@@ -133,6 +155,8 @@ class Twin:
             return TwinSnapshot(
                 now=self.clock.now(),
                 next_tick=self._next_tick,
+                seed=self.seed,
+                store_quota=self.cluster.store.quota_bytes,
                 cluster=self.cluster.snapshot(),
                 tsdb=self.tsdb.snapshot(),
                 rules=self.monitoring.snapshot(),
@@ -147,6 +171,9 @@ class Twin:
             self.tsdb.restore(snap.tsdb)
             self.monitoring.restore(snap.rules)
             self.model.restore(snap.model)
+            self.cluster.store.quota_bytes = snap.store_quota
+            self.seed = snap.seed
+            self.model.reseed(snap.seed)
 
 
 def app_rule_objects(path: Path) -> list[dict[str, Any]]:

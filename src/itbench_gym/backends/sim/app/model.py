@@ -172,6 +172,11 @@ class AppModel:
     def runtime(self) -> AppRuntime:
         return self._runtime
 
+    def reseed(self, seed: int) -> None:
+        """Draw noise, connection pins, log lines and traces from ``seed`` (``Twin.reseed``)."""
+        self.seed = seed
+        self._balancer.seed = seed
+
     # -- one tick -------------------------------------------------------------------------------
 
     def tick(self, t: float, dt: float, cluster: ClusterLike) -> list[Sample]:

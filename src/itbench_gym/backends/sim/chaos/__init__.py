@@ -11,6 +11,6 @@ from .schedule import ScheduleController
 __all__ = ["API_VERSION", "EXPERIMENT_KINDS", "PAUSE_IMAGE", "active", "chaos_controllers", "is_running"]
 
 
-def chaos_controllers(ctx: Context, seed: int, kill: Killer) -> list[Controller]:
+def chaos_controllers(ctx: Context, kill: Killer) -> list[Controller]:
     """chaos-controller-manager: one controller per experiment kind plus the Schedule controller."""
-    return [ScheduleController(ctx, seed), *(ExperimentController(ctx, k, seed, kill) for k in EXPERIMENT_KINDS)]
+    return [ScheduleController(ctx), *(ExperimentController(ctx, k, kill) for k in EXPERIMENT_KINDS)]

@@ -44,11 +44,10 @@ def is_finished(obj: Obj) -> bool:
 class ExperimentController(Controller):
     """Reconciles one chaos kind (``PodChaos``, ``NetworkChaos``, ...) in the store."""
 
-    def __init__(self, ctx: Context, kind: str, seed: int, kill: Killer) -> None:
+    def __init__(self, ctx: Context, kind: str, kill: Killer) -> None:
         super().__init__(ctx)
         self.kind = kind
         self.name = f"chaos-{kind.lower()}"
-        self.seed = seed
         self.pods = PodChaosActions(ctx.store, kill)
         ctx.store.subscribe(self._on_event)
 
@@ -137,7 +136,7 @@ class ExperimentController(Controller):
         matching = [p for p in self.ctx.cache.list("Pod")
                     if not p["metadata"].get("deletionTimestamp") and pod_matches(spec.get("selector"), p, ns, nodes)]
         try:
-            picked = choose(matching, str(spec.get("mode", "")), spec.get("value"), self.seed, obj["metadata"].get("uid", ""))
+            picked = choose(matching, str(spec.get("mode", "")), spec.get("value"), self.ctx.seed, obj["metadata"].get("uid", ""))
         except SelectionError as e:
             self._event(obj, "Warning", "Failed", f"Failed to select: {e}")
             return None

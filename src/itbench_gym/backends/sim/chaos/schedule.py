@@ -63,9 +63,8 @@ class Cron:
 class ScheduleController(Controller):
     name = "chaos-schedule"
 
-    def __init__(self, ctx: Context, seed: int) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.seed = seed
         ctx.store.subscribe(self._on_event)
 
     def _on_event(self, event: str, obj: Obj) -> None:
@@ -138,7 +137,7 @@ class ScheduleController(Controller):
 
     def _spawn(self, sch: Obj, kind: str, due: float) -> Obj | None:
         meta = sch["metadata"]
-        name = f"{meta['name']}-{name_suffix(self.seed, meta.get('uid'), due).lower()}"
+        name = f"{meta['name']}-{name_suffix(self.ctx.seed, meta.get('uid'), due).lower()}"
         obj: Obj = {
             "apiVersion": API_VERSION, "kind": kind,
             "metadata": {"name": name, "namespace": meta.get("namespace"), "labels": {"managed-by": meta["name"]},

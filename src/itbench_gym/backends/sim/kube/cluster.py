@@ -73,6 +73,7 @@ class ClusterSnapshot:
     events: EventState
     usage: dict[tuple[str, str, str], tuple[float, float]]
     controllers: dict[str, Any]
+    seed: int
 
 
 class KubeCluster:
@@ -85,15 +86,15 @@ class KubeCluster:
         self.store = ObjectStore(self._time, seed=seed, quota_bytes=quota_bytes, event_quota_bytes=event_quota_bytes)
         self.cache = Cache()
         self.recorder = EventRecorder(self.store, self._time.now)
-        self.ctx = Context(self.store, self.cache, self.recorder, self._time.now)
+        self.ctx = Context(self.store, self.cache, self.recorder, self._time.now, seed)
         self._usage: dict[tuple[str, str, str], tuple[float, float]] = {}
         self.kubelet = Kubelet(self.ctx, runtime or DefaultRuntime())
         self.scheduler = SchedulerController(self.ctx)
-        self.replicasets = ReplicaSetController(self.ctx, seed)
+        self.replicasets = ReplicaSetController(self.ctx)
         self.hpa = HpaController(self.ctx, self._pod_usage)
-        self.statefulsets = StatefulSetController(self.ctx, seed)
-        self.daemonsets = DaemonSetController(self.ctx, seed)
-        self.jobs = JobController(self.ctx, seed)
+        self.statefulsets = StatefulSetController(self.ctx)
+        self.daemonsets = DaemonSetController(self.ctx)
+        self.jobs = JobController(self.ctx)
         self.cronjobs = CronJobController(self.ctx)
         self.controllers: list[Controller] = [
             DeploymentController(self.ctx),
@@ -108,7 +109,7 @@ class KubeCluster:
             EndpointsController(self.ctx),
             QuotaController(self.ctx),
             self.hpa,
-            *chaos_controllers(self.ctx, seed, self.kill_container),
+            *chaos_controllers(self.ctx, self.kill_container),
         ]
         self._by_name = {c.name: c for c in self.controllers}
         for kind in WATCHED_KINDS:
@@ -265,6 +266,7 @@ class KubeCluster:
             events=self.recorder.snapshot(),
             usage=dict(self._usage),
             controllers={c.name: c.snapshot_state() for c in self.controllers},
+            seed=self.ctx.seed,
         )
 
     def restore(self, snap: ClusterSnapshot) -> None:
@@ -279,3 +281,13 @@ class KubeCluster:
             c.queue.clear()
             c.retries.clear()
             c.restore_state(snap.controllers.get(c.name))
+        self.reseed(snap.seed)
+
+    def reseed(self, seed: int) -> None:
+        """Derive what is generated from now on (uids, names, Service IPs, chaos picks) from ``seed``.
+
+        Objects that exist keep their names and addresses: a cluster restored from a shared baseline
+        and reseeded goes on as a cluster built with that seed would, from that moment.
+        """
+        self.ctx.seed = seed
+        self.store.reseed(seed)

@@ -436,6 +436,11 @@ class ObjectStore:
             sizes=dict(self._sizes),
         )
 
+    def reseed(self, seed: int) -> None:
+        """Draw later uids, generated names and allocations from ``seed`` (``KubeCluster.reseed``)."""
+        self.seed = seed
+        self._alloc.seed = seed
+
     def restore(self, snap: StoreSnapshot) -> None:
         """Return to ``snap``; open watches must be restarted (the watch log is cleared)."""
         self._data = {sk: {ns: dict(objs) for ns, objs in b.items()} for sk, b in snap.data.items()}

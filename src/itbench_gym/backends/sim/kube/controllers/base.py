@@ -165,6 +165,7 @@ class Context:
         cache: Cache,
         recorder: EventRecorder,
         now: Callable[[], float],
+        seed: int = 0,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -173,6 +174,8 @@ class Context:
         self.timers = Timers()
         #: Feeds deterministic generated names (pods, endpoint slices).
         self.name_counter = 0
+        #: The cluster's seed: generated names and random choices derive from it (``KubeCluster.reseed``).
+        self.seed = seed
 
     def requeue_at(self, controller: str, key: Key, at: float) -> None:
         self.timers.add(controller, key, at)

@@ -43,9 +43,9 @@ DAEMON_TOLERATIONS = (
 class DaemonSetController(Controller):
     name = "daemonset"
 
-    def __init__(self, ctx: Context, seed: int) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.pods = PodControl(ctx, _COMPONENT, seed)
+        self.pods = PodControl(ctx, _COMPONENT)
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "DaemonSet":

@@ -36,9 +36,9 @@ MAX_POD_CREATE_DELETE_PER_SYNC = 500
 class JobController(Controller):
     name = "job"
 
-    def __init__(self, ctx: Context, seed: int) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.pods = PodControl(ctx, _JOB, seed)
+        self.pods = PodControl(ctx, _JOB)
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "Job":

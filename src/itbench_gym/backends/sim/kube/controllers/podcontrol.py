@@ -31,10 +31,9 @@ SLOW_START_INITIAL_BATCH_SIZE = 1
 class PodControl:
     """Pod creation/deletion with deterministic names, the real controllers' events and pacing."""
 
-    def __init__(self, ctx: Context, component: str, seed: int) -> None:
+    def __init__(self, ctx: Context, component: str) -> None:
         self.ctx = ctx
         self.component = component
-        self.seed = seed
         self.limiter = TokenBucket.full(CONTROLLER_QPS, CONTROLLER_BURST, ctx.now())
 
     # -- pacing ------------------------------------------------------------------------------
@@ -96,7 +95,7 @@ class PodControl:
         """``<prefix><5 chars>`` unused in the namespace, derived from the seed and a counter."""
         while True:
             self.ctx.name_counter += 1
-            suffix = name_suffix(self.seed, namespace, prefix, self.ctx.name_counter)
+            suffix = name_suffix(self.ctx.seed, namespace, prefix, self.ctx.name_counter)
             name = prefix[: 63 - len(suffix)] + suffix
             if self.ctx.cache.get("Pod", namespace, name) is None:
                 return name

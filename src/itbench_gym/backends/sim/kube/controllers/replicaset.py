@@ -59,9 +59,9 @@ def deletion_order(pods: list[Obj]) -> list[Obj]:
 class ReplicaSetController(Controller):
     name = "replicaset"
 
-    def __init__(self, ctx: Context, seed: int) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.pods = PodControl(ctx, "replicaset-controller", seed)
+        self.pods = PodControl(ctx, "replicaset-controller")
         self.failures: dict[Key, int] = {}
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:

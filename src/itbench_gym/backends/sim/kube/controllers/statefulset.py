@@ -44,9 +44,9 @@ def _ordinal(sts: Obj, pod: Obj) -> int | None:
 class StatefulSetController(Controller):
     name = "statefulset"
 
-    def __init__(self, ctx: Context, seed: int) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
-        self.pods = PodControl(ctx, _COMPONENT, seed)
+        self.pods = PodControl(ctx, _COMPONENT)
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "StatefulSet":

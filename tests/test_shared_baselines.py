@@ -1,0 +1,65 @@
+"""One healthy baseline per app, shared by every seed and every twin of the process (``baselines.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
+from itbench_gym.paths import envs_dir
+
+APP = envs_dir() / "astronomy-shop"
+
+
+def _series(twin: Twin) -> dict[Any, list[tuple[int, float]]]:
+    """Every stored sample by series labels (NaN markers compared by bit pattern)."""
+    out = {}
+    for labels, ts, vals, n in twin.tsdb.snapshot().series:
+        out[labels] = list(zip(ts[:n].tolist(), vals[:n].view(np.int64).tolist(), strict=True))
+    return out
+
+
+def _objects(twin: Twin) -> dict[Any, Any]:
+    return twin.cluster.store.snapshot().data
+
+
+@pytest.fixture(scope="module")
+def baseline() -> tuple[Twin, TwinSnapshot]:
+    twin = Twin(APP, seed=0)
+    twin.advance(300)
+    return twin, twin.snapshot()
+
+
+def _after(twin: Twin, seconds: float) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    twin.advance(seconds)
+    return _objects(twin), _series(twin)
+
+
+def test_a_twin_restored_from_a_baseline_goes_on_like_the_twin_that_built_it(baseline: tuple[Twin, TwinSnapshot]) -> None:
+    origin, snap = baseline
+    copy = Twin(APP, seed=7, state=snap)
+    origin.restore(snap)
+    origin.reseed(7)
+    assert _after(copy, 300) == _after(origin, 300)
+
+
+def test_twins_of_one_baseline_are_independent(baseline: tuple[Twin, TwinSnapshot]) -> None:
+    _, snap = baseline
+    first = Twin(APP, seed=3, state=snap)
+    untouched = Twin(APP, seed=3, state=snap)
+    before = (_objects(untouched), _series(untouched))
+    first.cluster.store.delete("Pod", "otel-demo", next(iter(_objects(first)[("", "pods")]["otel-demo"])))
+    first.advance(120)
+    assert (_objects(untouched), _series(untouched)) == before
+    assert _after(untouched, 120) != (_objects(first), _series(first))
+
+
+def test_the_episode_seed_drives_what_follows_the_baseline(baseline: tuple[Twin, TwinSnapshot]) -> None:
+    _, snap = baseline
+    one, other = Twin(APP, seed=1, state=snap), Twin(APP, seed=2, state=snap)
+    assert (_objects(one), _series(one)) == (_objects(other), _series(other))
+    assert _after(one, 60)[1] != _after(other, 60)[1]
+    assert one.seed == 1 and other.seed == 2
+    assert one.snapshot().seed == 1 and Twin(APP, seed=5, state=one.snapshot()).seed == 5
