@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
+from itbench_gym.lang import yamltext
 from itbench_gym.lang.selectors import selector_from_dict
 from itbench_gym.lang.timestamps import rfc3339, rfc3339_nano
 
@@ -114,7 +114,7 @@ def load_releases(app_dir: Path) -> tuple[Release, ...]:
     path = app_dir / RELEASES_FILE
     if not path.exists():
         return ()
-    doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # libyaml when built in
+    doc = yamltext.load(path.read_text()) or {}
     out = []
     for r in doc.get("releases") or []:
         certs = tuple(Certificate(c["secret"], c["namespace"], dict(c["keys"]), c["common_name"], tuple(c["dns_names"]),
@@ -208,7 +208,7 @@ def manifest(release: Release, objects: list[Obj]) -> str:
         rendered.pop("status", None)
         source = release.template_of(obj)
         head = f"---\n# Source: {source}\n" if source else "---\n"
-        parts.append(head + yaml.safe_dump(rendered, sort_keys=False))
+        parts.append(head + yamltext.dump(rendered))
     return "".join(parts)
 
 
@@ -307,7 +307,7 @@ def _operator_outputs(store: Any, objects: list[Obj]) -> None:
                 continue
             name, kind = m.get("name"), obj.get("kind")
             if kind == "Secret" and name == base:
-                config = yaml.safe_dump(_prometheus_config(store, prom), sort_keys=False).encode()
+                config = yamltext.dump(_prometheus_config(store, prom)).encode()
                 obj["data"] = {"prometheus.yaml.gz": base64.b64encode(gzip.compress(config, mtime=0)).decode()}
             elif kind == "Secret" and name == f"{base}-web-config":
                 web = b"tls_server_config: {}\nhttp_server_config: {}\n"
@@ -336,8 +336,8 @@ def _rule_files(store: Any, spec: Mapping[str, Any]) -> dict[str, str]:
     out = {}
     for rule in _selected(store, "PrometheusRule", spec, "rule"):
         m = rule["metadata"]
-        out[f"{m['namespace']}-{m['name']}-{m['uid']}.yaml"] = yaml.safe_dump(
-            {"groups": (rule.get("spec") or {}).get("groups") or []}, sort_keys=False)
+        out[f"{m['namespace']}-{m['name']}-{m['uid']}.yaml"] = yamltext.dump(
+            {"groups": (rule.get("spec") or {}).get("groups") or []})
     return out
 
 
