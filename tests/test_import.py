@@ -1,7 +1,7 @@
 """``import itbench_gym`` stays cheap by design: it registers ids and imports none of the heavy parts.
 
 Checked through ``sys.modules`` in a fresh interpreter rather than with a clock, so the test holds on
-a loaded machine; ``benchmarks/import_time.py`` measures the time itself.
+a loaded machine; ``python -m benchmarks --only import`` measures the time itself.
 """
 
 from __future__ import annotations

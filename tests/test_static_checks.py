@@ -1,4 +1,4 @@
-"""The linter and the type checker pass: ``ruff check src tests`` and ``mypy`` (strict, configured in pyproject.toml)."""
+"""The linter and the type checker pass: ``ruff check src tests benchmarks`` and ``mypy`` (strict, configured in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _run(tool: str, *args: str) -> None:
 
 
 def test_ruff_passes() -> None:
-    _run("ruff", "check", "src", "tests")
+    _run("ruff", "check", "src", "tests", "benchmarks")
 
 
 def test_mypy_passes() -> None:

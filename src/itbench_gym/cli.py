@@ -202,6 +202,21 @@ def cmd_promqltest(args: argparse.Namespace) -> int:
     return promqltest_main([str(f) for f in args.files])
 
 
+def cmd_bench(argv: Sequence[str]) -> int:
+    """The performance harness of a source checkout (``benchmarks/`` beside ``src/``), as ``python -m benchmarks``."""
+    import importlib
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks" / "harness.py").is_file():
+        print("itbench-gym bench: the benchmark harness is part of the source checkout (benchmarks/), "
+              "not of the installed package", file=sys.stderr)
+        return 2
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    harness = importlib.import_module("benchmarks.harness")
+    return int(harness.main(argv, prog="itbench-gym bench"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="itbench-gym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -245,6 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
     docs = sub.add_parser("docs", help="print docs/environment.md (the env's documentation and scenario table)")
     docs.set_defaults(func=cmd_docs)
 
+    # Parsed by the harness itself (main() hands it everything after `bench`): listed here for --help.
+    sub.add_parser("bench", add_help=False, help="run the performance harness of a source checkout and write benchmarks.json/.md "
+                   "(`itbench-gym bench --help`; same options as `python -m benchmarks`)")
+
     ptest = sub.add_parser("promqltest", help="run Prometheus promqltest files against the twin's PromQL engine")
     ptest.add_argument("files", nargs="+", type=Path)
     ptest.set_defaults(func=cmd_promqltest)
@@ -252,7 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["bench"]:
+        return cmd_bench(args_list[1:])
+    args = build_parser().parse_args(args_list)
     return int(args.func(args))
 
 

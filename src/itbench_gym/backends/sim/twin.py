@@ -23,6 +23,7 @@ from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
 from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
+from itbench_gym.backends.sim.kube.store import DEFAULT_EVENT_QUOTA_BYTES, DEFAULT_QUOTA_BYTES
 from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
@@ -41,7 +42,8 @@ class TwinSnapshot:
     now: float
     next_tick: float
     seed: int
-    store_quota: int
+    #: the object store's main and Events quotas, sized for the app when it was deployed
+    store_quotas: tuple[int, int]
     cluster: Any
     tsdb: Any
     rules: Any
@@ -73,6 +75,7 @@ class Twin:
                 self.restore(state)
                 self.reseed(seed)
                 return
+            self._room_to_deploy()
             deploy(self.cluster, self._with_load(self.model.manifests(), load_users), load_releases(app_dir), seed=seed)
             self.cluster.apply(app_rule_objects(app_dir / APP_RULES))
             # ITBench grants its agent access to the namespaces the scenario works in: the app's.
@@ -101,18 +104,29 @@ class Twin:
                 return manifests
         raise ValueError(f"{app.directory}: no Deployment {workload!r} for the load generator")
 
+    def _app_bytes(self) -> int:
+        """The serialized size of the app's own objects (those in its namespace)."""
+        namespace = self.model.spec.namespace
+        return sum(len(json.dumps(o, separators=(",", ":"))) for o in self.model.manifests()
+                   if (o.get("metadata") or {}).get("namespace") == namespace)
+
+    def _room_to_deploy(self) -> None:
+        """Quotas an app of any size deploys within: the defaults plus twelve copies of the app's objects
+        (and as much again for the Events its pods' start-up records); resized after the deployment."""
+        store, room = self.cluster.store, STORE_HEADROOM * self._app_bytes()
+        store.quota_bytes = max(store.quota_bytes, DEFAULT_QUOTA_BYTES + room)
+        store.event_quota_bytes = max(store.event_quota_bytes, DEFAULT_EVENT_QUOTA_BYTES + room)
+
     def _size_store_quota(self) -> None:
         """Give the object store room in proportion to the deployed app, never less than its default.
 
         A fixed quota would suit one app only: the cluster as deployed plus eleven more copies of the
         app's own objects (what an agent's commands can multiply), so a larger app gets the same
-        headroom relative to its own size and the cluster's system objects do not widen it.
+        headroom relative to its own size and the cluster's system objects do not widen it. Events
+        keep the room they had for the deployment: their own quota only has to say why a store is full.
         """
         store = self.cluster.store
-        namespace = self.model.spec.namespace
-        app_bytes = sum(len(json.dumps(o, separators=(",", ":"))) for o in self.model.manifests()
-                        if (o.get("metadata") or {}).get("namespace") == namespace)
-        store.quota_bytes = max(store.quota_bytes, store.usage().bytes + (STORE_HEADROOM - 1) * app_bytes)
+        store.quota_bytes = max(DEFAULT_QUOTA_BYTES, store.usage().bytes + (STORE_HEADROOM - 1) * self._app_bytes())
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward, running every tick that falls in the interval."""
@@ -156,7 +170,7 @@ class Twin:
                 now=self.clock.now(),
                 next_tick=self._next_tick,
                 seed=self.seed,
-                store_quota=self.cluster.store.quota_bytes,
+                store_quotas=(self.cluster.store.quota_bytes, self.cluster.store.event_quota_bytes),
                 cluster=self.cluster.snapshot(),
                 tsdb=self.tsdb.snapshot(),
                 rules=self.monitoring.snapshot(),
@@ -171,7 +185,7 @@ class Twin:
             self.tsdb.restore(snap.tsdb)
             self.monitoring.restore(snap.rules)
             self.model.restore(snap.model)
-            self.cluster.store.quota_bytes = snap.store_quota
+            self.cluster.store.quota_bytes, self.cluster.store.event_quota_bytes = snap.store_quotas
             self.seed = snap.seed
             self.model.reseed(snap.seed)
 

@@ -1,0 +1,60 @@
+"""Figure 4: resident memory per environment, in a fresh process.
+
+A spawned interpreter imports the package, then makes and resets envs one after another (each with
+its own twin), reading its resident set size (``VmRSS`` of ``/proc/self/status``) after a garbage
+collection at each point. The growth per extra env is what a process running many envs pays for each.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+from pathlib import Path
+
+from benchmarks.options import Options, shop_scenarios
+from benchmarks.report import Row, Section
+
+KEY, TITLE = "memory", "4. Resident memory per environment"
+STATUS = Path("/proc/self/status")
+
+
+def rss_mb() -> float:
+    """This process's resident set size in MB (Linux: ``VmRSS``)."""
+    for line in STATUS.read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    raise OSError(f"{STATUS} has no VmRSS line")
+
+
+def measure(scenario: str, envs: int) -> list[float]:
+    """RSS after the import and after each env's first reset (run in a fresh process)."""
+    import itbench_gym
+
+    gc.collect()
+    out = [rss_mb()]
+    made = []
+    for i in range(envs):
+        env = itbench_gym.make(scenario)
+        env.reset(seed=3000 + i)
+        made.append(env)
+        gc.collect()
+        out.append(rss_mb())
+    for env in made:
+        env.close()
+    return out
+
+
+def run(opts: Options) -> Section:
+    rss_mb()  # fail early (n/a) where there is no /proc
+    scenario = (opts.scenarios or tuple(shop_scenarios()))[0]
+    envs = 2 if opts.quick else 4
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        points = pool.apply(measure, (scenario, envs))
+    growth = [b - a for a, b in zip(points[1:], points[2:], strict=False)]
+    return Section(KEY, f"{TITLE} ({scenario})", [
+        Row("RSS after `import itbench_gym`", "MB", [points[0]]),
+        Row("RSS with one env after reset", "MB", [points[1]]),
+        Row("first env (RSS growth over the import)", "MB", [points[1] - points[0]]),
+        Row("each extra env after reset (RSS growth)", "MB", growth),
+    ], notes=[f"{envs} envs made and reset (new seeds) one after another in one fresh process; the target of issue 12 is "
+              "≤ 150 MB per env."], facts={"rss_mb": points})
