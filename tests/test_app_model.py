@@ -340,3 +340,23 @@ def test_spec_errors_name_the_file_and_field(tmp_path: Path) -> None:
     (tmp_path / "app" / "app.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(AppSpecError, match="has no operation 'NoSuchOp'"):
         AppModel.load(tmp_path / "app", seed=0)
+
+
+def test_an_edit_to_a_steady_cluster_takes_effect_at_the_next_tick(base_model: AppModel) -> None:
+    """The model reuses what it derived from objects that did not change; an edited Service is a
+    new object, so the next tick routes by it, and by the original again once it is put back."""
+    model, cluster, clock = _setup(base_model)
+    _run(model, cluster, clock, 4)
+    key = ("frontend", "grpc.oteldemo.AdService/GetAds")
+    steady = _calls(_run(model, cluster, clock, 1), "STATUS_CODE_ERROR")
+    original = cluster.store.get("Service", "otel-demo", "ad")
+    edited = copy.deepcopy(original)
+    edited["spec"]["ports"][0]["port"] = 18080
+    cluster.store.update(edited)
+    broken = _calls(_run(model, cluster, clock, 1), "STATUS_CODE_ERROR")
+    assert _delta(broken, steady, key) > 0
+    put_back = cluster.store.get("Service", "otel-demo", "ad")
+    put_back["spec"]["ports"] = original["spec"]["ports"]
+    cluster.store.update(put_back)
+    healed = _calls(_run(model, cluster, clock, 1), "STATUS_CODE_ERROR")
+    assert _delta(healed, broken, key) == 0

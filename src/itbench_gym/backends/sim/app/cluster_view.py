@@ -7,8 +7,9 @@ inputs explicit: the model is a function of this view and its own state.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from itbench_gym.backends.sim.chaos import API_VERSION as CHAOS_API
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE, active
@@ -17,6 +18,8 @@ from itbench_gym.lang.flagd import FlagFileError, load_flag_file
 from itbench_gym.lang.selectors import SelectorError, selector_from_dict
 
 from .spec import AppSpec
+
+T = TypeVar("T")
 
 #: The experiment kinds whose effects the model computes (PodChaos acts on pods through its controller).
 CHAOS_KINDS = ("NetworkChaos", "StressChaos", "HTTPChaos", "JVMChaos", "IOChaos")
@@ -79,7 +82,8 @@ def parse_quantity(q: Any) -> float:
 
 @dataclass
 class PodView:
-    """A pod of one of the app's services, as this tick sees it."""
+    """A pod of one of the app's services, as this tick sees it (read-only: the views of later
+    ticks share it while the pod object is unchanged)."""
 
     name: str
     uid: str
@@ -111,6 +115,10 @@ class ClusterView:
     now: float = 0.0
     dt: float = 0.0
     ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Facts derived from the view's objects and ``ready_before`` alone, never from the time (the
+    #: endpoints of a Service, what a dial reaches before the tick's share of it): filled on first
+    #: use, and inherited by the next tick's view while none of those inputs changed.
+    derived: dict[Hashable, Any] = field(default_factory=dict)
 
     def serving(self, service: str) -> list[PodView]:
         return [p for p in self.by_service.get(service, []) if p.ready]
@@ -168,8 +176,13 @@ def list_kind(store: StoreLike, kind: str, namespace: str | None = None, api_ver
         return []
 
 
-def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
-    """Flag values as flagd would load the ConfigMap's flag file now (``defaultVariant`` → variant value).
+def _flag_config_map(store: StoreLike, spec: AppSpec) -> dict[str, Any] | None:
+    """The stored ConfigMap flagd's flag file comes from, None when there is none."""
+    return next((cm for cm in list_kind(store, "ConfigMap", spec.namespace) if cm["metadata"]["name"] == spec.flag_config_map), None)
+
+
+def flags_of(cm: dict[str, Any] | None, spec: AppSpec) -> dict[str, Any]:
+    """Flag values as flagd would load the ConfigMap's flag file (``defaultVariant`` → variant value).
 
     flagd accepts a flag file only as a whole (:mod:`itbench_gym.lang.flagd`): one it rejects (not
     JSON, a flag that is not an object, a ``defaultVariant`` that is not a variant) leaves flagd
@@ -177,9 +190,7 @@ def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
     uses its code defaults: {} here, as for a missing ConfigMap or key. Disabled flags and flags
     without a default variant evaluate to the code default too.
     """
-    try:
-        cm = store.get("ConfigMap", spec.namespace, spec.flag_config_map)
-    except (ApiError, KeyError, LookupError):
+    if cm is None:
         return {}
     try:
         flags = load_flag_file(str((cm.get("data") or {}).get(spec.flag_key) or ""))
@@ -194,49 +205,125 @@ def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
     return out
 
 
-def read_cluster(
-    store: StoreLike, spec: AppSpec, *, now: float = 0.0, dt: float = 0.0, ready_before: dict[str, dict[str, str]] | None = None
-) -> ClusterView:
-    ns = spec.namespace
-    pods = list_kind(store, "Pod", ns)
-    deployments = {d["metadata"]["name"]: d for d in list_kind(store, "Deployment", ns)}
-    services = {s["metadata"]["name"]: s for s in list_kind(store, "Service", ns)}
-    views: list[PodView] = []
-    by_service: dict[str, list[PodView]] = {}
-    for svc in spec.services.values():
-        dep = deployments.get(svc.workload)
-        if dep is None:
-            continue
-        selector = (dep.get("spec") or {}).get("selector") or {}
-        for p in pods:
-            meta = p["metadata"]
-            if meta.get("deletionTimestamp") and not (p.get("status") or {}).get("containerStatuses"):
-                continue
-            if not selector_matches(selector, meta.get("labels")):
-                continue
-            container = next((c for c in p["spec"].get("containers") or [] if c.get("name") == svc.container), None)
-            if container is None:
-                continue
-            status = p.get("status") or {}
-            cs = _container_status(p, svc.container)
-            running = "running" in (cs.get("state") or {}) and container.get("image") != PAUSE_IMAGE
-            conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-            ready = running and conditions.get("Ready") == "True" and not meta.get("deletionTimestamp")
-            limits = {k: parse_quantity(v) for k, v in ((container.get("resources") or {}).get("limits") or {}).items()}
-            view = PodView(
-                name=meta["name"], uid=meta.get("uid", meta["name"]), service=svc.name, labels=meta.get("labels") or {},
-                node=p["spec"].get("nodeName", ""), ip=status.get("podIP", ""), running=running, ready=ready,
-                restarts=int(cs.get("restartCount", 0)),
-                started_at=str(((cs.get("state") or {}).get("running") or {}).get("startedAt", "")),
-                env=_env(container, p), container=container, limits=limits, pod=p,
-            )
-            views.append(view)
-            by_service.setdefault(svc.name, []).append(view)
-    chaos: list[dict[str, Any]] = []
-    for kind in CHAOS_KINDS:
-        chaos += active(list_kind(store, kind, None, CHAOS_API), now)
-    return ClusterView(
-        namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
-        network_policies=list_kind(store, "NetworkPolicy", ns), chaos=chaos,
-        flags=read_flags(store, spec), now=now, dt=dt, ready_before=dict(ready_before or {}),
+def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
+    """Flag values as flagd would load the flag ConfigMap now (:func:`flags_of`)."""
+    return flags_of(_flag_config_map(store, spec), spec)
+
+
+def _pod_view(spec: AppSpec, service: str, selector: dict[str, Any], p: dict[str, Any]) -> PodView | None:
+    """The pod as a pod of ``service`` (whose Deployment selects with ``selector``), None when it is not one."""
+    svc = spec.services[service]
+    meta = p["metadata"]
+    if meta.get("deletionTimestamp") and not (p.get("status") or {}).get("containerStatuses"):
+        return None
+    if not selector_matches(selector, meta.get("labels")):
+        return None
+    container = next((c for c in p["spec"].get("containers") or [] if c.get("name") == svc.container), None)
+    if container is None:
+        return None
+    status = p.get("status") or {}
+    cs = _container_status(p, svc.container)
+    running = "running" in (cs.get("state") or {}) and container.get("image") != PAUSE_IMAGE
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    ready = running and conditions.get("Ready") == "True" and not meta.get("deletionTimestamp")
+    limits = {k: parse_quantity(v) for k, v in ((container.get("resources") or {}).get("limits") or {}).items()}
+    return PodView(
+        name=meta["name"], uid=meta.get("uid", meta["name"]), service=service, labels=meta.get("labels") or {},
+        node=p["spec"].get("nodeName", ""), ip=status.get("podIP", ""), running=running, ready=ready,
+        restarts=int(cs.get("restartCount", 0)),
+        started_at=str(((cs.get("state") or {}).get("running") or {}).get("startedAt", "")),
+        env=_env(container, p), container=container, limits=limits, pod=p,
     )
+
+
+def same_objects(a: list[Any], b: list[Any]) -> bool:
+    """Whether two reads returned the very same stored objects (stored objects are never modified in place)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class Derived(Generic[T]):
+    """What ``derive`` makes of each stored object, made again only for the objects that were not
+    in the previous call.
+
+    Stored objects are never modified in place (every write stores a fresh dict), so the very
+    object read last tick derives the same value. The memo holds the objects it was derived from:
+    an identity check cannot be fooled by a recycled ``id``, and it forgets what left the store.
+    """
+
+    def __init__(self, derive: Callable[[dict[str, Any]], T]) -> None:
+        self._derive = derive
+        self._memo: dict[int, tuple[dict[str, Any], T]] = {}
+        self._last: tuple[list[dict[str, Any]], list[T]] = ([], [])
+
+    def of(self, objs: list[dict[str, Any]]) -> list[T]:
+        if same_objects(objs, self._last[0]):
+            return list(self._last[1])
+        memo, self._memo = self._memo, {}
+        out: list[T] = []
+        for o in objs:
+            hit = memo.get(id(o))
+            value = hit[1] if hit is not None and hit[0] is o else self._derive(o)
+            self._memo[id(o)] = (o, value)
+            out.append(value)
+        self._last = (list(objs), out)
+        return list(out)
+
+
+class ClusterReader:
+    """Reads the cluster once per tick, deriving again only from the objects that changed.
+
+    The cluster rarely changes between ticks: a steady tick then does no parsing, label matching or
+    env expansion (:class:`Derived`), and its view inherits the previous view's ``derived`` facts.
+    """
+
+    def __init__(self, spec: AppSpec) -> None:
+        self.spec = spec
+        #: service -> (its Deployment, the pods as that service's)
+        self._pod_views: dict[str, tuple[dict[str, Any], Derived[PodView | None]]] = {}
+        self._flags: Derived[dict[str, Any]] = Derived(lambda cm: flags_of(cm, spec))
+        self._last: tuple[list[list[dict[str, Any]]], ClusterView] | None = None
+
+    def _views_of(self, service: str, dep: dict[str, Any]) -> Derived[PodView | None]:
+        cached = self._pod_views.get(service)
+        if cached is not None and cached[0] is dep:
+            return cached[1]
+        selector = (dep.get("spec") or {}).get("selector") or {}
+        views: Derived[PodView | None] = Derived(lambda p: _pod_view(self.spec, service, selector, p))
+        self._pod_views[service] = (dep, views)
+        return views
+
+    def read(self, store: StoreLike, *, now: float = 0.0, dt: float = 0.0,
+             ready_before: dict[str, dict[str, str]] | None = None) -> ClusterView:
+        ns = self.spec.namespace
+        pods = list_kind(store, "Pod", ns)
+        deployments = {d["metadata"]["name"]: d for d in list_kind(store, "Deployment", ns)}
+        services = {s["metadata"]["name"]: s for s in list_kind(store, "Service", ns)}
+        views: list[PodView] = []
+        by_service: dict[str, list[PodView]] = {}
+        for svc in self.spec.services.values():
+            dep = deployments.get(svc.workload)
+            if dep is None:
+                continue
+            mine = [v for v in self._views_of(svc.name, dep).of(pods) if v is not None]
+            if mine:
+                views += mine
+                by_service[svc.name] = mine
+        chaos: list[dict[str, Any]] = []
+        for kind in CHAOS_KINDS:
+            chaos += active(list_kind(store, kind, None, CHAOS_API), now)
+        policies = list_kind(store, "NetworkPolicy", ns)
+        cm = _flag_config_map(store, self.spec)
+        flags = self._flags.of([cm])[0] if cm is not None else {}
+        before = dict(ready_before or {})
+        inputs = [pods, list(deployments.values()), list(services.values()), policies, chaos]
+        derived: dict[Hashable, Any] = {}
+        if self._last is not None:
+            last_inputs, last = self._last
+            if all(same_objects(a, b) for a, b in zip(inputs, last_inputs, strict=True)) and before == last.ready_before:
+                derived = last.derived
+        view = ClusterView(
+            namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
+            network_policies=policies, chaos=chaos, flags=flags, now=now, dt=dt, ready_before=before, derived=derived,
+        )
+        self._last = (inputs, view)
+        return view

@@ -17,7 +17,7 @@ cAdvisor's ``container_cpu_cfs_*`` counters follow from the same numbers.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 #: CFS bandwidth period (the kernel's default ``cpu.cfs_period_us`` of 100 ms).
 CFS_PERIOD_S = 0.1
@@ -137,8 +137,7 @@ def cpu_tick(prev: CpuState, d: CpuDemand, dt: float) -> CpuTick:
             thr_s = thr_periods * CFS_PERIOD_S / 2
     # a hand-off that lands in throttled time waits, on average, half a period
     wakeup_wait = d.wakeups_per_request * min(thr_s, 1.0) * CFS_PERIOD_S / 2
-    state = replace(
-        prev,
+    state = CpuState(
         backlog_core_s=backlog,
         jit_cpu_s=prev.jit_cpu_s + compiler * dt,
         slowdown=cold / speed / (1.0 - rho),

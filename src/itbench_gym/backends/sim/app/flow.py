@@ -10,6 +10,7 @@ callers' error policies (ignore / warn calls never fail the caller).
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import dataclass, field
 
 from .network import CAUSES, Reach
@@ -165,6 +166,8 @@ class FlowSolver:
     def __init__(self, spec: AppSpec) -> None:
         self.spec = spec
         self.order = self._topological()
+        #: The exact bytes of the last inputs of :meth:`stats` and what they gave.
+        self._last_stats: tuple[bytes, dict[OpKey, OpStats]] | None = None
 
     def _topological(self) -> list[OpKey]:
         seen: set[OpKey] = set()
@@ -184,7 +187,19 @@ class FlowSolver:
         return list(reversed(post))
 
     def stats(self, reaches: dict[tuple[str, str, str], Reach], knobs: Knobs) -> dict[OpKey, OpStats]:
-        """Bottom-up: error probability and latency of every operation (rate-independent)."""
+        """Bottom-up: error probability and latency of every operation (rate-independent).
+
+        A steady cluster asks the same question tick after tick: inputs whose pickle is the last
+        call's byte for byte (every float to the bit) get the last answer, which nobody modifies.
+        """
+        key = pickle.dumps((reaches, knobs), protocol=pickle.HIGHEST_PROTOCOL)
+        if self._last_stats is not None and self._last_stats[0] == key:
+            return self._last_stats[1]
+        out = self._solve(reaches, knobs)
+        self._last_stats = (key, out)
+        return out
+
+    def _solve(self, reaches: dict[tuple[str, str, str], Reach], knobs: Knobs) -> dict[OpKey, OpStats]:
         out: dict[OpKey, OpStats] = {}
         for key in reversed(self.order):
             op = self.spec.op(*key)

@@ -13,7 +13,7 @@ import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +27,13 @@ from itbench_gym.lang import yamltext
 
 from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
-from .cluster_view import ClusterLike, ClusterView, PodView, list_kind, parse_quantity, read_cluster, ready_pod_labels
+from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
 from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
 from .runtime import AppRuntime
 from .spanmetrics import SpanMetrics
-from .spec import AppSpec, AppSpecError, Effect, load_spec
+from .spec import AppSpec, AppSpecError, Effect, Operation, load_spec
 
 Sample = tuple[dict[str, str], float]
 MI = 1024.0 * 1024.0
@@ -132,7 +132,54 @@ def catalog_products(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> t
 
 
 def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
-    return np.random.default_rng([seed, tick, zlib.crc32(name.encode())])
+    """The stream of ``name`` at ``tick``: ``default_rng([seed, tick, crc32(name)])``.
+
+    The model builds dozens a tick, so it skips ``default_rng``'s dispatch and, when every entry
+    is one 32-bit word (as SeedSequence splits an int), hands SeedSequence the words as an array
+    instead of a list of ints it would convert one by one: the same entropy, the same stream.
+    """
+    entropy = [seed, tick, zlib.crc32(name.encode())]
+    words = np.array(entropy, dtype=np.uint32) if 0 <= seed < 2**32 and 0 <= tick < 2**32 else entropy
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+
+
+def _idle_usage(pod: dict[str, Any]) -> tuple[tuple[str, ContainerUsage], ...]:
+    """The running containers of a running pod at their CPU and memory requests, each with the
+    uid the model knows the pod by."""
+    meta, status = pod["metadata"], pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return ()
+    running = {c.get("name") for c in status.get("containerStatuses") or [] if "running" in (c.get("state") or {})}
+    out: list[tuple[str, ContainerUsage]] = []
+    for c in pod["spec"].get("containers") or []:
+        if c.get("name") not in running:
+            continue
+        res = c.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
+        mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
+        restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
+        uid = meta.get("uid", meta["name"])
+        out.append((meta.get("uid", ""), ContainerUsage(
+            meta["namespace"], meta["name"], uid, c["name"], c.get("image", ""), pod["spec"].get("nodeName", ""),
+            f"{uid[:12]}-{c['name']}-{restarts}", cpu, mem, parse_quantity(limits["memory"]) if "memory" in limits else 0.0,
+            parse_quantity(limits["cpu"]) if "cpu" in limits else 0.0,
+            (1.0 - math.exp(-BACKGROUND_WAKEUPS_PER_PERIOD)) / CFS_PERIOD_S if "cpu" in limits else 0.0)))
+    return tuple(out)
+
+
+def _log_context(op: Operation) -> dict[str, str]:
+    """What an operation's request lines say about it: method and path (its route, else a POST of
+    its id) and the first service it calls."""
+    m = _ROUTE.search(op.id)
+    ctx = {"method": m.group(1) if m else "POST", "path": m.group(2) if m else "/" + op.id}
+    if op.calls:
+        ctx["upstream"] = op.calls[0].service
+    return ctx
+
+
+def _node_cpus(node: dict[str, Any]) -> tuple[str, float]:
+    return node["metadata"]["name"], parse_quantity(((node.get("status") or {}).get("capacity") or {}).get("cpu", "1"))
 
 
 def _truthy(v: Any) -> bool:
@@ -156,9 +203,13 @@ class AppModel:
         self._span = SpanMetrics(spec.buckets_ms, spec.namespace, spec.job_prefix)
         self._cadvisor = Cadvisor()
         self._state = _State()
+        self._reader = ClusterReader(spec)
+        self._node_cpus = Derived(_node_cpus)
+        self._idle_usage = Derived(_idle_usage)
         self._view: ClusterView | None = None
         self._runtime = AppRuntime(spec, lambda: self._view)
         self._disk_io = load_disk_io(spec.directory)
+        self._log_context = {(svc.name, op.id): _log_context(op) for svc in spec.services.values() for op in svc.operations.values()}
 
     @classmethod
     def load(cls, app_dir: Path, *, seed: int) -> AppModel:
@@ -182,7 +233,7 @@ class AppModel:
     def tick(self, t: float, dt: float, cluster: ClusterLike) -> list[Sample]:
         st = self._state
         st.tick += 1
-        view = read_cluster(cluster.store, self.spec, now=t, dt=dt, ready_before=st.ready_before)
+        view = self._reader.read(cluster.store, now=t, dt=dt, ready_before=st.ready_before)
         st.ready_before = ready_pod_labels(view.all_pods)
         self._view = view
         starts, dropped = self._track_instances(view, t, dt)
@@ -412,26 +463,29 @@ class AppModel:
                 continue
             rng = _rng(self.seed, tick, svc.name)
             shares = self._state.shares.get(svc.name, {})
+            pod_shares = [(p.uid, shares.get(instance_key(p), 0.0) * dt) for p in pods]
             for op in svc.operations.values():
                 r = rates.get((svc.name, op.id), 0.0)
                 s = stats[(svc.name, op.id)]
-                for p in pods:
-                    share = shares.get(instance_key(p), 0.0) * dt
+                kind = f"SPAN_KIND_{op.kind}"
+                for uid, share in pod_shares:
                     if r > 0:
                         n_ok = int(rng.poisson(r * (1.0 - s.p_err) * share))
                         n_err = int(rng.poisson(r * s.p_err * share)) if s.p_err > 0 else 0
-                        self._span.record((svc.name, op.span, f"SPAN_KIND_{op.kind}", "STATUS_CODE_UNSET", p.uid), n_ok, s.ok, rng)
-                        self._span.record((svc.name, op.span, f"SPAN_KIND_{op.kind}", "STATUS_CODE_ERROR", p.uid), n_err, s.err, rng)
+                        self._span.record((svc.name, op.span, kind, "STATUS_CODE_UNSET", uid), n_ok, s.ok, rng)
+                        self._span.record((svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), n_err, s.err, rng)
                         for name in op.internal_spans:
-                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", p.uid), n_ok + n_err,
+                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err,
                                               Moments(s.ok.mean * 0.3, s.ok.var * 0.09), rng)
                     for co in s.calls:
                         ok, err = client.get((svc.name, op.id, co.call.id), (0.0, 0.0))
-                        kind = f"SPAN_KIND_{co.call.client_kind}"
+                        client_kind = f"SPAN_KIND_{co.call.client_kind}"
                         if ok > 0:
-                            self._span.record((svc.name, co.call.client_span, kind, "STATUS_CODE_UNSET", p.uid), int(rng.poisson(ok * share)), co.ok, rng)
+                            self._span.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_UNSET", uid),
+                                              int(rng.poisson(ok * share)), co.ok, rng)
                         if err > 0:
-                            self._span.record((svc.name, co.call.client_span, kind, "STATUS_CODE_ERROR", p.uid), int(rng.poisson(err * share)), co.err, rng)
+                            self._span.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid),
+                                              int(rng.poisson(err * share)), co.err, rng)
         return self._span.samples()
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
@@ -442,27 +496,24 @@ class AppModel:
         leaks = {(e.get("service"), e.get("operation")): (e, v) for e, v in effects if e.type in ("memory_leak", "cache_leak")}
         rate_of: dict[str, float] = {}
         # the CPUs a container's threads can run on in parallel: its node's
-        node_cpus = {n["metadata"]["name"]: parse_quantity(((n.get("status") or {}).get("capacity") or {}).get("cpu", "1"))
-                     for n in list_kind(cluster.store, "Node")}
+        node_cpus = dict(self._node_cpus.of(list_kind(cluster.store, "Node")))
         for svc in self.spec.services.values():
             runtime = self.spec.runtime(svc.name)
             shares = st.shares.get(svc.name, {})
             svc_rps = sum(rates.get((svc.name, op), 0.0) for op in svc.operations)
             rate_of[svc.name] = svc_rps
             cpu_s = sum(rates.get((svc.name, op.id), 0.0) * op.cpu_ms / 1000.0 for op in svc.operations.values())
+            running = [p for p in view.by_service.get(svc.name, []) if p.running]
+            if not running:
+                continue
             rng = _rng(self.seed, st.tick, f"res/{svc.name}")
-            for p in view.by_service.get(svc.name, []):
-                if not p.running:
-                    continue
+            svc_leaks = [(op, leaks[(svc.name, op.id)]) for op in svc.operations.values() if (svc.name, op.id) in leaks]
+            for p in running:
                 key = instance_key(p)
                 inst = st.instances[key]
                 share = shares.get(key, 0.0)
                 leak_cpu = 0.0
-                for op in svc.operations.values():
-                    hit = leaks.get((svc.name, op.id))
-                    if hit is None or share == 0:
-                        continue
-                    e, v = hit
+                for op, (e, v) in svc_leaks if share != 0 else ():
                     pod_rate = rates.get((svc.name, op.id), 0.0) * share
                     if e.type == "memory_leak":
                         inst.leak_bytes += pod_rate * dt * float(e.get("magnitude", 0)) * (_num(v) if e.get("scale") == "value" else 1.0)
@@ -514,26 +565,12 @@ class AppModel:
         modelled = {(p.uid, p.container["name"]) for p in view.pods}
         modelled |= {(p.uid, side) for p in view.pods for side in self.spec.services[p.service].sidecars}
         out: list[ContainerUsage] = []
-        for pod in list_kind(cluster.store, "Pod"):
-            meta, status = pod["metadata"], pod.get("status") or {}
-            if status.get("phase") != "Running":
-                continue
-            running = {c.get("name") for c in status.get("containerStatuses") or [] if "running" in (c.get("state") or {})}
-            for c in pod["spec"].get("containers") or []:
-                if c.get("name") not in running or (meta.get("uid", ""), c.get("name")) in modelled:
+        for running in self._idle_usage.of(list_kind(cluster.store, "Pod")):
+            for uid, u in running:
+                if (uid, u.container) in modelled:
                     continue
-                res = c.get("resources") or {}
-                requests, limits = res.get("requests") or {}, res.get("limits") or {}
-                cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
-                mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
-                cluster.set_usage(meta["namespace"], meta["name"], c["name"], cpu_cores=cpu, memory_bytes=mem)
-                restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
-                uid = meta.get("uid", meta["name"])
-                out.append(ContainerUsage(meta["namespace"], meta["name"], uid, c["name"], c.get("image", ""),
-                                          pod["spec"].get("nodeName", ""), f"{uid[:12]}-{c['name']}-{restarts}", cpu, mem,
-                                          parse_quantity(limits["memory"]) if "memory" in limits else 0.0,
-                                          parse_quantity(limits["cpu"]) if "cpu" in limits else 0.0,
-                                          (1.0 - math.exp(-BACKGROUND_WAKEUPS_PER_PERIOD)) / CFS_PERIOD_S if "cpu" in limits else 0.0))
+                cluster.set_usage(u.namespace, u.pod, u.container, cpu_cores=u.cpu_cores, memory_bytes=u.memory_bytes)
+                out.append(u)
         return out
 
     def _log_activity(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
@@ -552,10 +589,7 @@ class AppModel:
                 if r <= 0:
                     continue
                 s = stats[(svc.name, op.id)]
-                m = _ROUTE.search(op.id)
-                ctx = {"method": m.group(1) if m else "POST", "path": m.group(2) if m else "/" + op.id}
-                if op.calls:
-                    ctx["upstream"] = op.calls[0].service
+                ctx = self._log_context[(svc.name, op.id)]
                 for line in lg.request:
                     acts += logmod.activity(line.text, r * (1.0 - s.p_err) * line.ratio, **ctx)
                 if s.p_err > 0:
@@ -580,7 +614,8 @@ class AppModel:
             shares = self._state.shares.get(svc.name, {})
             for p in pods:
                 share = shares.get(instance_key(p), 1.0 / len(pods))
-                out[(p.name, p.container["name"])] = tuple(replace(a, rate=a.rate * share) for a in acts if a.rate * share > 0)
+                out[(p.name, p.container["name"])] = tuple(logmod.LogActivity(a.template, a.rate * share, a.context)
+                                                           for a in acts if a.rate * share > 0)
         return out
 
     # -- logs and snapshots -----------------------------------------------------------------------

@@ -197,6 +197,14 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str,
 
 def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
     """Ports the pod's process listens on (the app's port env, else its declared default)."""
+    key = ("listening", pod_obj["metadata"]["name"])
+    if key not in view.derived:
+        view.derived[key] = _listening_ports(spec, pod_obj, view)
+    ports: set[int] = view.derived[key]
+    return ports
+
+
+def _listening_ports(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
     ports: set[int] = set()
     for svc_name, pods in view.by_service.items():
         for p in pods:
@@ -228,7 +236,41 @@ def _target_port(svc_port: dict[str, Any], pod_obj: dict[str, Any]) -> int | Non
     return None
 
 
-def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: dict[str, str]) -> float:
+@dataclass(frozen=True)
+class _Handover:
+    """A Service's endpoint changes as of its view: when each ready endpoint turned Ready (None:
+    no transition recorded), whether an endpoint of the previous tick is gone, and when the
+    previous tick's endpoints that are still there turned unready."""
+
+    ready_since: tuple[float | None, ...]
+    gone: bool
+    unready_at: tuple[float, ...]
+
+
+def _ready_condition(pod: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
+def _handover(view: ClusterView, ready: list[dict[str, Any]], selector: dict[str, str]) -> _Handover:
+    since: list[float | None] = []
+    for pod in ready:
+        cond = _ready_condition(pod)
+        since.append(parse_rfc3339(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else None)
+    present = {p["metadata"].get("uid", ""): p for p in view.all_pods}
+    unready: list[float] = []
+    for uid, labels in view.ready_before.items():
+        if not selector_matches({"matchLabels": selector}, labels):
+            continue
+        was = present.get(uid)
+        if was is None or was["metadata"].get("deletionTimestamp"):
+            return _Handover(tuple(since), True, ())
+        cond = _ready_condition(was)
+        if cond.get("status") == "False" and cond.get("lastTransitionTime"):
+            unready.append(parse_rfc3339(cond["lastTransitionTime"]))
+    return _Handover(tuple(since), False, tuple(unready))
+
+
+def _served_fraction(view: ClusterView, handover: _Handover) -> float:
     """Share of the tick during which the Service had a ready endpoint.
 
     A pod that turned Ready during the tick (e.g. restarting after an OOM kill) served only the
@@ -239,26 +281,56 @@ def _served_fraction(view: ClusterView, ready: list[dict[str, Any]], selector: d
         return 1.0
     start = view.now - view.dt
     end_cover = 0.0
-    for pod in ready:
-        cond: dict[str, Any] = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
-        since = parse_rfc3339(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else start
-        end_cover = max(end_cover, (view.now - since) / view.dt)
-    present = {p["metadata"].get("uid", ""): p for p in view.all_pods}
+    for since in handover.ready_since:
+        end_cover = max(end_cover, (view.now - (start if since is None else since)) / view.dt)
+    if handover.gone:
+        return 1.0
     start_cover = 0.0
-    for uid, labels in view.ready_before.items():
-        if not selector_matches({"matchLabels": selector}, labels):
-            continue
-        was = present.get(uid)
-        if was is None or was["metadata"].get("deletionTimestamp"):
-            return 1.0
-        cond = next((c for c in (was.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
-        if cond.get("status") == "False" and cond.get("lastTransitionTime"):
-            start_cover = max(start_cover, (parse_rfc3339(cond["lastTransitionTime"]) - start) / view.dt)
+    for at in handover.unready_at:
+        start_cover = max(start_cover, (at - start) / view.dt)
     return min(1.0, max(0.0, end_cover) + max(0.0, start_cover))
 
 
+@dataclass(frozen=True)
+class _Dial:
+    """What dialing an address reached apart from the tick's share of it: the ready endpoints,
+    how many of them answered, why the others did not, and the answering ones' summed faults."""
+
+    target: str
+    ready: int
+    ok: int
+    causes: tuple[str, ...]
+    delay_ms: float
+    loss: float
+    http_errors: float
+    handover: _Handover
+
+
 def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str) -> Reach:
-    """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client)."""
+    """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client).
+
+    Routing depends on the view's objects only (remembered in ``view.derived``); the share of the
+    tick a Service had endpoints depends on the time as well.
+    """
+    key = ("dial", src.uid if src is not None else None, host, port, target_service)
+    dial = view.derived.get(key)
+    if dial is None:
+        dial = view.derived[key] = _dial(spec, view, src, host, port, target_service)
+    if isinstance(dial, Reach):
+        return dial
+    share = dial.ok / dial.ready * _served_fraction(view, dial.handover)
+    causes = list(dial.causes)
+    if share < 1.0 and not causes:
+        causes.append("no_endpoints")
+    cause = max(set(causes), key=causes.count) if causes else None
+    ok = dial.ok
+    return Reach(share, cause, dial.delay_ms / ok if ok else 0.0, dial.http_errors / max(ok, 1), dial.target,
+                 dial.loss / ok if ok else 0.0)
+
+
+def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str) -> Reach | _Dial:
+    """DNS → Service → port → ready endpoints → each endpoint's port, policies and chaos; a
+    failure before the endpoints is a complete answer."""
     target = f"{host}:{port}" if port is not None else host
     m = _SUFFIX.search(host)
     name = host
@@ -311,8 +383,4 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
             ok += 1
             delay += extra
             loss += lost
-    share = ok / len(ready) * _served_fraction(view, ready, selector)
-    if share < 1.0 and not causes:
-        causes.append("no_endpoints")
-    cause = max(set(causes), key=causes.count) if causes else None
-    return Reach(share, cause, delay / ok if ok else 0.0, http_err / max(ok, 1), target, loss / ok if ok else 0.0)
+    return _Dial(target, len(ready), ok, tuple(causes), delay, loss, http_err, _handover(view, ready, selector))
