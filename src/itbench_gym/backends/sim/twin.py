@@ -146,9 +146,10 @@ class Twin:
         ``scrapeInterval`` says otherwise), on the first tick at or after each multiple of it."""
         t = self._next_tick
         self.cluster.tick(t)
-        model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster)
         interval = self.monitoring.scrape_interval()
-        if math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9):
+        scraped = math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9)
+        model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster, expose=scraped)
+        if scraped:
             samples, jobs = self.monitoring.scrape(t, model_samples, self.cluster.usage().nodes)
             self.tsdb.append(t, samples, jobs)
         self._next_tick = t + SCRAPE_INTERVAL

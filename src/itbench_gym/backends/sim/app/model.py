@@ -230,7 +230,10 @@ class AppModel:
 
     # -- one tick -------------------------------------------------------------------------------
 
-    def tick(self, t: float, dt: float, cluster: ClusterLike) -> list[Sample]:
+    def tick(self, t: float, dt: float, cluster: ClusterLike, *, expose: bool = True) -> list[Sample]:
+        """Advance the model by one tick ending at ``t``; its exposition (span metrics, the app's own
+        metrics, cAdvisor's) when ``expose`` (a tick Prometheus scrapes), else nothing: building it
+        costs about as much as the model and no one reads it in between."""
         st = self._state
         st.tick += 1
         view = self._reader.read(cluster.store, now=t, dt=dt, ready_before=st.ready_before)
@@ -252,14 +255,14 @@ class AppModel:
                 rates[k] = rates.get(k, 0.0) + v
             client.update(more_client)
         st.shares, st.pins = self._balancer.shares(view, client, st.tick, st.pins)
-        samples = self._span_samples(view, stats, rates, client, dt)
+        self._record_spans(view, stats, rates, client, dt)
         usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
         self._cadvisor.observe(usage, dt)
-        node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods}
+        node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods} if expose else {}
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs), starts))
         st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
                                                 flags=flags, instances=st.instances))
-        return samples + app_samples + self._cadvisor.samples(usage, node_ips)
+        return self._span.samples() + app_samples + self._cadvisor.samples(usage, node_ips) if expose else []
 
     def _track_instances(self, view: ClusterView, t: float, dt: float) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
         """New container runs (their start times) and, per service, the share of its requests
@@ -452,8 +455,9 @@ class AppModel:
                                     st.closes.get(c.service, 0.0)))
         return samples, roots, effect_logs
 
-    def _span_samples(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
-                      client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> list[Sample]:
+    def _record_spans(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
+                      client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> None:
+        """Count this tick's spans into the span metrics (their draws happen every tick)."""
         tick = self._state.tick
         for svc in self.spec.services.values():
             if not svc.traced:
@@ -486,7 +490,6 @@ class AppModel:
                         if err > 0:
                             self._span.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid),
                                               int(rng.poisson(err * share)), co.err, rng)
-        return self._span.samples()
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
                    burn: dict[str, float], mem_add: dict[str, float], effects: list[tuple[Effect, Any]],
