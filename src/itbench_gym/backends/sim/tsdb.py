@@ -9,12 +9,15 @@ Staleness follows Prometheus: when a scrape (:meth:`TSDB.append`) of a ``job`` n
 a series that the previous scrape of that job contained, the series receives a *staleness
 marker* (a special NaN bit pattern) at the scrape time, so instant queries stop returning it
 immediately instead of after the 5 minute lookback.
+
+The scraper hands each scrape over as a :class:`SampleBatch` of :class:`SeriesRef` handles it keeps
+from one scrape to the next, so storing a sample costs no label sorting or hashing.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +32,8 @@ STALE_NAN_BITS = np.uint64(0x7FF0000000000002)
 STALE_NAN: float = float(np.array([STALE_NAN_BITS], dtype=np.uint64).view(np.float64)[0])
 
 _INITIAL_CAPACITY = 16
+_MIN_MS = -(2**62)
+_MAX_MS = 2**62
 
 
 def is_stale(values: np.ndarray) -> np.ndarray:
@@ -109,7 +114,7 @@ class Series:
 
 
 class _MemSeries:
-    __slots__ = ("labels", "ts", "vs", "n", "owned")
+    __slots__ = ("labels", "ts", "vs", "n", "owned", "last")
 
     def __init__(self, labels: Labels) -> None:
         self.labels = labels
@@ -117,15 +122,22 @@ class _MemSeries:
         self.vs = np.empty(_INITIAL_CAPACITY, dtype=np.float64)
         self.n = 0
         self.owned = True
+        #: the last sample's timestamp (``ts[n - 1]``) as a Python int, read on every append
+        self.last = _MIN_MS
+
+    def share(self, ts: np.ndarray, vs: np.ndarray, n: int) -> None:
+        """Take over a snapshot's arrays, copied on the next write."""
+        self.ts, self.vs, self.n, self.owned = ts, vs, n, False
+        self.last = int(ts[n - 1]) if n else _MIN_MS
 
     def append(self, t: int, v: float) -> None:
         n = self.n
-        if n and t < self.ts[n - 1]:
+        if n and t < self.last:
             raise ValueError(
                 f"out-of-order sample for {format_labels(self.labels)}: t={t / 1000} s is before the "
-                f"last sample at {self.ts[n - 1] / 1000} s"
+                f"last sample at {self.last / 1000} s"
             )
-        if n and t == self.ts[n - 1]:
+        if n and t == self.last:
             self._own()
             self.vs[n - 1] = v
             return
@@ -139,12 +151,61 @@ class _MemSeries:
         self.ts[n] = t
         self.vs[n] = v
         self.n = n + 1
+        self.last = t
 
     def _own(self) -> None:
         if not self.owned:
             self.ts = self.ts.copy()
             self.vs = self.vs.copy()
             self.owned = True
+
+
+class SeriesRef:
+    """A writer's handle on one series: its labels, and its id once a :class:`TSDB` stored it.
+
+    A scraper that sends the same series every scrape keeps one handle per series and puts it in
+    each :class:`SampleBatch`, so the store neither sorts nor hashes labels per sample. The store
+    fills ``sid`` when it first appends the handle; it is valid for the batch's store and
+    :attr:`TSDB.generation` only (:attr:`SampleBatch.owner`), so a writer drops its handles when
+    either changes.
+    """
+
+    __slots__ = ("labels", "sid")
+
+    def __init__(self, labels: Labels) -> None:
+        self.labels = labels
+        self.sid = -1
+
+
+class SampleBatch:
+    """One scrape's samples for :meth:`TSDB.append`, as series handles and values.
+
+    Iterating gives ``(labels, value)`` pairs like any other scrape, with the labels as stored
+    (sorted, empty values dropped).
+    """
+
+    __slots__ = ("tsdb", "generation", "series", "values")
+
+    def __init__(self, tsdb: TSDB) -> None:
+        self.tsdb = tsdb
+        self.generation = tsdb.generation
+        self.series: list[SeriesRef] = []
+        self.values: list[float] = []
+
+    @property
+    def owner(self) -> tuple[TSDB, int]:
+        """The store and generation the batch's handles belong to (what a writer's cache is valid for)."""
+        return self.tsdb, self.generation
+
+    def add(self, ref: SeriesRef, value: float) -> None:
+        self.series.append(ref)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    def __iter__(self) -> Iterator[tuple[dict[str, str], float]]:
+        return ((dict(r.labels), v) for r, v in zip(self.series, self.values, strict=True))
 
 
 @dataclass(frozen=True)
@@ -161,8 +222,6 @@ Check = Callable[[], None]
 #: How many series or label values a loop handles between two ``check()`` calls.
 _CHECK_EVERY = 256
 
-_MIN_MS = -(2**62)
-_MAX_MS = 2**62
 
 
 def _to_ms(t: float | None, default: int) -> int:
@@ -180,6 +239,16 @@ class TSDB:
         self._last_scrape: dict[str, frozenset[int]] = {}
         self._ref_cache: dict[tuple[tuple[str, str], ...], int] = {}
         self._rank = np.zeros(0, dtype=np.int64)
+        #: each series' ``job`` label as an index into ``_jobs`` (staleness is kept per job)
+        self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
+        self._jobs: list[str] = []
+        self._job_index: dict[str, int] = {}
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever series ids are handed out afresh (:meth:`clear`, :meth:`restore`)."""
+        return self._generation
 
     # ----------------------------------------------------------------- writes
     def ref(self, labels: Mapping[str, str] | Labels) -> int:
@@ -194,6 +263,7 @@ class TSDB:
             sid = self._get_or_create(make_labels(labels))
             self._ref_cache[key] = sid
         return sid
+
     def _get_or_create(self, labels: Labels) -> int:
         sid = self._by_labels.get(labels)
         if sid is None:
@@ -202,7 +272,27 @@ class TSDB:
             self._by_labels[labels] = sid
             for k, v in labels:
                 self._postings.setdefault(k, {}).setdefault(v, set()).add(sid)
+            job = labels_get(labels, "job")
+            code = self._job_index.get(job)
+            if code is None:
+                code = self._job_index[job] = len(self._jobs)
+                self._jobs.append(job)
+            if sid == len(self._job_of):
+                self._job_of = np.concatenate((self._job_of, np.zeros(sid, dtype=np.int64)))
+            self._job_of[sid] = code
         return sid
+
+    def _batch_sids(self, batch: SampleBatch) -> list[int]:
+        """The ids of a batch's series in order, creating new ones in order of appearance."""
+        if batch.tsdb is not self or batch.generation != self._generation:
+            return [self._get_or_create(r.labels) for r in batch.series]
+        sids = [r.sid for r in batch.series]
+        if sids and min(sids) < 0:
+            for i, r in enumerate(batch.series):
+                if r.sid < 0:
+                    r.sid = self._get_or_create(r.labels)
+                sids[i] = r.sid
+        return sids
 
     def append(
         self,
@@ -217,15 +307,15 @@ class TSDB:
         get a staleness marker at ``t``. Jobs absent from this call are left untouched, so a
         caller may append different jobs in separate calls; list a job in ``jobs`` to declare
         that it was scraped and returned nothing (all its series then go stale).
+
+        A :class:`SampleBatch` of this store skips the label handling of each sample.
         """
         tm = _to_ms(t, 0)
         with self._lock:
-            seen: dict[str, set[int]] = {j: set() for j in (jobs or ())}
-            for labels, value in samples:
-                sid = self._ref_of(labels)
-                self._series[sid].append(tm, float(value))
-                seen.setdefault(labels.get("job", ""), set()).add(sid)
-            self._mark_stale(tm, seen)
+            if isinstance(samples, SampleBatch):
+                self._ingest(tm, zip(self._batch_sids(samples), samples.values, strict=True), jobs)
+            else:
+                self._ingest(tm, ((self._ref_of(labels), value) for labels, value in samples), jobs)
 
     def append_refs(
         self,
@@ -241,21 +331,42 @@ class TSDB:
         if len(refs_l) != len(vals):
             raise ValueError(f"append_refs: {len(refs_l)} refs but {len(vals)} values")
         with self._lock:
-            seen: dict[str, set[int]] = {j: set() for j in (jobs or ())}
-            series = self._series
-            for sid, v in zip(refs_l, vals, strict=True):
-                if not 0 <= sid < len(series):
+            for sid in refs_l:
+                if not 0 <= sid < len(self._series):
                     raise ValueError(f"append_refs: unknown series ref {sid}")
-                s = series[sid]
-                s.append(tm, v)
-                seen.setdefault(labels_get(s.labels, "job"), set()).add(sid)
-            self._mark_stale(tm, seen)
+            self._ingest(tm, zip(refs_l, vals, strict=True), jobs)
+
+    def _ingest(self, tm: int, samples: Iterable[tuple[int, float]], jobs: Iterable[str] | None) -> None:
+        """Append each ``(series id, value)`` at ``tm`` in order, then mark what each scraped job lost stale."""
+        series = self._series
+        done: list[int] = []
+        for sid, value in samples:
+            s = series[sid]
+            n = s.n
+            if s.last < tm and n < len(s.ts) and s.owned:  # _MemSeries.append without its rare cases
+                s.ts[n] = tm
+                s.vs[n] = float(value)
+                s.n = n + 1
+                s.last = tm
+            else:
+                s.append(tm, float(value))
+            done.append(sid)
+        seen: dict[str, set[int]] = {j: set() for j in (jobs or ())}
+        if done:
+            arr = np.asarray(done, dtype=np.int64)
+            codes = self._job_of[arr]
+            order = np.argsort(codes, kind="stable")
+            arr, codes = arr[order], codes[order]
+            cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+            for code, group in zip(codes[np.concatenate(([0], cuts))].tolist(), np.split(arr, cuts), strict=True):
+                seen.setdefault(self._jobs[code], set()).update(group.tolist())
+        self._mark_stale(tm, seen)
 
     def _mark_stale(self, tm: int, seen: dict[str, set[int]]) -> None:
         for job, sids in seen.items():
             for gone in self._last_scrape.get(job, frozenset()) - sids:
                 s = self._series[gone]
-                if s.n and s.ts[s.n - 1] < tm:
+                if s.n and s.last < tm:
                     s.append(tm, STALE_NAN)
             self._last_scrape[job] = frozenset(sids)
 
@@ -275,6 +386,10 @@ class TSDB:
             self._last_scrape = {}
             self._ref_cache = {}
             self._rank = np.zeros(0, dtype=np.int64)
+            self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
+            self._jobs = []
+            self._job_index = {}
+            self._generation += 1
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self) -> TSDBSnapshot:
@@ -292,9 +407,7 @@ class TSDB:
         with self._lock:
             self.clear()
             for labels, ts, vs, n in snap.series:
-                sid = self._get_or_create(labels)
-                s = self._series[sid]
-                s.ts, s.vs, s.n, s.owned = ts, vs, n, False
+                self._series[self._get_or_create(labels)].share(ts, vs, n)
             self._last_scrape = dict(snap.last_scrape)
 
     # ---------------------------------------------------------------- reads

@@ -38,7 +38,13 @@ def _bucket_probs(bounds_ms: np.ndarray, lat: Moments) -> np.ndarray:
     return np.clip(probs, 0.0, 1.0)
 
 
+#: How many latency distributions' bucket probabilities a :class:`SpanMetrics` keeps (a tick needs a few dozen).
+_PROBS_CACHE = 1024
+
+
 class SpanMetrics:
+    """The connector's counters; its label dicts are built once per series and shared between calls (read-only)."""
+
     def __init__(self, buckets_ms: tuple[float, ...], namespace: str, job_prefix: str) -> None:
         self.bounds = np.asarray(buckets_ms, dtype=float)
         self.les = [f"{b:g}" for b in buckets_ms] + ["+Inf"]
@@ -46,34 +52,52 @@ class SpanMetrics:
         self.job_prefix = job_prefix
         self.calls: dict[SeriesKey, float] = {}
         self.hist: dict[SeriesKey, _Histogram] = {}
+        #: every pod of an operation records the same latency distribution in a tick
+        self._probs: dict[Moments, np.ndarray] = {}
+        self._labels: dict[SeriesKey, list[dict[str, str]]] = {}
+        self._order: list[SeriesKey] | None = None
 
     def record(self, key: SeriesKey, n: int, lat: Moments, rng: np.random.Generator) -> None:
         """Add ``n`` spans whose durations follow ``lat`` (seconds)."""
         if n <= 0:
             return
+        if key not in self.calls:
+            self._order = None
         self.calls[key] = self.calls.get(key, 0.0) + n
         h = self.hist.get(key)
         if h is None:
             h = self.hist[key] = _Histogram(np.zeros(len(self.les)), 0.0, 0.0)
-        probs = _bucket_probs(self.bounds, lat)
-        h.buckets += rng.multinomial(n, probs / max(probs.sum(), 1e-12))
+        probs = self._probs.get(lat)
+        if probs is None:
+            if len(self._probs) >= _PROBS_CACHE:
+                self._probs.clear()
+            raw = _bucket_probs(self.bounds, lat)
+            probs = self._probs[lat] = raw / max(raw.sum(), 1e-12)
+        h.buckets += rng.multinomial(n, probs)
         noise = rng.normal(0.0, math.sqrt(n * lat.var)) * 1000.0 if lat.var > 0 else 0.0
         h.sum_ms += max(n * lat.mean * 1000.0 + noise, 0.0)
         h.count += n
 
+    def _series_labels(self, key: SeriesKey) -> list[dict[str, str]]:
+        """A series key's label dicts in :meth:`samples` order: calls, each bucket, sum, count."""
+        service, span, kind, status, instance = key
+        base = {"service_name": service, "span_name": span, "span_kind": kind, "status_code": status,
+                "namespace": self.namespace, "job": self.job_prefix + service, "instance": instance}
+        return [{"__name__": "traces_span_metrics_calls_total", **base},
+                *({"__name__": "traces_span_metrics_duration_milliseconds_bucket", **base, "le": le} for le in self.les),
+                {"__name__": "traces_span_metrics_duration_milliseconds_sum", **base},
+                {"__name__": "traces_span_metrics_duration_milliseconds_count", **base}]
+
     def samples(self) -> list[tuple[dict[str, str], float]]:
+        if self._order is None:
+            self._order = sorted(self.calls)
         out: list[tuple[dict[str, str], float]] = []
-        for key in sorted(self.calls):
-            service, span, kind, status, instance = key
-            base = {"service_name": service, "span_name": span, "span_kind": kind, "status_code": status,
-                    "namespace": self.namespace, "job": self.job_prefix + service, "instance": instance}
-            out.append(({"__name__": "traces_span_metrics_calls_total", **base}, self.calls[key]))
+        for key in self._order:
+            labels = self._labels.get(key)
+            if labels is None:
+                labels = self._labels[key] = self._series_labels(key)
             h = self.hist[key]
-            cumulative = np.cumsum(h.buckets)
-            for le, v in zip(self.les, cumulative, strict=True):
-                out.append(({"__name__": "traces_span_metrics_duration_milliseconds_bucket", **base, "le": le}, float(v)))
-            out.append(({"__name__": "traces_span_metrics_duration_milliseconds_sum", **base}, h.sum_ms))
-            out.append(({"__name__": "traces_span_metrics_duration_milliseconds_count", **base}, h.count))
+            out += zip(labels, [self.calls[key], *np.cumsum(h.buckets).tolist(), h.sum_ms, h.count], strict=True)
         return out
 
     def snapshot(self) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple[np.ndarray, float, float]]]:
@@ -83,3 +107,4 @@ class SpanMetrics:
         calls, hist = snap
         self.calls = dict(calls)
         self.hist = {k: _Histogram(b.copy(), s, c) for k, (b, s, c) in hist.items()}
+        self._order = None

@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 Sample = tuple[dict[str, str], float]
+#: Every series name a container may have (the CFS ones only with a CPU limit).
+METRICS = ("container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_memory_usage_bytes",
+           "container_memory_rss", "container_spec_memory_limit_bytes", "container_spec_cpu_quota",
+           "container_cpu_cfs_periods_total", "container_cpu_cfs_throttled_periods_total",
+           "container_cpu_cfs_throttled_seconds_total", "container_spec_cpu_period", "container_oom_events_total")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class Cadvisor:
         self.oom_events: dict[str, float] = {}
         #: instance -> (periods, throttled periods, throttled seconds), cumulative like the cgroup's cpu.stat.
         self.cfs: dict[str, tuple[float, float, float]] = {}
+        self._labels: dict[tuple[str, ...], dict[str, dict[str, str]]] = {}
 
     def observe(self, usage: list[ContainerUsage], dt: float) -> None:
         for u in usage:
@@ -49,31 +55,44 @@ class Cadvisor:
         key = f"{namespace}/{pod}/{container}"
         self.oom_events[key] = self.oom_events.get(key, 0.0) + 1
 
-    def samples(self, usage: list[ContainerUsage], node_ips: dict[str, str]) -> list[Sample]:
-        out: list[Sample] = []
-        for u in usage:
+    def _label_sets(self, u: ContainerUsage, instance: str) -> dict[str, dict[str, str]]:
+        """Each metric's labels for one container instance, built once and shared between scrapes (read-only)."""
+        key = (u.namespace, u.pod, u.pod_uid, u.container, u.image, u.node, u.instance_id, instance)
+        sets = self._labels.get(key)
+        if sets is None:
             lbl = {
-                "job": "kubelet", "metrics_path": "/metrics/cadvisor", "instance": f"{node_ips.get(u.node, u.node)}:10250",
+                "job": "kubelet", "metrics_path": "/metrics/cadvisor", "instance": instance,
                 "node": u.node, "namespace": u.namespace, "pod": u.pod, "container": u.container, "image": u.image,
                 "name": u.instance_id, "id": f"/kubepods/burstable/pod{u.pod_uid}/{u.instance_id}",
             }
-            out.append(({"__name__": "container_cpu_usage_seconds_total", **lbl, "cpu": "total"}, self.cpu_seconds.get(u.instance_id, 0.0)))
-            out.append(({"__name__": "container_memory_working_set_bytes", **lbl}, u.memory_bytes))
+            sets = self._labels[key] = {m: {"__name__": m, **lbl} for m in METRICS}
+            sets["container_cpu_usage_seconds_total"]["cpu"] = "total"
+        return sets
+
+    def samples(self, usage: list[ContainerUsage], node_ips: dict[str, str]) -> list[Sample]:
+        out: list[Sample] = []
+        for u in usage:
+            lbl = self._label_sets(u, f"{node_ips.get(u.node, u.node)}:10250")
+            out.append((lbl["container_cpu_usage_seconds_total"], self.cpu_seconds.get(u.instance_id, 0.0)))
+            out.append((lbl["container_memory_working_set_bytes"], u.memory_bytes))
             usage_bytes = u.memory_bytes * 1.08  # working set plus reclaimable page cache
             if u.memory_limit > 0:
                 usage_bytes = min(usage_bytes, u.memory_limit)  # the cgroup cannot hold more than its limit
-            out.append(({"__name__": "container_memory_usage_bytes", **lbl}, usage_bytes))
-            out.append(({"__name__": "container_memory_rss", **lbl}, u.memory_bytes * 0.92))
-            out.append(({"__name__": "container_spec_memory_limit_bytes", **lbl}, u.memory_limit))
+            out.append((lbl["container_memory_usage_bytes"], usage_bytes))
+            out.append((lbl["container_memory_rss"], u.memory_bytes * 0.92))
+            out.append((lbl["container_spec_memory_limit_bytes"], u.memory_limit))
             if u.cpu_limit > 0:
-                out.append(({"__name__": "container_spec_cpu_quota", **lbl}, u.cpu_limit * 100000.0))
+                out.append((lbl["container_spec_cpu_quota"], u.cpu_limit * 100000.0))
                 periods, throttled, seconds = self.cfs.get(u.instance_id, (0.0, 0.0, 0.0))
-                out.append(({"__name__": "container_cpu_cfs_periods_total", **lbl}, periods))
-                out.append(({"__name__": "container_cpu_cfs_throttled_periods_total", **lbl}, throttled))
-                out.append(({"__name__": "container_cpu_cfs_throttled_seconds_total", **lbl}, seconds))
-            out.append(({"__name__": "container_spec_cpu_period", **lbl}, 100000.0))
+                out.append((lbl["container_cpu_cfs_periods_total"], periods))
+                out.append((lbl["container_cpu_cfs_throttled_periods_total"], throttled))
+                out.append((lbl["container_cpu_cfs_throttled_seconds_total"], seconds))
+            out.append((lbl["container_spec_cpu_period"], 100000.0))
             key = f"{u.namespace}/{u.pod}/{u.container}"
-            out.append(({"__name__": "container_oom_events_total", **lbl}, self.oom_events.get(key, 0.0)))
+            out.append((lbl["container_oom_events_total"], self.oom_events.get(key, 0.0)))
+        if len(self._labels) > 2 * len(usage) + 64:
+            live = {(u.namespace, u.pod, u.pod_uid, u.container, u.image, u.node, u.instance_id) for u in usage}
+            self._labels = {k: v for k, v in self._labels.items() if k[:7] in live}
         return out
 
     def snapshot(self) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[float, float, float]]]:

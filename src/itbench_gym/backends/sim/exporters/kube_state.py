@@ -453,7 +453,11 @@ class KubeStateMetrics:
         self._cache: dict[tuple[str, str], tuple[str, list[Sample]]] = {}
 
     def collect(self, store: StoreLike, resources: Iterable[str] = DEFAULT_RESOURCES) -> list[Sample]:
-        out: list[Sample] = []
+        return [s for run in self.runs(store, resources) for s in run]
+
+    def runs(self, store: StoreLike, resources: Iterable[str] = DEFAULT_RESOURCES) -> list[list[Sample]]:
+        """Each object's series as one run; an unchanged object's run is the same list as last time (never modified)."""
+        out: list[list[Sample]] = []
         seen: set[tuple[str, str]] = set()
         for res in resources:
             entry = RESOURCES.get(res)
@@ -468,7 +472,7 @@ class KubeStateMetrics:
                 hit = self._cache.get(key)
                 if hit is None or hit[0] != rv:
                     hit = self._cache[key] = (rv, families(obj))
-                out += hit[1]
+                out.append(hit[1])
         if len(self._cache) > 2 * len(seen) + 64:
             self._cache = {k: v for k, v in self._cache.items() if k in seen}
         return out

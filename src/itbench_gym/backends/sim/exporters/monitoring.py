@@ -8,7 +8,7 @@ the app model and the nodes' usage; everything else it reads from the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +16,12 @@ from itbench_gym.backends.sim.alerting import PrometheusRuleSource, RuleAwareTSD
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.promql.engine import Engine
+from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, make_labels
 from itbench_gym.lang.durations import parse_prometheus_duration
 
 from .kube_state import KubeStateMetrics, resources_flag
 from .node_exporter import NodeExporter
-from .scrape import TARGET_LABEL_NAMES, Sample, ScrapeInput, Scraper
+from .scrape import TARGET_LABEL_NAMES, Sample, ScrapeInput, Scraper, SeriesCache
 from .targets import DEFAULT_INTERVAL, Target, find_prometheus
 
 #: The kubelet endpoints whose series the twin models, by path (the operator's kubelet ServiceMonitor).
@@ -44,6 +45,11 @@ def _stored(store: StoreLike, kind: str, namespace: str | None, name: str) -> Ob
     return obj
 
 
+def _as_stored(labels: Mapping[str, str]) -> SeriesRef:
+    """A model series is stored under its own labels."""
+    return SeriesRef(make_labels(labels))
+
+
 class Monitoring:
     """Scrapes and rule evaluation of the Prometheus the store describes."""
 
@@ -55,27 +61,44 @@ class Monitoring:
         self.rule_source = PrometheusRuleSource(store)
         self.kube_state = KubeStateMetrics()
         self.node_exporter = NodeExporter()
+        self.tsdb = engine.storage
+        #: the model's own series, for the store and generation in ``_own_owner``
+        self._own = SeriesCache(_as_stored)
+        self._own_owner: tuple[TSDB, int] | None = None
+        #: the last scrape's cAdvisor label dicts by id, with what the kubelet exposes of them (the same
+        #: dict each scrape, so the kubelet target's cache finds it by identity)
+        self._stripped: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
         self.scraper = Scraper({"kube-state-metrics": self._kube_state, "node-exporter": self._node, "cadvisor": self._cadvisor},
                                KUBELET_PATHS)
 
     # -- per tick ---------------------------------------------------------------------------------
-    def scrape(self, t: float, model_samples: Iterable[Sample], node_usage: Mapping[str, tuple[float, float]]
-               ) -> tuple[list[Sample], set[str]]:
-        """The tick's series to store: the model's own (span metrics...) and every target's, with the jobs scraped.
+    def scrape(self, t: float, model_samples: Sequence[Sample], node_usage: Mapping[str, tuple[float, float]]
+               ) -> tuple[SampleBatch, set[str]]:
+        """The tick's series to store (for :meth:`TSDB.append`): the model's own (span metrics...) and every
+        target's, with the jobs scraped. The model's label dicts are read-only from here on (the cache
+        goes by their identity).
 
         The model's cAdvisor series (job ``kubelet``, path ``/metrics/cadvisor``) are what each
         node's kubelet exposes: they reach the TSDB only through that node's kubelet target.
         """
+        batch = SampleBatch(self.tsdb)
+        if self._own_owner != batch.owner:
+            self._own, self._own_owner = SeriesCache(_as_stored), batch.owner
         own: list[Sample] = []
         cadvisor: dict[str, list[Sample]] = {}
+        stripped, self._stripped = self._stripped, {}
         for labels, value in model_samples:
             if labels.get("job") == "kubelet" and labels.get("metrics_path") == "/metrics/cadvisor":
-                exposed = {k: v for k, v in labels.items() if k not in TARGET_LABEL_NAMES}
-                cadvisor.setdefault(labels.get("node", ""), []).append((exposed, value))
+                hit = stripped.get(id(labels))
+                if hit is None or hit[0] is not labels:
+                    hit = (labels, {k: v for k, v in labels.items() if k not in TARGET_LABEL_NAMES})
+                self._stripped[id(labels)] = hit
+                cadvisor.setdefault(labels.get("node", ""), []).append((hit[1], value))
             else:
                 own.append((labels, value))
-        scraped, jobs = self.scraper.scrape(ScrapeInput(self.store, t, cadvisor, node_usage))
-        return own + scraped, jobs
+        self._own.feed([own], batch)
+        jobs = self.scraper.scrape(ScrapeInput(self.store, t, cadvisor, node_usage), batch)
+        return batch, jobs
 
     def scrape_interval(self) -> float:
         """Seconds between the cluster Prometheus' scrapes (the operator's default without one)."""
@@ -95,12 +118,12 @@ class Monitoring:
     def _target_pod(self, target: Target) -> Obj | None:
         return _stored(self.store, "Pod", target.pod[0], target.pod[1]) if target.pod is not None else None
 
-    def _kube_state(self, inputs: ScrapeInput, target: Target) -> list[Sample]:
+    def _kube_state(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
         pod = self._target_pod(target) or {}
         container: Obj = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == target.container), {})
-        return self.kube_state.collect(inputs.store, resources_flag(container.get("args") or []))
+        return self.kube_state.runs(inputs.store, resources_flag(container.get("args") or []))
 
-    def _node(self, inputs: ScrapeInput, target: Target) -> list[Sample]:
+    def _node(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
         pod = self._target_pod(target) or {}
         node_name = str((pod.get("spec") or {}).get("nodeName", ""))
         node = _stored(inputs.store, "Node", None, node_name) if node_name else None
@@ -108,10 +131,10 @@ class Monitoring:
             return []
         cpu, mem = inputs.node_usage.get(node_name, (0.0, 0.0))
         pods = sum(1 for p in list_kind(inputs.store, "Pod") if (p.get("spec") or {}).get("nodeName") == node_name)
-        return self.node_exporter.collect(node, inputs.now, cpu, mem, pods)
+        return [self.node_exporter.collect(node, inputs.now, cpu, mem, pods)]
 
-    def _cadvisor(self, inputs: ScrapeInput, target: Target) -> list[Sample]:
-        return list(inputs.cadvisor.get(target.node, ()))
+    def _cadvisor(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
+        return [list(inputs.cadvisor.get(target.node, ()))]
 
     # -- snapshots --------------------------------------------------------------------------------
     def snapshot(self) -> MonitoringSnapshot:

@@ -8,20 +8,22 @@ yields only ``up`` 0 and the scrape's own series, so the target's series go stal
 
 Labels merge as Prometheus' scrape loop merges them: with ``honor_labels`` the exposed labels win,
 otherwise the target's do and a clashing exposed label is kept as ``exported_<name>``; then the
-endpoint's ``metricRelabelings`` run on every series.
+endpoint's ``metricRelabelings`` run on every series. That work is done once per target and
+series: later scrapes find the series' handle in the target's :class:`SeriesCache`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
 from itbench_gym.backends.sim.kube.errors import ApiError
+from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, make_labels
 
 from .relabel import Relabel
-from .targets import PrometheusConfig, Target, discover, find_prometheus
+from .targets import PrometheusConfig, Target, discover, discovery_state, find_prometheus
 
 Sample = tuple[dict[str, str], float]
 Obj = dict[str, Any]
@@ -42,7 +44,10 @@ class ScrapeInput:
     node_usage: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
 
-Source = Callable[[ScrapeInput, Target], list[Sample]]
+Run = Sequence[tuple[Mapping[str, str], float]]
+#: What a target answers: its samples in runs. A run handed out again (the same list) holds the
+#: same samples, and label dicts are read-only once exposed, so the scrape cache may go by identity.
+Source = Callable[[ScrapeInput, Target], Sequence[Run]]
 
 
 def image_repository(image: str) -> str:
@@ -118,8 +123,85 @@ class MetricFilter:
         return labels
 
 
+ExposedKey = tuple[tuple[str, str], ...]
+#: What a cache holds for an exposed label set that metricRelabelings drop.
+DROPPED = SeriesRef(())
+
+
+class SeriesCache:
+    """Exposed samples -> their series' handles, so a series' labels are worked out once, not every scrape.
+
+    ``resolve`` turns an exposed label set into its handle (or :data:`DROPPED`) and must depend on
+    the labels alone. Lookups go by identity first (a run seen last scrape is taken whole, values
+    included; a label dict seen last scrape maps to its handle), then by the labels' items, as
+    Prometheus' scrape cache goes by a series' text.
+    """
+
+    def __init__(self, resolve: Callable[[Mapping[str, str]], SeriesRef]) -> None:
+        self._resolve = resolve
+        self._by_items: dict[ExposedKey, SeriesRef] = {}
+        # the last scrape's runs and label dicts by id (held, so no id is reused while listed)
+        self._by_run: dict[int, tuple[Run, list[SeriesRef], list[float]]] = {}
+        self._by_id: dict[int, tuple[Mapping[str, str], SeriesRef]] = {}
+
+    def feed(self, runs: Sequence[Run], batch: SampleBatch) -> int:
+        """Add the samples of ``runs`` to ``batch`` under their series; how many were kept."""
+        by_run, by_id, by_items = self._by_run, self._by_id, self._by_items
+        runs_now: dict[int, tuple[Run, list[SeriesRef], list[float]]] = {}
+        ids_now: dict[int, tuple[Mapping[str, str], SeriesRef]] = {}
+        kept = 0
+        for run in runs:
+            done = by_run.get(id(run))
+            if done is None or done[0] is not run:
+                refs: list[SeriesRef] = []
+                values: list[float] = []
+                for labels, value in run:
+                    hit = by_id.get(id(labels))
+                    if hit is None or hit[0] is not labels:
+                        key = tuple(labels.items())
+                        ref = by_items.get(key)
+                        if ref is None:
+                            ref = by_items[key] = self._resolve(labels)
+                        hit = (labels, ref)
+                    ids_now[id(labels)] = hit
+                    if hit[1] is not DROPPED:
+                        refs.append(hit[1])
+                        values.append(value)
+                done = (run, refs, values)
+            runs_now[id(run)] = done
+            batch.series += done[1]
+            batch.values += done[2]
+            kept += len(done[1])
+        self._by_run, self._by_id = runs_now, ids_now
+        if len(by_items) > 2 * sum(map(len, runs)) + 64:
+            keys = {tuple(labels.items()) for run in runs for labels, _ in run}
+            self._by_items = {k: v for k, v in by_items.items() if k in keys}
+        return kept
+
+
+@dataclass
+class _TargetCache:
+    """A target's series: the scrape's own (``up``...) and what it exposes.
+
+    Keyed by everything that decides a series' final labels (the target's labels, ``honor_labels``
+    and ``metricRelabelings``), so a replaced pod or an edited monitor starts a new cache.
+    """
+
+    own: tuple[SeriesRef, ...]
+    exposed: SeriesCache
+
+
+TargetKey = tuple[ExposedKey, bool, tuple[Relabel, ...]]
+#: The series every scrape of a target writes about itself, in order.
+SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling")
+
+
 class Scraper:
-    """Discovers the cluster Prometheus' targets and scrapes them on each tick."""
+    """Discovers the cluster Prometheus' targets and scrapes them on each tick.
+
+    Label merging and metricRelabelings run once per target and exposed label set; later scrapes
+    look the series up by the exposed labels (as Prometheus' scrape cache does by the series' text).
+    """
 
     def __init__(self, sources: Mapping[str, Source], kubelet_paths: Mapping[str, str]) -> None:
         #: image repository (or kubelet source name) -> source
@@ -130,6 +212,11 @@ class Scraper:
         self.prometheus: PrometheusConfig | None = None
         self._filters: dict[tuple[Relabel, ...], MetricFilter] = {}
         self._jobs: set[str] = set()
+        #: the objects' versions ``targets`` were discovered from (:func:`discovery_state`)
+        self._discovered: tuple[tuple[str, ...], ...] | None = None
+        self._caches: dict[TargetKey, _TargetCache] = {}
+        #: the store and generation the cached handles belong to
+        self._cache_owner: tuple[TSDB, int] | None = None
 
     def _source_of(self, store: StoreLike, target: Target) -> Source | None:
         if target.pod is None:
@@ -143,37 +230,53 @@ class Scraper:
                 return self.sources.get(image_repository(str(c.get("image", ""))))
         return None
 
-    def scrape(self, inputs: ScrapeInput) -> tuple[list[Sample], set[str]]:
-        """Every target's series of this tick, and every job ever scraped (for staleness)."""
+    def _filter(self, configs: tuple[Relabel, ...]) -> MetricFilter:
+        filt = self._filters.get(configs)
+        if filt is None:
+            filt = self._filters[configs] = MetricFilter(configs)
+        return filt
+
+    def _target_cache(self, target: Target, tl: dict[str, str]) -> _TargetCache:
+        filt, honor = self._filter(target.metric_relabelings), target.honor_labels
+
+        def resolve(exposed: Mapping[str, str]) -> SeriesRef:
+            kept = filt(merge(tl, exposed, honor))
+            return DROPPED if kept is None else SeriesRef(make_labels(kept))
+
+        return _TargetCache(tuple(SeriesRef(make_labels({"__name__": name, **tl})) for name in SCRAPE_SERIES), SeriesCache(resolve))
+
+    def scrape(self, inputs: ScrapeInput, batch: SampleBatch) -> set[str]:
+        """Add every target's series of this tick to ``batch``; every job ever scraped (for staleness)."""
         store = inputs.store
-        self.prometheus = find_prometheus(store)
-        self.targets = discover(store, self.prometheus) if self.prometheus is not None else []
+        state = discovery_state(store)
+        if state != self._discovered:
+            self.prometheus = find_prometheus(store)
+            self.targets = discover(store, self.prometheus) if self.prometheus is not None else []
+            self._discovered = state
         nodes = {n["metadata"]["name"]: n for n in list_kind(store, "Node")}
-        out: list[Sample] = []
+        if self._cache_owner != batch.owner:
+            self._caches, self._cache_owner = {}, batch.owner
+        caches = self._caches
+        live: dict[TargetKey, _TargetCache] = {}
         for target in self.targets:
             tl = dict(target.labels)
+            key: TargetKey = (tuple(tl.items()), target.honor_labels, target.metric_relabelings)
+            cache = live.get(key) or caches.get(key) or self._target_cache(target, tl)
+            live[key] = cache
             up = target_up(store, target, nodes)
             scraped = post = 0
             if up:
                 source = self._source_of(store, target)
-                exposed = source(inputs, target) if source is not None else []
-                scraped = len(exposed)
-                filt = self._filters.get(target.metric_relabelings)
-                if filt is None:
-                    filt = self._filters[target.metric_relabelings] = MetricFilter(target.metric_relabelings)
-                for labels, value in exposed:
-                    kept = filt(merge(tl, labels, target.honor_labels))
-                    if kept is not None:
-                        out.append((kept, value))
-                        post += 1
+                runs = source(inputs, target) if source is not None else []
+                scraped = sum(map(len, runs))
+                post = cache.exposed.feed(runs, batch)
             # a scrape costs time in proportion to what it reads; a refused connection fails at once
             duration = 0.002 + 4e-6 * scraped if up else 0.001
-            out.append(({"__name__": "up", **tl}, 1.0 if up else 0.0))
-            out.append(({"__name__": "scrape_duration_seconds", **tl}, duration))
-            out.append(({"__name__": "scrape_samples_scraped", **tl}, float(scraped)))
-            out.append(({"__name__": "scrape_samples_post_metric_relabeling", **tl}, float(post)))
+            for ref, value in zip(cache.own, (1.0 if up else 0.0, duration, float(scraped), float(post)), strict=True):
+                batch.add(ref, value)
             self._jobs.add(tl.get("job", ""))
-        return out, set(self._jobs)
+        self._caches = live
+        return set(self._jobs)
 
     def snapshot(self) -> frozenset[str]:
         return frozenset(self._jobs)
@@ -181,3 +284,4 @@ class Scraper:
     def restore(self, snap: frozenset[str]) -> None:
         self._jobs = set(snap)
         self.targets = []
+        self._discovered = None  # the store's resourceVersions are handed out again after a rewind

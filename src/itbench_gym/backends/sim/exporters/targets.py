@@ -14,6 +14,7 @@ Everything is read from the store: no component's name is known here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,8 +146,12 @@ def _pod_meta(pod: Obj, port: int) -> tuple[dict[str, str], str]:
     return out, container
 
 
+@functools.lru_cache(maxsize=4096)
 def _sanitize(name: str) -> str:
-    """Prometheus' ``strutil.SanitizeLabelName``: every character outside [a-zA-Z0-9_] becomes ``_``."""
+    """Prometheus' ``strutil.SanitizeLabelName``: every character outside [a-zA-Z0-9_] becomes ``_``.
+
+    Cached: discovery runs again on every change, over the same few hundred label names.
+    """
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
 
 
@@ -366,6 +371,21 @@ def pod_monitor_targets(store: StoreLike, monitor: Obj) -> list[Target]:
                                       (pmeta.get("namespace", ""), pmeta["name"]), c.get("name", ""), "",
                                       {k: v for k, v in labels.items() if k.startswith("__meta_")}))
     return out
+
+
+#: Every kind :func:`discover` reads, with its API group version.
+DISCOVERY_KINDS = (("Prometheus", MONITORING_API), ("ServiceMonitor", MONITORING_API), ("PodMonitor", MONITORING_API),
+                   ("Namespace", None), ("Node", None), ("Service", None), ("Endpoints", None), ("Pod", None))
+
+
+def discovery_state(store: StoreLike) -> tuple[tuple[str, ...], ...]:
+    """The resourceVersions of everything :func:`discover` reads: its targets hold while this is unchanged.
+
+    Any write, create or delete changes it, as long as resourceVersions are not handed out again
+    (a store restored to a snapshot does that: whoever caches by this key forgets it on a rewind).
+    """
+    return tuple(tuple(str(o["metadata"].get("resourceVersion", "")) for o in list_kind(store, kind, api_version=api))
+                 for kind, api in DISCOVERY_KINDS)
 
 
 def discover(store: StoreLike, prometheus: PrometheusConfig) -> list[Target]:

@@ -1,0 +1,210 @@
+"""The scrape cache: a long-lived scraper stores exactly what a scrape without any cache would.
+
+Each scrape looks series up by what the exporters expose instead of merging labels and running
+metricRelabelings again. These tests change what decides a series' final labels (a replaced pod,
+edited metricRelabelings, a toggled honorLabels, a rewound store) and compare the twin's own
+monitoring with a fresh one that has no cache.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from itbench_gym.backends.sim.exporters.monitoring import Monitoring
+from itbench_gym.backends.sim.promql.engine import Engine
+from itbench_gym.backends.sim.tsdb import TSDB, Matcher, SampleBatch, SeriesRef, is_stale, make_labels
+from itbench_gym.backends.sim.twin import SCRAPE_INTERVAL, Twin
+from itbench_gym.paths import envs_dir
+
+APP = envs_dir() / "astronomy-shop"
+MON = "prometheus"
+
+
+def _twin(seconds: float = 120.0) -> Twin:
+    twin = Twin(APP, seed=5)
+    twin.advance(seconds)
+    return twin
+
+
+def _cached_and_fresh(twin: Twin) -> tuple[list[tuple[dict[str, str], float]], list[tuple[dict[str, str], float]]]:
+    """One scrape by the twin's monitoring and one by a new monitoring without a cache, of the same state."""
+    t = twin.clock.now() + SCRAPE_INTERVAL
+    twin.clock.set(t)
+    twin.cluster.tick(t)
+    samples = twin.model.tick(t, SCRAPE_INTERVAL, twin.cluster)
+    usage = twin.cluster.usage().nodes
+    cached, _ = twin.monitoring.scrape(t, samples, usage)
+    fresh = Monitoring(twin.cluster.store, Engine(TSDB()))
+    fresh.node_exporter = twin.monitoring.node_exporter  # counters already at t: a second scrape at t reads the same
+    uncached, _ = fresh.scrape(t, samples, usage)
+    return list(cached), list(uncached)
+
+
+def _monitor(twin: Twin, name: str) -> dict[str, Any]:
+    return next(m for m in twin.cluster.store.list("ServiceMonitor", MON) if m["metadata"]["name"] == name)
+
+
+def _names(samples: list[tuple[dict[str, str], float]], job: str) -> set[str]:
+    return {lb["__name__"] for lb, _ in samples if lb.get("job") == job}
+
+
+def test_a_cached_scrape_equals_an_uncached_one() -> None:
+    cached, uncached = _cached_and_fresh(_twin())
+    assert cached == uncached
+    assert len(cached) > 4000
+    assert {lb["job"] for lb, _ in cached} >= {"kube-state-metrics", "node-exporter", "kubelet"}
+
+
+def test_a_replaced_exporter_pod_gets_series_under_its_new_name() -> None:
+    twin = _twin()
+    old = next(p["metadata"]["name"] for p in twin.cluster.store.list("Pod", MON)
+               if p["metadata"]["name"].startswith("prometheus-kube-state-metrics-"))
+    twin.cluster.store.delete("Pod", MON, old)
+    twin.advance(120)
+    cached, uncached = _cached_and_fresh(twin)
+    assert cached == uncached
+    pods = {lb.get("pod") for lb, _ in cached if lb.get("job") == "kube-state-metrics" and lb["__name__"] == "up"}
+    assert len(pods) == 1 and old not in pods
+
+
+def test_edited_metric_relabelings_and_honor_labels_take_effect_on_the_next_scrape() -> None:
+    twin = _twin()
+    monitor = _monitor(twin, "prometheus-prometheus-node-exporter")
+    before, _ = _cached_and_fresh(twin)
+    assert "node_load1" in _names(before, "node-exporter")
+    monitor["spec"]["endpoints"][0]["metricRelabelings"] = [
+        {"sourceLabels": ["__name__"], "regex": "node_load.*", "action": "drop"}]
+    twin.cluster.store.update(monitor)
+    cached, uncached = _cached_and_fresh(twin)
+    assert cached == uncached
+    assert "node_load1" not in _names(cached, "node-exporter") and "node_cpu_seconds_total" in _names(cached, "node-exporter")
+
+    kubelet = _monitor(twin, "prometheus-kube-prometheus-kubelet")
+    for ep in kubelet["spec"]["endpoints"]:
+        ep["honorLabels"] = False
+    twin.cluster.store.update(kubelet)
+    cached, uncached = _cached_and_fresh(twin)
+    assert cached == uncached
+    assert any(lb.get("exported_namespace") == "otel-demo" for lb, _ in cached if lb["__name__"] == "container_cpu_usage_seconds_total")
+
+
+def test_rewinding_the_store_does_not_reuse_series_ids_handed_out_after_the_snapshot() -> None:
+    """After a restore the twin scrapes into the store as if it had never left the snapshot."""
+    twin = _twin()
+    snap = twin.snapshot()
+    straight = _twin()
+    twin.cluster.store.delete("Pod", MON, next(p["metadata"]["name"] for p in twin.cluster.store.list("Pod", MON)
+                                                if p["metadata"]["name"].startswith("prometheus-kube-state-metrics-")))
+    twin.advance(300)  # new series (the new pod's), ids the snapshot never had
+    twin.restore(snap)
+    twin.advance(300)
+    straight.advance(300)
+    assert len(_scraped(twin)) > 4000
+    assert _scraped(twin) == _scraped(straight)
+
+
+def _scraped(twin: Twin) -> list[tuple[tuple[tuple[str, str], ...], list[int], list[int]]]:
+    """Every scraped series (not what rules write) with its samples' times and value bits."""
+    scraped = [Matcher("__name__", "!~", ".*:.*|ALERTS.*")]
+    return [(s.labels, s.ts.tolist(), s.vs.view(np.uint64).tolist()) for s in twin.tsdb.select_ms(scraped, 0, 2**62)]
+
+
+def test_targets_are_discovered_again_after_a_rewind_hands_out_the_same_resource_versions() -> None:
+    twin = _twin()
+    snap = twin.snapshot()
+
+    def drop(pattern: str) -> None:
+        monitor = _monitor(twin, "prometheus-prometheus-node-exporter")
+        monitor["spec"]["endpoints"][0]["metricRelabelings"] = [
+            {"sourceLabels": ["__name__"], "regex": pattern, "action": "drop"}]
+        twin.cluster.store.update(monitor)
+
+    drop("node_load.*")
+    first, _ = _cached_and_fresh(twin)
+    twin.restore(snap)
+    drop("node_filesystem.*")  # the same resourceVersion as the first edit
+    cached, uncached = _cached_and_fresh(twin)
+    assert cached == uncached
+    assert "node_load1" in _names(cached, "node-exporter") and "node_load1" not in _names(first, "node-exporter")
+
+
+def test_series_ids_are_not_reused_across_a_store_rewind() -> None:
+    """A series first stored after a snapshot, then rewound away, must not write into the series that took its id."""
+    twin = _twin()
+    db = TSDB()
+    mon = Monitoring(twin.cluster.store, Engine(db))
+    usage = twin.cluster.usage().nodes
+    t = twin.clock.now()
+
+    def scrape(*names: str) -> None:
+        nonlocal t
+        t += 30
+        samples, jobs = mon.scrape(t, [({"__name__": n, "job": "app"}, t) for n in names], usage)
+        db.append(t, samples, jobs)
+
+    def configmap(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": MON}, "data": {}}
+
+    scrape("a")
+    snap = db.snapshot()
+    twin.cluster.store.create(configmap("b"))
+    scrape("a", "b")  # "b" and the configmap's series get ids the snapshot does not have
+    db.restore(snap)
+    twin.cluster.store.delete("ConfigMap", MON, "b")
+    twin.cluster.store.create(configmap("c"))
+    scrape("a", "c")  # ... which "c" and its configmap's series take
+    twin.cluster.store.create(configmap("b"))
+    scrape("a", "b")
+    for name in ("b", "c"):
+        (own,) = db.select({"__name__": name})
+        info = db.select({"__name__": "kube_configmap_info", "configmap": name})
+        assert len(info) == 1 and len(info[0].ts) == len(own.ts) == (1 if name == "b" else 2), name
+
+
+def _up(job: str, inst: str) -> dict[str, str]:
+    return {"__name__": "up", "job": job, "instance": inst}
+
+
+def test_a_sample_batch_is_stored_like_the_same_samples_as_label_dicts() -> None:
+    plain, batched = TSDB(), TSDB()
+    refs = {inst: SeriesRef(make_labels(_up("a", inst))) for inst in ("1", "2", "3")}
+    scrapes = [(0, ["1", "2", "3"]), (15, ["1", "3", "3"]), (30, ["2"])]  # a duplicate overwrites; "2" goes stale, comes back
+    for t, insts in scrapes:
+        plain.append(t, [(_up("a", i), float(t) + k) for k, i in enumerate(insts)], jobs=["a"])
+        batch = SampleBatch(batched)
+        for k, i in enumerate(insts):
+            batch.add(refs[i], float(t) + k)
+        batched.append(t, batch, jobs=["a"])
+    got = [(s.labels, s.ts.tolist(), s.vs.view(np.uint64).tolist()) for s in batched.select("up")]
+    assert got == [(s.labels, s.ts.tolist(), s.vs.view(np.uint64).tolist()) for s in plain.select("up")]
+    (two,) = batched.select({"instance": "2"})
+    assert is_stale(two.vs).tolist() == [False, True, False]
+    (three,) = batched.select({"instance": "3"})
+    assert three.vs.tolist()[1] == 17.0 and not math.isnan(three.vs[1])
+
+
+def test_a_batch_made_before_a_restore_is_stored_by_its_labels() -> None:
+    db = TSDB()
+    a, b = SeriesRef(make_labels(_up("a", "1"))), SeriesRef(make_labels(_up("a", "2")))
+    first = SampleBatch(db)
+    first.add(a, 1.0)
+    db.append(0, first)
+    snap = db.snapshot()
+    second = SampleBatch(db)
+    second.add(b, 2.0)
+    db.append(15, second)  # b gets an id the snapshot does not have
+    pending = SampleBatch(db)
+    pending.add(b, 3.0)
+    db.restore(snap)
+    db.append(30, pending)
+    one, two = db.select("up")
+    assert two.metric["instance"] == "2" and two.vs.tolist() == [3.0]
+    assert one.vs[0] == 1.0 and is_stale(one.vs).tolist() == [False, True]  # not in the job's scrape at 30
+    with pytest.raises(ValueError, match="out-of-order"):
+        late = SampleBatch(db)
+        late.add(a, 4.0)
+        db.append(-15, late)
