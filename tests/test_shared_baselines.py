@@ -37,7 +37,18 @@ def _after(twin: Twin, seconds: float) -> tuple[dict[Any, Any], dict[Any, Any]]:
     return _objects(twin), _series(twin)
 
 
-def test_a_twin_restored_from_a_baseline_goes_on_like_the_twin_that_built_it(baseline: tuple[Twin, TwinSnapshot]) -> None:
+def test_a_twin_restored_from_a_snapshot_goes_on_like_the_twin_that_took_it() -> None:
+    origin = Twin(APP, seed=0)
+    origin.advance(300)
+    copy = Twin(APP, seed=0, state=origin.snapshot())
+    for twin in (origin, copy):
+        twin.advance(300)
+        twin.rules.catch_up()  # recorded series and ALERTS included, from before the snapshot too
+    assert (_objects(copy), _series(copy)) == (_objects(origin), _series(origin))
+    assert any(dict(labels).get("__name__") == "ALERTS_FOR_STATE" for labels in _series(copy))
+
+
+def test_a_reseeded_twin_goes_on_like_the_twin_it_was_restored_from_reseeded(baseline: tuple[Twin, TwinSnapshot]) -> None:
     origin, snap = baseline
     copy = Twin(APP, seed=7, state=snap)
     origin.restore(snap)

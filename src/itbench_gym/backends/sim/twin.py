@@ -169,7 +169,10 @@ class Twin:
         return self.model.log_lines(namespace, pod, container, start, end)
 
     def snapshot(self) -> TwinSnapshot:
+        """The whole state. The rules' snapshot comes first: it runs their deferred evaluations,
+        whose recorded series and ``ALERTS`` samples the TSDB's snapshot must then hold."""
         with self.lock:
+            rules = self.monitoring.snapshot()
             return TwinSnapshot(
                 now=self.clock.now(),
                 next_tick=self._next_tick,
@@ -177,7 +180,7 @@ class Twin:
                 store_quotas=(self.cluster.store.quota_bytes, self.cluster.store.event_quota_bytes),
                 cluster=self.cluster.snapshot(),
                 tsdb=self.tsdb.snapshot(),
-                rules=self.monitoring.snapshot(),
+                rules=rules,
                 model=self.model.snapshot(),
             )
 
