@@ -161,6 +161,43 @@ def test_liveness_failure_restarts_container():
     assert any(e["message"].startswith("Liveness probe failed: dial tcp 10.244.") for e in events(cluster, "Unhealthy"))
 
 
+def test_probe_that_starts_failing_after_a_quiet_spell_is_seen_at_the_next_tick():
+    class Switch(DefaultRuntime):
+        healthy = True
+
+        def probe_succeeds(self, pod, c, kind):
+            return self.healthy
+
+    runtime = Switch()
+    probe = {"readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 10, "failureThreshold": 2}}
+    cluster, clock = make_cluster(_pod(containers=[container(**probe)]), runtime=runtime)
+    run(cluster, clock, 600)
+    assert cstatus(_get(cluster))["ready"] and not events(cluster, "Unhealthy")
+    runtime.healthy = False
+    failing_from = clock.now() + 15  # the first probe after the switch
+    run(cluster, clock, 15)
+    (unhealthy,) = events(cluster, "Unhealthy")
+    assert unhealthy["message"] == 'Readiness probe failed: Get "http://10.244.1.2:8080/": dial tcp 10.244.1.2:8080: connect: connection refused'
+    assert unhealthy["count"] == 1 and cstatus(_get(cluster))["ready"]  # one failure: the threshold is two
+    run(cluster, clock, 30)  # unready one period after the first failure, and it stays so (no requeue loop)
+    pod = _get(cluster)
+    assert not cstatus(pod)["ready"]
+    ready = {c["type"]: c for c in pod["status"]["conditions"]}["Ready"]
+    assert ready["status"] == "False" and parse_time(ready["lastTransitionTime"]) == failing_from + 10
+
+
+def test_container_killed_after_a_quiet_spell_shows_the_kill_at_once():
+    cluster, clock = make_cluster(_pod())
+    run(cluster, clock, 900)
+    rv = cluster.store.resource_version
+    run(cluster, clock, 0.5, step=0.5)
+    assert {ev.obj["kind"] for ev in cluster.store.events_since(rv)} <= {"Lease"}
+    cluster.kill_container(NS, "solo", "main")
+    st = cstatus(_get(cluster))
+    assert st["restartCount"] == 1 and "running" in st["state"]
+    assert parse_time(st["lastState"]["terminated"]["finishedAt"]) == int(clock.now())
+
+
 def test_init_containers_run_first_and_in_order():
     init = [container("migrate", image="ghcr.io/demo/migrate:1"), container("seed", image="ghcr.io/demo/seed:1")]
     cluster, clock = make_cluster(_pod(init=init), runtime=DefaultRuntime(startup=2, init_run=5))

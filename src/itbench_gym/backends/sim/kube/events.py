@@ -43,6 +43,10 @@ class EventState:
     seq: int = 0
     #: aggregation key (source, object, type, reason) -> (last occurrence, distinct messages, oldest first)
     similar: dict[_AggregateKey, tuple[float, dict[str, None]]] = field(default_factory=dict)
+    #: Lower bounds of the last occurrences in ``index`` / ``similar`` (every record lowers them if
+    #: need be), so ``expire`` scans them only when something may have aged out, not every tick.
+    index_floor: float = float("-inf")
+    similar_floor: float = float("-inf")
 
 
 class EventRecorder:
@@ -80,6 +84,7 @@ class EventRecorder:
             messages = {}
         messages[message] = None
         self._state.similar[aggregate] = (now, messages)
+        self._state.similar_floor = min(self._state.similar_floor, now)
         if len(messages) >= AGGREGATE_MAX_EVENTS:
             del messages[next(iter(messages))]  # upstream drops one (any) to stay below the threshold
             message = AGGREGATE_PREFIX + message
@@ -87,6 +92,7 @@ class EventRecorder:
         known = self._state.index.get(key)
         if known is not None and self._bump(known[0], known[1], now, count, message):
             self._state.index[key] = (known[0], known[1], now)
+            self._state.index_floor = min(self._state.index_floor, now)
             return
         ref: Obj = {
             "apiVersion": involved.get("apiVersion", "v1"),
@@ -125,6 +131,7 @@ class EventRecorder:
         except ApiError:
             return  # the namespace is being deleted: the real recorder drops the event too
         self._state.index[key] = (namespace, name, now)
+        self._state.index_floor = min(self._state.index_floor, now)
 
     def _bump(self, namespace: str, name: str, now: float, count: int, message: str) -> bool:
         try:
@@ -143,16 +150,21 @@ class EventRecorder:
     def expire(self) -> None:
         """Delete Events whose last occurrence is older than the TTL."""
         now = self._now()
-        self._state.similar = {k: v for k, v in self._state.similar.items()
-                               if now - v[0] <= AGGREGATE_INTERVAL_SECONDS}
+        state = self._state
+        if now - state.similar_floor > AGGREGATE_INTERVAL_SECONDS:
+            state.similar = {k: v for k, v in state.similar.items() if now - v[0] <= AGGREGATE_INTERVAL_SECONDS}
+            state.similar_floor = min((v[0] for v in state.similar.values()), default=now)
         cutoff = now - EVENT_TTL_SECONDS
-        stale = [k for k, (_, _, last) in self._state.index.items() if last < cutoff]
+        if state.index_floor >= cutoff:
+            return
+        stale = [k for k, (_, _, last) in state.index.items() if last < cutoff]
         for key in stale:
-            namespace, name, _ = self._state.index.pop(key)
+            namespace, name, _ = state.index.pop(key)
             try:
                 self._store.delete("Event", namespace, name)
             except ApiError:
                 pass
+        state.index_floor = min((last for _, _, last in state.index.values()), default=now)
 
     def snapshot(self) -> EventState:
         return copy.deepcopy(self._state)

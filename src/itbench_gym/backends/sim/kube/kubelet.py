@@ -144,6 +144,9 @@ class Kubelet(Controller):
         super().__init__(ctx)
         self.runtime = runtime
         self.state = KubeletState()
+        #: pod -> (the cached pod, what its status was rendered from) for pods whose status that
+        #: rendering left as it was: the same inputs render the same status, so it is not rebuilt.
+        self._unchanged: dict[Key, tuple[Obj, tuple[Any, ...]]] = {}
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class Kubelet(Controller):
 
     def restore_state(self, state: KubeletState) -> None:
         self.state = copy.deepcopy(state)
+        self._unchanged.clear()
 
     # -- the pod worker -------------------------------------------------------------------------
 
@@ -189,17 +193,63 @@ class Kubelet(Controller):
                 return
             run = self._admit(key, pod, now)
         if not run.sandbox and not self._prepare(key, pod, node, run, now):
-            self._write(pod, node, run, now)
+            self._write(key, pod, node, run, now)
+            return
+        if self._idle(key, pod, node, run, now):
             return
         self._advance(pod, node, run, now)
         self._probe(pod, run, now)
-        self._write(pod, node, run, now)
+        self._write(key, pod, node, run, now)
         nxt = self._next_due(pod, run)
         if nxt is not None:
             self.requeue_at(key, max(nxt, now))
 
+    def _idle(self, key: Key, pod: Obj, node: Obj, run: PodRun, now: float) -> bool:
+        """Whether syncing the pod now would change nothing: most syncs at the end of a tick.
+
+        True when no container has a transition due, no probe is due for a new evaluation (a pod
+        without probes, or one probed at this instant already), the status would render as it did
+        the last time it was found unchanged, and the requeue timer is set as early as it would be.
+        """
+        seen = self._unchanged.get(key)
+        if seen is None or seen[0] is not pod:
+            return False
+        for c in run.containers:
+            if c.due is not None and c.due <= now:
+                return False
+            if c.due is None and c.state == "waiting" and c.step == "create":
+                return False
+            if c.state != "running":
+                continue
+            if c.exit_at is not None and c.exit_at <= now:
+                return False
+            if c.started_at is None:
+                continue
+            spec = self._spec_of(pod, c)
+            if not c.started:
+                if not self._probe_noted(c, spec.get("startupProbe") or {}, "startup", now):
+                    return False
+                continue
+            if c.init and not c.sidecar:
+                if c.exit_at is None:
+                    return False
+                continue
+            readiness, liveness = spec.get("readinessProbe"), spec.get("livenessProbe")
+            if readiness is None and not c.ready:
+                return False
+            for kind, probe in (("readiness", readiness), ("liveness", liveness)):
+                if probe is not None and not self._probe_noted(c, probe, kind, now):
+                    return False
+        nxt = self._next_due(pod, run)
+        if nxt is not None:
+            timer = self.ctx.timers.due.get((self.name, key))
+            if timer is None or timer > max(nxt, now):
+                return False
+        return seen[1] == self._status_inputs(run, _node_ip(node))
+
     def _forget(self, key: Key, run: PodRun) -> None:
         self.state.pods.pop(key, None)
+        self._unchanged.pop(key, None)
         self._release_ip(run)
 
     def _release_ip(self, run: PodRun) -> None:
@@ -550,6 +600,12 @@ class Kubelet(Controller):
         if planned is not None:
             c.exit_at, c.planned_exit = now + planned[0], planned[1]
 
+    @staticmethod
+    def _probe_noted(c: ContainerRun, probe: Obj, kind: str, now: float) -> bool:
+        """Whether ``_probe_due`` would answer 0 and note nothing new: not yet, or evaluated at ``now``."""
+        first = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0) or 0)
+        return now < first or c.last_probe.get(kind) == now
+
     def _probe_due(self, c: ContainerRun, probe: Obj, kind: str, now: float) -> int:
         """How many probe periods of ``kind`` have elapsed since the last evaluation (0 = not yet)."""
         first = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0) or 0)
@@ -671,7 +727,10 @@ class Kubelet(Controller):
                         continue  # readiness and liveness probes wait until the startup probe has passed
                     if probe is not None and kind not in c.last_probe:
                         times.append(c.started_at + float(probe.get("initialDelaySeconds", 0) or 0))
-                for since, key in ((c.ready_fail_since, "readinessProbe"), (c.live_fail_since, "livenessProbe")):
+                # Once unready, a failing readiness probe has nothing left to wait for (its threshold
+                # time is past: waiting for it would requeue the pod at the same instant forever).
+                ready_since = c.ready_fail_since if c.ready else None
+                for since, key in ((ready_since, "readinessProbe"), (c.live_fail_since, "livenessProbe")):
                     probe = spec.get(key)
                     if since is not None and probe is not None:
                         times.append(since + (int(probe.get("failureThreshold", 3) or 3) - 1)
@@ -734,7 +793,24 @@ class Kubelet(Controller):
             out["message"] = message
         return out
 
-    def _write(self, pod: Obj, node: Obj, run: PodRun, now: float) -> None:
+    @staticmethod
+    def _status_inputs(run: PodRun, host_ip: str) -> tuple[Any, ...]:
+        """Everything of the kubelet's memory that ``_write`` renders into the pod's status."""
+        return (run.uid, run.ip, run.sandbox, run.start_time, tuple(run.conditions.items()), host_ip, tuple(
+            (c.name, c.image, c.init, c.sidecar, c.state, c.reason, c.message, c.started_at, c.finished_at,
+             c.exit_code, c.term_reason, c.term_message, c.last, c.restarts, c.ready, c.started, c.ever_ran)
+            for c in run.containers))
+
+    def _write(self, key: Key, pod: Obj, node: Obj, run: PodRun, now: float) -> None:
+        """Render the pod's status from the kubelet's memory and store it when it changed.
+
+        Most syncs (the probes of every running pod, every tick) change nothing: when the cached
+        pod and the inputs are those of a rendering that matched the stored status, it still does.
+        """
+        host_ip = _node_ip(node)
+        seen = self._unchanged.get(key)
+        if seen is not None and seen[0] is pod and seen[1] == self._status_inputs(run, host_ip):
+            return
         apps = [c for c in run.containers if not c.init]
         inits = [c for c in run.containers if c.init]
         phase = self._phase(pod, run)
@@ -763,7 +839,6 @@ class Kubelet(Controller):
         old_status = pod.get("status") or {}
         kept = [c for c in old_status.get("conditions") or [] if c.get("type") not in run.conditions]
         status: Obj = {"phase": phase, "conditions": conditions + kept}
-        host_ip = _node_ip(node)
         status["hostIP"] = host_ip
         status["hostIPs"] = [{"ip": host_ip}]
         if run.ip:
@@ -777,7 +852,11 @@ class Kubelet(Controller):
         for k in ("nominatedNodeName",):
             if k in old_status:
                 status[k] = old_status[k]
-        self.write_status(pod, status)
+        if pod.get("status") == status:
+            self._unchanged[key] = (pod, self._status_inputs(run, host_ip))
+        else:
+            self._unchanged.pop(key, None)
+            self.write_status(pod, status)
         if done:
             self._release_ip(run)  # the sandbox is gone; the API keeps showing the address it had
 

@@ -11,6 +11,7 @@ node`` prints it). A cordoned node (``spec.unschedulable``) gets the
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
@@ -27,6 +28,9 @@ LEASE_RENEW_SECONDS = 10.0
 LEASE_NAMESPACE = "kube-node-lease"
 KUBELET_PORT = 10250
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+#: The heartbeat and renew times each node sync reads back, parsed once per distinct text.
+_parse_time = lru_cache(maxsize=64)(parse_rfc3339)
 
 #: (type, status, reason, message) of a healthy node, in the order the kubelet writes them.
 HEALTHY_CONDITIONS = (
@@ -86,7 +90,7 @@ class NodeController(Controller):
         status = node.get("status") or {}
         current = {c.get("type"): c for c in status.get("conditions") or []}
         ready = current.get("Ready") or {}
-        last_report = parse_rfc3339(ready["lastHeartbeatTime"]) if ready.get("lastHeartbeatTime") else None
+        last_report = _parse_time(ready["lastHeartbeatTime"]) if ready.get("lastHeartbeatTime") else None
         changed = any((current.get(t) or {}).get("status") != s or (current.get(t) or {}).get("reason") != r
                       for t, s, r, _ in HEALTHY_CONDITIONS)
         if not changed and last_report is not None and now < last_report + NODE_STATUS_REPORT_SECONDS:
@@ -107,15 +111,16 @@ class NodeController(Controller):
     def _renew_lease(self, node: Obj, now: float) -> float:
         """Create or renew the node's Lease; returns when it is next renewed."""
         name = node["metadata"]["name"]
-        try:
-            lease = self.ctx.store.get("Lease", LEASE_NAMESPACE, name)
+        store = self.ctx.store
+        try:  # read-only: a renewal writes a new object
+            lease: Obj | None = store.get_stored(store.registry.by_kind("Lease"), LEASE_NAMESPACE, name)
         except ApiError as e:
             if e.code != 404:
                 raise
             lease = None
         renewed = (lease or {}).get("spec", {}).get("renewTime")
-        if renewed and now < parse_rfc3339(renewed) + LEASE_RENEW_SECONDS:
-            return parse_rfc3339(renewed) + LEASE_RENEW_SECONDS
+        if renewed and now < (due := _parse_time(renewed) + LEASE_RENEW_SECONDS):
+            return due
         try:
             if lease is None:
                 self.ctx.store.create({
@@ -126,8 +131,7 @@ class NodeController(Controller):
                              "renewTime": rfc3339(now, 6)},
                 })
             else:
-                lease["spec"]["renewTime"] = rfc3339(now, 6)
-                self.ctx.store.update(lease)
+                self.ctx.store.update(dict(lease, spec=dict(lease["spec"], renewTime=rfc3339(now, 6))))
         except ApiError as e:
             if e.code not in (404, 409) and not is_storage_error(e):
                 raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from . import errors
@@ -52,9 +53,10 @@ class ResourceType:
     def list_kind(self) -> str:
         return self.kind + "List"
 
-    @property
+    @cached_property
     def storage_key(self) -> tuple[str, str]:
-        """Identity of the underlying storage, shared by all versions of a resource."""
+        """Identity of the underlying storage, shared by all versions of a resource (every store
+        access asks for it, so it is computed once)."""
         group = self.group
         if self.storage_api_version is not None:
             group = self.storage_api_version.rpartition("/")[0]

@@ -2,8 +2,8 @@
 
 Objects are plain JSON dicts as the API serves them. Stored dicts are never mutated in place
 (every write stores a fresh dict), which makes ``snapshot()`` a cheap copy of the index dicts and
-lets the watch log share objects with the store. Everything handed out (``get``, ``list``,
-subscriber callbacks) is a copy, so callers may edit what they receive.
+lets the watch log and the subscribers (the controllers' informer cache) share objects with the
+store. What ``get``, ``list``, ``create`` and ``update`` return is a copy, so callers may edit it.
 
 Semantics follow the real API server: monotonic ``resourceVersion``, ``generation`` bumped on spec
 changes only, optimistic concurrency, the ``status`` subresource, graceful pod deletion,
@@ -71,12 +71,15 @@ _T = TypeVar("_T")
 
 def clone(o: _T) -> _T:
     """Deep copy of JSON-like data; several times faster than ``copy.deepcopy``."""
-    data: Any = o
+    return cast(_T, _clone(o))
+
+
+def _clone(data: Any) -> Any:
     if type(data) is dict:
-        return cast(_T, {k: clone(v) if type(v) in (dict, list) else v for k, v in data.items()})
+        return {k: _clone(v) if type(v) in (dict, list) else v for k, v in data.items()}
     if type(data) is list:
-        return cast(_T, [clone(v) if type(v) in (dict, list) else v for v in data])
-    return o
+        return [_clone(v) if type(v) in (dict, list) else v for v in data]
+    return data
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,12 @@ class ObjectStore:
     def update(self, obj: Obj, *, subresource: str | None = None, dry_run: bool = False) -> Obj:
         rt = self._type_of(obj)
         stype = self.registry.storage_type(rt)
-        incoming = self.registry.convert(clone(obj), stype) if rt is not stype else clone(obj)
+        if rt is not stype:
+            incoming = self.registry.convert(clone(obj), stype)
+        elif subresource == "status":  # a status write keeps everything but the status: copy only what is read
+            incoming = {k: clone(obj[k]) for k in ("metadata", "status") if k in obj}
+        else:
+            incoming = clone(obj)
         meta = incoming.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
             raise errors.invalid(rt.group, rt.kind, "", [("FieldValueRequired", "metadata.name", "Required value: name is required")])
@@ -379,7 +387,8 @@ class ObjectStore:
         ]
 
     def subscribe(self, fn: Listener) -> None:
-        """``fn(type, obj)`` runs after every change (obj is a private copy in storage version).
+        """``fn(type, obj)`` runs after every change; ``obj`` is the stored object (storage version),
+        shared with the store, the watch log and every other listener, so it must not be modified.
 
         Listeners run synchronously inside the write; a listener that writes to the store should
         queue its work (controllers reconcile later) rather than recurse.
@@ -618,7 +627,7 @@ class ObjectStore:
         while log[0].at < now - COMPACTION_INTERVAL_SECONDS:  # the newest change always stays
             self._log_floor = log.popleft().resource_version
         for fn in list(self._listeners):
-            fn(event, clone(obj))
+            fn(event, obj)
 
     # ownerReference indexes: owner uid -> dependents; uid -> location
     def _rebuild_indexes(self) -> None:

@@ -37,7 +37,10 @@ WATCHED_KINDS = (
 
 
 class Cache:
-    """The informer cache: the latest copy of every watched object, by kind and key.
+    """The informer cache: the latest version of every watched object, by kind and key.
+
+    The objects are the store's own (shared, as the watch log shares them), so whatever reads
+    them must not modify them: controllers copy what they mean to change.
 
     Indexed by controller uid and by namespace (client-go's namespace indexer), so a controller
     looking at one namespace or one owner does not walk every object in the cluster.
