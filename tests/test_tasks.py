@@ -24,7 +24,8 @@ from itbench_gym.evaluation.reward import ScoreReward, SparseReward
 from itbench_gym.spaces import ActionSpace
 from itbench_gym.spec import ScenarioSpec, SpecError, load_spec
 from itbench_gym.tasks import TASK_KINDS, Incident, Submission, Task, make_task
-from itbench_gym.tasks.sre import SRETask
+from itbench_gym.tasks.sre import ALERT_POLL_SECONDS, SRETask, poll_delay
+from itbench_gym.tools.alerts import RulePoll
 from itbench_gym.tools.base import Tool
 from itbench_gym.tools.submit import SubmitTool
 from itbench_gym.tools.wait import WaitTool
@@ -305,3 +306,10 @@ def test_the_env_action_space_holds_tool_calls_and_its_samples() -> None:
         assert isinstance(space, ActionSpace) and len(space.samples) == 6 and all("otel-demo" in a for a in space.samples[:3])
     finally:
         env.close()
+
+
+def test_the_alert_wait_polls_when_the_rules_evaluate_next_and_never_past_its_deadline() -> None:
+    assert poll_delay(RulePoll([], 1030.0), now=1000.0, deadline=2000.0) == 30.0
+    assert poll_delay(RulePoll([], None), now=1000.0, deadline=2000.0) == ALERT_POLL_SECONDS  # not evaluated yet
+    assert poll_delay(RulePoll([], 990.0), now=1000.0, deadline=2000.0) == ALERT_POLL_SECONDS  # an overdue group
+    assert poll_delay(RulePoll([], 1300.0), now=1000.0, deadline=1010.0) == 10.0

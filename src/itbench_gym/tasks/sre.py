@@ -46,7 +46,7 @@ from itbench_gym.spec import ScenarioSpec
 from itbench_gym.spec.appfacts import EdgeFact, FlagsFact, GoldenSignalsFact, load_app_facts
 from itbench_gym.tasks.base import Task
 from itbench_gym.tasks.types import Incident, Submission
-from itbench_gym.tools.alerts import alert_key, fetch_alerts, fetch_rule_alerts
+from itbench_gym.tools.alerts import RulePoll, alert_key, fetch_alerts, poll_rules
 from itbench_gym.tools.base import Tool
 from itbench_gym.tools.topology import list_topology_objects
 from itbench_gym.topology import build_topology
@@ -227,11 +227,12 @@ class ClusterProbe:
             self._alerts_at = (now, fetch_alerts(self._prometheus))
         return [dict(a["labels"]) for a in self._alerts_at[1] if a["state"] in states]
 
-    def firing_alerts_of(self, rule_names: Sequence[str]) -> list[dict[str, str]]:
-        """Firing alerts of the named rules only (a poll for the incident's own alerts)."""
+    def poll_alerts_of(self, rule_names: Sequence[str]) -> RulePoll:
+        """The named rules' alerts only, and when their groups evaluate next (a poll for the
+        incident's own alerts)."""
         if self._prometheus is None:
-            return []
-        return [dict(a["labels"]) for a in fetch_rule_alerts(self._prometheus, rule_names) if a["state"] == "firing"]
+            return RulePoll([], None)
+        return poll_rules(self._prometheus, rule_names)
 
     @staticmethod
     def _json(response: Any) -> Obj:
@@ -420,6 +421,14 @@ def _decoded(value: Any) -> str:
         return ""
 
 
+def poll_delay(poll: RulePoll, now: float, deadline: float) -> float:
+    """Seconds to the next poll: the rules' next evaluation (nothing they say can change before
+    it), else ``ALERT_POLL_SECONDS``; never past the deadline."""
+    due = poll.next_evaluation
+    delay = due - now if due is not None and due > now else ALERT_POLL_SECONDS
+    return max(min(delay, deadline - now), 1e-3)
+
+
 class SRETask(Task):
     """Diagnose and mitigate an incident: faults from the catalogue, triggering alerts, ground truth.
 
@@ -473,7 +482,8 @@ class SRETask(Task):
         deadline = probe.now() + spec.alert_wait_timeout
         names = sorted({m.alertname for m in spec.triggering_alerts})
         while True:
-            triggering = probe.firing_alerts_of(names)
+            poll = probe.poll_alerts_of(names)
+            triggering = [dict(a["labels"]) for a in poll.alerts if a["state"] == "firing"]
             missing = [str(m) for m in spec.triggering_alerts if not any(m.matches(a) for a in triggering)]
             if not missing:
                 now = probe.now()
@@ -484,7 +494,7 @@ class SRETask(Task):
                     f"scenario {spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "
                     f"{spec.alert_wait_timeout:.0f} s of the fault injection ({spec.source})"
                 )
-            probe.advance(ALERT_POLL_SECONDS)
+            probe.advance(poll_delay(poll, probe.now(), deadline))
 
     def prompt(self, incident: Incident, tools: Sequence[Tool]) -> str:
         tool_lines = "\n".join(f"- {t.name}: {t.description}" for t in tools)

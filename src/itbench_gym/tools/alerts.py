@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import requests
 
+from itbench_gym.lang.timestamps import TimestampError, parse_rfc3339
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
 
 
@@ -17,13 +19,37 @@ def fetch_alerts(prometheus_url: str, timeout: float = 30.0) -> list[dict[str, A
     return list(resp.json()["data"]["alerts"])
 
 
-def fetch_rule_alerts(prometheus_url: str, rule_names: Iterable[str], timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The active alerts of the named alerting rules only (``/api/v1/rules?type=alert&rule_name[]=``):
-    what a poller that waits for a few alerts asks, without making Prometheus list every rule."""
+@dataclass(frozen=True)
+class RulePoll:
+    """What one poll of a few alerting rules tells a poller."""
+
+    #: the rules' active alerts (pending and firing)
+    alerts: list[dict[str, Any]]
+    #: when their groups evaluate next (Unix seconds; None when a group has not evaluated yet)
+    next_evaluation: float | None
+
+
+def poll_rules(prometheus_url: str, rule_names: Iterable[str], timeout: float = 30.0) -> RulePoll:
+    """The named alerting rules' active alerts and their groups' next evaluation
+    (``/api/v1/rules?type=alert&rule_name[]=``): what a poller that waits for a few alerts asks,
+    without making Prometheus list every rule, and how long nothing can change."""
     params = [("type", "alert"), *(("rule_name[]", n) for n in sorted(set(rule_names)))]
     resp = requests.get(prometheus_url + "/api/v1/rules", params=params, timeout=timeout)
     resp.raise_for_status()
-    return [a for g in resp.json()["data"]["groups"] for r in g["rules"] for a in r.get("alerts") or []]
+    groups = resp.json()["data"]["groups"]
+    alerts = [a for g in groups for r in g["rules"] for a in r.get("alerts") or []]
+    upcoming = [_next_evaluation(g) for g in groups]
+    return RulePoll(alerts, None if not upcoming or None in upcoming else min(t for t in upcoming if t is not None))
+
+
+def _next_evaluation(group: Mapping[str, Any]) -> float | None:
+    """A group's last evaluation plus its interval (None before its first evaluation)."""
+    try:
+        last = parse_rfc3339(str(group.get("lastEvaluation", "")))
+        interval = float(group["interval"])
+    except (TimestampError, KeyError, TypeError, ValueError):
+        return None
+    return last + interval if last > 0 and interval > 0 else None
 
 
 def alert_key(labels: Mapping[str, str]) -> str:
