@@ -209,6 +209,32 @@ def test_endpoints_follow_readiness_and_resolve_named_ports():
     assert not [e for e in cluster.store.list("Endpoints", NS) if e["metadata"]["name"] == "cart"]
 
 
+
+def _endpoint_pods(cluster, service_name):
+    subsets = cluster.store.get("Endpoints", NS, service_name).get("subsets") or []
+    return sorted(a["targetRef"]["name"] for s in subsets for a in s.get("addresses", []) + s.get("notReadyAddresses", []))
+
+
+def test_endpoints_follow_pod_labels_also_after_a_restore():
+    """A pod relabelled from one Service's selector to another's moves to the other's Endpoints; a restored
+    cluster goes by the labels of its snapshot."""
+    cluster, clock = make_cluster(deployment("cart", 2), service("cart"), service("spare"))
+    run(cluster, clock, 30)
+    snap = cluster.snapshot()
+    first, second = sorted(p["metadata"]["name"] for p in pods(cluster, "cart-"))
+
+    def relabel(name):
+        pod = copy.deepcopy(cluster.store.get("Pod", NS, name))
+        pod["metadata"]["labels"] = {"app": "spare"}
+        cluster.store.update(pod)
+        cluster.reconcile()
+
+    relabel(first)
+    assert _endpoint_pods(cluster, "spare") == [first] and first not in _endpoint_pods(cluster, "cart")
+    cluster.restore(snap)
+    relabel(second)
+    assert _endpoint_pods(cluster, "spare") == [second] and first in _endpoint_pods(cluster, "cart")
+
 def _hpa(name, cpu_target, lo=1, hi=10):
     return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name, "namespace": NS},
             "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},

@@ -263,3 +263,41 @@ def test_selector_forms() -> None:
     assert selectors.node_selector_term_matches({"matchExpressions": [{"key": "cpu", "operator": "Gt", "values": ["4"]}]}, node)
     assert selectors.node_selector_term_matches({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}, node)
     assert not selectors.node_selector_term_matches({}, node)
+
+
+_LABELED = [("cart-1", {"app": "cart", "tier": "web"}), ("ad-1", {"app": "ad", "tier": "web"}), ("bare", None),
+            ("cart-2", {"app": "cart", "tier": "api"}), ("ad-2", {"app": "ad"})]
+
+
+@pytest.mark.parametrize("match", [{}, {"app": "cart"}, {"tier": "web"}, {"app": "cart", "tier": "web"}, {"app": "cart", "zone": "a"},
+                                   {"app": "nope"}, {"app": 1}])
+def test_label_index_answers_as_a_scan_in_item_order(match: dict[str, object]) -> None:
+    """The index gives what matching every item's labels gives (``matchLabels`` semantics), in the items' order."""
+    expected = [name for name, labels in _LABELED if selectors.selector_matches({"matchLabels": match}, labels)
+                and all(isinstance(v, str) for v in match.values())]
+    index = selectors.LabelIndex((name, name, labels) for name, labels in _LABELED)
+    assert index.matching(match) == expected
+    assert index.scan(lambda labels: labels.get("app") == "ad") == ["ad-1", "ad-2"]
+
+
+def test_label_index_keeps_a_dicts_order_through_updates() -> None:
+    """Replacing a key's item keeps its place (also when its labels change); a removed key that comes back goes last."""
+    index = selectors.LabelIndex((name, name, labels) for name, labels in _LABELED)
+    index.put("ad-2", "ad-2 relabelled", {"app": "cart", "tier": "web"})
+    index.put("cart-1", "cart-1 again", {"app": "cart", "tier": "web"})
+    assert index.matching({"app": "cart"}) == ["cart-1 again", "cart-2", "ad-2 relabelled"]
+    index.remove("cart-1")
+    index.remove("gone")
+    index.put("cart-1", "cart-1 back", {"app": "cart"})
+    assert index.matching({"app": "cart"}) == ["cart-2", "ad-2 relabelled", "cart-1 back"]
+    assert index.matching({"tier": "web"}) == ["ad-1", "ad-2 relabelled"]
+    assert index.matching({"app": "ad"}) == ["ad-1"]
+
+
+def test_selector_index_finds_the_selectors_a_label_set_satisfies() -> None:
+    """Services by selector: which select a pod (before or after a change), in the Services' order; an empty selector selects nothing."""
+    index = selectors.SelectorIndex([("web", {"tier": "web"}), ("none", {}), ("cart", {"app": "cart"}), ("missing", None),
+                                     ("cart-web", {"app": "cart", "tier": "web"}), ("cart-api", {"app": "cart", "tier": "api"})])
+    assert index.selecting({"app": "cart", "tier": "web"}) == ["web", "cart", "cart-web"]
+    assert index.selecting({"app": "cart", "tier": "api"}, {"app": "ad", "tier": "web"}) == ["web", "cart", "cart-api"]
+    assert index.selecting({"app": "ad"}, None) == []

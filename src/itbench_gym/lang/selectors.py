@@ -10,9 +10,12 @@ parsed by the API server, which builds these same requirements.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 
 #: ``metav1.LabelSelectorRequirement`` operators (``NodeSelectorRequirement`` adds Gt and Lt).
 LABEL_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
@@ -115,3 +118,111 @@ def node_selector_term_matches(term: Mapping[str, Any], node: Mapping[str, Any])
         return False  # the scheduler treats an invalid term as matching no node
     labels, own = meta.get("labels") or {}, {"metadata.name": meta.get("name", "")}
     return all(r.matches(labels) for r in label_reqs) and all(r.matches(own) for r in field_reqs)
+
+
+def _str_pairs(labels: Mapping[str, Any] | None) -> list[tuple[str, str]] | None:
+    """The (key, value) pairs of an equality selector or label set, None when a value is not a string
+    (no label value is: such a selector matches nothing)."""
+    pairs = list((labels or {}).items())
+    return pairs if all(isinstance(v, str) for _, v in pairs) else None
+
+
+class LabelIndex(Generic[K, T]):
+    """Items by each (key, value) of their labels: an equality selector (``matchLabels``, a Service's
+    ``spec.selector``) looks only at the items carrying its rarest pair instead of at every item,
+    which keeps "the pods of every Service" linear in the pods.
+
+    Items are kept under a key in the order of a dict's: :meth:`put` on a known key replaces its
+    item in place, a new key goes last, and answers keep that order, as a scan over the dict
+    would. So an index fed a cache's events answers as a scan of the cache would.
+    """
+
+    def __init__(self, entries: Iterable[tuple[K, T, Mapping[str, str] | None]] = ()) -> None:
+        #: key -> (place in the order, item, labels)
+        self._entries: dict[K, tuple[int, T, Mapping[str, str]]] = {}
+        self._by_pair: dict[tuple[str, str], dict[K, None]] = {}
+        self._placed = 0
+        for key, item, labels in entries:
+            self.put(key, item, labels)
+
+    def put(self, key: K, item: T, labels: Mapping[str, str] | None) -> None:
+        """Hold ``item`` with ``labels`` under ``key``, in the place of the key's previous item."""
+        labels = labels or {}
+        old = self._entries.get(key)
+        if old is not None and (old[2] is labels or old[2] == labels):
+            self._entries[key] = (old[0], item, old[2])
+            return
+        if old is None:
+            self._placed += 1
+        else:
+            self._unlink(key, old[2])
+        self._entries[key] = (self._placed if old is None else old[0], item, labels)
+        for pair in labels.items():
+            if isinstance(pair[1], str):
+                self._by_pair.setdefault(pair, {})[key] = None
+
+    def remove(self, key: K) -> None:
+        """Forget ``key`` (nothing when it is not held)."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._unlink(key, old[2])
+
+    def _unlink(self, key: K, labels: Mapping[str, str]) -> None:
+        for pair in labels.items():
+            keys = self._by_pair.get(pair) if isinstance(pair[1], str) else None
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._by_pair[pair]
+
+    def matching(self, match_labels: Mapping[str, Any]) -> list[T]:
+        """The items whose labels hold every pair of ``match_labels`` (every item for an empty one)."""
+        pairs = _str_pairs(match_labels)
+        if pairs is None:
+            return []
+        if not pairs:
+            return [item for _, item, _ in self._entries.values()]
+        rarest = min((self._by_pair.get(pair, {}) for pair in pairs), key=len)
+        hits = [self._entries[key] for key in rarest]
+        # a key whose labels changed joined its new pairs' lists last: the order is the places'
+        return [item for _, item, labels in sorted(hits, key=_place) if all(labels.get(k) == v for k, v in pairs)]
+
+    def scan(self, keep: Callable[[Mapping[str, str]], bool]) -> list[T]:
+        """The items whose labels ``keep`` accepts, looking at every item (for selectors with expressions)."""
+        return [item for _, item, labels in self._entries.values() if keep(labels)]
+
+
+def _place(entry: tuple[int, Any, Any]) -> int:
+    return entry[0]
+
+
+class SelectorIndex(Generic[T]):
+    """Items by their equality selectors, the other way round from :class:`LabelIndex`: which
+    items (Services) select a label set (a pod), looking only at the items whose rarest selector
+    pair the labels carry. An empty selector selects nothing, as a Service's does.
+    """
+
+    def __init__(self, items: Iterable[tuple[T, Mapping[str, Any] | None]]) -> None:
+        entries = [(item, _str_pairs(selector)) for item, selector in items]
+        counts: dict[tuple[str, str], int] = {}
+        for _, pairs in entries:
+            for pair in pairs or ():
+                counts[pair] = counts.get(pair, 0) + 1
+        self._by_pair: dict[tuple[str, str], list[tuple[int, T, list[tuple[str, str]]]]] = {}
+        for position, (item, pairs) in enumerate(entries):
+            if pairs:
+                rarest = min(pairs, key=lambda pair: counts[pair])
+                self._by_pair.setdefault(rarest, []).append((position, item, pairs))
+
+    def selecting(self, *label_sets: Mapping[str, str] | None) -> list[T]:
+        """The items whose selector matches any of ``label_sets``, in the order they were given."""
+        hits: dict[int, T] = {}
+        for labels in label_sets:
+            have = labels or {}
+            for pair in have.items():
+                if not isinstance(pair[1], str):
+                    continue
+                for position, item, pairs in self._by_pair.get(pair, ()):
+                    if position not in hits and all(have.get(k) == v for k, v in pairs):
+                        hits[position] = item
+        return [hits[position] for position in sorted(hits)]

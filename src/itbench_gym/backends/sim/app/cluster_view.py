@@ -7,15 +7,16 @@ inputs explicit: the model is a function of this view and its own state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from itbench_gym.backends.sim.chaos import API_VERSION as CHAOS_API
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE, active
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.lang.flagd import FlagFileError, load_flag_file
-from itbench_gym.lang.selectors import SelectorError, selector_from_dict
+from itbench_gym.lang.selectors import LabelIndex, SelectorError, selector_from_dict
 
 from .spec import AppSpec
 
@@ -49,20 +50,38 @@ class ClusterLike(Protocol):
                        exit_code: int = 137, message: str = "") -> None: ...
 
 
-def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
+def _match_labels(selector: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``matchLabels`` of a selector made of them alone (a Service's, a Deployment's), else None."""
+    if selector is not None and selector.keys() == {"matchLabels"} and isinstance(selector["matchLabels"], dict):
+        match: dict[str, Any] = selector["matchLabels"]
+        return match
+    return None
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
     """A LabelSelector where an absent one means "every pod" (NetworkPolicy peers, app-level views).
 
     Matching is Kubernetes' (:mod:`itbench_gym.lang.selectors`); a selector the API server would
     have refused (an unknown operator) selects nothing. A selector of ``matchLabels`` alone (a
     Service's, a Deployment's) is matched directly: the model asks thousands of times a tick.
     """
-    if selector is not None and selector.keys() == {"matchLabels"} and isinstance(selector["matchLabels"], dict):
+    match = _match_labels(selector)
+    if match is not None:
         have = labels or {}
-        return all(isinstance(v, str) and have.get(k) == v for k, v in selector["matchLabels"].items())
+        return all(isinstance(v, str) and have.get(k) == v for k, v in match.items())
     try:
         return selector_from_dict(selector or {}).matches(labels)
     except SelectorError:
         return False
+
+
+def select(index: LabelIndex[Any, T], selector: dict[str, Any] | None) -> list[T]:
+    """The indexed items whose labels ``selector`` matches (:func:`selector_matches`), in index order:
+    looked up for a ``matchLabels`` selector, so finding every Service's pods stays linear in the pods."""
+    match = _match_labels(selector)
+    if match is not None:
+        return index.matching(match)
+    return index.scan(lambda labels: selector_matches(selector, labels))
 
 
 def parse_quantity(q: Any) -> float:
@@ -111,6 +130,8 @@ class ClusterView:
     network_policies: list[dict[str, Any]]
     chaos: list[dict[str, Any]]
     flags: dict[str, Any]
+    #: ``all_pods`` by label.
+    pod_index: LabelIndex[int, dict[str, Any]]
     #: The tick this view closes: endpoints that became ready during it served only part of it.
     now: float = 0.0
     dt: float = 0.0
@@ -119,6 +140,27 @@ class ClusterView:
     #: endpoints of a Service, what a dial reaches before the tick's share of it): filled on first
     #: use, and inherited by the next tick's view while none of those inputs changed.
     derived: dict[Hashable, Any] = field(default_factory=dict)
+
+    def selected(self, selector: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The pods ``selector`` matches, in ``all_pods`` order."""
+        return select(self.pod_index, selector)
+
+    def fact(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``derived[key]``, made on first use (only from what ``derived`` may depend on)."""
+        if key not in self.derived:
+            self.derived[key] = make()
+        value: T = self.derived[key]
+        return value
+
+    def named(self, name: str) -> list[PodView]:
+        """The views of the pod called ``name`` (one per service whose Deployment selects it), in ``pods`` order."""
+        return self.fact("pods by name", self._by_name).get(name, [])
+
+    def _by_name(self) -> dict[str, list[PodView]]:
+        out: dict[str, list[PodView]] = {}
+        for p in self.pods:
+            out.setdefault(p.name, []).append(p)
+        return out
 
     def serving(self, service: str) -> list[PodView]:
         return [p for p in self.by_service.get(service, []) if p.ready]
@@ -210,13 +252,11 @@ def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
     return flags_of(_flag_config_map(store, spec), spec)
 
 
-def _pod_view(spec: AppSpec, service: str, selector: dict[str, Any], p: dict[str, Any]) -> PodView | None:
-    """The pod as a pod of ``service`` (whose Deployment selects with ``selector``), None when it is not one."""
+def _pod_view(spec: AppSpec, service: str, p: dict[str, Any]) -> PodView | None:
+    """A pod its Deployment selects as a pod of ``service``, None when it is not one (gone, or without the service's container)."""
     svc = spec.services[service]
     meta = p["metadata"]
     if meta.get("deletionTimestamp") and not (p.get("status") or {}).get("containerStatuses"):
-        return None
-    if not selector_matches(selector, meta.get("labels")):
         return None
     container = next((c for c in p["spec"].get("containers") or [] if c.get("name") == svc.container), None)
     if container is None:
@@ -274,23 +314,16 @@ class ClusterReader:
 
     The cluster rarely changes between ticks: a steady tick then does no parsing, label matching or
     env expansion (:class:`Derived`), and its view inherits the previous view's ``derived`` facts.
+    Each Deployment's pods are looked up in the view's label index, not found by a scan of every pod.
     """
 
     def __init__(self, spec: AppSpec) -> None:
         self.spec = spec
-        #: service -> (its Deployment, the pods as that service's)
-        self._pod_views: dict[str, tuple[dict[str, Any], Derived[PodView | None]]] = {}
+        #: service -> the pods its Deployment selects as that service's
+        self._pod_views: dict[str, Derived[PodView | None]] = {
+            svc.name: Derived(partial(_pod_view, spec, svc.name)) for svc in spec.services.values()}
         self._flags: Derived[dict[str, Any]] = Derived(lambda cm: flags_of(cm, spec))
         self._last: tuple[list[list[dict[str, Any]]], ClusterView] | None = None
-
-    def _views_of(self, service: str, dep: dict[str, Any]) -> Derived[PodView | None]:
-        cached = self._pod_views.get(service)
-        if cached is not None and cached[0] is dep:
-            return cached[1]
-        selector = (dep.get("spec") or {}).get("selector") or {}
-        views: Derived[PodView | None] = Derived(lambda p: _pod_view(self.spec, service, selector, p))
-        self._pod_views[service] = (dep, views)
-        return views
 
     def read(self, store: StoreLike, *, now: float = 0.0, dt: float = 0.0,
              ready_before: dict[str, dict[str, str]] | None = None) -> ClusterView:
@@ -298,13 +331,18 @@ class ClusterReader:
         pods = list_kind(store, "Pod", ns)
         deployments = {d["metadata"]["name"]: d for d in list_kind(store, "Deployment", ns)}
         services = {s["metadata"]["name"]: s for s in list_kind(store, "Service", ns)}
+        last = self._last
+        same_pods = last is not None and same_objects(pods, last[1].all_pods)
+        index = last[1].pod_index if last is not None and same_pods else LabelIndex(
+            (i, p, p["metadata"].get("labels")) for i, p in enumerate(pods))
         views: list[PodView] = []
         by_service: dict[str, list[PodView]] = {}
         for svc in self.spec.services.values():
             dep = deployments.get(svc.workload)
             if dep is None:
                 continue
-            mine = [v for v in self._views_of(svc.name, dep).of(pods) if v is not None]
+            selected = select(index, (dep.get("spec") or {}).get("selector") or {})
+            mine = [v for v in self._pod_views[svc.name].of(selected) if v is not None]
             if mine:
                 views += mine
                 by_service[svc.name] = mine
@@ -315,15 +353,14 @@ class ClusterReader:
         cm = _flag_config_map(store, self.spec)
         flags = self._flags.of([cm])[0] if cm is not None else {}
         before = dict(ready_before or {})
-        inputs = [pods, list(deployments.values()), list(services.values()), policies, chaos]
+        inputs = [list(deployments.values()), list(services.values()), policies, chaos]
         derived: dict[Hashable, Any] = {}
-        if self._last is not None:
-            last_inputs, last = self._last
-            if all(same_objects(a, b) for a, b in zip(inputs, last_inputs, strict=True)) and before == last.ready_before:
-                derived = last.derived
+        if (last is not None and same_pods and all(same_objects(a, b) for a, b in zip(inputs, last[0], strict=True))
+                and before == last[1].ready_before):
+            derived = last[1].derived
         view = ClusterView(
             namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
-            network_policies=policies, chaos=chaos, flags=flags, now=now, dt=dt, ready_before=before, derived=derived,
+            network_policies=policies, chaos=chaos, flags=flags, pod_index=index, now=now, dt=dt, ready_before=before, derived=derived,
         )
         self._last = (inputs, view)
         return view

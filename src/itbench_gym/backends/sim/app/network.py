@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from itbench_gym.lang.durations import DurationError, parse_go_duration
-from itbench_gym.lang.selectors import SelectorError, chaos_label_selector
+from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
 from itbench_gym.lang.timestamps import parse_rfc3339
 
-from .cluster_view import ClusterView, PodView, selector_matches
+from .cluster_view import ClusterView, PodView, select, selector_matches
 from .spec import Address, AppSpec
 
 #: cause → (seconds the failed call takes when not a timeout, gRPC code, message shape)
@@ -197,28 +197,22 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str,
 
 def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
     """Ports the pod's process listens on (the app's port env, else its declared default)."""
-    key = ("listening", pod_obj["metadata"]["name"])
-    if key not in view.derived:
-        view.derived[key] = _listening_ports(spec, pod_obj, view)
-    ports: set[int] = view.derived[key]
-    return ports
+    return view.fact(("listening", pod_obj["metadata"]["name"]), lambda: _listening_ports(spec, pod_obj, view))
 
 
 def _listening_ports(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
     ports: set[int] = set()
-    for svc_name, pods in view.by_service.items():
-        for p in pods:
-            if p.name == pod_obj["metadata"]["name"]:
-                if not p.running:
-                    return set()  # e.g. the pause image of a PodChaos pod-failure: nothing listens
-                svc = spec.services[svc_name]
-                if svc.port_env and svc.port_env in p.env:
-                    try:
-                        ports.add(int(p.env[svc.port_env]))
-                    except ValueError:
-                        pass
-                elif svc.port is not None:
-                    ports.add(svc.port)
+    for p in view.named(pod_obj["metadata"]["name"]):
+        if not p.running:
+            return set()  # e.g. the pause image of a PodChaos pod-failure: nothing listens
+        svc = spec.services[p.service]
+        if svc.port_env and svc.port_env in p.env:
+            try:
+                ports.add(int(p.env[svc.port_env]))
+            except ValueError:
+                pass
+        elif svc.port is not None:
+            ports.add(svc.port)
     if not ports:
         for c in pod_obj["spec"].get("containers") or []:
             ports |= {int(x["containerPort"]) for x in c.get("ports") or [] if "containerPort" in x}
@@ -256,11 +250,10 @@ def _handover(view: ClusterView, ready: list[dict[str, Any]], selector: dict[str
     for pod in ready:
         cond = _ready_condition(pod)
         since.append(parse_rfc3339(cond["lastTransitionTime"]) if cond.get("lastTransitionTime") else None)
-    present = {p["metadata"].get("uid", ""): p for p in view.all_pods}
+    present = view.fact("pods by uid", lambda: {p["metadata"].get("uid", ""): p for p in view.all_pods})
+    before = view.fact("ready before by label", lambda: LabelIndex((uid, uid, labels) for uid, labels in view.ready_before.items()))
     unready: list[float] = []
-    for uid, labels in view.ready_before.items():
-        if not selector_matches({"matchLabels": selector}, labels):
-            continue
+    for uid in select(before, {"matchLabels": selector}):
         was = present.get(uid)
         if was is None or was["metadata"].get("deletionTimestamp"):
             return _Handover(tuple(since), True, ())
@@ -350,9 +343,8 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     if not selector:
         return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
     ready = [
-        p for p in view.all_pods
-        if selector_matches({"matchLabels": selector}, p["metadata"].get("labels"))
-        and not p["metadata"].get("deletionTimestamp")
+        p for p in view.selected({"matchLabels": selector})
+        if not p["metadata"].get("deletionTimestamp")
         and {c.get("type"): c.get("status") for c in (p.get("status") or {}).get("conditions") or []}.get("Ready") == "True"
     ]
     if not ready:

@@ -27,6 +27,10 @@ class AppRuntime(DefaultRuntime):
         super().__init__()
         self.spec = spec
         self._view = view
+        #: container name -> start-up seconds of the first service running a container so named
+        self._startup_by_container: dict[str, float] = {}
+        for svc in spec.services.values():
+            self._startup_by_container.setdefault(svc.container, svc.startup_seconds)
 
     def _rule(self, image: str) -> ImageRule | None:
         return next((r for r in self.spec.images if fnmatch.fnmatchcase(image, r.pattern)), None)
@@ -52,17 +56,15 @@ class AppRuntime(DefaultRuntime):
         )
 
     def startup_seconds(self, pod: dict[str, Any], container: dict[str, Any]) -> float:
-        for svc in self.spec.services.values():
-            if svc.container == container.get("name"):
-                return svc.startup_seconds
-        return 1.0
+        name = container.get("name")
+        return self._startup_by_container.get(name, 1.0) if isinstance(name, str) else 1.0
 
     def _service_of(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
         view = self._view()
         if view is not None:
-            for p in view.pods:
-                if p.name == pod["metadata"]["name"]:
-                    return p.service
+            mine = view.named(pod["metadata"]["name"])
+            if mine:
+                return mine[0].service
         name = container.get("name")
         return next((s.name for s in self.spec.services.values() if s.container == name), None)
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from itbench_gym.lang.selectors import LabelIndex, SelectorIndex
+
 from ..errors import ApiError, is_storage_error
 from ..store import clone
-from .base import Cache, Controller, Key
+from .base import Cache, Context, Controller, Key
 from .util import controller_ref, is_pod_ready, is_terminating, pod_phase
 
 Obj = dict[str, Any]
@@ -36,14 +38,9 @@ def _resolve_port(pod: Obj, port: Obj) -> int | None:
     return None
 
 
-def _selects(svc: Obj, pod: Obj | None) -> bool:
-    if pod is None:
-        return False
-    selector = (svc.get("spec") or {}).get("selector") or {}
-    if not selector:
-        return False
-    labels = pod["metadata"].get("labels") or {}
-    return all(labels.get(k) == v for k, v in selector.items())
+def _selector(svc: Obj) -> Obj:
+    selector: Obj = (svc.get("spec") or {}).get("selector") or {}
+    return selector
 
 
 def _endpoint_view(pod: Obj | None) -> tuple[Any, ...] | None:
@@ -62,10 +59,58 @@ SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
 
 
 class EndpointsController(Controller):
+    """Syncs a Service from the pods its selector picks out of per-namespace label indexes: a pod
+    event and a sync then cost what the Services and pods concerned cost, not a scan of all of them.
+
+    The indexes are built from the informer cache on first use; pod events then update the pods'
+    as they update the cache, a Service event drops the Services' (rare), a restore drops both.
+    """
+
     name = "endpoints"
 
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self._pods: dict[str, LabelIndex[Key, Obj]] = {}
+        self._services: dict[str, SelectorIndex[Key]] = {}
+
+    def restore_state(self, state: Any) -> None:
+        self._pods.clear()
+        self._services.clear()
+
+    def _pods_of(self, svc: Obj) -> list[Obj]:
+        """The cached pods of the Service's namespace its (non-empty) selector matches, in cache order."""
+        selector = _selector(svc)
+        if not selector:
+            return []
+        ns = svc["metadata"].get("namespace") or ""
+        index = self._pods.get(ns)
+        if index is None:
+            index = self._pods[ns] = LabelIndex((Cache.key_of(p), p, p["metadata"].get("labels")) for p in self.ctx.cache.list("Pod", ns))
+        return index.matching(selector)
+
+    def _services_selecting(self, ns: str, *pods: Obj | None) -> list[Key]:
+        """Keys of the namespace's Services whose selector matches any of ``pods``, in cache order."""
+        index = self._services.get(ns)
+        if index is None:
+            index = self._services[ns] = SelectorIndex((Cache.key_of(s), _selector(s)) for s in self.ctx.cache.list("Service", ns))
+        return index.selecting(*(p["metadata"].get("labels") for p in pods if p is not None))
+
+    def _track(self, event: str, pod: Obj) -> None:
+        """Apply a pod event to its namespace's index as the informer cache applied it."""
+        key = Cache.key_of(pod)
+        index = self._pods.get(key[0])
+        if index is None:
+            return
+        if event == "DELETED":
+            index.remove(key)
+        else:
+            index.put(key, pod, pod["metadata"].get("labels"))
+
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if kind == "Pod":
+            self._track(event, obj)
         if kind == "Service":
+            self._services.pop(obj["metadata"].get("namespace") or "", None)
             return [Cache.key_of(obj)]
         if kind == "Endpoints" and event == "DELETED":
             return [Cache.key_of(obj)]  # recreated if its Service still exists
@@ -78,11 +123,7 @@ class EndpointsController(Controller):
                 return ()  # e.g. a Pending pod's scheduling status: no Service's endpoints change
             if not (obj.get("status") or {}).get("podIP") and not ((old or {}).get("status") or {}).get("podIP"):
                 return ()  # without an address, before and after, it is in no Endpoints or slice
-            ns = obj["metadata"].get("namespace") or ""
-            return [
-                Cache.key_of(s) for s in self.ctx.cache.list("Service", ns)
-                if _selects(s, obj) or _selects(s, old)
-            ]
+            return self._services_selecting(obj["metadata"].get("namespace") or "", obj, old)
         return ()
 
     def sync(self, key: Key) -> None:
@@ -135,9 +176,7 @@ class EndpointsController(Controller):
         publish_unready = bool(spec.get("publishNotReadyAddresses"))
         groups: dict[tuple[tuple[str, int, str], ...], dict[str, list[Obj]]] = {}
         ns = svc["metadata"].get("namespace") or ""
-        for pod in self.ctx.cache.list("Pod", ns):
-            if not _selects(svc, pod):
-                continue
+        for pod in self._pods_of(svc):
             status = pod.get("status") or {}
             ip = status.get("podIP")
             if not ip or is_terminating(pod) or pod_phase(pod) in ("Succeeded", "Failed"):
@@ -179,10 +218,10 @@ class EndpointsController(Controller):
         publish_unready = bool(spec.get("publishNotReadyAddresses"))
         ns = svc["metadata"].get("namespace") or ""
         groups: dict[tuple[tuple[str, int, str], ...], list[Obj]] = {}
-        for pod in self.ctx.cache.list("Pod", ns):
+        for pod in self._pods_of(svc):
             status = pod.get("status") or {}
             ip = status.get("podIP")
-            if not _selects(svc, pod) or not ip or pod_phase(pod) in ("Succeeded", "Failed"):
+            if not ip or pod_phase(pod) in ("Succeeded", "Failed"):
                 continue
             ports = []
             for port in spec.get("ports") or []:
