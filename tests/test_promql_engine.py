@@ -110,6 +110,30 @@ def test_classic_histogram_quantile_with_monotonicity_fix() -> None:
     assert any("fixed for monotonicity" in i for i in res.infos)
 
 
+def test_histograms_with_the_same_buckets_are_computed_each_on_its_own() -> None:
+    """Histograms sharing a bucket layout are evaluated together; each keeps its own quantile and
+    only the one that needed fixing is reported, with its own buckets and sample count."""
+    db = TSDB()
+    counts = {"ok": (10, 50, 80, 100), "bad": (10, 50, 45, 100), "late": (1, 2, 3, 4)}
+    for t in range(0, 120, 15):
+        for svc, cs in counts.items():
+            for le, v in zip(("0.1", "0.5", "1", "+Inf"), cs, strict=True):
+                if svc != "late" or t >= 60:
+                    db.append_sample({"__name__": "lat_bucket", "svc": svc, "le": le}, t, v)
+    e = Engine(db)
+    together = e.range("histogram_quantile(0.5, lat_bucket)", 0, 105, 15)
+    for lb, _, vs in together.series:
+        alone = e.range(f'histogram_quantile(0.5, lat_bucket{{svc="{dict(lb)["svc"]}"}})', 0, 105, 15)
+        assert alone.series[0][2].tolist() == vs.tolist()
+        assert alone.infos == ([] if dict(lb)["svc"] != "bad" else together.infos)
+    assert len(together.series) == 3
+    assert together.infos == [
+        "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see "
+        "https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile), from buckets "
+        "1 to 1, with a max diff of 5, over 8 samples from 1970-01-01T00:00:00Z to 1970-01-01T00:01:45Z (1:25)"
+    ]
+
+
 def test_range_query_equals_instant_queries_at_each_step(db: TSDB) -> None:
     e = Engine(db)
     expr = 'sum by (code) (rate(req_total[2m])) / scalar(sum(limit))'

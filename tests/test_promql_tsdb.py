@@ -98,3 +98,34 @@ def test_append_refs_matches_append() -> None:
     assert [s.vs.tolist() for s in a.select("up")] == [s.vs.tolist() for s in b.select("up")]
     with pytest.raises(ValueError, match="unknown series ref"):
         b.append_refs(30, [99], [1.0])
+
+
+def test_a_repeated_selection_sees_series_added_in_between() -> None:
+    """Selections are kept between queries; series created later (a few or many, after a clear
+    too) must still be found, in label order, exactly as a fresh store finds them."""
+    matchers = [Matcher("__name__", "=", "up"), Matcher("job", "=~", "a|c"), Matcher("instance", "!=", "2")]
+    db = TSDB()
+    added: list[dict[str, str]] = []
+
+    def grow(labels: list[dict[str, str]]) -> None:
+        for lb in labels:
+            db.append_sample(lb, len(added), 1.0)
+            added.append(lb)
+
+    def fresh() -> list[tuple[tuple[str, str], ...]]:
+        other = TSDB()
+        for t, lb in enumerate(added):
+            other.append_sample(lb, t, 1.0)
+        return [s.labels for s in other.select(matchers)]
+
+    grow([_up("c", "1"), _up("b", "1")])
+    assert [s.labels for s in db.select(matchers)] == fresh()
+    grow([_up("a", "3"), _up("a", "2"), {"__name__": "up", "instance": "1"}, _up("c", "0")])
+    assert [s.labels for s in db.select(matchers)] == fresh()
+    grow([_up("a", str(i)) for i in range(10, 400)])
+    assert [s.labels for s in db.select(matchers)] == fresh()
+    assert len(fresh()) == 393
+    db.clear()
+    added.clear()
+    grow([_up("a", "9")])
+    assert [s.labels for s in db.select(matchers)] == fresh() == [tuple(sorted(_up("a", "9").items()))]

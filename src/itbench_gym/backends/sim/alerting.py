@@ -32,6 +32,7 @@ from .app.cluster_view import list_kind
 from .exporters.targets import MONITORING_API, PrometheusConfig, find_prometheus
 from .promql.engine import Engine
 from .promql.errors import PromQLError
+from .promql.values import LABEL_CACHE_SIZE
 from .tsdb import STALE_NAN, TSDB, Labels, Matcher, make_labels
 
 #: How long Prometheus keeps resolved alerts around (and sends them to Alertmanager).
@@ -633,11 +634,9 @@ class RuleManager:
 
     def _record(self, rule: Rule, t_ms: int, samples: dict[Labels, float]) -> None:
         out: set[Labels] = set()
+        extra = tuple(rule.labels.items())
         for lb, v in samples.items():
-            d = dict(lb)
-            d["__name__"] = rule.name
-            d.update(rule.labels)
-            lbls = make_labels(d)
+            lbls = _recorded_labels(lb, rule.name, extra)
             out.add(lbls)
             self._store(lbls, t_ms, v)
         for gone in rule.prev_output - out:
@@ -819,6 +818,15 @@ class RuleManager:
         self.default_interval, self.external_labels, self.last_reload_error = interval, dict(external), error
         self._needs = {}
         self._due = None
+
+
+@functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
+def _recorded_labels(labels: Labels, name: str, extra: tuple[tuple[str, str], ...]) -> Labels:
+    """A recording rule's output labels for one input series (cached: the same series come at every evaluation)."""
+    d = dict(labels)
+    d["__name__"] = name
+    d.update(extra)
+    return make_labels(d)
 
 
 def _align_up(t: float, interval: float) -> float:

@@ -16,6 +16,7 @@ from one scrape to the next, so storing a sample costs no label sorting or hashi
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -221,6 +222,12 @@ Check = Callable[[], None]
 """A callback long loops call now and then; it raises to stop them (a query deadline)."""
 #: How many series or label values a loop handles between two ``check()`` calls.
 _CHECK_EVERY = 256
+#: How many selections :meth:`TSDB._selection` keeps (the twin's rules have a few hundred selectors).
+_SELECTIONS_KEPT = 1024
+#: Above this many new series a kept selection is matched afresh from the postings.
+_REMATCH_AFTER = 256
+#: Up to this many new series are inserted into the label order; more and it is sorted afresh.
+_INSERT_AT_MOST = 64
 
 
 
@@ -239,6 +246,11 @@ class TSDB:
         self._last_scrape: dict[str, frozenset[int]] = {}
         self._ref_cache: dict[tuple[tuple[str, str], ...], int] = {}
         self._rank = np.zeros(0, dtype=np.int64)
+        #: the ranked series' ids and label sets in label order (what ``_rank`` was built from)
+        self._sorted_ids: list[int] = []
+        self._sorted_labels: list[Labels] = []
+        #: matcher list -> (series count when computed, matching ids in label order)
+        self._selections: dict[tuple[Matcher, ...], tuple[int, list[int]]] = {}
         #: each series' ``job`` label as an index into ``_jobs`` (staleness is kept per job)
         self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
         self._jobs: list[str] = []
@@ -386,6 +398,8 @@ class TSDB:
             self._last_scrape = {}
             self._ref_cache = {}
             self._rank = np.zeros(0, dtype=np.int64)
+            self._sorted_ids, self._sorted_labels = [], []
+            self._selections = {}
             self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
             self._jobs = []
             self._job_index = {}
@@ -448,15 +462,52 @@ class TSDB:
         return sorted(ids or ())
 
     def _label_order(self, sids: list[int]) -> list[int]:
-        """``sids`` sorted by label set, via a rank table rebuilt only when series were added."""
-        if len(self._rank) != len(self._series):
-            order = sorted(range(len(self._series)), key=lambda i: self._series[i].labels)
-            rank = np.empty(len(order), dtype=np.int64)
-            rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+        """``sids`` sorted by label set, via a rank table brought up to date when series were added.
+
+        A few new series (a rule's first output, a new pod) are inserted into the kept order by
+        bisection instead of sorting every series again.
+        """
+        n, done = len(self._series), len(self._rank)
+        if done != n:
+            if done == 0 or n - done > _INSERT_AT_MOST:
+                order = sorted(range(n), key=lambda i: self._series[i].labels)
+                self._sorted_labels = [self._series[i].labels for i in order]
+            else:
+                order = self._sorted_ids
+                for sid in range(done, n):
+                    at = bisect.bisect(self._sorted_labels, self._series[sid].labels)
+                    self._sorted_labels.insert(at, self._series[sid].labels)
+                    order.insert(at, sid)
+            self._sorted_ids = order
+            rank = np.empty(n, dtype=np.int64)
+            rank[np.asarray(order, dtype=np.int64)] = np.arange(n)
             self._rank = rank
         arr = np.asarray(sids, dtype=np.int64)
         ordered: list[int] = arr[np.argsort(self._rank[arr], kind="stable")].tolist()  # tolist() is typed Any
         return ordered
+
+    def _selection(self, matchers: Sequence[Matcher], check: Check | None) -> list[int]:
+        """Ids of the series matching ``matchers``, in label order.
+
+        Kept per matcher list: a rule's selectors ask the same at every evaluation, and matching
+        regexes against every label value is the costly part. A few series added since are matched
+        one by one (series are never removed, except all at once by :meth:`clear`).
+        """
+        key = tuple(matchers)
+        hit = self._selections.get(key)
+        n = len(self._series)
+        if hit is not None and hit[0] == n:
+            return hit[1]
+        if hit is not None and n - hit[0] <= _REMATCH_AFTER:
+            new = [sid for sid in range(hit[0], n)
+                   if all(m.matches(labels_get(self._series[sid].labels, m.name)) for m in matchers)]
+            sids = self._label_order(hit[1] + new) if new else hit[1]
+        else:
+            sids = self._label_order(self._match_ids(matchers, check))
+        if len(self._selections) >= _SELECTIONS_KEPT:
+            self._selections.clear()
+        self._selections[key] = (len(self._series), sids)
+        return sids
 
     def select_raw(
         self, matchers: Sequence[Matcher], mint: int, maxt: int, check: Check | None = None
@@ -468,13 +519,15 @@ class TSDB:
         """
         with self._lock:
             out = []
-            for k, sid in enumerate(self._label_order(self._match_ids(matchers, check))):
+            series = self._series
+            for k, sid in enumerate(self._selection(matchers, check)):
                 if check is not None and k % _CHECK_EVERY == 0:
                     check()
-                s = self._series[sid]
-                ts = s.ts[: s.n]
-                lo = int(ts.searchsorted(mint)) if s.n and ts[0] < mint else 0
-                hi = s.n if s.n and ts[s.n - 1] <= maxt else int(ts.searchsorted(maxt, "right"))
+                s = series[sid]
+                n, ts = s.n, s.ts
+                # ``last`` spares a search for the usual query that ends at or after the newest sample.
+                lo = int(ts[:n].searchsorted(mint)) if n else 0
+                hi = n if s.last <= maxt else int(ts[:n].searchsorted(maxt, "right"))
                 out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
             return out
 

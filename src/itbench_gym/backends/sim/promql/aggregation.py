@@ -7,6 +7,7 @@ NaN handling of min/max) without a Python loop per sample.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -16,13 +17,15 @@ from itbench_gym.lang.gofloat import format_f
 from ..tsdb import Labels
 from .errors import Annotations, PromQLError
 from .functions import valid_label_name
-from .values import Block
+from .values import LABEL_CACHE_SIZE, Block
 from .window_funcs import kahan_inc, quantile_rows
 
 _INT64_MAX = 9.223372036854775807e18
 
 
-def group_key(lb: Labels, grouping: list[str], without: bool) -> Labels:
+@functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
+def group_key(lb: Labels, grouping: tuple[str, ...], without: bool) -> Labels:
+    """The labels ``lb`` is grouped by; cached, as rules group the same series at every evaluation."""
     if without:
         drop = set(grouping) | {"__name__"}
         return tuple(p for p in lb if p[0] not in drop)
@@ -32,16 +35,10 @@ def group_key(lb: Labels, grouping: list[str], without: bool) -> Labels:
 
 def _groups(block: Block, grouping: list[str], without: bool) -> tuple[list[Labels], np.ndarray]:
     index: dict[Labels, int] = {}
-    gid = np.empty(len(block), dtype=np.int64)
-    keys: list[Labels] = []
-    for i, lb in enumerate(block.labels):
-        k = group_key(lb, grouping, without)
-        g = index.get(k)
-        if g is None:
-            g = index[k] = len(keys)
-            keys.append(k)
-        gid[i] = g
-    return keys, gid
+    by = tuple(grouping)
+    # Groups are numbered in order of first appearance.
+    gid = [index.setdefault(group_key(lb, by, without), len(index)) for lb in block.labels]
+    return list(index), np.array(gid, dtype=np.int64)
 
 
 def _ranks(gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,33 +91,37 @@ def aggregate(
     mean = np.zeros((g, n))
     count = np.zeros((g, n))
     incr = np.zeros((g, n), dtype=bool)
+    # Each operator keeps only the running state it reads (a sum, the commonest, needs two arrays).
+    has_comp, has_mean = op in ("sum", "avg"), op in ("avg", "stddev", "stdvar")
+    has_count = op in ("avg", "count", "stddev", "stdvar")
     with np.errstate(all="ignore"):
         for k in range(int(rank.max()) + 1):
             rows = np.nonzero(rank == k)[0]
             grp = gid[rows]
             f = block.values[rows]
             ok = block.present[rows]
-            first = ok & ~seen[grp]
-            more = ok & seen[grp]
-            v, c, mu, cnt, inc = value[grp], comp[grp], mean[grp], count[grp], incr[grp]
+            seen_g = seen[grp]
+            first = ok & ~seen_g
+            more = ok & seen_g
             # First member seen at a step initialises the group.
-            if op in ("sum", "avg"):
-                init_v = f
-            elif op in ("stddev", "stdvar"):
+            if op in ("stddev", "stdvar"):
                 init_v = np.where(np.isnan(f) | np.isinf(f), np.nan, 0.0)
             elif op == "group":
                 init_v = np.ones_like(f)
             else:
                 init_v = f
-            v = np.where(first, init_v, v)
-            mu = np.where(first, f, mu)
-            c = np.where(first, 0.0, c)
-            cnt = np.where(first, 1.0, cnt)
-            inc = np.where(first, False, inc)
+            v = np.where(first, init_v, value[grp])
+            if has_comp:
+                c = np.where(first, 0.0, comp[grp])
+            if has_mean:
+                mu = np.where(first, f, mean[grp])
+            if has_count:
+                cnt = np.where(first, 1.0, count[grp])
             if op == "sum":
                 nv, nc = kahan_inc(f, v, c)
                 v, c = np.where(more, nv, v), np.where(more, nc, c)
             elif op == "avg":
+                inc = np.where(first, False, incr[grp])
                 cnt = np.where(more, cnt + 1, cnt)
                 nv, nc = kahan_inc(f, v, c)
                 direct = more & ~inc & ~np.isinf(nv)
@@ -133,6 +134,7 @@ def aggregate(
                 q = (cnt - 1) / cnt
                 m2, c2 = kahan_inc(f / cnt, q * mu, q * c)
                 mu, c = np.where(upd, m2, mu), np.where(upd, c2, c)
+                incr[grp] = inc
             elif op == "max":
                 v = np.where(more & ((v < f) | np.isnan(v)), f, v)
             elif op == "min":
@@ -147,8 +149,14 @@ def aggregate(
                 mu = np.where(more, mu2, mu)
             elif op != "group":
                 raise PromQLError(f"unsupported aggregation {op!r}", "bad_data")
-            value[grp], comp[grp], mean[grp], count[grp], incr[grp] = v, c, mu, cnt, inc
-            seen[grp] = seen[grp] | ok
+            value[grp] = v
+            if has_comp:
+                comp[grp] = c
+            if has_mean:
+                mean[grp] = mu
+            if has_count:
+                count[grp] = cnt
+            seen[grp] = seen_g | ok
         if op == "sum":
             out = np.where(np.isinf(value), value, value + comp)
         elif op == "avg":
@@ -310,7 +318,7 @@ def _count_values(block: Block, grouping: list[str], without: bool, label: str) 
     if not valid_label_name(label):
         raise PromQLError(f"invalid label name {_quote(label)}")
     n = block.values.shape[1]
-    grp = list(grouping) if without else sorted(set(grouping) | {label})
+    grp = tuple(grouping) if without else tuple(sorted(set(grouping) | {label}))
     counts: dict[Labels, np.ndarray] = {}
     order: list[Labels] = []
     for i, lb in enumerate(block.labels):

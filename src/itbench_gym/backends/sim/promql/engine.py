@@ -42,7 +42,7 @@ from .ast import (
 from .errors import Annotations, PromQLError
 from .limits import DEFAULT_LIMITS, Deadline, QueryLimits, QueryTimeout
 from .parsing import native_parse, regex_error
-from .values import Block, Windows, drop_names_now, flatten, merge_same_labels, search, without_name
+from .values import Block, Windows, drop_names_now, flatten, merge_same_labels, metric_name, search, without_name
 
 #: Prometheus' ``--query.max-samples`` error.
 TOO_MANY_SAMPLES = "query processing would load too many samples into memory in query execution"
@@ -587,8 +587,9 @@ class Engine:
         block = Block(list(w.labels), values, present, drop).compact()
         pos = line_col(ctx.query, node.args[idx].pos)
         if name in ("rate", "increase"):
-            for lb in block.labels:
-                metric = dict(lb).get("__name__", "")
+            fixed = _fixed_name(args[idx])
+            names = dict.fromkeys(map(metric_name, block.labels)) if fixed is None else [fixed] if len(block) else []
+            for metric in names:
                 if metric and not metric.endswith(_NON_COUNTER_SUFFIXES):
                     ctx.annos.info(
                         "PromQL info: metric might not be a counter, name does not end in "
@@ -632,6 +633,22 @@ def _unparen(node: Node) -> Node:
     while isinstance(node, Paren):
         node = node.expr
     return node
+
+
+def _fixed_name(node: Node) -> str | None:
+    """The metric name of every series a range selector returns, when its matchers fix one.
+
+    Saves reading the name of each of thousands of series when checking ``rate`` is given counters.
+    """
+    if not isinstance(node, MatrixSel):
+        return None
+    names = set()
+    for matchers in node.vs.matcher_sets():
+        eq = [m.value for m in matchers if m.name == "__name__" and m.op == "="]
+        if not eq:
+            return None
+        names.add(eq[0])
+    return names.pop() if len(names) == 1 else None
 
 
 def _seconds_to_ms(t: float, what: str) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -15,7 +17,7 @@ from itbench_gym.lang.timestamps import rfc3339
 
 from ..tsdb import Labels, Matcher, labels_get
 from .errors import Annotations, PromQLError
-from .values import Block
+from .values import LABEL_CACHE_SIZE, Block
 from .window_funcs import quantile_rows
 
 
@@ -232,15 +234,36 @@ def _almost_equal(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], eps: f
         return np.equal(a, b) | np.where(both_zero_ish, diff < eps * 2.2250738585072014e-308, rel < eps)
 
 
-def bucket_quantile(q: np.ndarray, ub: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[float, float, float]]:
+@dataclass
+class _Fix:
+    """Per column of :func:`bucket_quantile`: where buckets had to be fixed for monotonicity.
+
+    ``forced`` flags columns whose quantile used a fixed bucket (and a valid ``q``); ``min_b`` and
+    ``max_b`` are the lowest and highest upper bounds fixed in each column (``inf``/``-inf``: none),
+    ``max_d`` the largest decrease fixed.
+    """
+
+    forced: np.ndarray
+    min_b: np.ndarray
+    max_b: np.ndarray
+    max_d: np.ndarray
+
+    def stats(self, cols: slice) -> tuple[float, float, float]:
+        """(min bucket, max bucket, max diff) over some columns, as Prometheus reports them."""
+        if not len(self.min_b[cols]):
+            return math.inf, -math.inf, 0.0
+        return float(self.min_b[cols].min()), float(self.max_b[cols].max()), float(self.max_d[cols].max())
+
+
+def bucket_quantile(q: np.ndarray, ub: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, _Fix]:
     """Classic-histogram quantile for K columns; ``counts`` is (B, K) with ``ub`` sorted ascending.
 
-    Returns quantiles, a per-column "forced monotonic" flag and (min bucket, max bucket, max diff).
+    Columns are independent, so one call serves every histogram with the same buckets. Returns the
+    quantiles and what was fixed for monotonicity, per column.
     """
     k = counts.shape[1]
     out = np.full(k, np.nan)
-    forced = np.zeros(k, dtype=bool)
-    stats = (math.inf, -math.inf, 0.0)
+    fix = _Fix(np.zeros(k, dtype=bool), np.full(k, math.inf), np.full(k, -math.inf), np.zeros(k))
     # Coalesce equal upper bounds ("1" and "1.0").
     uniq, inv = np.unique(ub, return_inverse=True)
     if len(uniq) != len(ub):
@@ -254,20 +277,18 @@ def bucket_quantile(q: np.ndarray, ub: np.ndarray, counts: np.ndarray) -> tuple[
             res = out
         else:
             prev = counts[0].copy()
-            min_b, max_b, max_d = math.inf, -math.inf, 0.0
             for i in range(1, len(ub)):
                 curr = counts[i]
                 same = curr == prev
                 close = ~same & _almost_equal(prev, curr, _BUCKET_TOL)
                 lower = ~same & ~close & (curr < prev)
                 if lower.any():
-                    forced |= lower
-                    min_b = min(min_b, ub[i])
-                    max_b = max(max_b, ub[i])
-                    max_d = max(max_d, float(np.max(np.where(lower, prev - curr, 0.0))))
+                    fix.forced |= lower
+                    fix.min_b = np.where(lower, np.minimum(fix.min_b, ub[i]), fix.min_b)
+                    fix.max_b = np.where(lower, np.maximum(fix.max_b, ub[i]), fix.max_b)
+                    fix.max_d = np.where(lower, np.maximum(fix.max_d, prev - curr), fix.max_d)
                 counts[i] = np.where(close | lower, prev, curr)
                 prev = np.where(close | lower, prev, curr)
-            stats = (min_b, max_b, max_d)
             res = np.full(k, np.nan)
             if len(ub) >= 2:
                 obs = counts[-1]
@@ -284,71 +305,113 @@ def bucket_quantile(q: np.ndarray, ub: np.ndarray, counts: np.ndarray) -> tuple[
                 res = np.where(np.isnan(obs), np.nan, res)
         res = np.where(q > 1, np.inf, np.where(q < 0, -np.inf, res))
         res = np.where(np.isnan(q), np.nan, res)
-        return res, forced & ~np.isnan(q) & (q >= 0) & (q <= 1), stats
+        fix.forced &= ~np.isnan(q) & (q >= 0) & (q <= 1)
+        return res, fix
+
+
+@dataclass
+class _Job:
+    """The columns of one histogram that share a set of present buckets."""
+
+    group: int
+    cols: np.ndarray  # step indices
+    rows: np.ndarray  # bucket rows of the block, by ascending bound
+    ub: np.ndarray  # their upper bounds
 
 
 def histogram_quantile(
     q: np.ndarray, block: Block, annos: Annotations, pos: str, delayed: bool, step_times: np.ndarray
 ) -> Block:
     groups: dict[Labels, list[tuple[float, int]]] = {}
+    live_rows = np.asarray(block.present.any(axis=1)).tolist()
     for i, lb in enumerate(block.labels):
-        if not block.present[i].any():
+        if not live_rows[i]:
             continue
-        le = labels_get(lb, "le")
-        try:
-            bound = _parse_go_float(le)
-        except ValueError:
+        key, le, bound = _bucket_of(lb)
+        if bound is None:
             name = labels_get(lb, "__name__") if delayed else ""
             msg = f'PromQL warning: bucket label "le" is missing or has a malformed value of "{le}"'
             if name:
                 msg += f' for metric name "{name}"'
             annos.warn(f"{msg} ({pos})")
             continue
-        key = tuple(p for p in lb if p[0] != "le")
         groups.setdefault(key, []).append((bound, i))
     n = block.values.shape[1]
-    labels, values, present, drop = [], [], [], []
-    mono_msgs: dict[str, list[float]] = {}
-    for key, members in groups.items():
+    keys = list(groups)
+    values = np.full((len(keys), n), np.nan)
+    present = np.zeros((len(keys), n), dtype=bool)
+    jobs: list[_Job] = []
+    for g, members in enumerate(groups.values()):
         members.sort()
         ub = np.array([b for b, _ in members])
         rows = np.array([i for _, i in members])
         pres = block.present[rows]
-        out = np.full(n, np.nan)
         ok = pres.any(axis=0)
+        present[g] = ok
         live = np.nonzero(ok)[0]
+        if len(live) and pres[:, live].all():
+            jobs.append(_Job(g, live, rows, ub))
+            continue
         # Columns (steps) sharing the same set of present buckets are computed together.
         patterns, inverse = np.unique(pres[:, live].T, axis=0, return_inverse=True)
         for p_idx, sel in enumerate(patterns):
-            colarr = live[inverse.ravel() == p_idx]
-            res, forced, (mn, mx, md) = bucket_quantile(q[colarr], ub[sel], block.values[rows[sel]][:, colarr])
-            out[colarr] = res
-            if forced.any():
-                name = labels_get(key, "__name__") if delayed else ""
-                base = (
-                    "PromQL info: input to histogram_quantile needed to be fixed for monotonicity "
-                    "(see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)"
-                )
-                if name:
-                    base += f' for metric name "{name}"'
-                ts = step_times[colarr[forced]]
-                acc = mono_msgs.setdefault(base, [math.inf, -math.inf, 0.0, 0, math.inf, -math.inf])
-                acc[0], acc[1], acc[2] = min(acc[0], mn), max(acc[1], mx), max(acc[2], md)
-                acc[3] += int(forced.sum())
-                acc[4], acc[5] = min(acc[4], float(ts.min())), max(acc[5], float(ts.max()))
-        labels.append(key)
-        values.append(out)
-        present.append(ok)
-        drop.append(True)
+            jobs.append(_Job(g, live[inverse.ravel() == p_idx], rows[sel], ub[sel]))
+    # Jobs with the same buckets are one bucket_quantile call (its columns are independent).
+    batches: dict[bytes, list[int]] = {}
+    for j, job in enumerate(jobs):
+        batches.setdefault(job.ub.tobytes(), []).append(j)
+    fixes: dict[int, tuple[_Fix, slice]] = {}
+    for members_j in batches.values():
+        cols = [jobs[j].cols for j in members_j]
+        counts = np.concatenate([block.values[jobs[j].rows][:, c] for j, c in zip(members_j, cols, strict=True)], axis=1)
+        res, fix = bucket_quantile(np.concatenate([q[c] for c in cols]), jobs[members_j[0]].ub, counts)
+        at = 0
+        for j, c in zip(members_j, cols, strict=True):
+            values[jobs[j].group, c] = res[at:at + len(c)]
+            fixes[j] = (fix, slice(at, at + len(c)))
+            at += len(c)
+    mono_msgs: dict[str, list[float]] = {}
+    for j, job in enumerate(jobs):
+        fix, part = fixes[j]
+        forced = fix.forced[part]
+        if not forced.any():
+            continue
+        mn, mx, md = fix.stats(part)
+        name = labels_get(keys[job.group], "__name__") if delayed else ""
+        base = (
+            "PromQL info: input to histogram_quantile needed to be fixed for monotonicity "
+            "(see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)"
+        )
+        if name:
+            base += f' for metric name "{name}"'
+        ts = step_times[job.cols[forced]]
+        acc = mono_msgs.setdefault(base, [math.inf, -math.inf, 0.0, 0, math.inf, -math.inf])
+        acc[0], acc[1], acc[2] = min(acc[0], mn), max(acc[1], mx), max(acc[2], md)
+        acc[3] += int(forced.sum())
+        acc[4], acc[5] = min(acc[4], float(ts.min())), max(acc[5], float(ts.max()))
     for base, (mn, mx, md, count, t0, t1) in mono_msgs.items():
         start, end = rfc3339(int(t0 // 1000)), rfc3339(int(t1 // 1000))
         annos.info(
             f"{base}, from buckets {_g(mn)} to {_g(mx)}, with a max diff of {_g2(md)}, over {count} samples "
             f"from {start} to {end} ({pos})"
         )
-    if not labels:
+    if not keys:
         return Block.empty(n)
-    return Block(labels, np.array(values), np.array(present), np.array(drop))
+    return Block(keys, values, present, np.ones(len(keys), dtype=bool))
+
+
+@functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
+def _bucket_of(lb: Labels) -> tuple[Labels, str, float | None]:
+    """A bucket series' histogram (its labels without ``le``), ``le`` and its bound (None: malformed).
+
+    Cached: a histogram_quantile rule reads the same bucket series at every evaluation.
+    """
+    le = labels_get(lb, "le")
+    try:
+        bound: float | None = _parse_go_float(le)
+    except ValueError:
+        bound = None
+    return tuple(p for p in lb if p[0] != "le"), le, bound
 
 
 def _parse_go_float(s: str) -> float:

@@ -8,13 +8,14 @@ functions are numpy reductions over windows instead of Python loops.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ..tsdb import Labels
+from ..tsdb import Labels, labels_get
 from .errors import PromQLError
 
 SAME_LABELSET = "vector cannot contain metrics with the same labelset"
@@ -49,21 +50,41 @@ class Block:
 METADATA_LABELS = frozenset({"__name__", "__type__", "__unit__"})
 
 
+#: How many label sets the per-label-set caches below keep (rule evaluation meets the same few
+#: thousand series at every evaluation).
+LABEL_CACHE_SIZE = 1 << 14
+
+
+@functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
 def without_name(labels: Labels) -> Labels:
-    """Drop the metric name together with the type/unit metadata labels (Prometheus' ``DropReserved``)."""
+    """Drop the metric name together with the type/unit metadata labels (Prometheus' ``DropReserved``).
+
+    Cached: every evaluation of a rule drops the names of the same series again.
+    """
     return tuple(p for p in labels if p[0] not in METADATA_LABELS)
+
+
+@functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
+def metric_name(labels: Labels) -> str:
+    """The ``__name__`` of a label set ("" when it has none); cached like :func:`without_name`."""
+    return labels_get(labels, "__name__")
 
 
 def drop_names_now(block: Block) -> Block:
     """Remove ``__name__`` from flagged rows and merge rows that collide."""
     if not block.drop_name.any():
         return block
-    labels = [without_name(lb) if d else lb for lb, d in zip(block.labels, block.drop_name, strict=True)]
+    if block.drop_name.all():
+        labels = list(map(without_name, block.labels))
+    else:
+        labels = [without_name(lb) if d else lb for lb, d in zip(block.labels, block.drop_name.tolist(), strict=True)]
     return merge_same_labels(Block(labels, block.values, block.present, np.zeros(len(labels), dtype=bool)))
 
 
 def merge_same_labels(block: Block, message: str = SAME_LABELSET) -> Block:
     """Merge rows with identical labels; two of them present at the same step is an error."""
+    if len(set(block.labels)) == len(block.labels):
+        return block
     index: dict[Labels, int] = {}
     groups: list[list[int]] = []
     for i, lb in enumerate(block.labels):
