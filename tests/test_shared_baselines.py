@@ -7,10 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+import itbench_gym
 from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
 from itbench_gym.paths import envs_dir
 
 APP = envs_dir() / "astronomy-shop"
+SCENARIO = "SRE-CacheFailure-v0"
 
 
 def _series(twin: Twin) -> dict[Any, list[tuple[int, float]]]:
@@ -74,3 +76,17 @@ def test_the_episode_seed_drives_what_follows_the_baseline(baseline: tuple[Twin,
     assert _after(one, 60)[1] != _after(other, 60)[1]
     assert one.seed == 1 and other.seed == 2
     assert one.snapshot().seed == 1 and Twin(APP, seed=5, state=one.snapshot()).seed == 5
+
+
+def test_a_new_seed_reuses_the_healthy_baseline_its_task_measured_on_the_same_start_state() -> None:
+    first, second = itbench_gym.make(SCENARIO), itbench_gym.make(SCENARIO)
+    try:
+        first.reset(seed=21)
+        first.reset(seed=22)  # the baseline measured for seed 21 is reused
+        second.reset(seed=22)  # another task measures it afresh
+        incidents = [env.unwrapped.task._incident for env in (first, second)]  # type: ignore[attr-defined]
+        assert incidents[0] is not None and incidents[0] == incidents[1]
+        assert incidents[0].baseline.workloads and incidents[0].baseline.services
+    finally:
+        first.close()
+        second.close()

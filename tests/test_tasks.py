@@ -131,6 +131,10 @@ class SnapshotlessBackend:
         self._clock.reset(1_000.0 + seed)
         return self.endpoints
 
+    @property
+    def baseline_key(self) -> None:
+        return None
+
     def advance(self, seconds: float) -> None:
         self._clock.advance(seconds)
 

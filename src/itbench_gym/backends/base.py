@@ -70,6 +70,13 @@ class Backend(Protocol):
         """Provision the environment and settle its healthy baseline (no fault yet)."""
         ...
 
+    @property
+    def baseline_key(self) -> Hashable | None:
+        """What identifies the state the last ``start`` left: equal keys mean equal states whatever
+        the seed, so a task may reuse what it measured there (the twin's shared baselines); None
+        when states are not reproducible (a real cluster)."""
+        ...
+
     def advance(self, seconds: float) -> None:
         """Let time pass (the twin fast-forwards; a real cluster waits)."""
         ...

@@ -12,7 +12,8 @@ import binascii
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -53,6 +54,8 @@ from itbench_gym.topology import build_topology
 
 #: How often the task looks at the alerts while waiting for the incident to start.
 ALERT_POLL_SECONDS = 15.0
+#: Healthy baselines a task keeps, one per reproducible start state it met (``Backend.baseline_key``).
+CACHED_BASELINES = 4
 #: Window of the traffic probe's rates (as the span-metric alert rules use).
 TRAFFIC_WINDOW = "2m"
 #: The baseline's golden signals and "was it restarting" look back over its last five minutes.
@@ -448,6 +451,8 @@ class SRETask(Task):
         self._fingerprint = hashlib.sha256(repr(spec).encode()).hexdigest()
         self._probe: ClusterProbe | None = None
         self._incident: Incident | None = None
+        #: The healthy baseline measured on each reproducible start state (``Backend.baseline_key``).
+        self._baselines: OrderedDict[Hashable, Baseline] = OrderedDict()
 
     def setup(self, backend: Backend, seed: int) -> Incident:
         self.close()
@@ -467,16 +472,7 @@ class SRETask(Task):
     def _inject_and_wait(self, probe: ClusterProbe, backend: Backend) -> Incident:
         """Capture the healthy baseline, inject the faults and wait until the triggering alerts fire."""
         spec = self.spec
-        baseline = Baseline(
-            workloads=probe.workloads(),
-            namespaces=probe.namespaces(),
-            traffic=probe.traffic(),
-            alerts=[dict(a) for a in probe.firing_alerts()],
-            services=probe.service_signals(BASELINE_LOOKBACK_SECONDS),
-            configs=probe.configs(),
-            monitoring=probe.monitoring(),
-            restarting=recently_restarting(probe.pods(), probe.now(), BASELINE_LOOKBACK_SECONDS),
-        )
+        baseline = self._baseline(probe, backend.baseline_key)
         injected_at = probe.now()
         log = inject_faults(spec.faults, backend.admin_kubeconfig, injected_at, self._app)
         deadline = probe.now() + spec.alert_wait_timeout
@@ -495,6 +491,28 @@ class SRETask(Task):
                     f"{spec.alert_wait_timeout:.0f} s of the fault injection ({spec.source})"
                 )
             probe.advance(poll_delay(poll, probe.now(), deadline))
+
+    def _baseline(self, probe: ClusterProbe, key: Hashable | None) -> Baseline:
+        """The healthy baseline as the probe measures it, or as it measured it on an equal start state."""
+        saved = self._baselines.get(key) if key is not None else None
+        if saved is not None:
+            self._baselines.move_to_end(key)
+            return saved
+        baseline = Baseline(
+            workloads=probe.workloads(),
+            namespaces=probe.namespaces(),
+            traffic=probe.traffic(),
+            alerts=[dict(a) for a in probe.firing_alerts()],
+            services=probe.service_signals(BASELINE_LOOKBACK_SECONDS),
+            configs=probe.configs(),
+            monitoring=probe.monitoring(),
+            restarting=recently_restarting(probe.pods(), probe.now(), BASELINE_LOOKBACK_SECONDS),
+        )
+        if key is not None:
+            self._baselines[key] = baseline
+            while len(self._baselines) > CACHED_BASELINES:
+                self._baselines.popitem(last=False)
+        return baseline
 
     def prompt(self, incident: Incident, tools: Sequence[Tool]) -> str:
         tool_lines = "\n".join(f"- {t.name}: {t.description}" for t in tools)

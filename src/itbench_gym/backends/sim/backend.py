@@ -64,6 +64,7 @@ class SimBackend:
         self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
         self._twins: OrderedDict[BaselineKey, Twin] = OrderedDict()
+        self._baseline_key: BaselineKey | None = None
         #: Incidents set up by tasks, by the task's key: the twin's state with the task's record of it.
         self._incidents: OrderedDict[Hashable, tuple[SimCheckpoint, object]] = OrderedDict()
         self._twin: Twin | None = None
@@ -130,9 +131,15 @@ class SimBackend:
         twin.reseed(seed)
         self._twins[key] = twin
         self._twins.move_to_end(key)
+        self._baseline_key = key
         while len(self._twins) > _CACHED_TWINS:
             self._twins.popitem(last=False)
         return self._activate(twin, spec)
+
+    @property
+    def baseline_key(self) -> BaselineKey | None:
+        """The shared baseline the last ``start`` restored (None before one and after a restore)."""
+        return self._baseline_key
 
     def checkpoint(self) -> SimCheckpoint:
         assert self._twin is not None and self._spec is not None
@@ -142,6 +149,7 @@ class SimBackend:
         if not isinstance(token, SimCheckpoint):
             raise TypeError(f"not a checkpoint of this backend: {type(token).__name__}")
         token.twin.restore(token.snapshot)
+        self._baseline_key = None
         return self._activate(token.twin, token.spec)
 
     def save_incident(self, key: Hashable, incident: object) -> None:
@@ -243,5 +251,6 @@ class SimBackend:
             self._workdir = None
         self._endpoints = self._served = None
         self._twins.clear()
+        self._baseline_key = None
         self._incidents.clear()
         self._twin = None
