@@ -80,7 +80,9 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
 
     ## Starting State
     The scenario's faults are active and its triggering alerts are firing. The clock starts at the
-    moment the alerts fired. Same seed ⇒ same starting state.
+    moment the alerts fired. Same seed ⇒ same starting state. Every seed's incident starts from the
+    same healthy cluster (its baseline is built once per process); the seed drives everything from
+    the injection on: noise, new pods' names, connection pins, chaos picks, logs and traces.
 
     ## Episode End
     Terminated when the agent submits a report that can be read (JSON, possibly fenced or wrapped in
