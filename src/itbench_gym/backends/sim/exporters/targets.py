@@ -212,26 +212,38 @@ def _parse_relabels(raw: Any, where: str) -> tuple[Relabel, ...] | None:
         return None  # the operator rejects the monitor; Prometheus never sees it
 
 
-def service_monitor_targets(store: StoreLike, monitor: Obj, nodes_by_ip: Mapping[str, str],
-                            pods_by_ip: Mapping[str, list[Obj]]) -> list[Target]:
+ScrapeEndpoint = tuple[str, Mapping[str, Any], tuple[Relabel, ...], tuple[Relabel, ...]]
+"""One endpoint of a monitor: its scrape pool, its spec, its relabelings and metricRelabelings."""
+
+
+def _monitor_scrape(store: StoreLike, monitor: Obj, kind: str, field_name: str,
+                    pool_kind: str) -> tuple[str, list[Obj], str, list[ScrapeEndpoint]]:
+    """What a ServiceMonitor or PodMonitor asks for: its ``namespace/name``, the objects of ``kind``
+    its selector picks in its namespaces, its ``jobLabel``, and its endpoints the operator accepts
+    (one pool each)."""
     meta, spec = monitor["metadata"], monitor.get("spec") or {}
     ns_name = f"{meta.get('namespace', '')}/{meta['name']}"
     try:
         selector = selector_from_dict(spec.get("selector") or {})
     except SelectorError:
-        return []
-    job_label = str(spec.get("jobLabel") or "")
-    out: list[Target] = []
-    services = [s for s in _scoped(store, "Service", _monitor_namespaces(store, monitor))
-                if selector.matches(s["metadata"].get("labels"))]
-    for i, ep in enumerate(spec.get("endpoints") or []):
+        return ns_name, [], "", []
+    objects = [o for o in _scoped(store, kind, _monitor_namespaces(store, monitor)) if selector.matches(o["metadata"].get("labels"))]
+    endpoints: list[ScrapeEndpoint] = []
+    for i, ep in enumerate(spec.get(field_name) or []):
         if not isinstance(ep, Mapping):
             continue
         user = _parse_relabels(ep.get("relabelings"), ns_name)
         metric = _parse_relabels(ep.get("metricRelabelings"), ns_name)
-        if user is None or metric is None:
-            continue
-        pool = f"serviceMonitor/{ns_name}/{i}"
+        if user is not None and metric is not None:
+            endpoints.append((f"{pool_kind}/{ns_name}/{i}", ep, user, metric))
+    return ns_name, objects, str(spec.get("jobLabel") or ""), endpoints
+
+
+def service_monitor_targets(store: StoreLike, monitor: Obj, nodes_by_ip: Mapping[str, str],
+                            pods_by_ip: Mapping[str, list[Obj]]) -> list[Target]:
+    _, services, job_label, endpoints = _monitor_scrape(store, monitor, "Service", "endpoints", "serviceMonitor")
+    out: list[Target] = []
+    for pool, ep, user, metric in endpoints:
         for svc in services:
             smeta = svc["metadata"]
             sns, sname = smeta.get("namespace", ""), smeta["name"]
@@ -319,23 +331,9 @@ def _host_of(ip: str, port: int, nodes_by_ip: Mapping[str, str],
 
 
 def pod_monitor_targets(store: StoreLike, monitor: Obj) -> list[Target]:
-    meta, spec = monitor["metadata"], monitor.get("spec") or {}
-    ns_name = f"{meta.get('namespace', '')}/{meta['name']}"
-    try:
-        selector = selector_from_dict(spec.get("selector") or {})
-    except SelectorError:
-        return []
-    job_label = str(spec.get("jobLabel") or "")
-    pods = [p for p in _scoped(store, "Pod", _monitor_namespaces(store, monitor)) if selector.matches(p["metadata"].get("labels"))]
+    ns_name, pods, job_label, endpoints = _monitor_scrape(store, monitor, "Pod", "podMetricsEndpoints", "podMonitor")
     out: list[Target] = []
-    for i, ep in enumerate(spec.get("podMetricsEndpoints") or []):
-        if not isinstance(ep, Mapping):
-            continue
-        user = _parse_relabels(ep.get("relabelings"), ns_name)
-        metric = _parse_relabels(ep.get("metricRelabelings"), ns_name)
-        if user is None or metric is None:
-            continue
-        pool = f"podMonitor/{ns_name}/{i}"
+    for pool, ep, user, metric in endpoints:
         for pod in pods:
             pmeta, status = pod["metadata"], pod.get("status") or {}
             ip = status.get("podIP")

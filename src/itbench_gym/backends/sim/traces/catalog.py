@@ -107,7 +107,7 @@ class TraceCatalog:
     def target(self, route: str, method: str, fill: Callable[[str], Any]) -> str:
         """The request path (with the load generator's query string) for a route template.
 
-        ``fill`` gives a field's value; a placeholder that is not a field keeps its text, and a
+        ``fill`` gives a field's value; a ``{name}`` that is not a field keeps its text, and a
         query parameter whose field is null is left out, as ``requests`` leaves out None.
         """
         path = _FIELD.sub(lambda m: str(fill(m.group(1))) if m.group(1) in self.fields else m.group(0), route)
