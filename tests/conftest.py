@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from itbench_gym.backends.base import Backend, Endpoints
+from itbench_gym.faults import FaultContext
 from itbench_gym.tools import ToolContext
+from itbench_gym.tools.alerts import fetch_alerts
 
 ContextFactory = Callable[[Backend, Endpoints], ToolContext]
 
@@ -29,3 +32,51 @@ def tool_context(tmp_path_factory: pytest.TempPathFactory) -> ContextFactory:
                            time_left=lambda: time_left, workspace=root / "workspace", scratch=root / "scratch")
 
     return make
+
+
+class ShopTwin:
+    """The healthy Astronomy Shop on one twin, checkpointed: each test restores it and injects faults
+    through the harness' own path (``fault_context`` on the admin credential)."""
+
+    def __init__(self) -> None:
+        from itbench_gym.backends.sim.backend import SimBackend
+        from itbench_gym.paths import envs_dir
+        from itbench_gym.registry import get_spec
+        from itbench_gym.spec.appfacts import load_app_facts
+
+        self.app = load_app_facts(envs_dir() / "astronomy-shop")
+        self.backend = SimBackend()
+        self.endpoints = self.backend.start(get_spec("SRE-CacheFailure-v0"), 0)
+        self._baseline = self.backend.checkpoint()
+
+    def reset(self) -> float:
+        """Back to the healthy baseline; returns the clock."""
+        self.endpoints = self.backend.restore(self._baseline)
+        return self.backend.clock.now()
+
+    def context(self) -> FaultContext:
+        from itbench_gym.faults import fault_context
+
+        return fault_context(self.backend, self.app)
+
+    @property
+    def store(self) -> Any:
+        return self.backend.twin.cluster.store
+
+    def value(self, expr: str) -> float:
+        """The sum of an instant PromQL query's samples now."""
+        data = self.backend.twin.engine.instant(expr, self.backend.clock.now()).data
+        return float(sum(s.value for s in data))
+
+    def firing(self) -> set[str]:
+        return {a["labels"]["alertname"] for a in fetch_alerts(self.endpoints.prometheus) if a["state"] == "firing"}
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+@pytest.fixture(scope="module")
+def shop_twin() -> Iterator[ShopTwin]:
+    twin = ShopTwin()
+    yield twin
+    twin.close()

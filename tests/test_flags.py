@@ -18,7 +18,7 @@ import pytest
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
-from itbench_gym.faults import inject_faults
+from itbench_gym.faults import fault_context, inject_faults
 from itbench_gym.paths import envs_dir
 from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
@@ -142,7 +142,7 @@ class Shop:
         faults += [FaultRef("restart-kubernetes-workload", {
             "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS}},
         }) for name in restarts]
-        inject_faults(faults, self.backend.admin_kubeconfig, start, APP)
+        inject_faults(faults, fault_context(self.backend, APP))
         self.backend.advance(minutes * 60)
         end = self.backend.clock.now()
         results: dict[str, dict[Key, float]] = {}

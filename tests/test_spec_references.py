@@ -204,19 +204,41 @@ def test_container_of_a_workload_reference(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_catalogue_declares_references_for_every_named_thing() -> None:
-    declared = {fid: sorted({r.type for r in argument_refs(d, _example_args(fid))}) for fid, d in catalogue().items()}
-    assert declared == {
-        "opentelemetry-demo-feature-flag": ["flag", "flag-variant", "object"],
-        "restart-kubernetes-workload": ["object"],
-        "scheduled-chaos-mesh-experiment": ["container", "object", "pod-selector"],
-    }
+    """Every argument that names something in the app carries an x-ref: target objects, containers
+    of the target workload, flags and their variants, Chaos Mesh selectors."""
+    named = {"kubernetesObject": "object", "selector": "pod-selector", "containerNames": "container"}
+    missing: list[str] = []
+
+    def visit(schema: Any, where: str) -> None:
+        if not isinstance(schema, dict):
+            return
+        for prop, sub in (schema.get("properties") or {}).items():
+            sub = _deref(sub, schema_root)
+            if prop in named and (sub.get("x-ref") or {}).get("type") != named[prop]:
+                missing.append(f"{where}.{prop}")
+            if prop == "container" and "name" in (sub.get("properties") or {}):
+                if (sub["properties"]["name"].get("x-ref") or {}).get("type") != "container":
+                    missing.append(f"{where}.container.name")
+            visit(sub, f"{where}.{prop}")
+        for sub in (schema.get("$defs") or {}).values():
+            visit(sub, where)
+
+    for fid, definition in catalogue().items():
+        schema_root = definition.args_schema
+        visit(schema_root, fid)
+    assert missing == []
+    flag = catalogue()["opentelemetry-demo-feature-flag"]
+    assert sorted({r.type for r in argument_refs(flag, _doc()["faults"][0]["args"])}) == ["flag", "flag-variant", "object"]
 
 
-def _example_args(fault_id: str) -> Doc:
-    if fault_id == "scheduled-chaos-mesh-experiment":
-        return _chaos("PodChaos", {"containerNames": ["x"], "selector": _selector()})["args"]
-    doc = _doc()
-    return next(f["args"] for f in doc["faults"] if f["id"] == fault_id)
+def _deref(schema: Any, root: Any) -> Any:
+    ref = schema.get("$ref") if isinstance(schema, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/"):
+        node = root
+        for part in ref[2:].split("/"):
+            node = node[part]
+        return {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
 
 
 # -- alerts ---------------------------------------------------------------------------------------

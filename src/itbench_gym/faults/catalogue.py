@@ -1,9 +1,33 @@
-"""Load ``catalogue.yaml`` and validate a scenario's fault arguments against it.
+"""The fault catalogue: ``definitions/<fault id>.yaml``, one file per fault and waiter.
+
+Each file has ``description``, ``category`` (``Waiter`` for ITBench's waiters), ``operation`` (the
+name of its implementation in :mod:`itbench_gym.faults.operations`) and ``args``: the JSON Schema of
+the arguments, shaped like ITBench's own fault and waiter schemas so library scenarios map 1:1.
 
 Besides each fault's JSON Schema, the catalogue declares which arguments *name* something in the
-app (``x-ref``: a Kubernetes object, a container, a feature flag and its variant, a Chaos Mesh pod
-selector). :func:`argument_refs` lists them for an actual set of arguments, so the scenario-spec
-validator checks references by type, driven by the catalogue's data rather than per-fault code.
+app (``x-ref``), so that loading a scenario checks it against ``envs/<app>/`` (manifests, app.yaml,
+alert-rules.yaml) with the field path and a did-you-mean; :func:`argument_refs` lists them for an
+actual set of arguments, so the scenario-spec validator checks references by type, driven by the
+catalogue's data rather than per-fault code.
+
+Reference types (``x-ref``). <arg> is a dotted path from the fault's `args` (kubernetesObject,
+flag.name), or @<key> for a sibling of the annotated field (@selector). A container reference may
+annotate a string or a list of strings.
+  {type: object}                      a Kubernetes object {apiVersion, kind, metadata: {name, namespace}}
+                                      that exists in the app's manifests (Deployment, ConfigMap, Service, ...)
+  {type: object, creates: true,       an object the fault creates: its namespace must exist; ground-truth
+   spawns: <arg>}                     groups may name it, and the children of the kind given by <arg> that
+                                      its controller spawns (named <name>-<generated suffix>)
+  {type: container, workload: <arg>}  a container of the pod template of the workload object <arg>
+  {type: container, selector: <arg>,  a container of the pods that the Chaos Mesh selector <arg> picks
+   namespace: <arg>}                  (<arg> namespace: the default when the selector names none)
+  {type: flag, config_map: <arg>}     a feature flag defined in the flagd JSON (app.yaml flags.key) of ConfigMap <arg>
+  {type: flag-variant, flag: <arg>,   a variant of that flag
+   config_map: <arg>}
+  {type: pod-selector, namespace: <arg>}
+                                      a Chaos Mesh selector that picks at least one pod template of the app
+                                      (selectors on Kubernetes' own namespaces, such as kube-system, are not
+                                      checked: the app's manifests do not describe them)
 """
 
 from __future__ import annotations
@@ -17,9 +41,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-_CATALOGUE = Path(__file__).with_name("catalogue.yaml")
+_DEFINITIONS = Path(__file__).with_name("definitions")
 
-#: Reference types and the parameters each needs (``x-ref`` in catalogue.yaml; see its header).
+#: Reference types and the parameters each needs (``x-ref``; see the module docstring).
 REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # type: (required parameters, optional parameters)
     "object": (frozenset(), frozenset({"creates", "spawns"})),
@@ -35,7 +59,7 @@ class FaultError(RuntimeError):
 
 
 class CatalogueError(ValueError):
-    """catalogue.yaml itself is inconsistent (a developer error, reported with the fault and path)."""
+    """A definition file itself is inconsistent (a developer error, reported with the fault and path)."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +88,35 @@ class ArgRef:
 
 @lru_cache(maxsize=1)
 def catalogue() -> dict[str, FaultDefinition]:
-    doc = yaml.safe_load(_CATALOGUE.read_text())
-    out = {
-        fid: FaultDefinition(fid, d["description"], d["category"], d["operation"], d["args"])
-        for fid, d in doc["faults"].items()
-    }
+    out: dict[str, FaultDefinition] = {}
+    fragments = {file.name: yaml.safe_load(file.read_text()) for file in _DEFINITIONS.glob("_*.yaml")}
+    for file in sorted(_DEFINITIONS.glob("[!_]*.yaml")):
+        d = yaml.safe_load(file.read_text())
+        args = _inline(d["args"], fragments, file.name)
+        out[file.stem] = FaultDefinition(file.stem, d["description"], d["category"], d["operation"], args)
     for definition in out.values():
         check_declarations(definition)
     return out
+
+
+def _inline(schema: Any, fragments: Mapping[str, Any], where: str) -> Any:
+    """Replace every ``$ref: "_file.yaml#/name"`` by that shared fragment, keeping sibling keys."""
+    if isinstance(schema, list):
+        return [_inline(item, fragments, where) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and not ref.startswith("#"):
+        file, _, name = ref.partition("#/")
+        fragment = (fragments.get(file) or {}).get(name)
+        if fragment is None:
+            raise CatalogueError(f"{_DEFINITIONS / where}: $ref {ref!r} points nowhere")
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        merged = {**fragment, **rest}
+        if "properties" in fragment and "properties" in rest:
+            merged["properties"] = {**fragment["properties"], **rest["properties"]}
+        return _inline(merged, fragments, where)
+    return {k: _inline(v, fragments, where) for k, v in schema.items()}
 
 
 def validate_fault_args(fault_id: str, args: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -172,13 +217,13 @@ def check_declarations(definition: FaultDefinition) -> None:
             if ref is not None:
                 kind = ref.get("type") if isinstance(ref, Mapping) else None
                 if kind not in REF_TYPES:
-                    raise CatalogueError(f"{_CATALOGUE}: faults.{definition.id}.{where}.x-ref: unknown type {kind!r}; "
+                    raise CatalogueError(f"{_DEFINITIONS / definition.id}.yaml: faults.{definition.id}.{where}.x-ref: unknown type {kind!r}; "
                                          f"known: {', '.join(sorted(REF_TYPES))}")
                 required, optional = REF_TYPES[kind]
                 missing = required - set(ref)
                 unknown = set(ref) - required - optional - {"type"}
                 if missing or unknown:
-                    raise CatalogueError(f"{_CATALOGUE}: faults.{definition.id}.{where}.x-ref: "
+                    raise CatalogueError(f"{_DEFINITIONS / definition.id}.yaml: faults.{definition.id}.{where}.x-ref: "
                                          f"missing {sorted(missing)}, unknown {sorted(unknown)}")
             if isinstance(node.get("$ref"), str):
                 _local_ref(definition.args_schema, node["$ref"])

@@ -1,26 +1,34 @@
-"""Apply a scenario's faults in order through the admin credentials."""
+"""Apply a scenario's faults and waiters in order through the admin credentials, and remove them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kubernetes import config
 
 from itbench_gym.faults.catalogue import catalogue
+from itbench_gym.faults.context import FaultContext
 from itbench_gym.faults.operations import OPERATIONS
 
 if TYPE_CHECKING:
+    from itbench_gym.backends.base import Backend
     from itbench_gym.spec import FaultRef
     from itbench_gym.spec.appfacts import AppFacts
 
 
-def inject_faults(faults: Sequence[FaultRef], admin_kubeconfig: Path, now: float, app: AppFacts) -> list[str]:
-    """Run each fault's operation against ``app`` (whose data says e.g. where its flags are); returns
-    a harness-side log (never shown to the agent)."""
-    api = config.new_client_from_config(config_file=str(admin_kubeconfig))
-    try:
-        return [OPERATIONS[catalogue()[f.id].operation](api, f.args, now, app) for f in faults]
-    finally:
-        api.close()
+def fault_context(backend: Backend, app: AppFacts, seed: int = 0) -> FaultContext:
+    """A context on ``backend``'s admin credential and clock; close it with ``ctx.close()``."""
+    api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
+    return FaultContext(api=api, app=app, now=backend.clock.now, advance=backend.advance, seed=seed)
+
+
+def inject_faults(faults: Sequence[FaultRef], ctx: FaultContext) -> list[str]:
+    """Run each fault's or waiter's operation in order; returns a harness-side log (never shown to
+    the agent). ``ctx.journal`` then holds what :func:`remove_faults` reverts."""
+    return [OPERATIONS[catalogue()[f.id].operation](ctx, f.args) for f in faults]
+
+
+def remove_faults(ctx: FaultContext) -> list[str]:
+    """Revert every change the injections made through ``ctx`` (waiters' edits stay)."""
+    return ctx.undo()

@@ -6,7 +6,7 @@ did-you-mean when a close name exists):
 - ``environment.app`` is a folder under ``envs/`` with an ``app.yaml``; ``environment.namespace`` is
   that app's namespace.
 - Fault arguments, by the reference types the fault catalogue declares (``x-ref`` in
-  ``faults/catalogue.yaml``): target objects (workloads, ConfigMaps, Services, Secrets, ...) exist in
+  ``faults/definitions/``): target objects (workloads, ConfigMaps, Services, Secrets, ...) exist in
   the app's manifests; objects a fault creates go into an existing namespace; containers exist in
   the workload's pod template (or in the pods a Chaos Mesh selector picks); feature flags and their
   variants are defined in the flagd ConfigMap, and flags of the app's flag ConfigMap have a behaviour

@@ -39,7 +39,7 @@ from itbench_gym.evaluation.mitigation import (
     symptom_window,
     watch_mitigation,
 )
-from itbench_gym.faults import inject_faults
+from itbench_gym.faults import fault_context, inject_faults
 from itbench_gym.lang.flagd import FlagFileError, load_flag_file
 from itbench_gym.lang.timestamps import parse_rfc3339
 from itbench_gym.paths import envs_dir
@@ -451,6 +451,7 @@ class SRETask(Task):
         self._fingerprint = hashlib.sha256(repr(spec).encode()).hexdigest()
         self._probe: ClusterProbe | None = None
         self._incident: Incident | None = None
+        self._seed = 0
         #: The healthy baseline measured on each reproducible start state (``Backend.baseline_key``).
         self._baselines: OrderedDict[Hashable, Baseline] = OrderedDict()
 
@@ -464,6 +465,7 @@ class SRETask(Task):
         else:
             backend.start(self.spec, seed)
             self._probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
+            self._seed = seed
             incident = self._inject_and_wait(self._probe, backend)
             backend.save_incident(key, incident)
         self._incident = incident
@@ -474,7 +476,11 @@ class SRETask(Task):
         spec = self.spec
         baseline = self._baseline(probe, backend.baseline_key)
         injected_at = probe.now()
-        log = inject_faults(spec.faults, backend.admin_kubeconfig, injected_at, self._app)
+        ctx = fault_context(backend, self._app, self._seed)
+        try:
+            log = inject_faults(spec.faults, ctx)
+        finally:
+            ctx.close()
         deadline = probe.now() + spec.alert_wait_timeout
         names = sorted({m.alertname for m in spec.triggering_alerts})
         while True:

@@ -1,0 +1,30 @@
+"""Chaos Mesh experiments (fault ``scheduled-chaos-mesh-experiment``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from itbench_gym.faults.catalogue import FaultError
+from itbench_gym.faults.context import FaultContext
+from itbench_gym.faults.operations.common import target
+
+#: What ITBench's scenarios leave out of ``scheduleSpec``: a run every minute, one at a time.
+SCHEDULE_DEFAULTS = {"schedule": "@every 1m", "historyLimit": 1, "concurrencyPolicy": "Forbid"}
+_SCHEDULE_KEYS = {"PodChaos": "podChaos", "NetworkChaos": "networkChaos", "StressChaos": "stressChaos",
+                  "HTTPChaos": "httpChaos", "JVMChaos": "jvmChaos", "IOChaos": "ioChaos"}
+
+
+def create_chaos_schedule(ctx: FaultContext, args: Mapping[str, Any]) -> str:
+    """Create the Chaos Mesh ``Schedule`` (a custom object) that ITBench's fault describes."""
+    ref = target(args)
+    spec = {**SCHEDULE_DEFAULTS, **args["scheduleSpec"]}
+    kind = spec["type"]
+    if not isinstance(spec.get(_SCHEDULE_KEYS[kind]), dict):
+        raise FaultError(f"args.scheduleSpec.{_SCHEDULE_KEYS[kind]}: required for type {kind}")
+    ctx.create({"apiVersion": ref.api_version, "kind": ref.kind,
+                "metadata": {"name": ref.name, "namespace": ref.namespace}, "spec": spec})
+    return f"{ref}: {kind} {spec['schedule']}"
+
+
+OPERATIONS = {"create_chaos_schedule": create_chaos_schedule}

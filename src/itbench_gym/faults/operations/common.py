@@ -1,0 +1,32 @@
+"""Helpers every family of operations shares: the target object of an ITBench fault's arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from itbench_gym.faults.catalogue import FaultError
+from itbench_gym.faults.context import ObjectRef
+
+Obj = dict[str, Any]
+
+
+def target(args: Mapping[str, Any]) -> ObjectRef:
+    """``args.kubernetesObject`` (ITBench's way of naming the object a fault acts on)."""
+    obj = args["kubernetesObject"]
+    meta = obj["metadata"]
+    return ObjectRef(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+
+def pod_template(workload: Mapping[str, Any]) -> Obj:
+    return dict(workload["spec"]["template"]["spec"])
+
+
+def container_named(workload: Mapping[str, Any], name: str, ref: ObjectRef) -> Obj:
+    """The container ``name`` of a workload's pod template (init containers included)."""
+    spec = pod_template(workload)
+    for container in [*spec.get("containers", []), *(spec.get("initContainers") or [])]:
+        if container["name"] == name:
+            return dict(container)
+    names = [c["name"] for c in spec.get("containers", [])]
+    raise FaultError(f"{ref} has no container {name!r}; containers: {', '.join(names)}")
