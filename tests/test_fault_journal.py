@@ -58,3 +58,10 @@ def test_waiters_are_not_reverted_and_delete_pods_replaces_every_pod(shop_twin: 
     assert len(pods) == 2 and not pods & old
     assert ctx.journal == [] and remove_faults(ctx) == []
     ctx.close()
+
+
+def test_every_definition_has_an_operation() -> None:
+    from itbench_gym.faults import catalogue
+    from itbench_gym.faults.operations import OPERATIONS
+
+    assert {d.id: d.operation for d in catalogue().values() if d.operation not in OPERATIONS} == {}
