@@ -54,6 +54,10 @@ REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 
+#: The category of ITBench's waiters: steps around an injection, not faults.
+WAITER = "Waiter"
+
+
 class FaultError(RuntimeError):
     """A fault could not be injected (the target object is missing, the flag is unknown, ...)."""
 

@@ -72,6 +72,8 @@ class FaultContext:
     advance: Callable[[float], None]
     seed: int = 0
     journal: list[Change] = field(default_factory=list)
+    #: When the first fault (not a waiter) was applied; None until then.
+    injected_at: float | None = None
     _dynamic: dynamic.DynamicClient | None = field(default=None, repr=False)
 
     _cache_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from kubernetes import config
 
-from itbench_gym.faults.catalogue import catalogue
+from itbench_gym.faults.catalogue import WAITER, catalogue
 from itbench_gym.faults.context import FaultContext
 from itbench_gym.faults.operations import OPERATIONS
 
@@ -25,8 +25,15 @@ def fault_context(backend: Backend, app: AppFacts, seed: int = 0) -> FaultContex
 
 def inject_faults(faults: Sequence[FaultRef], ctx: FaultContext) -> list[str]:
     """Run each fault's or waiter's operation in order; returns a harness-side log (never shown to
-    the agent). ``ctx.journal`` then holds what :func:`remove_faults` reverts."""
-    return [OPERATIONS[catalogue()[f.id].operation](ctx, f.args) for f in faults]
+    the agent). ``ctx.journal`` then holds what :func:`remove_faults` reverts, and
+    ``ctx.injected_at`` when the first fault (not a waiter such as a preparatory scale) went in."""
+    log = []
+    for fault in faults:
+        definition = catalogue()[fault.id]
+        if definition.category != WAITER and ctx.injected_at is None:
+            ctx.injected_at = ctx.now()
+        log.append(OPERATIONS[definition.operation](ctx, fault.args))
+    return log
 
 
 def remove_faults(ctx: FaultContext) -> list[str]:

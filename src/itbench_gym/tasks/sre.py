@@ -475,12 +475,12 @@ class SRETask(Task):
         """Capture the healthy baseline, inject the faults and wait until the triggering alerts fire."""
         spec = self.spec
         baseline = self._baseline(probe, backend.baseline_key)
-        injected_at = probe.now()
         ctx = fault_context(backend, self._app, self._seed)
         try:
             log = inject_faults(spec.faults, ctx)
         finally:
             ctx.close()
+        injected_at = ctx.injected_at if ctx.injected_at is not None else probe.now()
         deadline = probe.now() + spec.alert_wait_timeout
         names = sorted({m.alertname for m in spec.triggering_alerts})
         while True:
@@ -490,7 +490,8 @@ class SRETask(Task):
             if not missing:
                 now = probe.now()
                 return Incident(injected_at, now, tuple(log), tuple(probe.firing_alerts()), baseline,
-                                restart_interval=restart_interval(probe.pods(), injected_at, now))
+                                restart_interval=restart_interval(probe.pods(), injected_at, now),
+                                journal=tuple(ctx.journal))
             if probe.now() >= deadline:
                 raise BackendError(
                     f"scenario {spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "

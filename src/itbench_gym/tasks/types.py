@@ -12,6 +12,7 @@ from typing import Any
 
 from itbench_gym.evaluation.mitigation import Baseline
 from itbench_gym.evaluation.reward import Evaluation
+from itbench_gym.faults.context import Change
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Incident:
     #: Longest start-to-start time of a container that restarted between injection and ``started_at``
     #: (0 when none did): with the alert delay, what the mitigation watch window must cover.
     restart_interval: float = 0.0
+    #: What the injection changed, as the fault journal recorded it (removal replays it backwards).
+    journal: tuple[Change, ...] = ()
 
 
 @dataclass(frozen=True)
