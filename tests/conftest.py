@@ -35,18 +35,19 @@ def tool_context(tmp_path_factory: pytest.TempPathFactory) -> ContextFactory:
 
 
 class ShopTwin:
-    """The healthy Astronomy Shop on one twin, checkpointed: each test restores it and injects faults
-    through the harness' own path (``fault_context`` on the admin credential)."""
+    """The healthy Astronomy Shop (or the app of another scenario) on one twin, checkpointed: each test
+    restores it and injects faults through the harness' own path (``fault_context`` on the admin credential)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scenario: str = "SRE-CacheFailure-v0") -> None:
         from itbench_gym.backends.sim.backend import SimBackend
         from itbench_gym.paths import envs_dir
         from itbench_gym.registry import get_spec
         from itbench_gym.spec.appfacts import load_app_facts
 
-        self.app = load_app_facts(envs_dir() / "astronomy-shop")
+        spec = get_spec(scenario)
+        self.app = load_app_facts(envs_dir() / spec.app)
         self.backend = SimBackend()
-        self.endpoints = self.backend.start(get_spec("SRE-CacheFailure-v0"), 0)
+        self.endpoints = self.backend.start(spec, 0)
         self._baseline = self.backend.checkpoint()
 
     def reset(self) -> float:

@@ -25,6 +25,8 @@ SPECS = sorted(specs_dir().glob("*/*.yaml"))
 CACHE_FAILURE = specs_dir() / "sre" / "cache-failure.yaml"
 #: ITBench's scenario library beside the project (``../shared``); the test that reads it skips without it.
 ITBENCH = SHARED / "itbench" / "scenarios"
+#: A spec of each ITBench application's app (its namespace and data), to check that app's injections in.
+SPEC_OF_APP = {"opentelemetry-demo": CACHE_FAILURE, "book-info": specs_dir() / "sre" / "strict-mutual-tls.yaml"}
 Doc = dict[str, Any]
 
 
@@ -414,12 +416,14 @@ def test_every_itbench_injection_of_a_catalogued_fault_passes_the_reference_chec
     known = catalogue()
     checked = 0
     for file in sorted(ITBENCH.glob("*.json")):
-        for disruption in json.loads(file.read_text()).get("disruptions", []):
+        scenario = json.loads(file.read_text())
+        app = scenario["environment"]["applications"][0]["id"]
+        for disruption in scenario.get("disruptions", []):
             wait = disruption.get("waitFor") or {}
             for fault in [*disruption.get("injections", []), *wait.get("preInjection", []), *wait.get("postInjection", [])]:
                 if fault.get("id") not in known:
                     continue
-                doc = _doc()
+                doc = _doc(SPEC_OF_APP[app])
                 doc["faults"] = [copy.deepcopy(fault)]
                 assert [str(p) for p in check_document(doc)] == [], file.name
                 checked += 1

@@ -150,7 +150,7 @@ class Twin:
         scraped = math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9)
         model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster, expose=scraped)
         if scraped:
-            samples, jobs = self.monitoring.scrape(t, model_samples, self.cluster.usage().nodes)
+            samples, jobs = self.monitoring.scrape(t, model_samples, self.cluster.usage().nodes, self.model.exposed())
             self.tsdb.append(t, samples, jobs)
         self._next_tick = t + SCRAPE_INTERVAL
 

@@ -23,7 +23,7 @@ _DATA = Path(__file__).with_name("errortext.yaml")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 #: The flow's causes, as the runtimes tell them apart (a Service without endpoints is refused by kube-proxy).
 _CAUSES = {"dns": "dns", "refused": "refused", "no_endpoints": "refused", "timeout": "timeout", "http_abort": "reset", "reset": "reset",
-           "deadline": "timeout"}
+           "deadline": "timeout", "mtls_reset": "reset", "rbac_reset": "reset"}
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ from .balancing import Balancer, Shares, instance_key, senders
 from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
+from .mesh import MeshState, admit
+from .mesh_metrics import MeshTelemetry
 from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
 from .runtime import AppRuntime
 from .spanmetrics import SpanMetrics
@@ -202,6 +204,7 @@ class AppModel:
         self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))
         self._span = SpanMetrics(spec.buckets_ms, spec.namespace, spec.job_prefix)
         self._cadvisor = Cadvisor()
+        self._mesh_metrics = MeshTelemetry(spec)
         self._state = _State()
         self._reader = ClusterReader(spec)
         self._node_cpus = Derived(_node_cpus)
@@ -244,7 +247,8 @@ class AppModel:
         effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
         knobs, burn, mem_add = self._knobs(view, effects)
         knobs.dropped.update(dropped)
-        reaches = self._reaches(view, effects)
+        mesh = MeshState.read(cluster.store)
+        reaches = self._reaches(view, effects, mesh)
         stats = self._solver.stats(reaches, knobs)
         roots = self._load_roots(view, stats)
         rates, client = self._solver.rates(stats, roots)
@@ -255,6 +259,7 @@ class AppModel:
                 rates[k] = rates.get(k, 0.0) + v
             client.update(more_client)
         st.shares, st.pins = self._balancer.shares(view, client, st.tick, st.pins)
+        self._mesh_metrics.observe(view, mesh, stats, client, st.shares, dt, _rng(self.seed, st.tick, "mesh"))
         self._record_spans(view, stats, rates, client, dt)
         usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
         self._cadvisor.observe(usage, dt)
@@ -383,9 +388,9 @@ class AppModel:
                 return float(size[: -len(u)]) * mult
         return float(size or 0)
 
-    def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]]) -> dict[tuple[str, str, str], Reach]:
+    def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]], mesh: MeshState) -> dict[tuple[str, str, str], Reach]:
         redirects = {(e.get("service"), e.get("operation"), e.get("call")): e.get("address") for e, _ in effects if e.type == "redirect"}
-        cache: dict[tuple[str, str, int | None, str], Reach] = {}
+        cache: dict[tuple[str, str, int | None, str, str], Reach] = {}
         out: dict[tuple[str, str, str], Reach] = {}
         for svc in self.spec.services.values():
             pods = view.serving(svc.name) or view.running(svc.name)
@@ -394,9 +399,9 @@ class AppModel:
             for op in svc.operations.values():
                 for c in op.calls:
                     host, port = resolve_address(c.address, env, redirects.get((svc.name, op.id, c.id)))
-                    key = (svc.name, host, port, c.service)
+                    key = (svc.name, host, port, c.service, c.operation)
                     if key not in cache:
-                        cache[key] = reach(self.spec, view, src, host, port, c.service)
+                        cache[key] = admit(mesh, view, src, host, port, c.operation, reach(self.spec, view, src, host, port, c.service))
                     out[(svc.name, op.id, c.id)] = cache[key]
         return out
 
@@ -629,16 +634,22 @@ class AppModel:
             return []
         return logmod.render(self.spec, self._log_pools, self.seed, self._state.history, pod, container, start, end)
 
+    def exposed(self) -> dict[tuple[str, str], list[Sample]]:
+        """What each pod's own /metrics serves now (the mesh's proxies, the app's call counters), by
+        (namespace, pod): scraped only where a monitor makes the pod a target."""
+        return self._mesh_metrics.exposed()
+
     def snapshot(self) -> object:
-        return (self._state.copy(), self._span.snapshot(), self._cadvisor.snapshot())
+        return (self._state.copy(), self._span.snapshot(), self._cadvisor.snapshot(), self._mesh_metrics.snapshot())
 
     def restore(self, snap: object) -> None:
-        if not isinstance(snap, tuple) or len(snap) != 3:
+        if not isinstance(snap, tuple) or len(snap) != 4:
             raise TypeError("restore() takes what snapshot() returned")
-        state, span, cad = snap
+        state, span, cad, mesh = snap
         self._state = state.copy()
         self._span.restore(span)
         self._cadvisor.restore(cad)
+        self._mesh_metrics.restore(mesh)
         self._view = None
 
     def log_streams(self, start: float, end: float) -> list[logmod.StreamInfo]:

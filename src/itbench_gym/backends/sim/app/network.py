@@ -30,6 +30,12 @@ CAUSES: dict[str, tuple[float, str, str]] = {
     "deadline": (-1.0, "DEADLINE_EXCEEDED", "context deadline exceeded"),
     # the callee's process died with the request in flight (OOM kill, crash)
     "reset": (0.0, "UNAVAILABLE", "error reading from server: EOF"),
+    # the destination's ztunnel resets the connection (mesh.py): a plaintext source under STRICT mTLS,
+    # or an AuthorizationPolicy it enforces
+    "mtls_reset": (0.001, "UNAVAILABLE", "read tcp {target}: connection reset by peer"),
+    "rbac_reset": (0.001, "UNAVAILABLE", "read tcp {target}: connection reset by peer"),
+    # a gateway's Envoy answers HTTP 403 for an AuthorizationPolicy it enforces
+    "rbac_denied": (0.001, "PERMISSION_DENIED", "RBAC: access denied"),
 }
 
 

@@ -90,6 +90,16 @@ class Logs:
 
 
 @dataclass(frozen=True)
+class CallCounter:
+    """app.yaml ``services.<name>.metrics.calls``: the process's own counter of the calls it makes."""
+
+    counter: str
+    destination_label: str
+    status_label: str
+    failed_status: str
+
+
+@dataclass(frozen=True)
 class Service:
     name: str
     language: str
@@ -106,6 +116,7 @@ class Service:
     sidecars: dict[str, tuple[float, float]]
     operations: dict[str, Operation]
     logs: Logs
+    call_counter: CallCounter | None = None
 
 
 @dataclass(frozen=True)
@@ -304,6 +315,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         )
     res = raw["resources"]
     port = raw.get("port")
+    calls_metric = (raw.get("metrics") or {}).get("calls")
     return Service(
         name=name,
         language=raw["language"],
@@ -320,6 +332,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         sidecars={k: (float(v["memory_mi"]), float(v["cpu_idle"])) for k, v in raw.get("sidecars", {}).items()},
         operations=ops,
         logs=_logs(raw.get("logs", {}), f"{where}.logs"),
+        call_counter=CallCounter(**calls_metric) if calls_metric else None,
     )
 
 

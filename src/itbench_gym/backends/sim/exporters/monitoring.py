@@ -72,14 +72,15 @@ class Monitoring:
                                KUBELET_PATHS)
 
     # -- per tick ---------------------------------------------------------------------------------
-    def scrape(self, t: float, model_samples: Sequence[Sample], node_usage: Mapping[str, tuple[float, float]]
-               ) -> tuple[SampleBatch, set[str]]:
+    def scrape(self, t: float, model_samples: Sequence[Sample], node_usage: Mapping[str, tuple[float, float]],
+               exposed: Mapping[tuple[str, str], Sequence[Sample]] | None = None) -> tuple[SampleBatch, set[str]]:
         """The tick's series to store (for :meth:`TSDB.append`): the model's own (span metrics...) and every
         target's, with the jobs scraped. The model's label dicts are read-only from here on (the cache
         goes by their identity).
 
         The model's cAdvisor series (job ``kubelet``, path ``/metrics/cadvisor``) are what each
-        node's kubelet exposes: they reach the TSDB only through that node's kubelet target.
+        node's kubelet exposes: they reach the TSDB only through that node's kubelet target. ``exposed``
+        is what app pods serve on their own /metrics, by (namespace, pod): scraped through their targets.
         """
         batch = SampleBatch(self.tsdb)
         if self._own_owner != batch.owner:
@@ -97,7 +98,7 @@ class Monitoring:
             else:
                 own.append((labels, value))
         self._own.feed([own], batch)
-        jobs = self.scraper.scrape(ScrapeInput(self.store, t, cadvisor, node_usage), batch)
+        jobs = self.scraper.scrape(ScrapeInput(self.store, t, cadvisor, node_usage, exposed or {}), batch)
         return batch, jobs
 
     def scrape_interval(self) -> float:

@@ -42,6 +42,8 @@ class ScrapeInput:
     cadvisor: Mapping[str, list[Sample]] = field(default_factory=dict)
     #: per-container CPU cores and memory bytes by node (what the node's processes use)
     node_usage: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    #: what each pod of the app model serves on its own /metrics, by (namespace, pod)
+    exposed: Mapping[tuple[str, str], Sequence[tuple[Mapping[str, str], float]]] = field(default_factory=dict)
 
 
 Run = Sequence[tuple[Mapping[str, str], float]]
@@ -267,7 +269,8 @@ class Scraper:
             scraped = post = 0
             if up:
                 source = self._source_of(store, target)
-                runs = source(inputs, target) if source is not None else []
+                pod_metrics = inputs.exposed.get(target.pod) if target.pod is not None else None
+                runs = source(inputs, target) if source is not None else [pod_metrics] if pod_metrics else []
                 scraped = sum(map(len, runs))
                 post = cache.exposed.feed(runs, batch)
             # a scrape costs time in proportion to what it reads; a refused connection fails at once
