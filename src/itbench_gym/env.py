@@ -161,6 +161,11 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         return self._episode
 
     @property
+    def incident(self) -> Incident | None:
+        """What ``reset`` set up (privileged: the injection log and journal; for oracles and checks)."""
+        return self._incident
+
+    @property
     def endpoints(self) -> Endpoints | None:
         """The agent-side endpoints (kubeconfig, Prometheus URL) of the current episode."""
         return self._endpoints

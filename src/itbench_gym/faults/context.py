@@ -176,10 +176,10 @@ class FaultContext:
                         resource.delete(name=change.ref.name, namespace=change.ref.namespace)
                         log.append(f"deleted {change.ref}")
                 elif current is None:
-                    resource.create(body=_restorable(change.before), namespace=change.ref.namespace)
+                    resource.create(body=restorable(change.before), namespace=change.ref.namespace)
                     log.append(f"recreated {change.ref}")
                 else:
-                    body = _restorable(change.before)
+                    body = restorable(change.before)
                     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                     resource.replace(body=body, namespace=change.ref.namespace)
                     log.append(f"restored {change.ref}")
@@ -189,7 +189,8 @@ class FaultContext:
         return log
 
 
-def _restorable(obj: Mapping[str, Any]) -> Obj:
+def restorable(obj: Mapping[str, Any]) -> Obj:
+    """``obj`` as a client sends it to create or replace it: no status, no server-owned metadata."""
     out = copy.deepcopy(dict(obj))
     out.pop("status", None)
     meta = out.setdefault("metadata", {})
