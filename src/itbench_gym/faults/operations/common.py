@@ -30,3 +30,12 @@ def container_named(workload: Mapping[str, Any], name: str, ref: ObjectRef) -> O
             return dict(container)
     names = [c["name"] for c in spec.get("containers", [])]
     raise FaultError(f"{ref} has no container {name!r}; containers: {', '.join(names)}")
+
+
+def template_container(workload: Mapping[str, Any], name: str, ref: ObjectRef) -> Obj:
+    """The container ``name`` among the pod template's ``containers`` (the ones ITBench's argument check accepts)."""
+    containers = pod_template(workload).get("containers") or []
+    for container in containers:
+        if container.get("name") == name:
+            return dict(container)
+    raise FaultError(f"{ref} has no container {name!r}; containers: {', '.join(c.get('name', '?') for c in containers)}")

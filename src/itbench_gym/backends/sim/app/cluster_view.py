@@ -7,6 +7,7 @@ inputs explicit: the model is a function of this view and its own state.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,6 +19,7 @@ from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.lang.flagd import FlagFileError, load_flag_file
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, selector_from_dict
 
+from .dns import CLUSTER_DNS
 from .spec import AppSpec
 
 T = TypeVar("T")
@@ -132,6 +134,16 @@ class ClusterView:
     flags: dict[str, Any]
     #: ``all_pods`` by label.
     pod_index: LabelIndex[int, dict[str, Any]]
+    #: Each namespace's labels (what NetworkPolicy namespaceSelectors match).
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The namespace's ConfigMaps and Secrets by name (stored objects: read, never modified).
+    config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The pods behind the cluster DNS Service (the one at the kubelet's clusterDNS address).
+    dns_servers: list[dict[str, Any]] = field(default_factory=list)
+    #: Each container run's env as its process started with it (by ``instance_key``): ConfigMap
+    #: and Secret keys are read when the container starts, so later edits reach only new runs.
+    started_env: dict[str, dict[str, str]] = field(default_factory=dict)
     #: The tick this view closes: endpoints that became ready during it served only part of it.
     now: float = 0.0
     dt: float = 0.0
@@ -162,6 +174,20 @@ class ClusterView:
             out.setdefault(p.name, []).append(p)
         return out
 
+    def key(self, kind: str, name: str, key: str) -> str | None:
+        """Key ``key`` of ConfigMap or Secret ``name`` as a container sees it (a Secret's decoded), None when absent."""
+        if kind == "Secret":
+            obj = self.secrets.get(name) or {}
+            if key in (obj.get("stringData") or {}):
+                return str(obj["stringData"][key])
+            raw = (obj.get("data") or {}).get(key)
+            try:
+                return base64.b64decode(str(raw)).decode("utf-8", "replace") if raw is not None else None
+            except ValueError:
+                return None
+        value = ((self.config_maps.get(name) or {}).get("data") or {}).get(key)
+        return None if value is None else str(value)
+
     def serving(self, service: str) -> list[PodView]:
         return [p for p in self.by_service.get(service, []) if p.ready]
 
@@ -182,8 +208,18 @@ def ready_pod_labels(pods: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     }
 
 
-def _env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
-    """Container env with ``$(VAR)`` expansion and the downward-API label fields the demo uses."""
+#: Reads key ``key`` of the ConfigMap or Secret ``name`` ("ConfigMap" / "Secret"); None when absent.
+KeyLookup = Callable[[str, str, str], "str | None"]
+
+
+def _no_lookup(kind: str, name: str, key: str) -> str | None:
+    return None
+
+
+def container_env(container: Mapping[str, Any], pod: Mapping[str, Any], lookup: KeyLookup = _no_lookup) -> dict[str, str]:
+    """Container env as the kubelet builds it: ``$(VAR)`` expansion of earlier variables, the
+    downward-API fields the demo uses, and ConfigMap / Secret keys through ``lookup`` (a reference
+    it cannot resolve is left out: the kubelet would not have started the container)."""
     out: dict[str, str] = {}
     labels = pod["metadata"].get("labels") or {}
     for e in container.get("env") or []:
@@ -193,11 +229,17 @@ def _env(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, str]:
                 value = value.replace(f"$({k})", v)
             out[e["name"]] = value
         elif "valueFrom" in e:
-            path = ((e["valueFrom"] or {}).get("fieldRef") or {}).get("fieldPath", "")
+            source = e["valueFrom"] or {}
+            path = (source.get("fieldRef") or {}).get("fieldPath", "")
             if path.startswith("metadata.labels['"):
                 out[e["name"]] = labels.get(path[len("metadata.labels['"):-2], "")
             elif path == "metadata.name":
                 out[e["name"]] = pod["metadata"]["name"]
+            for field_name, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+                ref = source.get(field_name)
+                found = lookup(kind, str(ref.get("name", "")), str(ref.get("key", ""))) if ref else None
+                if found is not None:
+                    out[e["name"]] = found
     return out
 
 
@@ -272,8 +314,17 @@ def _pod_view(spec: AppSpec, service: str, p: dict[str, Any]) -> PodView | None:
         node=p["spec"].get("nodeName", ""), ip=status.get("podIP", ""), running=running, ready=ready,
         restarts=int(cs.get("restartCount", 0)),
         started_at=str(((cs.get("state") or {}).get("running") or {}).get("startedAt", "")),
-        env=_env(container, p), container=container, limits=limits, pod=p,
+        env=container_env(container, p), container=container, limits=limits, pod=p,
     )
+
+
+def _dns_servers(store: StoreLike) -> list[dict[str, Any]]:
+    """The pods the cluster DNS Service (ClusterIP ``CLUSTER_DNS``) selects, as stored."""
+    svc = next((s for s in list_kind(store, "Service") if (s.get("spec") or {}).get("clusterIP") == CLUSTER_DNS), None)
+    if svc is None or not (svc.get("spec") or {}).get("selector"):
+        return []
+    selector = {"matchLabels": svc["spec"]["selector"]}
+    return [p for p in list_kind(store, "Pod", svc["metadata"].get("namespace")) if selector_matches(selector, p["metadata"].get("labels"))]
 
 
 def same_objects(a: list[Any], b: list[Any]) -> bool:
@@ -350,17 +401,23 @@ class ClusterReader:
         for kind in CHAOS_KINDS:
             chaos += active(list_kind(store, kind, None, CHAOS_API), now)
         policies = list_kind(store, "NetworkPolicy", ns)
-        cm = _flag_config_map(store, self.spec)
+        namespaces = list_kind(store, "Namespace")
+        dns_servers = _dns_servers(store)
+        config_maps = {c["metadata"]["name"]: c for c in list_kind(store, "ConfigMap", ns)}
+        cm = config_maps.get(self.spec.flag_config_map)
         flags = self._flags.of([cm])[0] if cm is not None else {}
         before = dict(ready_before or {})
-        inputs = [list(deployments.values()), list(services.values()), policies, chaos]
+        inputs = [list(deployments.values()), list(services.values()), policies, chaos, namespaces, dns_servers]
         derived: dict[Hashable, Any] = {}
         if (last is not None and same_pods and all(same_objects(a, b) for a, b in zip(inputs, last[0], strict=True))
                 and before == last[1].ready_before):
             derived = last[1].derived
         view = ClusterView(
             namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
-            network_policies=policies, chaos=chaos, flags=flags, pod_index=index, now=now, dt=dt, ready_before=before, derived=derived,
+            network_policies=policies, chaos=chaos, flags=flags, pod_index=index,
+            namespace_labels={n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in namespaces},
+            config_maps=config_maps, secrets={s["metadata"]["name"]: s for s in list_kind(store, "Secret", ns)}, dns_servers=dns_servers,
+            now=now, dt=dt, ready_before=before, derived=derived,
         )
         self._last = (inputs, view)
         return view

@@ -23,7 +23,7 @@ _DATA = Path(__file__).with_name("errortext.yaml")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 #: The flow's causes, as the runtimes tell them apart (a Service without endpoints is refused by kube-proxy).
 _CAUSES = {"dns": "dns", "refused": "refused", "no_endpoints": "refused", "timeout": "timeout", "http_abort": "reset", "reset": "reset",
-           "deadline": "timeout", "mtls_reset": "reset", "rbac_reset": "reset"}
+           "deadline": "timeout", "mtls_reset": "reset", "rbac_reset": "reset", "auth": "auth", "dns_timeout": "dns_timeout"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ def _values(runtime: str, f: Failure, details: str) -> dict[str, str]:
     timeout = f"{f.timeout:.3f}".rstrip("0").rstrip(".") if f.timeout else "0"
     return {"code": str(entry[0]), "CODE": f.code if f.code in _data()["codes"] else "UNKNOWN", "Code": spelled,
             "details": details, "host": f.host, "port": "" if f.port is None else str(f.port), "ip": f.ip or f.host,
-            "url": f.url, "method": f.method, "path": f.path, "timeout": timeout, "now": rfc3339(f.now, 3)}
+            "url": f.url, "method": f.method, "path": f.path, "timeout": timeout, "timeout_ms": f"{f.timeout * 1000:.0f}",
+            "now": rfc3339(f.now, 3)}
 
 
 def details(language: str, f: Failure) -> str:

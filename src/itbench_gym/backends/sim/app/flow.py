@@ -143,7 +143,7 @@ class OpStats:
 
 def _fail_latency(reach: Reach, call: Call) -> Moments:
     fast, _, _ = CAUSES.get(reach.cause or "refused", CAUSES["refused"])
-    if fast < 0:
+    if fast < 0 or (reach.cause == "auth" and call.auth_failure == "wait"):
         t = call.timeout_ms / 1000.0
         return Moments(t, (0.02 * t) ** 2)
     return Moments(fast, (fast / 2) ** 2)

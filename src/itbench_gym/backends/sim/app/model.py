@@ -33,6 +33,7 @@ from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
 from .mesh import MeshState, admit
 from .mesh_metrics import MeshTelemetry
 from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
+from .process import StoreWrites, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .spanmetrics import SpanMetrics
 from .spec import AppSpec, AppSpecError, Effect, Operation, load_spec
@@ -41,7 +42,7 @@ Sample = tuple[dict[str, str], float]
 MI = 1024.0 * 1024.0
 _ROUTE = re.compile(r"(GET|POST|PUT|DELETE) (\S+)$")
 #: A failure mode without a log template of its own is logged like its nearest kin.
-_LOG_CAUSE_FALLBACK = {"deadline": "timeout", "reset": "refused"}
+_LOG_CAUSE_FALLBACK = {"deadline": "timeout", "reset": "refused", "dns_timeout": "dns"}
 
 
 @dataclass
@@ -61,6 +62,11 @@ class Instance:
     cpu: CpuState = field(default_factory=CpuState)
     #: Requests in flight at the last tick (Little's law): what an abrupt death fails.
     inflight: float = 0.0
+    #: The env the process started with (ConfigMap and Secret keys as they were then).
+    env: dict[str, str] = field(default_factory=dict)
+    #: A shell loop in the container storing data through the server's client, and what it stored.
+    writes: StoreWrites | None = None
+    stored_bytes: float = 0.0
 
 
 @dataclass
@@ -279,13 +285,16 @@ class AppModel:
         st = self._state
         alive: set[str] = set()
         starts: dict[tuple[str, str], float] = {}
+        view.started_env = {k: inst.env for k, inst in st.instances.items()}
         for p in view.pods:
             if not p.running:
                 continue
             key = instance_key(p)
             alive.add(key)
             if key not in st.instances:
-                st.instances[key] = Instance(started=t, service=p.service, panic_calls=self._panics_at_start(view, p))
+                env = view.started_env[key] = started_env(p, view)
+                st.instances[key] = Instance(started=t, service=p.service, panic_calls=self._panics_at_start(view, p),
+                                             env=env, writes=self._store_writes(view, p, env))
                 starts[(p.name, p.container["name"])] = t
         living_pods = {p["metadata"].get("uid", "") for p in view.all_pods if not p["metadata"].get("deletionTimestamp")}
         lost: dict[str, float] = {}
@@ -296,6 +305,14 @@ class AppModel:
         dropped = {svc: min(n / (st.service_rate[svc] * dt), 1.0) for svc, n in lost.items()
                    if st.service_rate.get(svc, 0.0) > 0 and dt > 0}
         return starts, dropped
+
+    def _store_writes(self, view: ClusterView, pod: PodView, env: dict[str, str]) -> StoreWrites | None:
+        """A loop of the container's shell script that stores data through its server's own client."""
+        svc = self.spec.services[pod.service]
+        if svc.store_client is None:
+            return None
+        script = shell_script(pod.container, pod.pod, env, view)
+        return store_writes(script, svc.store_client, svc.store_commands) if script else None
 
     def _panics_at_start(self, view: ClusterView, pod: PodView) -> tuple[str, ...]:
         """Calls whose client is built at start-up and is nil when the target was unreachable then."""
@@ -390,18 +407,20 @@ class AppModel:
 
     def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]], mesh: MeshState) -> dict[tuple[str, str, str], Reach]:
         redirects = {(e.get("service"), e.get("operation"), e.get("call")): e.get("address") for e, _ in effects if e.type == "redirect"}
-        cache: dict[tuple[str, str, int | None, str, str], Reach] = {}
+        cache: dict[tuple[str, str, int | None, str, str, str | None], Reach] = {}
         out: dict[tuple[str, str, str], Reach] = {}
         for svc in self.spec.services.values():
             pods = view.serving(svc.name) or view.running(svc.name)
             src = pods[0] if pods else None
-            env = src.env if src else {}
+            env = view.started_env.get(instance_key(src), src.env) if src else {}
             for op in svc.operations.values():
                 for c in op.calls:
                     host, port = resolve_address(c.address, env, redirects.get((svc.name, op.id, c.id)))
-                    key = (svc.name, host, port, c.service, c.operation)
+                    password = env.get(c.password_env) if c.password_env else None
+                    key = (svc.name, host, port, c.service, c.operation, password)
                     if key not in cache:
-                        cache[key] = admit(mesh, view, src, host, port, c.operation, reach(self.spec, view, src, host, port, c.service))
+                        cache[key] = admit(mesh, view, src, host, port, c.operation,
+                                           reach(self.spec, view, src, host, port, c.service, password))
                     out[(svc.name, op.id, c.id)] = cache[key]
         return out
 
@@ -545,7 +564,10 @@ class AppModel:
                 inst.cpu = cpu.state
                 inst.inflight = sum(rates.get((svc.name, op.id), 0.0) * share * stats[(svc.name, op.id)].ok.mean
                                     for op in svc.operations.values())
-                mem = (svc.memory_mi + svc.memory_mi_per_rps * pod_rps) * MI
+                if inst.writes is not None:
+                    writing = min(dt, max(0.0, t - inst.started - inst.writes.delay_s))
+                    inst.stored_bytes += inst.writes.bytes_per_s * writing
+                mem = (svc.memory_mi + svc.memory_mi_per_rps * pod_rps) * MI + inst.stored_bytes
                 mem += inst.leak_bytes + inst.cache_entries * inst.cache_entry_bytes + mem_add.get(svc.name, 0.0)
                 mem *= 1.0 + 0.01 * float(rng.standard_normal())
                 # The kernel kills at the limit: no scrape ever sees a working set above it.
@@ -561,7 +583,7 @@ class AppModel:
                 if limit_mem and mem >= limit_mem:
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="OOMKilled", exit_code=137)
                     self._cadvisor.record_oom(view.namespace, p.name, p.container["name"])
-                elif inst.panic_calls and any(rates.get((svc.name, c.split("/")[0]), 0.0) * share > 0 for c in inst.panic_calls):
+                elif inst.panic_calls and any(rates.get((svc.name, c.rsplit("/", 1)[0]), 0.0) * share > 0 for c in inst.panic_calls):
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="Error", exit_code=2,
                                            message="panic: runtime error: invalid memory address or nil pointer dereference")
         st.service_rate = rate_of

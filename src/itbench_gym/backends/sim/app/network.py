@@ -1,14 +1,14 @@
 """Whether a call from one service reaches another, the way the cluster would route it.
 
 The caller dials an address from its own env vars (so an edited ``QUOTE_ADDR`` breaks the call
-exactly where the real app breaks): DNS → Service → port → ready endpoints → targetPort on the
-pod → NetworkPolicies → Chaos Mesh network/HTTP faults. The first failing step names the cause,
-and the cause decides how the failure looks (fast refusal vs. a timeout).
+exactly where the real app breaks): DNS (:mod:`.dns`) → Service → port → ready endpoints → targetPort
+on the pod → NetworkPolicies (:mod:`.netpolicy`) → Chaos Mesh network/HTTP faults → the server's
+authentication. The first failing step names the cause, and the cause decides how the failure
+looks (fast refusal vs. a timeout).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,11 @@ from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
 from itbench_gym.lang.timestamps import parse_rfc3339
 
-from .cluster_view import ClusterView, PodView, select, selector_matches
+from .balancing import instance_key
+from .cluster_view import ClusterView, PodView, select
+from .dns import DNS_PORT, asks_cluster_dns, service_for
+from .netpolicy import Endpoint, allows
+from .process import argv, flag_value
 from .spec import Address, AppSpec
 
 #: cause → (seconds the failed call takes when not a timeout, gRPC code, message shape)
@@ -36,6 +40,10 @@ CAUSES: dict[str, tuple[float, str, str]] = {
     "rbac_reset": (0.001, "UNAVAILABLE", "read tcp {target}: connection reset by peer"),
     # a gateway's Envoy answers HTTP 403 for an AuthorizationPolicy it enforces
     "rbac_denied": (0.001, "PERMISSION_DENIED", "RBAC: access denied"),
+    # the pod's queries to the cluster DNS were dropped (an egress NetworkPolicy): the lookup times out
+    "dns_timeout": (-1.0, "UNAVAILABLE", "lookup {host}: i/o timeout"),
+    # the server answered, but refused the credentials the caller presented (or that it sent none)
+    "auth": (0.002, "UNAUTHENTICATED", "NOAUTH Authentication required."),
 }
 
 
@@ -54,9 +62,6 @@ class Reach:
     @property
     def ok(self) -> bool:
         return self.ok_share >= 1.0
-
-
-_SUFFIX = re.compile(r"\.(?P<ns>[a-z0-9-]+)(\.svc(\.cluster\.local)?)?\.?$")
 
 
 def resolve_address(addr: Address, env: dict[str, str], override: str | None = None) -> tuple[str, int | None]:
@@ -84,51 +89,26 @@ def resolve_address(addr: Address, env: dict[str, str], override: str | None = N
         return host, -1
 
 
-def _ports_match(rule_ports: list[dict[str, Any]] | None, port: int, port_name: str | None) -> bool:
-    if not rule_ports:
+def policy_allows(view: ClusterView, src: PodView | None, dst: dict[str, Any], port: int, protocol: str = "TCP") -> bool:
+    """Whether the namespace's NetworkPolicies let ``src`` (None: a client outside the pods) reach pod ``dst`` on ``port``."""
+    if not view.network_policies:
         return True
-    for p in rule_ports:
-        want = p.get("port")
-        if want is None or want == port or (port_name and want == port_name):
-            return True
-    return False
+    source = None
+    if src is not None:
+        source = view.fact(("endpoint", src.uid), lambda: Endpoint.of_pod(src.pod))
+    target = view.fact(("endpoint", dst["metadata"].get("uid", dst["metadata"]["name"])), lambda: Endpoint.of_pod(dst))
+    return allows(view.network_policies, source, target, port, protocol, view.namespace_labels)
 
 
-def _peer_allowed(peers: list[dict[str, Any]] | None, peer: PodView | None, namespace: str) -> bool:
-    if peers is None:
+def _dns_reachable(view: ClusterView, src: PodView | None) -> bool:
+    """Whether ``src``'s DNS queries reach a cluster DNS server (UDP 53 through its egress policies).
+
+    Only the policies can drop them here: the DNS servers themselves are taken as up (a cluster
+    whose DNS pods the view does not hold answers as if they were)."""
+    if src is None or not view.network_policies or not view.dns_servers or not asks_cluster_dns(src.pod.get("spec")):
         return True
-    for peer_rule in peers:
-        if "podSelector" in peer_rule and "namespaceSelector" not in peer_rule:
-            if peer is not None and selector_matches(peer_rule["podSelector"], peer.labels):
-                return True
-        elif "namespaceSelector" in peer_rule:
-            ns_ok = selector_matches(peer_rule["namespaceSelector"], {"kubernetes.io/metadata.name": namespace})
-            pod_ok = peer is not None and selector_matches(peer_rule.get("podSelector"), peer.labels)
-            if ns_ok and pod_ok:
-                return True
-    return False
-
-
-def policy_allows(view: ClusterView, src: PodView | None, dst: dict[str, Any], port: int, port_name: str | None) -> bool:
-    """NetworkPolicy semantics: isolated pods accept only what some policy allows (ingress and egress)."""
-    dst_labels = dst["metadata"].get("labels") or {}
-    isolated_in, allowed_in = False, False
-    isolated_out, allowed_out = False, False
-    for pol in view.network_policies:
-        spec = pol.get("spec") or {}
-        types = spec.get("policyTypes") or (["Ingress"] + (["Egress"] if "egress" in spec else []))
-        if "Ingress" in types and selector_matches(spec.get("podSelector"), dst_labels):
-            isolated_in = True
-            for rule in spec.get("ingress") or []:
-                if _peer_allowed(rule.get("from"), src, view.namespace) and _ports_match(rule.get("ports"), port, port_name):
-                    allowed_in = True
-        if src is not None and "Egress" in types and selector_matches(spec.get("podSelector"), src.labels):
-            isolated_out = True
-            dst_view = PodView(dst["metadata"]["name"], "", "", dst_labels, "", "", True, True, 0, "", {}, {}, {}, dst)
-            for rule in spec.get("egress") or []:
-                if _peer_allowed(rule.get("to"), dst_view, view.namespace) and _ports_match(rule.get("ports"), port, port_name):
-                    allowed_out = True
-    return (not isolated_in or allowed_in) and (not isolated_out or allowed_out)
+    return view.fact(("dns reachable", src.uid), lambda: any(policy_allows(view, src, server, DNS_PORT, "UDP")
+                                                             for server in view.dns_servers))
 
 
 def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, str]) -> bool:
@@ -305,16 +285,19 @@ class _Dial:
     handover: _Handover
 
 
-def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str) -> Reach:
-    """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client).
+def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str,
+          password: str | None = None, *, handshake: bool = True) -> Reach:
+    """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client), presenting
+    ``password`` when the server asks for one; without ``handshake`` only the TCP connection counts
+    (a port probe such as ``nc -z``).
 
     Routing depends on the view's objects only (remembered in ``view.derived``); the share of the
     tick a Service had endpoints depends on the time as well.
     """
-    key = ("dial", src.uid if src is not None else None, host, port, target_service)
+    key = ("dial", src.uid if src is not None else None, host, port, target_service, password, handshake)
     dial = view.derived.get(key)
     if dial is None:
-        dial = view.derived[key] = _dial(spec, view, src, host, port, target_service)
+        dial = view.derived[key] = _dial(spec, view, src, host, port, target_service, password, handshake)
     if isinstance(dial, Reach):
         return dial
     share = dial.ok / dial.ready * _served_fraction(view, dial.handover)
@@ -327,15 +310,29 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
                  dial.loss / ok if ok else 0.0)
 
 
-def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str) -> Reach | _Dial:
-    """DNS → Service → port → ready endpoints → each endpoint's port, policies and chaos; a
-    failure before the endpoints is a complete answer."""
+def _authenticated(spec: AppSpec, view: ClusterView, pod_obj: dict[str, Any], service: str, password: str | None) -> bool:
+    """Whether the server process of ``pod_obj`` accepts ``password``: the value its app.yaml ``auth``
+    flag had when it started (empty or absent: it asks for none)."""
+    svc = spec.services.get(service)
+    if svc is None or svc.auth_password_arg is None:
+        return True
+    pod = next((p for p in view.named(pod_obj["metadata"]["name"]) if p.service == service), None)
+    if pod is None:
+        return True
+    env = view.started_env.get(instance_key(pod), pod.env)
+    required = flag_value(argv(pod.container, env), svc.auth_password_arg)
+    return not required or password == required
+
+
+def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str,
+          password: str | None, handshake: bool) -> Reach | _Dial:
+    """DNS → Service → port → ready endpoints → each endpoint's port, policies, chaos and
+    authentication; a failure before the endpoints is a complete answer."""
     target = f"{host}:{port}" if port is not None else host
-    m = _SUFFIX.search(host)
-    name = host
-    if m and m.group("ns") == view.namespace:
-        name = host[: m.start()]
-    svc = view.services.get(name) if (not m or m.group("ns") == view.namespace) else None
+    if not _dns_reachable(view, src):
+        return Reach(0.0, "dns_timeout", 0.0, 0.0, target)
+    name = service_for(host, src.pod["spec"] if src is not None else None, view.namespace, view.services)
+    svc = view.services.get(name) if name is not None else None
     if svc is None:
         return Reach(0.0, "dns", 0.0, 0.0, target)
     if port is None:
@@ -362,12 +359,15 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         if tp is None or tp not in _listening_port(spec, pod_obj, view):
             causes.append("refused")
             continue
-        if not policy_allows(view, src, pod_obj, tp, svc_port.get("name")):
+        if not policy_allows(view, src, pod_obj, tp):
             causes.append("timeout")
             continue
         blocked, extra, lost = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
         if blocked:
             causes.append("timeout")
+            continue
+        if handshake and not _authenticated(spec, view, pod_obj, target_service, password):
+            causes.append("auth")
             continue
         for h in active_chaos(view, "HTTPChaos"):
             if chaos_selects(h.get("selector"), view.namespace, pod_obj["metadata"].get("labels") or {}) and int(h.get("port", tp)) == tp:

@@ -109,6 +109,6 @@ class AppRuntime(DefaultRuntime):
                 view = self._view()
                 if view is None:
                     return (self._init_run, 0)
-                target = reach(self.spec, view, None, m.group("host"), int(m.group("port")), m.group("host"))
+                target = reach(self.spec, view, None, m.group("host"), int(m.group("port")), m.group("host"), handshake=False)
                 return (self._init_run, 0) if target.ok_share > 0 else None
         return super().exit_after(pod, container)

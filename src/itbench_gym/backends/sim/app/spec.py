@@ -57,6 +57,11 @@ class Call:
     retries: int = 0
     #: "connection": one long-lived connection pinned to one pod; "request": spread per request.
     balance: str = "connection"
+    #: The caller's env var holding the password it presents to the callee (None: it sends none).
+    password_env: str | None = None
+    #: How a refused authentication looks to the caller: "fail" at once, or "wait" until the deadline
+    #: (a client that keeps reconnecting and holds the command in its backlog meanwhile).
+    auth_failure: str = "fail"
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,11 @@ class Service:
     operations: dict[str, Operation]
     logs: Logs
     call_counter: CallCounter | None = None
+    #: The server flag whose value is the password clients must present (None: no authentication).
+    auth_password_arg: str | None = None
+    #: The server's own command-line client and the commands through which it stores data in memory.
+    store_client: str | None = None
+    store_commands: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -298,6 +308,8 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
                     deadline_ms=float(c["timeout_ms"]) if "timeout_ms" in c else None,
                     retries=int(c.get("retries", 0)),
                     balance=c.get("balance", "request" if _HTTP_ROUTE.search(op) else "connection"),
+                    password_env=(c.get("credentials") or {}).get("password_env"),
+                    auth_failure=c.get("auth_failure", "fail"),
                 )
             )
         if o["id"] in ops:
@@ -333,6 +345,9 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         operations=ops,
         logs=_logs(raw.get("logs", {}), f"{where}.logs"),
         call_counter=CallCounter(**calls_metric) if calls_metric else None,
+        auth_password_arg=(raw.get("auth") or {}).get("password_arg"),
+        store_client=(raw.get("store") or {}).get("client"),
+        store_commands=tuple((raw.get("store") or {}).get("commands", ())),
     )
 
 
