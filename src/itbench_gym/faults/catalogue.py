@@ -3,6 +3,10 @@
 Each file has ``description``, ``category`` (``Waiter`` for ITBench's waiters), ``operation`` (the
 name of its implementation in :mod:`itbench_gym.faults.operations`) and ``args``: the JSON Schema of
 the arguments, shaped like ITBench's own fault and waiter schemas so library scenarios map 1:1.
+Optionally ``creates``: the objects the operation makes whose names no argument gives (ITBench's
+fixed names, such as ResourceQuota ``memory``), so a ground truth may name them —
+``{kind, name, namespace?, spawns?}`` where ``name`` and ``namespace`` are a literal or
+``{arg: <dotted path>}``, and ``spawns`` is the kind of the children its controller makes.
 
 Besides each fault's JSON Schema, the catalogue declares which arguments *name* something in the
 app (``x-ref``), so that loading a scenario checks it against ``envs/<app>/`` (manifests, app.yaml,
@@ -73,6 +77,7 @@ class FaultDefinition:
     category: str
     operation: str
     args_schema: Mapping[str, Any]
+    creates: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,8 @@ def catalogue() -> dict[str, FaultDefinition]:
     for file in sorted(_DEFINITIONS.glob("[!_]*.yaml")):
         d = yaml.safe_load(file.read_text())
         args = _inline(d["args"], fragments, file.name)
-        out[file.stem] = FaultDefinition(file.stem, d["description"], d["category"], d["operation"], args)
+        out[file.stem] = FaultDefinition(file.stem, d["description"], d["category"], d["operation"], args,
+                                         tuple(d.get("creates") or ()))
     for definition in out.values():
         check_declarations(definition)
     return out
@@ -158,6 +164,33 @@ def argument_refs(definition: FaultDefinition, args: Mapping[str, Any]) -> list[
             if isinstance(params.get(key), str):
                 params[key] = _resolve(args, parent, params[key])
         out.append(ArgRef(_path("args", path), ref["type"], value, params))
+    return out
+
+
+@dataclass(frozen=True)
+class CreatedObject:
+    """An object a fault creates under a name of its own (``creates`` of its definition)."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    spawns: str | None
+
+
+def created_objects(definition: FaultDefinition, args: Mapping[str, Any]) -> list[CreatedObject]:
+    """The ``creates`` entries with their names resolved from ``args`` (already schema-valid)."""
+
+    def value(field: Any) -> str | None:
+        if isinstance(field, Mapping):
+            found = _resolve(args, None, str(field["arg"]))
+            return None if found is None else str(found)
+        return None if field is None else str(field)
+
+    out = []
+    for entry in definition.creates:
+        name = value(entry["name"])
+        if name is not None:
+            out.append(CreatedObject(str(entry["kind"]), name, value(entry.get("namespace")), entry.get("spawns")))
     return out
 
 

@@ -207,6 +207,7 @@ def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
         observability=Observability(**obs),
         load_users=env.get("load", {}).get("users"),
         baseline_seconds=float(env.get("baseline_seconds", 600)),
+        hpa=bool(env.get("autoscaling", {}).get("kubernetes", {}).get("hpa", False)),
         faults=tuple(FaultRef(id=f["id"], args=f["args"]) for f in doc["faults"]),
         triggering_alerts=tuple(
             AlertMatcher(alertname=a["alertname"], labels=dict(a.get("labels", {})))

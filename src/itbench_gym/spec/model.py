@@ -78,6 +78,8 @@ class ScenarioSpec:
     budget: Budget
     source: Path
     itbench_scenario: int | None = None
+    #: ``environment.autoscaling.kubernetes.hpa``: the app is installed with its HorizontalPodAutoscalers.
+    hpa: bool = False
     tags: tuple[str, ...] = ()
     #: ``{"itbench_scenario": n, "differences": ...}`` when adapted from, not reproducing, a library scenario.
     derived_from: Mapping[str, Any] | None = None

@@ -41,10 +41,11 @@ from typing import Any
 
 from itbench_gym.evaluation.entities import KIND_SYNONYMS, EntityRef, canonical_kind
 from itbench_gym.evaluation.groundtruth import Group, filter_problem
-from itbench_gym.faults.catalogue import ArgRef, argument_refs, catalogue, fault_args_problems
+from itbench_gym.faults.catalogue import ArgRef, argument_refs, catalogue, created_objects, fault_args_problems
 from itbench_gym.lang.selectors import SelectorError, chaos_label_selector
 from itbench_gym.spec.alertrules import rule_mismatch
 from itbench_gym.spec.appfacts import BUILTIN_NAMESPACES, GENERATED_SUFFIX, AppFacts, KubeObject, load_app_facts
+from itbench_gym.spec.autoscaling import AUTOSCALING_FILE, hpa_objects
 
 Problem = tuple[str, str]
 
@@ -67,12 +68,19 @@ def check_references(doc: Mapping[str, Any], envs: Path) -> list[Problem]:
         problems.append(("environment.namespace", f"{env['namespace']!r}, but app {app!r} runs in namespace "
                                                   f"{facts.namespace!r} (envs/{app}/app.yaml namespace)"))
     checker = _Checker(facts)
+    if ((env.get("autoscaling") or {}).get("kubernetes") or {}).get("hpa"):
+        problems += checker.add_autoscalers(app_dir)
     for i, fault in enumerate(doc["faults"]):
         definition = catalogue().get(fault["id"])
         if definition is None or fault_args_problems(fault["id"], fault["args"]):
             continue  # reported by the schema check; references need well-formed arguments
         for ref in argument_refs(definition, fault["args"]):
             problems += [(f"faults[{i}].{path}", message) for path, message in checker.check(ref, f"faults[{i}]")]
+        for made in created_objects(definition, fault["args"]):
+            checker.created.append(KubeObject(made.kind, made.name, made.namespace, f"created by faults[{i}]"))
+            if made.spawns:
+                checker.created.append(KubeObject(made.spawns, f"{made.name}-{GENERATED_SUFFIX}", made.namespace,
+                                                  f"spawned by {made.kind} {made.name}"))
     problems += checker.alerts(doc["alerts"]["triggering"])
     problems += checker.ground_truth(doc["ground_truth"])
     return problems
@@ -91,6 +99,18 @@ class _Checker:
 
     def namespaces(self) -> set[str]:
         return self.facts.namespaces()
+
+    def add_autoscalers(self, app_dir: Path) -> list[Problem]:
+        """The HorizontalPodAutoscalers the ``autoscaling.kubernetes.hpa`` install option creates."""
+        bodies = [{**o.body, "metadata": {**(o.body.get("metadata") or {}), "namespace": o.namespace}}
+                  for o in self.facts.objects if o.kind == "Deployment" and o.body]
+        try:
+            hpas = hpa_objects(app_dir, bodies, self.facts.namespace or "")
+        except ValueError as e:
+            return [("environment.autoscaling.kubernetes.hpa", str(e))]
+        self.created += [KubeObject("HorizontalPodAutoscaler", h["metadata"]["name"], h["metadata"]["namespace"],
+                                    f"created by environment.autoscaling ({AUTOSCALING_FILE})") for h in hpas]
+        return []
 
     def find(self, kind: str, namespace: str | None, name: str) -> KubeObject | None:
         for o in self.objects():

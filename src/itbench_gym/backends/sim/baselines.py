@@ -25,11 +25,13 @@ CACHED_BASELINES = 4
 
 @dataclass(frozen=True)
 class BaselineKey:
-    """What a healthy baseline depends on: the app's folder, how long it runs, the load's users."""
+    """What a healthy baseline depends on: the app's folder, how long it runs, the load's users,
+    whether the app was installed with its HPAs."""
 
     app_dir: str
     seconds: float
     load_users: int | None
+    hpa: bool = False
 
 
 class BaselineCache:

@@ -27,6 +27,7 @@ from itbench_gym.backends.sim.kube.store import DEFAULT_EVENT_QUOTA_BYTES, DEFAU
 from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
+from itbench_gym.spec.autoscaling import hpa_objects
 
 SCRAPE_INTERVAL = 15.0
 #: Object-store quota as a multiple of the deployed app's size (at least the store's default).
@@ -59,7 +60,7 @@ class Twin:
     """
 
     def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load_users: int | None = None,
-                 state: TwinSnapshot | None = None) -> None:
+                 state: TwinSnapshot | None = None, hpa: bool = False) -> None:
         self.clock = clock or SimClock()
         self.lock = threading.RLock()
         self.seed = seed
@@ -76,7 +77,10 @@ class Twin:
                 self.reseed(seed)
                 return
             self._room_to_deploy()
-            deploy(self.cluster, self._with_load(self.model.manifests(), load_users), load_releases(app_dir), seed=seed)
+            manifests = self._with_load(self.model.manifests(), load_users)
+            deploy(self.cluster, manifests, load_releases(app_dir), seed=seed)
+            if hpa:
+                self.cluster.apply(hpa_objects(app_dir, manifests, self.model.spec.namespace))
             self.cluster.apply(app_rule_objects(app_dir / APP_RULES))
             # ITBench grants its agent access to the namespaces the scenario works in: the app's.
             self.cluster.apply(agent_rbac_objects([self.model.spec.namespace]))

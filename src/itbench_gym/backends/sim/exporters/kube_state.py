@@ -416,6 +416,57 @@ def node_samples(n: Obj) -> list[Sample]:
     return out + _conditions("kube_node_status_condition", status, lbl)
 
 
+def resourcequota_samples(q: Obj) -> list[Sample]:
+    meta, status = q["metadata"], q.get("status") or {}
+    lbl = {"namespace": meta.get("namespace", ""), "resourcequota": meta["name"]}
+    out = _created("kube_resourcequota_created", meta, lbl)
+    for kind in ("hard", "used"):
+        for rname, value in sorted((status.get(kind) or {}).items()):
+            out.append(_m("kube_resourcequota", parse_quantity(value), **lbl, resource=rname, type=kind))
+    return out
+
+
+def persistentvolumeclaim_samples(c: Obj) -> list[Sample]:
+    meta, spec, status = c["metadata"], c.get("spec") or {}, c.get("status") or {}
+    lbl = {"namespace": meta.get("namespace", ""), "persistentvolumeclaim": meta["name"]}
+    phase = status.get("phase") or "Pending"
+    out = [
+        _m("kube_persistentvolumeclaim_info", 1.0, **lbl, storageclass=str(spec.get("storageClassName") or ""),
+           volumename=str(spec.get("volumeName") or ""), volumemode=str(spec.get("volumeMode") or "")),
+        _m("kube_persistentvolumeclaim_labels", 1.0, **lbl),
+        *[_m("kube_persistentvolumeclaim_status_phase", 1.0 if phase == p else 0.0, **lbl, phase=p)
+          for p in ("Lost", "Bound", "Pending")],
+        *[_m("kube_persistentvolumeclaim_access_mode", 1.0, **lbl, access_mode=str(m)) for m in spec.get("accessModes") or []],
+        *_created("kube_persistentvolumeclaim_created", meta, lbl),
+    ]
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    if storage is not None:
+        out.append(_m("kube_persistentvolumeclaim_resource_requests_storage_bytes", parse_quantity(storage), **lbl))
+    return out
+
+
+def persistentvolume_samples(v: Obj) -> list[Sample]:
+    meta, spec, status = v["metadata"], v.get("spec") or {}, v.get("status") or {}
+    lbl = {"persistentvolume": meta["name"]}
+    phase = status.get("phase") or "Pending"
+    claim = spec.get("claimRef") or {}
+    out = [
+        _m("kube_persistentvolume_info", 1.0, **lbl, storageclass=str(spec.get("storageClassName") or ""),
+           host_path=str((spec.get("hostPath") or {}).get("path", ""))),
+        _m("kube_persistentvolume_labels", 1.0, **lbl),
+        *[_m("kube_persistentvolume_status_phase", 1.0 if phase == p else 0.0, **lbl, phase=p)
+          for p in ("Pending", "Available", "Bound", "Released", "Failed")],
+        *_created("kube_persistentvolume_created", meta, lbl),
+    ]
+    if claim:
+        out.append(_m("kube_persistentvolume_claim_ref", 1.0, **lbl, name=str(claim.get("name", "")),
+                      claim_namespace=str(claim.get("namespace", ""))))
+    capacity = (spec.get("capacity") or {}).get("storage")
+    if capacity is not None:
+        out.append(_m("kube_persistentvolume_capacity_bytes", parse_quantity(capacity), **lbl))
+    return out
+
+
 #: ``--resources`` name -> (kind, its families).
 RESOURCES: dict[str, tuple[str, Callable[[Obj], list[Sample]]]] = {
     "pods": ("Pod", pod_samples),
@@ -432,10 +483,14 @@ RESOURCES: dict[str, tuple[str, Callable[[Obj], list[Sample]]]] = {
     "secrets": ("Secret", secret_samples),
     "horizontalpodautoscalers": ("HorizontalPodAutoscaler", hpa_samples),
     "nodes": ("Node", node_samples),
+    "resourcequotas": ("ResourceQuota", resourcequota_samples),
+    "persistentvolumeclaims": ("PersistentVolumeClaim", persistentvolumeclaim_samples),
+    "persistentvolumes": ("PersistentVolume", persistentvolume_samples),
 }
 #: kube-state-metrics' default ``--resources`` (``pkg/options/resource.go``), as far as the twin has the kinds.
 DEFAULT_RESOURCES = ("configmaps", "daemonsets", "deployments", "endpoints", "horizontalpodautoscalers", "jobs",
-                     "namespaces", "nodes", "pods", "replicasets", "secrets", "services", "statefulsets")
+                     "namespaces", "nodes", "persistentvolumeclaims", "persistentvolumes", "pods", "replicasets",
+                     "resourcequotas", "secrets", "services", "statefulsets")
 
 
 def resources_flag(args: Iterable[str]) -> tuple[str, ...]:

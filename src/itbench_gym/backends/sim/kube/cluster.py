@@ -28,6 +28,7 @@ from .controllers.job import CronJobController, JobController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
 from .controllers.statefulset import StatefulSetController
+from .controllers.volumes import VolumeBinderController
 from .errors import ApiError
 from .events import EventRecorder, EventState
 from .kubelet import Kubelet
@@ -108,6 +109,7 @@ class KubeCluster:
             NodeController(self.ctx),
             EndpointsController(self.ctx),
             QuotaController(self.ctx),
+            VolumeBinderController(self.ctx),
             self.hpa,
             *chaos_controllers(self.ctx, self.kill_container),
         ]

@@ -25,6 +25,7 @@ from itbench_gym.lang.selectors import node_selector_term_matches, selector_matc
 from .controllers.base import Cache, Context, Controller, Key
 from .controllers.ratelimit import SCHEDULER_BURST, SCHEDULER_QPS, TokenBucket
 from .controllers.util import pod_phase, pod_requests, quantity, set_condition
+from .controllers.volumes import SELECTED_NODE_ANNOTATION, claim_names, waits_for_consumer
 from .errors import ApiError, is_storage_error
 from .store import clone
 
@@ -259,7 +260,12 @@ class Scheduler:
 
     # -- the scheduling cycle -----------------------------------------------------------------
 
-    def schedule(self, pod: Obj, infos: list[NodeInfo]) -> Decision:
+    def schedule(self, pod: Obj, infos: list[NodeInfo], rejected: str | None = None) -> Decision:
+        """``rejected``: a PreFilter plugin's UnschedulableAndUnresolvable reason (no node is tried)."""
+        if rejected is not None:
+            n = len(infos)
+            return Decision(None, f"0/{n} nodes are available: {rejected}. preemption: 0/{n} nodes are available: "
+                                  f"{n} Preemption is not helpful for scheduling..")
         failures: dict[str, _Failure] = {}
         feasible: list[NodeInfo] = []
         for info in infos:
@@ -534,7 +540,7 @@ class SchedulerController(Controller):
                 self._flush = True  # its resources are free for the pods waiting
                 keys.append(_WAKE)
             return keys
-        if kind in ("Node", "PriorityClass"):
+        if kind in ("Node", "PriorityClass", "PersistentVolumeClaim", "StorageClass"):
             if kind == "Node":
                 self._snapshot = None
             if self.unschedulable:
@@ -580,8 +586,10 @@ class SchedulerController(Controller):
             return
         now = self.ctx.now()
         self.limiter.take(1, now)  # the binding, or the status patch of a failed attempt
-        decision = self.scheduler.schedule(pod, self._node_infos(pod))
+        rejected, delayed = self._volume_binding(pod)
+        decision = self.scheduler.schedule(pod, self._node_infos(pod), rejected)
         if decision.node is not None:
+            self._select_node(delayed, decision.node)
             self._bind(pod, decision.node, now)
             return
         self.unschedulable.add(key)
@@ -609,6 +617,38 @@ class SchedulerController(Controller):
             status["nominatedNodeName"] = decision.nominated
         self.write_status(pod, status)
         self.requeue_at(key, now + self.RETRY_SECONDS)
+
+    def _volume_binding(self, pod: Obj) -> tuple[str | None, list[Obj]]:
+        """The VolumeBinding PreFilter: why the pod's claims rule out every node (a missing claim,
+        an unbound claim that binds immediately), and the claims that wait for this pod's node."""
+        namespace = pod["metadata"].get("namespace", "")
+        delayed = []
+        unbound_immediate = False
+        for name in claim_names(pod):
+            claim = self.ctx.cache.get("PersistentVolumeClaim", namespace, name)
+            if claim is None:
+                return f'persistentvolumeclaim "{name}" not found', []
+            if (claim.get("spec") or {}).get("volumeName"):
+                continue
+            if waits_for_consumer(self.ctx.cache, claim):
+                delayed.append(claim)
+            else:
+                unbound_immediate = True
+        if unbound_immediate:
+            return "pod has unbound immediate PersistentVolumeClaims", []
+        return None, delayed
+
+    def _select_node(self, claims: list[Obj], node: str) -> None:
+        """The volume binder's assumption: ``WaitForFirstConsumer`` claims learn the chosen node
+        (their provisioner then makes the volume there)."""
+        for claim in claims:
+            annotated = clone(claim)
+            annotated["metadata"].setdefault("annotations", {})[SELECTED_NODE_ANNOTATION] = node
+            try:
+                self.ctx.store.update(annotated)
+            except ApiError as e:
+                if e.code not in (404, 409) and not is_storage_error(e):
+                    raise
 
     def _bind(self, pod: Obj, node: str, now: float) -> None:
         meta = pod["metadata"]

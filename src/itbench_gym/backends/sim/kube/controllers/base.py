@@ -32,7 +32,7 @@ RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.005, 1000.0
 WATCHED_KINDS = (
     "Namespace", "Node", "Pod", "Service", "Endpoints", "ReplicaSet", "Deployment", "StatefulSet",
     "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "ResourceQuota", "PriorityClass",
-    "ControllerRevision", "EndpointSlice",
+    "ControllerRevision", "EndpointSlice", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
 )
 
 

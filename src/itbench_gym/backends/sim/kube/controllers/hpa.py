@@ -258,7 +258,9 @@ class HpaController(Controller):
                 continue
             metrics_status.append(current_metric)
             proposals.append((desired_m, label))
-        if not proposals:
+        # Upstream computeReplicasForMetrics: all metrics invalid, or some invalid and the valid ones
+        # would scale down, is an error (no scaling) reported with the first invalid metric.
+        if not proposals or (errors and max(p[0] for p in proposals) < current):
             first = errors[0] if errors else MetricError("FailedGetResourceMetric", "no metrics")
             self.ctx.recorder.record(hpa, "Warning", first.reason, first.message, component=_COMPONENT)
             self.ctx.recorder.record(
