@@ -416,3 +416,13 @@ def test_structured_config_values_are_parsed_by_their_extension() -> None:
     assert parse_problem("demo.flagd.json", '{"flags": ').startswith("not valid JSON: Expecting value")
     assert parse_problem("config.yaml", "a: [1, 2").startswith("not valid YAML: ")
     assert parse_problem("nginx.conf", "{{{ not json") == ""
+
+
+def test_alerts_routed_to_no_one_are_not_new_incidents() -> None:
+    """kube-prometheus-stack's InfoInhibitor (severity none) fires while any info alert is pending,
+    e.g. CPUThrottlingHigh after restarting a CPU-limited JVM; neither pages anyone."""
+    quiet = [{"alertname": "InfoInhibitor", "namespace": NS, "severity": "none"},
+             {"alertname": "CPUThrottlingHigh", "namespace": NS, "container": "ad", "severity": "info"}]
+    assert watch(lambda t: healthy(alerts=[WATCHDOG, *quiet])).passed
+    paged = {"alertname": "KubePodCrashLooping", "namespace": NS, "severity": "warning"}
+    assert not watch(lambda t: healthy(alerts=[WATCHDOG, *quiet, paged])).passed

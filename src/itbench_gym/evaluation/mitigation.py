@@ -13,7 +13,7 @@ user cares about, against the healthy baseline captured before the fault:
   p95 latency are back near baseline; the app serves its users;
 - nothing that was healthy was broken: namespaces, workloads (available, rollouts complete), the
   ConfigMaps and Secrets they use (present, parseable, still used), the monitoring configuration
-  (alert rules, scrape configuration) unchanged; no new alerts.
+  (alert rules, scrape configuration) unchanged; no new alerts (of a severity anyone is paged for: not `none` or `info`).
 
 Every failed check contributes one reason string. The probe reads the Kubernetes API and the
 Prometheus HTTP API only, so the same checks run on the twin and on a real cluster.
@@ -502,9 +502,16 @@ def _invariant_failures(
     reasons.extend(_traffic_failures(baseline.traffic, probe.traffic(), tolerances))
 
     known = {frozenset(a.items()) for a in [*baseline.alerts, *injection_alerts]}
-    new = sorted({alert_text(a) for a in firing_now if frozenset(a.items()) not in known})
+    new = sorted({alert_text(a) for a in firing_now
+                  if frozenset(a.items()) not in known and a.get("severity") not in UNPAGED_SEVERITIES})
     reasons.extend(f"new alert {name} firing at t+{at:.0f}s (not firing at baseline or injection)" for name in new)
     return reasons
+
+
+#: Severities kube-prometheus-stack routes to no one: ``none`` (Watchdog, InfoInhibitor: meta-alerts for the
+#: alerting pipeline itself) and ``info`` (inhibited unless a warning or critical alert fires with them).
+#: A fix that only raises these pages no one, so it is not a new incident.
+UNPAGED_SEVERITIES = frozenset({"none", "info"})
 
 
 def _traffic_failures(before: TrafficSample, now: TrafficSample, tolerances: Tolerances) -> list[str]:
