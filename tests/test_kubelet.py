@@ -119,7 +119,7 @@ def test_bad_command_is_run_container_error_then_crash_loop():
     assert "executable file not found" in last["message"]
 
 
-def test_arch_mismatch_exits_and_crash_loops():
+def test_image_index_without_the_node_platform_fails_the_pull():
     class AmdOnly(DefaultRuntime):
         def image_supports(self, image, arch):
             return arch == "amd64"
@@ -127,8 +127,21 @@ def test_arch_mismatch_exits_and_crash_loops():
     cluster, clock = make_cluster(_pod(), runtime=AmdOnly(), arch="arm64")
     run(cluster, clock, 30)
     st = cstatus(_get(cluster))
+    assert st["state"]["waiting"]["reason"] == "ImagePullBackOff" and st["restartCount"] == 0
+    assert st["state"]["waiting"]["message"].endswith(": no match for platform in manifest: not found")
+
+
+def test_binary_for_another_cpu_exits_at_once_and_crash_loops():
+    class AmdBinaries(DefaultRuntime):
+        def binary_runs(self, image, arch):
+            return arch == "amd64"
+
+    cluster, clock = make_cluster(_pod(), runtime=AmdBinaries(), arch="arm64")
+    run(cluster, clock, 30)
+    st = cstatus(_get(cluster))
     assert st["state"]["waiting"]["reason"] == "CrashLoopBackOff"
-    assert st["lastState"]["terminated"]["exitCode"] == 255 and st["restartCount"] >= 1
+    last = st["lastState"]["terminated"]
+    assert (last["reason"], last["exitCode"]) == ("Error", 1) and st["restartCount"] >= 1
 
 
 def test_readiness_waits_for_initial_delay():
@@ -230,7 +243,7 @@ def test_graceful_deletion_keeps_pod_terminating_until_it_stops():
 
 def test_batch_pod_succeeds_and_never_policy_fails():
     class ExitCode(DefaultRuntime):
-        def exit_after(self, pod, c):
+        def exit_after(self, pod, c, files):
             return (3.0, 0 if pod["metadata"]["name"] == "ok" else 2)
 
     cluster, clock = make_cluster(_pod("ok", restartPolicy="Never"), _pod("bad", restartPolicy="Never"), runtime=ExitCode())

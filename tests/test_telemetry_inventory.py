@@ -18,7 +18,7 @@ import yaml
 from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
 from itbench_gym.backends.sim.exporters.scrape import target_up
-from itbench_gym.backends.sim.kube.runtime import DefaultRuntime
+from itbench_gym.backends.sim.kube.runtime import DefaultRuntime, FileReader
 from itbench_gym.backends.sim.promql import Engine
 from kube_fixtures import NS, container, deployment, make_cluster
 
@@ -41,10 +41,10 @@ class Runtime(DefaultRuntime):
         super().__init__()
         self.crashing: set[str] = set()
 
-    def exit_after(self, pod: Obj, c: Obj) -> tuple[float, int] | None:
+    def exit_after(self, pod: Obj, c: Obj, files: FileReader) -> tuple[float, int] | None:
         if c.get("image") == CRASHER or pod["metadata"]["name"] in self.crashing:
             return (1.0, 1)
-        return super().exit_after(pod, c)
+        return super().exit_after(pod, c, files)
 
 
 def _exporters() -> list[Obj]:

@@ -45,7 +45,12 @@ def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
         for group_id in alias:
             if named is not None:
                 ids.setdefault(group_id, named)
-    entities = {ids[g["id"]]: bool(g.get("root_cause")) for g in gt["groups"] if g["id"] in ids}
+    entities: dict[str, bool] = {}
+    for group in gt["groups"]:
+        if group["id"] in ids:
+            # aliases name one entity by several groups: it is the root cause if any of them is
+            entity = ids[group["id"]]
+            entities[entity] = entities.get(entity, False) or bool(group.get("root_cause"))
     propagations = []
     for p in gt["propagations"]:
         if p["source"] in ids and p["target"] in ids and ids[p["source"]] != ids[p["target"]]:

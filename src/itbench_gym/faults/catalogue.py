@@ -22,6 +22,8 @@ annotate a string or a list of strings.
   {type: object, creates: true,       an object the fault creates: its namespace must exist; ground-truth
    spawns: <arg>}                     groups may name it, and the children of the kind given by <arg> that
                                       its controller spawns (named <name>-<generated suffix>)
+  {type: object, also_creates:        an existing object, beside which the fault creates a <kind> named
+   {kind: <kind>, suffix: <text>}}    <name><suffix> in its namespace (ground-truth groups may name it)
   {type: container, workload: <arg>}  a container of the pod template of the workload object <arg>
   {type: container, selector: <arg>,  a container of the pods that the Chaos Mesh selector <arg> picks
    namespace: <arg>}                  (<arg> namespace: the default when the selector names none)
@@ -50,7 +52,7 @@ _DEFINITIONS = Path(__file__).with_name("definitions")
 #: Reference types and the parameters each needs (``x-ref``; see the module docstring).
 REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # type: (required parameters, optional parameters)
-    "object": (frozenset(), frozenset({"creates", "spawns"})),
+    "object": (frozenset(), frozenset({"creates", "spawns", "also_creates"})),
     "container": (frozenset(), frozenset({"workload", "selector", "namespace"})),
     "flag": (frozenset({"config_map"}), frozenset()),
     "flag-variant": (frozenset({"flag", "config_map"}), frozenset()),

@@ -144,6 +144,10 @@ class _Checker:
                 self.created.append(KubeObject(spawns, f"{name}-{GENERATED_SUFFIX}", namespace, f"spawned by {kind} {name}"))
             return []
         if self.find(kind, namespace, name) is not None:
+            beside = ref.params.get("also_creates")
+            if isinstance(beside, Mapping):
+                self.created.append(KubeObject(str(beside["kind"]), f"{name}{beside['suffix']}", namespace,
+                                               f"created by {owner} beside {kind} {name}"))
             return []
         if namespace is not None and namespace not in self.namespaces():
             return [self._no_namespace(f"{ref.path}.metadata.namespace", namespace)]

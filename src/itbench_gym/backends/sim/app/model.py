@@ -22,6 +22,7 @@ import numpy as np
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
+from itbench_gym.backends.sim.kube import oom
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
 
@@ -267,7 +268,7 @@ class AppModel:
         st.shares, st.pins = self._balancer.shares(view, client, st.tick, st.pins)
         self._mesh_metrics.observe(view, mesh, stats, client, st.shares, dt, _rng(self.seed, st.tick, "mesh"))
         self._record_spans(view, stats, rates, client, dt)
-        usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
+        usage = self._machine_oom(cluster, self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats))
         self._cadvisor.observe(usage, dt)
         node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods} if expose else {}
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs), starts))
@@ -588,6 +589,24 @@ class AppModel:
                                            message="panic: runtime error: invalid memory address or nil pointer dereference")
         st.service_rate = rate_of
         return usage + self._steady_usage(cluster, view)
+
+    def _machine_oom(self, cluster: ClusterLike, usage: list[ContainerUsage]) -> list[ContainerUsage]:
+        """Containers without a memory limit can exhaust their machine: the kernel kills by badness.
+        The usage of the containers that survive (a killed one reports nothing)."""
+        uses = [oom.Use(u.namespace, u.pod, u.container, u.node, u.memory_bytes) for u in usage]
+        pods: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def pod(namespace: str, name: str) -> dict[str, Any] | None:
+            if not pods:
+                pods.update(((p["metadata"].get("namespace", ""), p["metadata"]["name"]), p) for p in list_kind(cluster.store, "Pod"))
+            return pods.get((namespace, name))
+
+        killed = set()
+        for u in oom.victims(uses, list_kind(cluster.store, "Node"), pod):
+            cluster.kill_container(u.namespace, u.pod, u.container, reason="OOMKilled", exit_code=137)
+            self._cadvisor.record_oom(u.namespace, u.pod, u.container)
+            killed.add((u.namespace, u.pod, u.container))
+        return [u for u in usage if (u.namespace, u.pod, u.container) not in killed] if killed else usage
 
     def _steady_usage(self, cluster: ClusterLike, view: ClusterView) -> list[ContainerUsage]:
         """Containers the behaviour model does not describe (the cluster's system and observability

@@ -1,25 +1,24 @@
 """The app's ContainerRuntime: which images exist, which commands they contain, how long
 processes take to start, and whether probes and init containers succeed.
 
-Answers come from ``app.yaml`` (the image catalogue, start-up times, listening ports) and from the
-latest cluster view the model saw, so an init container that waits for Kafka finishes only once
-Kafka is reachable, exactly like ``until nc -z kafka 9092`` would.
+Answers come from ``app.yaml`` (the image catalogue, start-up times, listening ports), the
+cluster-wide registry (``kube/registry.yaml``), the process model (``processes.py``: what a command
+line does) and the latest cluster view the model saw, so an init container that waits for Kafka
+finishes only once Kafka is reachable, exactly like ``until nc -z kafka 9092`` would.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Callable
 from typing import Any
 
-from itbench_gym.backends.sim.kube.runtime import DefaultRuntime, ProbeKind
+from itbench_gym.backends.sim.kube.registry import ImageRule, shared
+from itbench_gym.backends.sim.kube.runtime import DefaultRuntime, FileReader, ProbeKind
 
 from .cluster_view import ClusterView
 from .network import reach
-from .spec import AppSpec, ImageRule
-
-_NC = re.compile(r"nc\s+-z\s+(?:-v\s+)?(?:-w\s*\d+\s+)?(?P<host>[A-Za-z0-9.-]+)\s+(?P<port>\d+)")
+from .processes import Process
+from .spec import AppSpec
 
 
 class AppRuntime(DefaultRuntime):
@@ -33,7 +32,7 @@ class AppRuntime(DefaultRuntime):
             self._startup_by_container.setdefault(svc.container, svc.startup_seconds)
 
     def _rule(self, image: str) -> ImageRule | None:
-        return next((r for r in self.spec.images if fnmatch.fnmatchcase(image, r.pattern)), None)
+        return shared().rule(image, self.spec.images)
 
     def image_known(self, image: str) -> bool:
         return self._rule(image) is not None
@@ -42,17 +41,26 @@ class AppRuntime(DefaultRuntime):
         rule = self._rule(image)
         return rule is not None and arch in rule.architectures
 
+    def pull_error(self, image: str, arch: str) -> str | None:
+        return shared().pull_error(image, arch, self.spec.images)
+
+    def binary_runs(self, image: str, arch: str) -> bool:
+        rule = self._rule(image)
+        return rule is None or arch in rule.architectures
+
     def start_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
+        """containerd's error when the command's executable is not in the image (runc 1.2+ wording)."""
         rule = self._rule(container.get("image", ""))
         command = container.get("command") or []
-        if rule is None or not command or rule.executables is None:
+        if rule is None or not command:
             return None
         exe = str(command[0])
-        if exe in rule.executables or exe.rsplit("/", 1)[-1] in rule.executables:
+        if rule.has(exe):
             return None
         return (
             "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
-            f"failed: unable to start container process: exec: \"{exe}\": executable file not found in $PATH: unknown"
+            f"failed: unable to start container process: error during container init: exec: \"{exe}\": executable file not "
+            "found in $PATH: unknown"
         )
 
     def startup_seconds(self, pod: dict[str, Any], container: dict[str, Any]) -> float:
@@ -81,7 +89,7 @@ class AppRuntime(DefaultRuntime):
         elif "exec" in probe:
             rule = self._rule(container.get("image", ""))
             cmd = (probe["exec"].get("command") or [""])[0]
-            return rule is None or rule.executables is None or cmd in rule.executables
+            return rule is None or rule.has(str(cmd))
         else:
             return True
         if isinstance(port, str) and not port.isdigit():
@@ -100,15 +108,29 @@ class AppRuntime(DefaultRuntime):
             listening = int(env[svc.port_env])
         return listening is not None and int(port) == listening
 
-    def exit_after(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[float, int] | None:
-        names = {c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []}
-        if container.get("name") in names:
-            script = " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
-            m = _NC.search(script)
-            if m and "until" in script:
-                view = self._view()
-                if view is None:
-                    return (self._init_run, 0)
-                target = reach(self.spec, view, None, m.group("host"), int(m.group("port")), m.group("host"), handshake=False)
-                return (self._init_run, 0) if target.ok_share > 0 else None
-        return super().exit_after(pod, container)
+    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
+        """A container with a command line runs it (``processes``); one without runs its image's
+        entrypoint: an app server until killed, an init container's or a batch pod's job to success.
+        A long-running container's command line ends in its server, so only a failing step ends it."""
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        if not container.get("command"):
+            return super().exit_after(pod, container, files)
+        rule = self._rule(container.get("image", ""))
+        env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
+        home = str(env.get("HOME") or (rule.home if rule is not None else "/root"))
+        spec = pod.get("spec") or {}
+        long_running = container.get("restartPolicy") == "Always" or (
+            container.get("name") not in {c.get("name") for c in spec.get("initContainers") or []}
+            and spec.get("restartPolicy", "Always") == "Always")
+        done = Process(argv, home, files, self._reachable).outcome()
+        if done is None:
+            return None
+        if long_running:
+            # a server's command line ends in the server itself: only a failing step ends it
+            return done if done[1] != 0 else None
+        return max(done[0], self._init_run), done[1]
+
+    def _reachable(self, host: str, port: int) -> bool:
+        view = self._view()
+        # a connection check (``nc -z``) only connects: a server's authentication never stops it
+        return view is None or reach(self.spec, view, None, host, port, host, handshake=False).ok_share > 0

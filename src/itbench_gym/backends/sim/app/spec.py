@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
+from itbench_gym.backends.sim.kube.registry import ImageRule, parse_images
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.appfacts import app_schema_problems
 
@@ -165,13 +166,6 @@ class Topic:
     producer_service: str
     producer_call_to: tuple[str, str]
     consumers: tuple[Consumer, ...]
-
-
-@dataclass(frozen=True)
-class ImageRule:
-    pattern: str
-    architectures: tuple[str, ...]
-    executables: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -448,7 +442,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         manifests=tuple(raw["manifests"]),
         buckets_ms=tuple(float(b) for b in raw["span_metrics"]["buckets_ms"]),
         job_prefix=raw["span_metrics"]["job_prefix"],
-        images=tuple(ImageRule(i["pattern"], tuple(i["architectures"]), tuple(i["executables"]) if "executables" in i else None) for i in raw["images"]),
+        images=parse_images(raw["images"], str(app_dir / "app.yaml")),
         load_service=load["service"],
         users_env=load["users_env"],
         default_users=int(load["default_users"]),

@@ -1,10 +1,12 @@
 """The kubelet of every node: a pod's life from ContainerCreating to Running, crashes and all.
 
 What an SRE agent diagnoses mostly lives here: ``FailedMount`` for a missing ConfigMap or Secret,
-``CreateContainerConfigError`` for a missing env reference, ``ImagePullBackOff``, ``CrashLoopBackOff`` with
+``CreateContainerConfigError`` for a missing env reference, ``ImagePullBackOff`` (with containerd's reason
+from the runtime: an unknown reference, no manifest for the node's platform), ``StartError`` for a
+missing executable, ``exec format error`` for a binary of another CPU, ``CrashLoopBackOff`` with
 its doubling back-off (first restart at once, then 10 s, 20 s, ... capped at 300 s, reset after
 10 minutes of good behaviour), ``OOMKilled`` in ``lastState``, readiness that lags start-up, init
-containers, graceful termination. Each container is a small state machine advanced at exact
+containers (whose processes read what their volumes project), graceful termination. Each container is a small state machine advanced at exact
 event times (the cluster's timers); probes are evaluated whenever the pod syncs (at least once
 per tick), asking the ContainerRuntime whether they pass *now*. The pod's status is rendered from
 that state, with the same fields, reasons and messages a real kubelet writes.
@@ -12,6 +14,7 @@ that state, with the same fields, reasons and messages a real kubelet writes.
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import ipaddress
@@ -24,7 +27,7 @@ from itbench_gym.lang.timestamps import rfc3339
 from .controllers.base import Cache, Context, Controller, Key
 from .controllers.util import container_limits, container_requests, parse_time
 from .errors import ApiError
-from .runtime import ContainerRuntime
+from .runtime import ContainerRuntime, FileReader
 
 Obj = dict[str, Any]
 
@@ -77,6 +80,8 @@ class ContainerRun:
     live_fail_since: float | None = None
     last_probe: dict[str, float] = field(default_factory=dict)
     pulling: bool = False
+    #: Why the last pull failed (containerd's words after the image reference).
+    pull_cause: str = ""
 
     def container_id(self, uid: str) -> str:
         return "containerd://" + hashlib.sha256(f"{uid}/{self.name}/{self.restarts}".encode()).hexdigest()
@@ -344,6 +349,26 @@ class Kubelet(Controller):
         except (ApiError, KeyError, LookupError):
             return None
 
+    def _files(self, pod: Obj, spec: Obj) -> FileReader:
+        """What the container reads at a path: the ConfigMap / Secret key its volume mounts project there."""
+        namespace = pod["metadata"].get("namespace") or "default"
+        volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+
+        def read(path: str) -> str | None:
+            for mount in spec.get("volumeMounts") or []:
+                root = str(mount.get("mountPath", "")).rstrip("/")
+                if not path.startswith(root + "/"):
+                    continue
+                rel = path[len(root) + 1:]
+                sub = str(mount.get("subPath") or "")
+                rel = f"{sub}/{rel}" if sub else rel
+                found = _projected(volumes.get(mount.get("name")) or {}, rel, namespace, self._stored)
+                if found is not None:
+                    return found
+            return None
+
+        return read
+
     def _mount_failures(self, pod: Obj) -> list[tuple[str, str]]:
         """(volume, error) for each volume whose ConfigMap / Secret source cannot be projected now."""
         namespace = pod["metadata"].get("namespace") or "default"
@@ -431,8 +456,9 @@ class Kubelet(Controller):
         c.pulling = self._needs_pull(pod, node, c)
         if c.pulling:
             self._record(pod, c, "Normal", "Pulling", f'Pulling image "{c.image}"')
-            if not self.runtime.image_known(c.image):
-                c.step, c.due = "pull-failed", at + PULL_FAILURE_SECONDS
+            cause = self.runtime.pull_error(c.image, _node_arch(node))
+            if cause is not None:
+                c.step, c.due, c.pull_cause = "pull-failed", at + PULL_FAILURE_SECONDS, cause
                 return
         c.step, c.due = "start", at + max(0.0, float(self.runtime.startup_seconds(pod, self._spec_of(pod, c))))
 
@@ -440,8 +466,7 @@ class Kubelet(Controller):
         step = c.step
         c.due = None
         if step == "pull-failed":
-            msg = (f'failed to pull and unpack image "{c.image}": failed to resolve reference "{c.image}": '
-                   f"{c.image}: not found")
+            msg = f'failed to pull and unpack image "{c.image}": {c.pull_cause}'
             self._record(pod, c, "Warning", "Failed", f'Failed to pull image "{c.image}": {msg}')
             self._record(pod, c, "Warning", "Failed", "Error: ErrImagePull")
             c.reason, c.message = "ErrImagePull", msg
@@ -494,11 +519,11 @@ class Kubelet(Controller):
         c.started_at, c.ever_ran = at, True
         c.ready, c.ready_fail_since, c.live_fail_since, c.last_probe = False, None, None, {}
         c.started = "startupProbe" not in spec
-        arch = ((node.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/arch", "amd64")
-        if not self.runtime.image_supports(c.image, arch):
-            c.exit_at, c.planned_exit = at, 255
+        if not self.runtime.binary_runs(c.image, _node_arch(node)):
+            # runc's execve fails with ENOEXEC after the container started: its init exits 1.
+            c.exit_at, c.planned_exit = at, 1
             return
-        planned = self.runtime.exit_after(pod, spec)
+        planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
         c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
 
     def _env_error(self, pod: Obj, spec: Obj) -> str | None:
@@ -596,7 +621,7 @@ class Kubelet(Controller):
         """An init container that waits for something (``until nc -z kafka 9092``) ends once it is there."""
         if c.exit_at is not None:
             return
-        planned = self.runtime.exit_after(pod, spec)
+        planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
         if planned is not None:
             c.exit_at, c.planned_exit = now + planned[0], planned[1]
 
@@ -861,6 +886,32 @@ class Kubelet(Controller):
             self._release_ip(run)  # the sandbox is gone; the API keeps showing the address it had
 
 
+def _projected(volume: Obj, rel: str, namespace: str, lookup: Callable[[str, str, str], Obj | None]) -> str | None:
+    """The content a configMap / secret / projected volume shows at ``rel`` (its ``items`` or every key)."""
+    sources: list[tuple[str, Obj]] = []
+    if "configMap" in volume:
+        sources.append(("ConfigMap", volume["configMap"] or {}))
+    if "secret" in volume:
+        sources.append(("Secret", volume["secret"] or {}))
+    for source in (volume.get("projected") or {}).get("sources") or []:
+        for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
+            if field_name in source:
+                sources.append((kind, source[field_name] or {}))
+    for kind, ref in sources:
+        name = str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))
+        obj = lookup(kind, namespace, name)
+        if obj is None:
+            continue
+        items = ref.get("items")
+        key = next((str(i.get("key")) for i in items if i.get("path") == rel), None) if items else rel
+        data = obj.get("data") or {}
+        if key is None or key not in data:
+            continue
+        value = str(data[key])
+        return base64.b64decode(value).decode("utf-8", "replace") if kind == "Secret" else value
+    return None
+
+
 def _data_keys(obj: Obj) -> set[str]:
     """The keys a ConfigMap or Secret holds (``data``, ``binaryData``, a Secret's write-only ``stringData``)."""
     return {str(k) for field_name in ("data", "binaryData", "stringData") for k in (obj.get(field_name) or {})}
@@ -903,6 +954,10 @@ def qos_class(pod: Obj) -> str:
         for req, lim in zip(requests, limits, strict=True)
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _node_arch(node: Obj) -> str:
+    return str(((node.get("metadata") or {}).get("labels") or {}).get("kubernetes.io/arch", "amd64"))
 
 
 def _node_ip(node: Obj) -> str:

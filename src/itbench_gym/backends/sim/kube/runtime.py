@@ -8,18 +8,23 @@ world (every image known, nothing fails) that the app's runtime can subclass and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 ProbeKind = Literal["startup", "readiness", "liveness"]
+#: A container's view of the files its volumes project (absolute path → content, None when absent).
+FileReader = Callable[[str], "str | None"]
 
 
 class ContainerRuntime(Protocol):
-    def image_known(self, image: str) -> bool:
-        """False → ErrImagePull, then ImagePullBackOff with back-off."""
+    def pull_error(self, image: str, arch: str) -> str | None:
+        """Why containerd cannot pull ``image`` for a node of ``arch`` (the text after
+        ``failed to pull and unpack image "<image>": ``), or None → ErrImagePull, ImagePullBackOff."""
         ...
 
-    def image_supports(self, image: str, arch: str) -> bool:
-        """False for the node's ``kubernetes.io/arch`` → the process dies with "exec format error"."""
+    def binary_runs(self, image: str, arch: str) -> bool:
+        """False when the pulled image's binaries are for another CPU: the process dies with
+        ``exec format error`` as soon as it starts."""
         ...
 
     def start_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
@@ -34,8 +39,10 @@ class ContainerRuntime(Protocol):
         """Whether the container's probe of ``kind`` passes right now."""
         ...
 
-    def exit_after(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[float, int] | None:
-        """``(seconds after start, exit code)`` when the process ends by itself; None = runs until killed."""
+    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
+        """``(seconds after start, exit code)`` when the process ends by itself; None = runs until
+        killed, or (for an init container, asked again every few seconds) not yet. ``files`` reads
+        what the container's volumes hold."""
         ...
 
     def stop_seconds(self, pod: dict[str, Any], container: dict[str, Any]) -> float:
@@ -43,12 +50,22 @@ class ContainerRuntime(Protocol):
         ...
 
 
+def not_found(image: str) -> str:
+    """containerd's resolver when the registry has no such tag."""
+    return f'failed to resolve reference "{image}": {image}: not found'
+
+
+#: containerd's platform matcher finding no manifest for the node in the image's index.
+NO_PLATFORM = "no match for platform in manifest: not found"
+
+
 class DefaultRuntime:
     """Every image exists for every architecture and every process behaves.
 
     Long-running pods (``restartPolicy: Always``) run until killed; batch pods and init containers
     finish successfully a few seconds after they start, which is what Jobs and init containers
-    need to make progress.
+    need to make progress. Subclasses refine ``image_known`` / ``image_supports`` (which
+    ``pull_error`` words as containerd does) or the rest of the protocol.
     """
 
     def __init__(
@@ -70,6 +87,14 @@ class DefaultRuntime:
     def image_supports(self, image: str, arch: str) -> bool:
         return True
 
+    def pull_error(self, image: str, arch: str) -> str | None:
+        if not self.image_known(image):
+            return not_found(image)
+        return None if self.image_supports(image, arch) else NO_PLATFORM
+
+    def binary_runs(self, image: str, arch: str) -> bool:
+        return True
+
     def start_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
         return None
 
@@ -79,7 +104,7 @@ class DefaultRuntime:
     def probe_succeeds(self, pod: dict[str, Any], container: dict[str, Any], kind: ProbeKind) -> bool:
         return True
 
-    def exit_after(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[float, int] | None:
+    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
         spec = pod.get("spec") or {}
         names = {c.get("name") for c in spec.get("initContainers") or []}
         if container.get("name") in names and container.get("restartPolicy") != "Always":

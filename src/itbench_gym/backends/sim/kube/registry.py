@@ -1,0 +1,104 @@
+"""The container registries a cluster pulls from: which images exist, for which platforms, with
+which executables, and what a registry answers for a reference it does not serve.
+
+An app's ``app.yaml`` lists its own images (``images:``); ``registry.yaml`` beside this module
+lists the images any cluster may be asked to run whatever its app (debug and init images, the
+images ITBench's faults set) and each registry's answer for an unknown reference. An app's entry
+wins over the shared one; within a list the first matching pattern wins.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .runtime import NO_PLATFORM, not_found
+
+_DATA = Path(__file__).with_name("registry.yaml")
+
+
+@dataclass(frozen=True)
+class ImageRule:
+    """Images whose reference matches ``pattern`` (fnmatch).
+
+    ``architectures`` are the platforms the image offers. An image index (``index: true``, what
+    multi-arch builds and buildx's attestations push) has a manifest per platform, so containerd
+    fails the pull on any other node; a single manifest (``index: false``) is pulled anywhere and
+    its binaries then fail with ``exec format error``. ``executables`` are what its PATH and
+    entrypoint hold (None: not catalogued, every command is taken to exist); ``home`` is the
+    image's ``HOME`` (where a shell's ``~`` points).
+    """
+
+    pattern: str
+    architectures: tuple[str, ...]
+    executables: tuple[str, ...] | None = None
+    index: bool = True
+    home: str = "/root"
+
+    def has(self, executable: str) -> bool:
+        return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
+
+
+def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRule, ...]:
+    """Image rules from YAML entries; ``where`` names the file for errors."""
+    out = []
+    for i, entry in enumerate(raw):
+        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home"}
+        if unknown or "pattern" not in entry or "architectures" not in entry:
+            raise ValueError(f"{where}: images[{i}]: needs pattern and architectures; unknown fields {sorted(unknown)}")
+        executables = entry.get("executables")
+        out.append(ImageRule(str(entry["pattern"]), tuple(entry["architectures"]),
+                             tuple(str(e) for e in executables) if executables is not None else None,
+                             bool(entry.get("index", True)), str(entry.get("home", "/root"))))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Registry:
+    images: tuple[ImageRule, ...]
+    #: registry host → containerd's resolve error for a reference it does not serve
+    missing: Mapping[str, str]
+
+    def rule(self, image: str, first: Sequence[ImageRule] = ()) -> ImageRule | None:
+        return next((r for r in (*first, *self.images) if fnmatch.fnmatchcase(image, r.pattern)), None)
+
+    def pull_error(self, image: str, arch: str, first: Sequence[ImageRule] = ()) -> str | None:
+        """containerd's reason the pull of ``image`` fails on an ``arch`` node, or None."""
+        rule = self.rule(image, first)
+        if rule is None:
+            host, repository, tag = split_reference(image)
+            template = self.missing.get(host)
+            if template is None:
+                return not_found(image)
+            detail = template.format(host=host, repository=repository, tag=tag)
+            return f'failed to resolve reference "{image}": {detail}'
+        if rule.index and arch not in rule.architectures:
+            return NO_PLATFORM
+        return None
+
+
+def split_reference(image: str) -> tuple[str, str, str]:
+    """(registry host, repository, tag or digest) as containerd's reference parser normalises them."""
+    name, tag = image, "latest"
+    if "@" in name:
+        name, tag = name.split("@", 1)
+    elif ":" in name.rsplit("/", 1)[-1]:
+        name, tag = name.rsplit(":", 1)
+    first = name.split("/", 1)[0]
+    if "/" in name and ("." in first or ":" in first or first == "localhost"):
+        host, repository = name.split("/", 1)
+    else:
+        host, repository = "docker.io", name if "/" in name else f"library/{name}"
+    return host, repository, tag
+
+
+@lru_cache(maxsize=1)
+def shared() -> Registry:
+    raw = yaml.safe_load(_DATA.read_text())
+    return Registry(parse_images(raw["images"], str(_DATA)), dict(raw.get("missing") or {}))
