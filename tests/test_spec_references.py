@@ -20,8 +20,9 @@ from itbench_gym.evaluation.groundtruth import Group
 from itbench_gym.faults.catalogue import FaultDefinition, argument_refs, catalogue
 from itbench_gym.paths import specs_dir
 from itbench_gym.spec import SpecError, check_document, load_spec
+from itbench_gym.spec.loader import domain_files
 
-SPECS = sorted(specs_dir().glob("*/*.yaml"))
+SPECS = domain_files(specs_dir())
 CACHE_FAILURE = specs_dir() / "sre" / "cache-failure.yaml"
 #: ITBench's scenario library beside the project (``../shared``); the test that reads it skips without it.
 ITBENCH = SHARED / "itbench" / "scenarios"

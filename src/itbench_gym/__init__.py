@@ -16,16 +16,22 @@ from itbench_gym.registry import get_spec, list_scenarios, make, make_vec, regis
 
 if TYPE_CHECKING:
     from itbench_gym.env import ITBenchEnv
+    from itbench_gym.generator import generate
 
 __version__ = "0.1.0"
 
 register_all()
 
-__all__ = ["ITBenchEnv", "__version__", "get_spec", "list_scenarios", "make", "make_vec", "scenario_ids"]
+__all__ = ["ITBenchEnv", "__version__", "generate", "get_spec", "list_scenarios", "make", "make_vec", "scenario_ids"]
 
 
 def __getattr__(name: str) -> Any:
-    """``ITBenchEnv`` on first use (PEP 562), so that ``import itbench_gym`` stays cheap."""
+    """``ITBenchEnv`` and ``generate`` on first use (PEP 562), so that ``import itbench_gym`` stays cheap."""
+    if name == "generate":
+        from itbench_gym.generator import generate
+
+        globals()[name] = generate
+        return generate
     if name == "ITBenchEnv":
         from itbench_gym.env import ITBenchEnv
 

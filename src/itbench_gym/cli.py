@@ -217,6 +217,21 @@ def cmd_bench(argv: Sequence[str]) -> int:
     return int(harness.main(argv, prog="itbench-gym bench"))
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Draft, prove and write scenario variants (itbench_gym.generator); one line per judged draft."""
+    from itbench_gym.generator import generate
+
+    def report(outcome: Any) -> None:
+        verdict = "ok" if outcome.doc is not None else f"rejected: {outcome.reason}"
+        print(f"{outcome.draft.scenario_id} {outcome.draft.key} {outcome.seconds:.1f}s {verdict}", flush=True)
+
+    result = generate(args.count, args.seed, args.faults, args.noise, out=args.out, workers=args.workers, progress=report)
+    for note in result.skipped:
+        print(f"skipped template: {note}", file=sys.stderr)
+    print(f"{len(result.variants)} variants written to {args.out}, {len(result.rejected)} rejected, {result.seconds:.0f} s")
+    return 0 if len(result.variants) == args.count else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="itbench-gym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -256,6 +271,15 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--realtime", action="store_true", help="let the twin's clock follow the wall clock")
     srv.add_argument("--speed", type=float, default=1.0, help="with --realtime: simulated seconds per wall second")
     srv.set_defaults(func=cmd_serve)
+
+    gen = sub.add_parser("generate", help="generate scenario variants that validate (faults on other targets, noise)")
+    gen.add_argument("--count", type=int, required=True)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--faults", type=int, default=1, help="faults per variant")
+    gen.add_argument("--noise", action="store_true", help="add background noise (an unrelated restart or a load surge)")
+    gen.add_argument("--out", type=Path, default=Path("generated"), help="folder for the spec files")
+    gen.add_argument("--workers", type=int, default=1, help="processes that judge variants")
+    gen.set_defaults(func=cmd_generate)
 
     docs = sub.add_parser("docs", help="print docs/environment.md (the env's documentation and scenario table)")
     docs.set_defaults(func=cmd_docs)

@@ -24,12 +24,15 @@ from typing import TYPE_CHECKING, Any
 from itbench_gym.lang import yamltext
 from itbench_gym.paths import envs_dir, specs_dir
 from itbench_gym.spec.model import (
+    COMPLEXITY_LEVELS,
     AlertMatcher,
     Budget,
     Complexity,
     FaultRef,
     Observability,
     ScenarioSpec,
+    complexity_level,
+    complexity_score,
 )
 
 if TYPE_CHECKING:
@@ -167,9 +170,25 @@ def check_document(doc: Any, *, envs: Path | None = None) -> list[SpecProblem]:
         gt_problems = list(exc.problems)
     for i, fault in enumerate(doc["faults"]):
         problems += [SpecProblem(f"faults[{i}].{where}", message) for where, message in fault_args_problems(fault["id"], fault["args"])]
+    problems += complexity_problems(doc["metadata"]["complexity"])
     problems += [SpecProblem(path, message) for path, message in check_references(doc, envs or envs_dir())]
     problems += [SpecProblem(path, message) for path, message in gt_problems]
     return _in_file_order(problems)
+
+
+def complexity_problems(complexity: Any) -> list[SpecProblem]:
+    """A declared ``level`` that Eq. 6 over the declared factors does not give (the level is then
+    a claim no one can check); [] when it agrees or is left out (then it is computed)."""
+    factors = complexity["factors"]
+    score = complexity_score(factors["technologies"], factors["propagation_length"], factors["resolution_steps"])
+    expected = complexity_level(score)
+    declared = complexity.get("level")
+    if declared is None or declared == expected:
+        return []
+    bounds = ", ".join(f"{level} < {bound:g}" for level, bound in COMPLEXITY_LEVELS[:-1])
+    return [SpecProblem("metadata.complexity.level",
+                        f"{declared!r}, but Eq. 6 gives {score:.2f} = cbrt({factors['propagation_length']} x "
+                        f"{factors['resolution_steps']} x {factors['technologies']}), which is {expected!r} ({bounds})")]
 
 
 #: Order in which problems are listed: the order of the sections in a scenario file.
@@ -197,7 +216,8 @@ def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
         task=meta.get("task", meta["domain"]),
         cls=meta["class"],
         complexity=Complexity(
-            level=meta["complexity"]["level"],
+            level=meta["complexity"].get("level") or complexity_level(
+                complexity_score(factors["technologies"], factors["propagation_length"], factors["resolution_steps"])),
             technologies=factors["technologies"],
             propagation_length=factors["propagation_length"],
             resolution_steps=factors["resolution_steps"],
@@ -242,14 +262,26 @@ def read_document(path: Path | str) -> Any:
         raise SpecError(source, "", f"invalid YAML: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def load_spec(path: Path | str, *, envs: Path | None = None) -> ScenarioSpec:
-    """Load one scenario file; every problem is listed in one ``SpecError`` naming file and fields."""
-    source = Path(path)
-    doc = read_document(source)
+def spec_from_document(doc: Any, source: Path | str, *, envs: Path | None = None) -> ScenarioSpec:
+    """A spec from an in-memory document (e.g. one the generator drafts), checked as a file is;
+    ``source`` names it in errors."""
     problems = check_document(doc, envs=envs)
     if problems:
         raise SpecError(source, problems=problems)
-    return _build(doc, source)
+    return _build(doc, Path(source))
+
+
+def load_spec(path: Path | str, *, envs: Path | None = None) -> ScenarioSpec:
+    """Load one scenario file; every problem is listed in one ``SpecError`` naming file and fields."""
+    source = Path(path)
+    return spec_from_document(read_document(source), source, envs=envs)
+
+
+def domain_files(base: Path) -> list[Path]:
+    """``<base>/<domain>/*.yaml`` for the schema's domains only: other folders (``pending/``, specs
+    waiting for a fault type) are not loaded."""
+    domains = _schema()["properties"]["metadata"]["properties"]["domain"]["enum"]
+    return sorted(file for domain in domains for file in (base / domain).glob("*.yaml"))
 
 
 def spec_files(paths: Iterable[Path | str] = ()) -> list[Path]:
@@ -257,7 +289,7 @@ def spec_files(paths: Iterable[Path | str] = ()) -> list[Path]:
     every shipped spec (``scenario_specs/<domain>/*.yaml``) when none are given."""
     paths = list(paths)
     if not paths:
-        return sorted(specs_dir().glob("*/*.yaml"))
+        return domain_files(specs_dir())
     out: list[Path] = []
     for p in map(Path, paths):
         out += sorted(p.rglob("*.yaml")) if p.is_dir() else [p]
@@ -294,7 +326,7 @@ def duplicate_id_error(source: Path, spec_id: str, other: Path) -> SpecError:
 def load_all_specs(root: Path | None = None) -> list[ScenarioSpec]:
     """Every ``*.yaml`` under ``scenario_specs/<domain>/``, sorted by id; any bad file is an error."""
     base = root or specs_dir()
-    specs, errors = _check_files(sorted(base.glob("*/*.yaml")))
+    specs, errors = _check_files(domain_files(base))
     if errors:
         raise errors[0]
     return specs

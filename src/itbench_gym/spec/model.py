@@ -7,6 +7,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: Upper bounds (exclusive) of Eq. 6's score for each level but the last. The paper publishes no
+#: thresholds; these are the ones that agree with every level its Table 2 gives a Table 12 pattern
+#: (CacheFailure 1.82 and HTTPRequestBodyTamperFault 1.82 medium, CorruptImage 1.26 and
+#: MemoryResourceLimit 1.59 easy, HighCPU 2.29 and HTTPRequestAbortFault 2.71 medium).
+COMPLEXITY_LEVELS: tuple[tuple[str, float], ...] = (("easy", 1.8), ("medium", 2.8), ("hard", float("inf")))
+
+
+def complexity_score(technologies: int, propagation_length: int, resolution_steps: int) -> float:
+    """ITBench's Eq. 6: the geometric mean of chain length, resolution steps and technologies, so
+    that no one factor dominates the difficulty."""
+    return float((propagation_length * resolution_steps * technologies) ** (1 / 3))
+
+
+def complexity_level(score: float) -> str:
+    """The level (easy, medium, hard) of an Eq. 6 score, per :data:`COMPLEXITY_LEVELS`."""
+    return next(level for level, bound in COMPLEXITY_LEVELS if score < bound)
+
 
 @dataclass(frozen=True)
 class Complexity:
@@ -14,6 +31,11 @@ class Complexity:
     technologies: int
     propagation_length: int
     resolution_steps: int
+
+    @property
+    def score(self) -> float:
+        """Eq. 6 of the ITBench paper over this scenario's factors."""
+        return complexity_score(self.technologies, self.propagation_length, self.resolution_steps)
 
 
 @dataclass(frozen=True)
@@ -83,6 +105,11 @@ class ScenarioSpec:
     tags: tuple[str, ...] = ()
     #: ``{"itbench_scenario": n, "differences": ...}`` when adapted from, not reproducing, a library scenario.
     derived_from: Mapping[str, Any] | None = None
+
+    @property
+    def grades_mitigation(self) -> bool:
+        """False when ``desired_outcome.mitigation_not_graded`` says why only the diagnosis counts."""
+        return "mitigation_not_graded" not in self.desired_outcome
 
     def summary(self) -> dict[str, Any]:
         """The fields a catalogue lists."""

@@ -530,11 +530,16 @@ class SRETask(Task):
             f"You are the on-call SRE for the {self.spec.app} application in Kubernetes namespace "
             f"{self.spec.namespace!r}. An incident is in progress. Alerts firing now:\n"
             + "\n".join(f"- {a}" for a in sorted(alert_key(a) for a in incident.alerts))
-            + "\n\nDiagnose the root cause and mitigate it so the alerts clear and the application serves "
-            "its users again, without deleting or disabling healthy parts of the system. When you are "
-            "done, submit your report: the entities involved (mark the root cause with \"root_cause\": true) "
+            + "\n\n" + self._goal() + " When you are done, submit your report: the entities involved (mark the root cause with \"root_cause\": true) "
             "and how the fault propagated.\n\nTools:\n" + tool_lines + example_lines
         )
+
+    def _goal(self) -> str:
+        if not self.spec.grades_mitigation:
+            # The spec's reason stays with the harness: it would tell the agent what kind of fault this is.
+            return "Diagnose the root cause. This scenario grades the diagnosis only."
+        return ("Diagnose the root cause and mitigate it so the alerts clear and the application serves its users "
+                "again, without deleting or disabling healthy parts of the system.")
 
     def firing_alerts(self) -> list[str]:
         if self._probe is None:
@@ -561,8 +566,10 @@ class SRETask(Task):
             raise RuntimeError("SRETask.evaluate() needs an incident: call setup() first")
         namespace = self.spec.namespace
         topology = build_topology(probe.objects(namespace), self._app.calls, namespace)
-        verdict = watch_mitigation(probe, incident.baseline, list(self.spec.triggering_alerts),
-                                   timeout=self.watch_window(incident), injection_alerts=list(incident.alerts))
+        verdict = None
+        if self.spec.grades_mitigation:
+            verdict = watch_mitigation(probe, incident.baseline, list(self.spec.triggering_alerts),
+                                       timeout=self.watch_window(incident), injection_alerts=list(incident.alerts))
         return evaluate_episode(
             spec=self.spec,
             report=submission.report,

@@ -1,0 +1,231 @@
+"""The generator's fault and noise templates (``templates.yaml``), filled over an app's targets.
+
+A template names a catalogue fault, the arguments with ``$placeholders``, and what it ranges over;
+:func:`fault_candidates` fills it for every target the app has (read from the app's manifests and
+behaviour model, the same data the spec reference checker reads), and :func:`noise_candidates` does
+the same for background noise. Which targets are *valid* is decided later, as for a hand-written
+scenario: each variant is checked against the fault's schema and references, then run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from itbench_gym.backends.sim.app.spec import AppSpec
+from itbench_gym.lang import yamltext
+from itbench_gym.lang.flagd import load_flag_file
+from itbench_gym.spec.appfacts import AppFacts
+
+_TEMPLATES = Path(__file__).with_name("templates.yaml")
+
+
+class TemplateError(ValueError):
+    """A template file that cannot be used; names the file and the template."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One filled fault template: what it injects and what its ground truth starts from."""
+
+    #: Stable identity (``feature-flag:adFailure=on``); variants are told apart by their keys.
+    key: str
+    template: str
+    #: Fault entries (``{id, args}``) in injection order, then the waiters they need.
+    faults: tuple[Mapping[str, Any], ...]
+    waiters: tuple[Mapping[str, Any], ...]
+    #: The object the fault changes: ``{kind, name}`` in the scenario's namespace.
+    root_cause: Mapping[str, str]
+    #: Services the fault acts on first; propagation runs from them along their callers.
+    services: tuple[str, ...]
+    category: str
+    mechanism: str
+    condition: str
+    #: Candidates sharing this cannot be combined in one variant (e.g. two variants of one flag).
+    exclusive: str
+    #: The service the root cause acts through (flagd), and what it then does ("flagd serves ...").
+    via: str | None = None
+    served: str = ""
+    #: What the fault does to each of ``services`` (the behaviour model's effects, as text).
+    effect: Mapping[str, str] = field(default_factory=dict)
+    #: Its effects travel to the callees (extra calls) rather than to the callers (failures).
+    downstream: bool = False
+    #: The accepted fix as kubectl commands (empty: the oracle reverts the fault itself).
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One filled noise template: an unrelated restart, or a load surge (``users``)."""
+
+    key: str
+    faults: tuple[Mapping[str, Any], ...] = ()
+    users: int | None = None
+    #: The Deployment a restart touches (it must not be on the variant's propagation chain).
+    workload: str | None = None
+
+
+@dataclass(frozen=True)
+class Templates:
+    faults: tuple[Mapping[str, Any], ...]
+    noise: tuple[Mapping[str, Any], ...]
+    #: Effect type -> ``{text, reaches}``: what it does to a service, as the ground truth words it,
+    #: and whether it travels to the ``callers`` (default) or the ``callees``.
+    effects: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    source: Path = field(default=_TEMPLATES)
+
+
+@lru_cache(maxsize=4)
+def load_templates(path: Path = _TEMPLATES) -> Templates:
+    doc = yamltext.load(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("faults"), list):
+        raise TemplateError(f"{path}: expected a mapping with a 'faults' list")
+    return Templates(tuple(doc["faults"]), tuple(doc.get("noise") or ()), dict(doc.get("effects") or {}), path)
+
+
+def fill(value: Any, values: Mapping[str, str]) -> Any:
+    """``value`` with every ``$placeholder`` of its strings substituted (nested lists and mappings)."""
+    if isinstance(value, str):
+        return Template(value).substitute(values)
+    if isinstance(value, list):
+        return [fill(v, values) for v in value]
+    if isinstance(value, Mapping):
+        return {k: fill(v, values) for k, v in value.items()}
+    return value
+
+
+def fault_candidates(templates: Templates, facts: AppFacts, model: AppSpec, namespace: str,
+                     known_faults: set[str]) -> tuple[list[Candidate], list[str]]:
+    """Every candidate of every template whose fault is in the catalogue, sorted by key, and a note
+    per template that was skipped (why)."""
+    out: list[Candidate] = []
+    skipped: list[str] = []
+    for i, template in enumerate(templates.faults):
+        where = f"{templates.source}: faults[{i}] ({template.get('id')})"
+        if template.get("fault") not in known_faults:
+            skipped.append(f"{where}: fault {template.get('fault')!r} is not in the catalogue")
+            continue
+        over = template.get("over")
+        if over == "flag-variant":
+            out += _flag_candidates(template, templates, facts, model, namespace, where)
+        elif over in ("deployment", "deployment-container"):
+            out += _workload_candidates(template, facts, model, namespace, per_container=over == "deployment-container")
+        else:
+            raise TemplateError(f"{where}: unknown 'over' {over!r} (known: flag-variant, deployment, deployment-container)")
+    return sorted(out, key=lambda c: c.key), skipped
+
+
+def _flag_candidates(template: Mapping[str, Any], templates: Templates, facts: AppFacts, model: AppSpec,
+                     namespace: str, where: str) -> list[Candidate]:
+    """One candidate per (flag, variant) of the flagd ConfigMap whose flag the behaviour model gives
+    an effect on a service, the variant ``off`` excepted."""
+    config_map = facts.find("ConfigMap", namespace, model.flag_config_map)
+    if config_map is None or facts.flags is None:
+        return []
+    raw = (config_map.body.get("data") or {}).get(model.flag_key)
+    if not isinstance(raw, str):
+        raise TemplateError(f"{where}: {config_map} has no key {model.flag_key!r}")
+    restart_on = set(template.get("restart_affected_on") or ())
+    out = []
+    for flag, definition in sorted(load_flag_file(raw).items()):
+        effects = [e for e in model.effects if e.flag == flag]
+        services = tuple(dict.fromkeys(
+            s for e in effects for s in (e.get("service"), e.get("group")) if isinstance(s, str) and s in model.services))
+        if not services:
+            continue
+        effect = {s: ", ".join(dict.fromkeys(str(templates.effects.get(e.type, {}).get("text", e.type)) for e in effects
+                                             if s in (e.get("service"), e.get("group")))) for s in services}
+        downstream = any(templates.effects.get(e.type, {}).get("reaches") == "callees" for e in effects)
+        restarted = tuple(dict.fromkeys(
+            s for e in effects if e.type in restart_on for s in (e.get("service"),) if isinstance(s, str) and s in model.services))
+        for variant in sorted(definition.variants):
+            if variant == "off":
+                continue
+            values = {"flag": flag, "variant": variant, "config_map": model.flag_config_map,
+                      "flag_service": model.flag_service, "namespace": namespace}
+            waiters = [fill(w, values) for w in template.get("waiters") or ()]
+            waiters += [_restart(model.services[s].workload, namespace) for s in restarted]
+            out.append(Candidate(
+                key=f"{template['id']}:{flag}={variant}",
+                template=str(template["id"]),
+                faults=({"id": template["fault"], "args": fill(template["args"], values)},),
+                waiters=tuple(waiters),
+                root_cause=fill(template["root_cause"], values),
+                services=services,
+                category=str(template.get("fault_category", "")),
+                mechanism=str(template.get("fault_mechanism", "")),
+                condition=fill(str(template.get("condition", "")), values),
+                exclusive=f"flag:{flag}",
+                via=fill(template["via"], values) if template.get("via") else None,
+                served=fill(str(template.get("served", "")), values),
+                effect=effect,
+                downstream=downstream,
+            ))
+    return out
+
+
+def _workload_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str, *,
+                         per_container: bool) -> list[Candidate]:
+    """One candidate per Deployment that runs a service of the behaviour model (and per container of
+    its pod template when ``per_container``)."""
+    service_of = {s.workload: name for name, s in model.services.items()}
+    init = "initContainers"
+    out = []
+    for obj in facts.of_kind("Deployment", namespace):
+        service = service_of.get(obj.name)
+        if service is None:
+            continue
+        spec = (obj.body.get("spec") or {}).get("template", {}).get("spec") or {}
+        skip = {c.get("name") for c in spec.get(init) or ()}
+        containers = [c for c in obj.containers() if c not in skip] if per_container else [""]
+        for container in containers:
+            values = {"name": obj.name, "namespace": namespace, "service": service, "container": container}
+            out.append(Candidate(
+                key=f"{template['id']}:{obj.name}" + (f"/{container}" if per_container else ""),
+                template=str(template["id"]),
+                faults=({"id": template["fault"], "args": fill(template["args"], values)},),
+                waiters=tuple(fill(w, values) for w in template.get("waiters") or ()),
+                root_cause=fill(template["root_cause"], values),
+                services=(service,),
+                category=str(template.get("fault_category", "")),
+                mechanism=str(template.get("fault_mechanism", "")),
+                condition=fill(str(template.get("condition", "")), values),
+                exclusive=f"workload:{obj.name}",
+                effect={service: fill(str(template.get("effect", "misbehaves")), values)},
+                commands=tuple(fill(list(template.get("mitigation") or ()), values)),
+            ))
+    return out
+
+
+def _restart(workload: str, namespace: str) -> dict[str, Any]:
+    return {"id": "restart-kubernetes-workload",
+            "args": {"kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                          "metadata": {"name": workload, "namespace": namespace}}}}
+
+
+def noise_candidates(templates: Templates, facts: AppFacts, namespace: str, known_faults: set[str]) -> list[Noise]:
+    """Every filled noise template, sorted by key."""
+    out: list[Noise] = []
+    for i, template in enumerate(templates.noise):
+        if "users" in template:
+            out += [Noise(key=f"{template['id']}:{users}", users=int(users)) for users in template["users"]]
+        elif template.get("over") == "deployment":
+            if template.get("fault") not in known_faults:
+                continue
+            for obj in facts.of_kind("Deployment", namespace):
+                values = {"name": obj.name, "namespace": namespace}
+                out.append(Noise(key=f"{template['id']}:{obj.name}", workload=obj.name,
+                                 faults=({"id": template["fault"], "args": fill(template["args"], values)},)))
+        else:
+            raise TemplateError(f"{templates.source}: noise[{i}] ({template.get('id')}): needs 'users' or 'over: deployment'")
+    return sorted(out, key=lambda n: n.key)
+
+
+def canonical(value: Any) -> str:
+    """A stable text of a JSON value (the identity of a variant's faults)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
