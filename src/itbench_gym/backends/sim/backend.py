@@ -191,6 +191,7 @@ class SimBackend:
             advance=self._advance_blocking,
             log_source=twin.log_lines if logs else None,
             metrics=twin.cluster.usage,
+            load=twin.cluster.apiload,
         )
         self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
         self._jaeger_switch.target = make_jaeger_app(twin.model, self._clock, twin.lock) if traces else None

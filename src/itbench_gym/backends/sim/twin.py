@@ -1,7 +1,8 @@
 """The digital twin: Kubernetes, the application and its telemetry, advanced together on one clock.
 
-Time moves in scrape ticks (15 s). Each tick runs the kubelet and controllers, the application's
-request-flow model (which also decides OOM kills and resource usage), scrapes the targets the
+Time moves in scrape ticks (15 s). Each tick runs the kubelet and controllers, the API server's
+request load (``kube/apiload.py``), the application's request-flow model (which also decides OOM
+kills and resource usage), scrapes the targets the
 cluster's Prometheus discovers (kube-state-metrics, node-exporter, the kubelets' cAdvisor, ``up``;
 ``exporters/monitoring.py``) into the TSDB, and evaluates the rules of the PrometheusRule objects
 that Prometheus selects. Between ticks only Kubernetes' own timers run, so a kubectl command sees
@@ -68,7 +69,7 @@ class Twin:
         self.cluster = KubeCluster(self.clock, runtime=self.model.runtime(), seed=seed)
         self.tsdb = RuleAwareTSDB()
         self.engine = Engine(self.tsdb)
-        self.monitoring = Monitoring(self.cluster.store, self.engine)
+        self.monitoring = Monitoring(self.cluster.store, self.engine, self.cluster.apiload.samples)
         self.rules = self.monitoring.rules
         self._next_tick = self.clock.now()
         with self.lock:
@@ -150,6 +151,7 @@ class Twin:
         ``scrapeInterval`` says otherwise), on the first tick at or after each multiple of it."""
         t = self._next_tick
         self.cluster.tick(t)
+        self.cluster.apiload.tick(SCRAPE_INTERVAL)
         interval = self.monitoring.scrape_interval()
         scraped = math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9)
         model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster, expose=scraped)

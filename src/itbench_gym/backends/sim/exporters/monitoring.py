@@ -8,7 +8,7 @@ the app model and the nodes' usage; everything else it reads from the store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +53,10 @@ def _as_stored(labels: Mapping[str, str]) -> SeriesRef:
 class Monitoring:
     """Scrapes and rule evaluation of the Prometheus the store describes."""
 
-    def __init__(self, store: StoreLike, engine: Engine) -> None:
+    def __init__(self, store: StoreLike, engine: Engine, apiserver: Callable[[], list[Sample]] | None = None) -> None:
         self.store = store
+        #: what the API server exposes on /metrics (``kube/apiload.py``)
+        self.apiserver = apiserver
         self.rules = RuleManager([], engine)
         if isinstance(engine.storage, RuleAwareTSDB):
             engine.storage.rules = self.rules
@@ -68,7 +70,8 @@ class Monitoring:
         #: the last scrape's cAdvisor label dicts by id, with what the kubelet exposes of them (the same
         #: dict each scrape, so the kubelet target's cache finds it by identity)
         self._stripped: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
-        self.scraper = Scraper({"kube-state-metrics": self._kube_state, "node-exporter": self._node, "cadvisor": self._cadvisor},
+        self.scraper = Scraper({"kube-state-metrics": self._kube_state, "node-exporter": self._node, "cadvisor": self._cadvisor,
+                                "kube-apiserver": self._apiserver},
                                KUBELET_PATHS)
 
     # -- per tick ---------------------------------------------------------------------------------
@@ -133,6 +136,9 @@ class Monitoring:
         cpu, mem = inputs.node_usage.get(node_name, (0.0, 0.0))
         pods = sum(1 for p in list_kind(inputs.store, "Pod") if (p.get("spec") or {}).get("nodeName") == node_name)
         return [self.node_exporter.collect(node, inputs.now, cpu, mem, pods)]
+
+    def _apiserver(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
+        return [self.apiserver()] if self.apiserver is not None else []
 
     def _cadvisor(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
         return [list(inputs.cadvisor.get(target.node, ()))]

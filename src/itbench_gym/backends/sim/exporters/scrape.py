@@ -66,6 +66,27 @@ def _pod(store: StoreLike, key: tuple[str, str]) -> Obj | None:
         return None
 
 
+def _host_listeners(store: StoreLike) -> dict[tuple[str, int], Obj]:
+    """The containers of host-network pods by (node, port) they serve: what answers a bare host address
+    (the API server behind the ``kubernetes`` Service's Endpoints)."""
+    out: dict[tuple[str, int], Obj] = {}
+    for pod in list_kind(store, "Pod"):
+        spec = pod.get("spec") or {}
+        if spec.get("hostNetwork"):
+            for c in spec.get("containers") or []:
+                for port in _ports(c):
+                    out.setdefault((str(spec.get("nodeName", "")), port), c)
+    return out
+
+
+def _ports(container: Obj) -> set[int]:
+    """Ports a container serves: declared, or probed there (a static pod declares none)."""
+    ports = {p.get("containerPort") for p in container.get("ports") or []}
+    probes = (container.get(k) or {} for k in ("livenessProbe", "readinessProbe", "startupProbe"))
+    ports |= {(p.get("httpGet") or p.get("tcpSocket") or {}).get("port") for p in probes}
+    return {p for p in ports if isinstance(p, int)}
+
+
 def _condition(obj: Obj, kind: str) -> str:
     return next((str(c.get("status")) for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), "Unknown")
 
@@ -220,10 +241,13 @@ class Scraper:
         #: the store and generation the cached handles belong to
         self._cache_owner: tuple[TSDB, int] | None = None
 
-    def _source_of(self, store: StoreLike, target: Target) -> Source | None:
+    def _source_of(self, store: StoreLike, target: Target, hosts: Mapping[tuple[str, int], Obj]) -> Source | None:
         if target.pod is None:
             name = self.kubelet_paths.get(target.metrics_path) if target.node else None
-            return self.sources.get(name) if name else None
+            if name:
+                return self.sources.get(name)
+            host = hosts.get((target.node, target.port)) if target.node else None
+            return self.sources.get(image_repository(str(host.get("image", "")))) if host else None
         pod = _pod(store, target.pod)
         if pod is None:
             return None
@@ -256,6 +280,7 @@ class Scraper:
             self.targets = discover(store, self.prometheus) if self.prometheus is not None else []
             self._discovered = state
         nodes = {n["metadata"]["name"]: n for n in list_kind(store, "Node")}
+        hosts = _host_listeners(store)
         if self._cache_owner != batch.owner:
             self._caches, self._cache_owner = {}, batch.owner
         caches = self._caches
@@ -268,7 +293,7 @@ class Scraper:
             up = target_up(store, target, nodes)
             scraped = post = 0
             if up:
-                source = self._source_of(store, target)
+                source = self._source_of(store, target, hosts)
                 pod_metrics = inputs.exposed.get(target.pod) if target.pod is not None else None
                 runs = source(inputs, target) if source is not None else [pod_metrics] if pod_metrics else []
                 scraped = sum(map(len, runs))

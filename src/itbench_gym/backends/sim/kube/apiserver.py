@@ -37,6 +37,7 @@ from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
 from . import bodies, errors, openapi, protobuf, rbac, tables
+from .apiload import ApiLoad
 from .auth import Auth, Identity
 from .resources import ResourceType, split_api_version
 from .selectors import fields_match, parse_field_selector, parse_label_selector
@@ -58,6 +59,12 @@ MAX_BODY = 3 * 1024 * 1024
 WATCH_STEP = 1.0  # simulated seconds per idle step of a watch
 POLL_STEP = 1.0  # simulated seconds a GET of a terminating object lets pass (kubectl polls once a second)
 BOOKMARK_EVERY = 60.0  # simulated seconds between bookmarks
+#: A served request moves the simulated clock by its modelled latency from this long on; a healthy
+#: server's milliseconds are below what any episode can tell apart, and are left out.
+LATENCY_RESOLUTION = 0.05
+#: The ``verb`` label of upstream's request metrics, by authorizer verb.
+_METRIC_VERBS = {"get": "GET", "list": "LIST", "create": "POST", "update": "PUT", "patch": "PATCH",
+                 "delete": "DELETE", "deletecollection": "DELETE"}
 DEFAULT_WATCH_TIMEOUT = 1800.0  # simulated seconds, when the client asks for none
 MAX_LOG_FOLLOW = 300.0  # simulated seconds a `logs -f` stays open
 #: Media types a request body may have (kube-apiserver's input serializers, CBOR not enabled).
@@ -108,8 +115,10 @@ class KubeApp:
 
     def __init__(self, store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                  advance: Callable[[float], bool], log_source: LogSource | None = None,
-                 metrics: MetricsSource | None = None) -> None:
+                 metrics: MetricsSource | None = None, load: ApiLoad | None = None) -> None:
         self.store = store
+        #: the API server's request load; None serves every request at once, as before
+        self.load = load
         self.clock = clock
         self.auth = auth
         self.lock = lock
@@ -157,6 +166,44 @@ class KubeApp:
             decision = self.authz.authorize(attrs)
         if not decision.allowed:
             raise rbac.forbidden(attrs, decision.reason)
+        if self.load is not None and attrs.resource_request and attrs.verb != "watch":
+            return self._metered(self.load, req, ident, attrs, path)
+        return self._serve(req, ident, attrs, path)
+
+    def _metered(self, load: ApiLoad, req: Request, ident: Identity, attrs: rbac.Attributes, path: str) -> Response:
+        """Serve a request through the API server's load model: it may be rejected by APF, and the
+        simulated clock moves by its latency once that is long enough to matter (``LATENCY_RESOLUTION``)."""
+        scope = "resource" if attrs.name else "namespace" if attrs.namespace else "cluster"
+        verb = _METRIC_VERBS.get(attrs.verb, attrs.verb.upper())
+        with self.lock:
+            cls = load.classify(ident.username, ident.groups, verb, attrs.group, attrs.version, attrs.resource,
+                                     attrs.subresource, scope)
+            objects = self._list_size(attrs) if verb == "LIST" else 0
+            verdict = load.admit(cls, objects)
+            if verdict.rejected:
+                load.record(cls, 429, 0.0)
+                raise errors.too_many_requests(verdict.retry_after)
+        try:
+            resp = self._serve(req, ident, attrs, path)
+        except errors.ApiError as e:
+            with self.lock:
+                load.record(cls, e.code, verdict.latency)
+            raise
+        with self.lock:
+            load.record(cls, resp.status_code, verdict.latency)
+        if verdict.latency >= LATENCY_RESOLUTION:
+            self.advance(verdict.latency)
+        return resp
+
+    def _list_size(self, attrs: rbac.Attributes) -> int:
+        """Objects a list would return (what its encoding costs the server)."""
+        try:
+            rt = self.store.registry.by_plural(attrs.group, attrs.version, attrs.resource)
+        except (errors.ApiError, KeyError):
+            return 0
+        return len(self.store.list_stored(rt, attrs.namespace or None))
+
+    def _serve(self, req: Request, ident: Identity, attrs: rbac.Attributes, path: str) -> Response:
         if path == "/version":
             return _json(SERVER_VERSION)
         if path == "/api":
@@ -1022,9 +1069,10 @@ _SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
 }
 def make_kube_app(store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                   advance: Callable[[float], bool], log_source: LogSource | None = None,
-                  metrics: MetricsSource | None = None) -> KubeApp:
+                  metrics: MetricsSource | None = None, load: ApiLoad | None = None) -> KubeApp:
     """The Kubernetes API as a WSGI app over ``store`` (see module docstring for ``advance``)."""
-    return KubeApp(store, clock=clock, auth=auth, lock=lock, advance=advance, log_source=log_source, metrics=metrics)
+    return KubeApp(store, clock=clock, auth=auth, lock=lock, advance=advance, log_source=log_source, metrics=metrics,
+                   load=load)
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -1044,6 +1092,8 @@ def _status_response(e: errors.ApiError) -> Response:
     resp = _json(e.status(), e.code)
     if e.code == 401:
         resp.headers["WWW-Authenticate"] = 'Bearer realm="itbench-gym"'
+    if e.code == 429 and e.details:
+        resp.headers["Retry-After"] = str(e.details.get("retryAfterSeconds", 1))
     return resp
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ....clock import SimClock
 from ..chaos import chaos_controllers
+from .apiload import ApiLoad, ApiLoadSnapshot
 from .apiserver import Usage
 from .controllers.base import WATCHED_KINDS, Cache, Context, Controller, Key, Timers
 from .controllers.daemonset import DaemonSetController
@@ -75,6 +76,7 @@ class ClusterSnapshot:
     usage: dict[tuple[str, str, str], tuple[float, float]]
     controllers: dict[str, Any]
     seed: int
+    apiload: ApiLoadSnapshot | None = None
 
 
 class KubeCluster:
@@ -97,6 +99,8 @@ class KubeCluster:
         self.daemonsets = DaemonSetController(self.ctx)
         self.jobs = JobController(self.ctx)
         self.cronjobs = CronJobController(self.ctx)
+        #: the API server's request load (``apiload.py``), worked out on each scrape tick
+        self.apiload = ApiLoad(self.store)
         self.controllers: list[Controller] = [
             DeploymentController(self.ctx),
             self.replicasets,
@@ -269,6 +273,7 @@ class KubeCluster:
             usage=dict(self._usage),
             controllers={c.name: c.snapshot_state() for c in self.controllers},
             seed=self.ctx.seed,
+            apiload=self.apiload.snapshot(),
         )
 
     def restore(self, snap: ClusterSnapshot) -> None:
@@ -279,6 +284,8 @@ class KubeCluster:
         self.ctx.name_counter = snap.name_counter
         self.recorder.restore(snap.events)
         self._usage = dict(snap.usage)
+        if snap.apiload is not None:
+            self.apiload.restore(snap.apiload)
         for c in self.controllers:
             c.queue.clear()
             c.retries.clear()

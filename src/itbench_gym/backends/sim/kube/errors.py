@@ -151,6 +151,12 @@ NO_SPACE_MESSAGE = "etcdserver: mvcc: database space exceeded"
 REQUEST_TOO_LARGE_MESSAGE = "etcdserver: request is too large"
 
 
+def too_many_requests(retry_after: int) -> ApiError:
+    """API Priority and Fairness rejected the request (its queues are full); sent with ``Retry-After``."""
+    return ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                    {"retryAfterSeconds": retry_after})
+
+
 def storage_full() -> ApiError:
     """A write refused because the store's quota (etcd's ``--quota-backend-bytes``) is used up."""
     return ApiError(500, "", NO_SPACE_MESSAGE)
