@@ -31,6 +31,7 @@ TABLE_12_IN_SRE = {
     "SRE-HTTPRequestBodyTamperFault-v0": (2, 3, 1),
     "SRE-HTTPRequestAbortFault-v0": (5, 4, 1),
     "SRE-HTTPRequestBodyTamperFault-Frontend-v0": (3, 3, 2),
+    "SRE-JVMCodeReturnFault-v0": (2, 3, 1),
     "SRE-PodFailure-v0": (2, 1, 1),
     "SRE-IncorrectAuthentication-v0": (3, 2, 1),
     "SRE-MemoryResourceLimit-v0": (2, 1, 2),

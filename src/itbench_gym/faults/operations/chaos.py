@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from itbench_gym.backends.sim.chaos.byteman import BytemanError, parse_rules, unsupported
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.context import FaultContext
 from itbench_gym.faults.operations.common import target
@@ -22,9 +23,23 @@ def create_chaos_schedule(ctx: FaultContext, args: Mapping[str, Any]) -> str:
     kind = spec["type"]
     if not isinstance(spec.get(_SCHEDULE_KEYS[kind]), dict):
         raise FaultError(f"args.scheduleSpec.{_SCHEDULE_KEYS[kind]}: required for type {kind}")
+    if kind == "JVMChaos" and spec["jvmChaos"].get("action") == "ruleData":
+        _check_rules(str(spec["jvmChaos"].get("ruleData") or ""))
     ctx.create({"apiVersion": ref.api_version, "kind": ref.kind,
                 "metadata": {"name": ref.name, "namespace": ref.namespace}, "spec": spec})
     return f"{ref}: {kind} {spec['schedule']}"
+
+
+def _check_rules(text: str) -> None:
+    """A Byteman script the agent would refuse, or that uses what the twin does not model, is no scenario."""
+    try:
+        rules = parse_rules(text)
+    except BytemanError as e:
+        raise FaultError(f"args.scheduleSpec.jvmChaos.ruleData: Byteman refuses the script: {e}") from None
+    for rule in rules:
+        problem = unsupported(rule)
+        if problem is not None:
+            raise FaultError(f"args.scheduleSpec.jvmChaos.ruleData: {problem}")
 
 
 OPERATIONS = {"create_chaos_schedule": create_chaos_schedule}

@@ -111,6 +111,8 @@ class Knobs:
     call_count: dict[tuple[str, str, str], float] = field(default_factory=dict)
     call_scale: dict[tuple[str, str, str], float] = field(default_factory=dict)
     server_error: dict[str, float] = field(default_factory=dict)
+    #: An operation's own failures logged by another template than its flag's: (logs.errors key, {error}).
+    error_log: dict[OpKey, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -165,10 +165,12 @@ def _ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> list[int]:
 def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _Clock, pools: FieldPools) -> list[str]:
     """``len(ts)`` values of one generated template field, drawn together."""
     n = len(ts)
-    if name in ("iso", "valkey_ts", "clf", "pytime"):
+    if name in ("iso", "valkey_ts", "clf", "pytime", "rubytime"):
         secs, millis = _ms_parts(ts)
         if name == "iso":
             return [f"{clock.fmt('%Y-%m-%dT%H:%M:%S', s)}.{m:03d}Z" for s, m in zip(secs, millis, strict=True)]
+        if name == "rubytime":  # Time#strftime("%Y-%m-%d %H:%M:%S"), as Sinatra's dump_errors! stamps
+            return [clock.fmt("%Y-%m-%d %H:%M:%S", s) for s in secs]
         if name == "pytime":  # Python logging's default asctime
             return [f"{clock.fmt('%Y-%m-%d %H:%M:%S', s)},{m:03d}" for s, m in zip(secs, millis, strict=True)]
         if name == "valkey_ts":

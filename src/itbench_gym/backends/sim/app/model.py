@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
@@ -31,13 +32,16 @@ from .balancing import Balancer, Shares, instance_key, senders
 from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
+from .httpbody import body_failure
+from .jvm import JvmCode, script_rules
+from .jvm import outcome as jvm_outcome
 from .mesh import MeshState, admit
 from .mesh_metrics import MeshTelemetry
-from .network import Reach, active_chaos, chaos_selects, reach, resolve_address
+from .network import Reach, active_chaos, chaos_selects, http_selects, reach, request_body_patch, resolve_address
 from .process import StoreWrites, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .spanmetrics import SpanMetrics
-from .spec import AppSpec, AppSpecError, Effect, Operation, load_spec
+from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
 
 Sample = tuple[dict[str, str], float]
 MI = 1024.0 * 1024.0
@@ -94,6 +98,45 @@ class _State:
         return _State(self.tick, copy.deepcopy(self.instances), copy.deepcopy(self.flag_snapshots), dict(self.backlog),
                       dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks), dict(self.pins),
                       copy.deepcopy(self.shares), dict(self.service_rate))
+
+
+def _injected(obj: dict[str, Any], pods: list[PodView]) -> bool:
+    """Whether chaos-daemon injected the experiment into one of ``pods`` (its record says Injected)."""
+    records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
+    injected = {r.get("id") for r in records if r.get("phase") == "Injected"}
+    return any(f"{p.pod['metadata'].get('namespace', '')}/{p.name}" in injected for p in pods)
+
+
+def _apply_rules(k: Knobs, service: str, code: JvmCode, rules: tuple[Rule, ...]) -> None:
+    """Byteman rules in the service's JVM: their failures and delays on each operation they reach."""
+    for op in code.operations:
+        out = jvm_outcome(code, op, rules)
+        if out is None:
+            continue
+        key = (service, op)
+        if out.failure is not None and out.error_ratio > 0:
+            k.self_error[key] = (out.error_ratio, out.failure.grpc_code, out.failure.details)
+            k.error_log[key] = (out.failure.log, out.exception)
+        if out.delays:
+            extra = mixture([(share, Moments(delay, 0.0)) for share, delay in out.delays]
+                            + [(max(1.0 - sum(s for s, _ in out.delays), 0.0), Moments(0.0, 0.0))])
+            k.extra_latency[key] = extra.plus(k.extra_latency[key]) if key in k.extra_latency else extra
+
+
+def _apply_body_patch(k: Knobs, svc: Service, chaos: dict[str, Any], namespace: str, labels: dict[str, str]) -> None:
+    """An HTTPChaos that patches the JSON body of the requests the service's handlers receive."""
+    body_patch = request_body_patch(chaos)
+    if body_patch is None or not chaos_selects(chaos.get("selector"), namespace, labels):
+        return
+    if chaos.get("port") is not None and svc.port is not None and int(chaos["port"]) != svc.port:
+        return
+    for op_id, body in svc.request_bodies.items():
+        if not http_selects(chaos, op_id):
+            continue
+        error = body_failure(body, body_patch)
+        if error is not None:
+            k.self_error[(svc.name, op_id)] = (1.0, "UNKNOWN", f"expected 200, got {body.status}")
+            k.error_log[(svc.name, op_id)] = (body.log, error)
 
 
 def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
@@ -271,7 +314,7 @@ class AppModel:
         usage = self._machine_oom(cluster, self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats))
         self._cadvisor.observe(usage, dt)
         node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods} if expose else {}
-        st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs), starts))
+        st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs, knobs.error_log), starts))
         st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
                                                 flags=flags, instances=st.instances))
         return self._span.samples() + app_samples + self._cadvisor.samples(usage, node_ips) if expose else []
@@ -368,12 +411,20 @@ class AppModel:
                     memory = stress.get("memory") or {}
                     if memory:
                         mem_add[svc.name] = mem_add.get(svc.name, 0.0) + self._stress_bytes(str(memory.get("size", "0")), pods)
-            for j in active_chaos(view, "JVMChaos"):
-                if chaos_selects(j.get("selector"), view.namespace, labels) and j.get("action") in ("stress", "gc"):
+            for obj in view.chaos:
+                j = obj.get("spec") or {}
+                if obj["kind"] != "JVMChaos" or not chaos_selects(j.get("selector"), view.namespace, labels):
+                    continue
+                if j.get("action") in ("stress", "gc"):
                     for op in svc.operations:
                         k.extra_latency[(svc.name, op)] = lognormal(0.4, 0.8)
                     if j.get("memType") == "heap" or j.get("action") == "stress":
                         mem_add[svc.name] = mem_add.get(svc.name, 0.0) + 0.6 * svc.memory_mi * MI
+                elif j.get("action") == "ruleData" and svc.jvm is not None and _injected(obj, pods):
+                    _apply_rules(k, svc.name, svc.jvm, script_rules(str(j.get("ruleData") or "")))
+            for obj in view.chaos:
+                if obj["kind"] == "HTTPChaos" and svc.request_bodies and _injected(obj, pods):
+                    _apply_body_patch(k, svc, obj.get("spec") or {}, view.namespace, labels)
             io = io_fault([o for o in view.chaos if o["kind"] == "IOChaos"], view.namespace, pods[0].pod,
                           self._disk_io.get(svc.name)) if pods else None
             if io is not None:
@@ -623,7 +674,8 @@ class AppModel:
         return out
 
     def _log_activity(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
-                      effects: list[tuple[Effect, Any]], effect_logs: dict[str, float]) -> dict[tuple[str, str], tuple[logmod.LogActivity, ...]]:
+                      effects: list[tuple[Effect, Any]], effect_logs: dict[str, float],
+                      error_log: dict[OpKey, tuple[str, str]]) -> dict[tuple[str, str], tuple[logmod.LogActivity, ...]]:
         out: dict[tuple[str, str], tuple[logmod.LogActivity, ...]] = {}
         leak_ops = {(e.get("service"), e.get("operation")): float(e.get("miss_ratio", 0)) for e, _ in effects if e.type == "cache_leak"}
         for svc in self.spec.services.values():
@@ -643,14 +695,18 @@ class AppModel:
                     acts += logmod.activity(line.text, r * (1.0 - s.p_err) * line.ratio, **ctx)
                 if s.p_err > 0:
                     failing = next((co for co in s.calls if co.q > 0 and co.call.on_error == "propagate"), None)
-                    if s.self_error > 0:
+                    error = s.error_text
+                    if s.self_error > 0 and (svc.name, op.id) in error_log:
+                        log_key, error = error_log[(svc.name, op.id)]
+                        template = lg.errors.get(log_key) or lg.errors.get("default")
+                    elif s.self_error > 0:
                         template = lg.errors.get("flag") or lg.errors.get("default")
                     elif failing is not None:
                         template = (lg.errors.get(failing.cause or "") or lg.errors.get(_LOG_CAUSE_FALLBACK.get(failing.cause or "", ""))
                                     or lg.errors.get(failing.call.cause_log or "") or lg.errors.get("default"))
                     else:
                         template = lg.errors.get("default")
-                    acts += logmod.activity(template, r * s.p_err, error=s.error_text, grpc_code=s.grpc_code, status="500", **ctx,
+                    acts += logmod.activity(template, r * s.p_err, error=error, grpc_code=s.grpc_code, status="500", **ctx,
                                             **logmod.failure_context(failing if s.self_error <= 0 else None, view))
                 for co in s.calls:
                     if co.call.on_error == "warn" and co.q > 0:

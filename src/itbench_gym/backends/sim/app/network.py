@@ -9,9 +9,12 @@ looks (fast refusal vs. a timeout).
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from itbench_gym.backends.sim.chaos.tproxy import parse_patch
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
 from itbench_gym.lang.timestamps import parse_rfc3339
@@ -125,6 +128,31 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
 def active_chaos(view: ClusterView, kind: str) -> list[dict[str, Any]]:
     """Specs of the running experiments of ``kind`` (the view holds only running ones)."""
     return [obj.get("spec") or {} for obj in view.chaos if obj["kind"] == kind]
+
+
+_HTTP_ROUTE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
+
+
+def request_body_patch(chaos: dict[str, Any]) -> Any:
+    """The JSON an HTTPChaos merges into request bodies (None: it patches no request body, or its
+    JSON is invalid and chaos-tproxy refused the rule)."""
+    body = (chaos.get("patch") or {}).get("body") or {}
+    if chaos.get("target", "Request") != "Request" or body.get("type") != "JSON":
+        return None
+    try:
+        return parse_patch(str(body.get("value", "")))
+    except ValueError:
+        return None
+
+
+def http_selects(chaos: dict[str, Any], operation: str) -> bool:
+    """chaos-tproxy's selector on an HTTP operation ("POST /path"): ``method`` and ``path`` (a wildcard)."""
+    m = _HTTP_ROUTE.match(operation)
+    if m is None:
+        return False
+    method, path = m.groups()
+    wanted = chaos.get("method")
+    return (not wanted or str(wanted).upper() == method) and fnmatch.fnmatchcase(path.split("?", 1)[0], str(chaos.get("path") or "*"))
 
 
 def _delay_ms(text: str | None) -> float:
@@ -375,7 +403,8 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
                     causes.append("http_abort")
                     break
                 extra += _delay_ms(h.get("delay"))
-                if h.get("patch") or h.get("replace"):
+                # a patched request body is the server's to cope with (the app model); the rest breaks the answer
+                if h.get("replace") or (h.get("patch") and request_body_patch(h) is None):
                     http_err += 1.0
         else:
             ok += 1

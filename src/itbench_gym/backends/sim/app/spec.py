@@ -13,13 +13,15 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
+from itbench_gym.backends.sim.app.httpbody import RequestBody, load_bodies
+from itbench_gym.backends.sim.app.jvm import JvmCode, load_jvm
 from itbench_gym.backends.sim.kube.registry import ImageRule, parse_images
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.appfacts import app_schema_problems
 
 #: Fields log templates may use; anything else is a typo caught at load time.
 LOG_FIELDS = frozenset(
-    "iso clf epoch_ms valkey_ts pytime sec ms uuid uuid2 trace span n quantity ip pod email category product product2 "
+    "iso clf epoch_ms valkey_ts pytime rubytime sec ms uuid uuid2 trace span n quantity ip pod email category product product2 "
     "product3 product4 product5 method path status error grpc_code op_text upstream upstream_ip bytes message details".split()
 )
 #: Fields a log line takes from what the request did (the activity's context), else from
@@ -128,6 +130,10 @@ class Service:
     #: The server's own command-line client and the commands through which it stores data in memory.
     store_client: str | None = None
     store_commands: tuple[str, ...] = ()
+    #: A JVM service's code as data: what Byteman rules do to its operations (app.yaml ``jvm``).
+    jvm: JvmCode | None = None
+    #: What its HTTP handlers read of a request's JSON body, by operation (app.yaml ``request_bodies``).
+    request_bodies: dict[str, RequestBody] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -319,6 +325,10 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
             internal_spans=tuple(o.get("internal_spans", [])),
             calls=tuple(calls),
         )
+    for block, op_ids in (("jvm.operations", (raw.get("jvm") or {}).get("operations", {})), ("request_bodies", raw.get("request_bodies", {}))):
+        for op_id in op_ids:
+            if op_id not in ops:
+                raise AppSpecError(f"{where}.{block}.{op_id}: not an operation of the service")
     res = raw["resources"]
     port = raw.get("port")
     calls_metric = (raw.get("metrics") or {}).get("calls")
@@ -342,6 +352,8 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         auth_password_arg=(raw.get("auth") or {}).get("password_arg"),
         store_client=(raw.get("store") or {}).get("client"),
         store_commands=tuple((raw.get("store") or {}).get("commands", ())),
+        jvm=load_jvm(raw["jvm"]) if "jvm" in raw else None,
+        request_bodies=load_bodies(raw.get("request_bodies") or {}),
     )
 
 

@@ -17,9 +17,11 @@ from ..kube.controllers.base import Context, Controller, Key
 from ..kube.controllers.util import parse_time
 from ..kube.errors import ApiError
 from ..kube.store import clone
+from .byteman import BytemanError, parse_rules
 from .kinds import API_GROUP, COMPONENT, FINALIZER, ends_at, is_paused, parse_duration
 from .podchaos import ONE_SHOT_ACTIONS, ActionError, Killer, PodChaosActions, record_ids
 from .selection import SelectionError, choose, pod_matches
+from .tproxy import parse_patch
 
 Obj = dict[str, Any]
 
@@ -39,6 +41,24 @@ def is_finished(obj: Obj) -> bool:
     if obj.get("kind") == "PodChaos" and (obj.get("spec") or {}).get("action") in ONE_SHOT_ACTIONS:
         return _condition(status, "AllInjected")
     return (status.get("experiment") or {}).get("desiredPhase") == "Stop" and _condition(status, "AllRecovered")
+
+
+def _submit_rules(text: str) -> None:
+    """chaos-daemon submits ``ruleData`` to the Byteman agent, which refuses a script it cannot parse."""
+    try:
+        parse_rules(text)
+    except BytemanError as e:
+        raise ActionError(f"rpc error: code = Unknown desc = {e}") from None
+
+
+def _load_tproxy_rule(spec: Obj) -> None:
+    """chaos-tproxy parses a JSON body patch when it loads the rule (serde_json), refusing invalid JSON."""
+    body = (spec.get("patch") or {}).get("body") or {}
+    if body.get("type") == "JSON":
+        try:
+            parse_patch(str(body.get("value", "")))
+        except ValueError as e:
+            raise ActionError(f"rpc error: code = Unknown desc = {e}") from None
 
 
 class ExperimentController(Controller):
@@ -151,6 +171,10 @@ class ExperimentController(Controller):
         try:
             if self.kind == "PodChaos":
                 (self.pods.apply if operation == "Apply" else self.pods.recover)(spec, record["id"])
+            elif self.kind == "JVMChaos" and operation == "Apply" and spec.get("action") == "ruleData":
+                _submit_rules(str(spec.get("ruleData") or ""))
+            elif self.kind == "HTTPChaos" and operation == "Apply":
+                _load_tproxy_rule(spec)
         except ActionError as e:
             record.setdefault("events", []).append(
                 {"type": "Failed", "operation": operation, "timestamp": rfc3339(now), "message": str(e)})
