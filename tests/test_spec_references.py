@@ -366,7 +366,7 @@ def test_validate_reports_every_bad_file_and_every_problem(tmp_path: Path, capsy
     three = tmp_path / "three.yaml"
     three.write_text("metadata: [unclosed\n")
     paths = [good, _write(tmp_path, one, "one.yaml"), _write(tmp_path, two, "two.yaml"), three]
-    assert cli.main(["validate", *map(str, paths)]) == 1
+    assert cli.main(["validate", "--static", *map(str, paths)]) == 1
     err = capsys.readouterr().err
     assert f"invalid: {paths[1]}: 2 problem(s)" in err
     assert f"  {paths[1]}: faults[2].args.kubernetesObject.metadata.name: no Deployment 'recomendation'" in err
@@ -378,20 +378,20 @@ def test_validate_reports_every_bad_file_and_every_problem(tmp_path: Path, capsy
 
 
 def test_validate_accepts_good_files_and_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["validate"]) == 0
+    assert cli.main(["validate", "--static"]) == 0
     assert capsys.readouterr().out == f"{len(SPECS)} scenario spec(s) valid\n"
     other = _doc()
     other["metadata"]["id"] = "SRE-CacheFailureCopy-v0"
     (tmp_path / "sre").mkdir()
     _write(tmp_path / "sre", _doc(), "a.yaml")
     _write(tmp_path / "sre", other, "b.yaml")
-    assert cli.main(["validate", str(tmp_path)]) == 0
+    assert cli.main(["validate", "--static", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "2 scenario spec(s) valid\n"
 
 
 def test_validate_reports_duplicate_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = _write(tmp_path, _doc(), "a.yaml"), _write(tmp_path, _doc(), "b.yaml")
-    assert cli.main(["validate", str(a), str(b)]) == 1
+    assert cli.main(["validate", "--static", str(a), str(b)]) == 1
     assert f"{b}: metadata.id: duplicate id 'SRE-CacheFailure-v0', also in {a}" in capsys.readouterr().err
 
 

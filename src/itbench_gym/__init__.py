@@ -6,13 +6,24 @@
 
 Importing registers every scenario id with Gymnasium and nothing more: specs are validated, and the
 env (numpy, the tools, the twin, the Kubernetes client) imported, when a scenario is first made.
+``ITBENCH_LIBRARY`` (folders separated by ``os.pathsep``) names ITBench scenario libraries whose
+indexes are registered too, as ``ITBench-<id>-v0`` (see :func:`load_itbench_library`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
-from itbench_gym.registry import get_spec, list_scenarios, make, make_vec, register_all, scenario_ids
+from itbench_gym.registry import (
+    get_spec,
+    list_scenarios,
+    load_itbench_library,
+    make,
+    make_vec,
+    register_all,
+    scenario_ids,
+)
 
 if TYPE_CHECKING:
     from itbench_gym.env import ITBenchEnv
@@ -21,8 +32,11 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 register_all()
+for _library in filter(None, os.environ.get("ITBENCH_LIBRARY", "").split(os.pathsep)):
+    load_itbench_library(_library)
 
-__all__ = ["ITBenchEnv", "__version__", "generate", "get_spec", "list_scenarios", "make", "make_vec", "scenario_ids"]
+__all__ = ["ITBenchEnv", "__version__", "generate", "get_spec", "list_scenarios", "load_itbench_library", "make",
+           "make_vec", "scenario_ids"]
 
 
 def __getattr__(name: str) -> Any:

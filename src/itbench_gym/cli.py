@@ -99,23 +99,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check every file (folders: their *.yaml) and report every problem of every bad file."""
-    from itbench_gym.spec import check_spec_files, spec_files
+    """Check the spec files, then prove each scenario on the twin (``itbench_gym.validate``)."""
+    from itbench_gym.validate.run import main as validate_main
 
-    files = spec_files(args.files)
-    if not files:
-        print("invalid: no scenario spec files found", file=sys.stderr)
-        return 1
-    specs, errors = check_spec_files(files)
-    for exc in errors:
-        print(f"invalid: {exc.source}: {len(exc.problems)} problem(s)", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  {exc.source}: {problem}", file=sys.stderr)
-    if errors:
-        print(f"{len(errors)} of {len(files)} scenario spec file(s) invalid", file=sys.stderr)
-        return 1
-    print(f"{len(specs)} scenario spec(s) valid")
-    return 0
+    return validate_main([str(a) for a in args.targets], seeds=args.seeds, workers=args.workers, results=args.results,
+                         static=args.static)
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -127,7 +115,7 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """One twin with the scenario's faults injected, for agents and tools outside Python."""
+    """One twin with the scenario's faults injected (``--healthy``: not), for agents and tools outside Python."""
     import signal
     import threading
 
@@ -142,7 +130,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        task.setup(backend, args.seed)
+        if args.healthy:
+            backend.start(spec, args.seed)
+        else:
+            task.setup(backend, args.seed)
         endpoints = backend.endpoints
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -192,7 +183,17 @@ def render_env_doc() -> str:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    sys.stdout.write(render_env_doc())
+    """A generated page: ``environment`` (docs/environment.md) or ``scenarios`` (docs/scenarios.md)."""
+    if args.topic == "scenarios":
+        from itbench_gym.validate.catalogue import read_results, render_scenarios_doc
+
+        text = render_scenarios_doc(read_results(args.results), args.library)
+    else:
+        text = render_env_doc()
+    if args.write:
+        Path(args.write).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -259,8 +260,15 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--class", dest="cls")
     lst.set_defaults(func=cmd_list)
 
-    val = sub.add_parser("validate", help="validate scenario spec files (default: all shipped specs)")
-    val.add_argument("files", nargs="*", type=Path)
+    val = sub.add_parser("validate", help="check scenario spec files, then prove each scenario on the twin: alerts fire, "
+                         "symptoms show, the oracle passes, a no-op and a wrong fix fail (default: all shipped specs)")
+    val.add_argument("targets", nargs="*", help="scenario ids, globs over ids ('ITBench-*'), spec files or folders, "
+                     "ITBench library folders")
+    val.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per scenario (default 1)")
+    val.add_argument("--workers", type=int, default=1, help="worker processes, each with its own twins (default 1)")
+    val.add_argument("--static", action="store_true", help="only check the spec files (schema, catalogue, references)")
+    val.add_argument("--results", type=Path, help="merge each scenario's result into this JSON file "
+                     "(what `itbench-gym docs scenarios` reads for the validation status)")
     val.set_defaults(func=cmd_validate)
 
     srv = sub.add_parser("serve", help="serve one twin with the scenario's faults injected until SIGINT/SIGTERM")
@@ -268,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--seed", type=int, default=0)
     srv.add_argument("--port", type=int, default=0, help="Kubernetes API port on 127.0.0.1 (default: any free port)")
     srv.add_argument("--out", default=".", help="folder for kubeconfig (agent) and admin.kubeconfig")
+    srv.add_argument("--healthy", action="store_true", help="serve the healthy baseline without injecting the faults "
+                     "(to inject them from outside, as on a real cluster)")
     srv.add_argument("--realtime", action="store_true", help="let the twin's clock follow the wall clock")
     srv.add_argument("--speed", type=float, default=1.0, help="with --realtime: simulated seconds per wall second")
     srv.set_defaults(func=cmd_serve)
@@ -281,7 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--workers", type=int, default=1, help="processes that judge variants")
     gen.set_defaults(func=cmd_generate)
 
-    docs = sub.add_parser("docs", help="print docs/environment.md (the env's documentation and scenario table)")
+    docs = sub.add_parser("docs", help="print a generated page: docs/environment.md (the env's documentation) or "
+                          "docs/scenarios.md (every scenario with its validation status)")
+    docs.add_argument("topic", nargs="?", choices=["environment", "scenarios"], default="environment")
+    docs.add_argument("--results", type=Path, default=Path("docs/validation-results.json"),
+                      help="scenarios: the results file `validate --results` wrote (default docs/validation-results.json)")
+    docs.add_argument("--library", type=Path, help="scenarios: also list this ITBench library folder's scenarios")
+    docs.add_argument("--write", type=Path, help="write the page to this file instead of printing it")
     docs.set_defaults(func=cmd_docs)
 
     # Parsed by the harness itself (main() hands it everything after `bench`): listed here for --help.

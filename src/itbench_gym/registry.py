@@ -6,6 +6,12 @@ env only on ``make``. A spec is loaded and validated the first time it is needed
 ``make``, ``list_scenarios``, ``scenario_ids``), and a bad file raises its ``SpecError`` then, naming
 the file and the field path. A file whose id cannot be read is not registered: importing warns, and
 listing the ids or asking for an id that is not registered raises that file's ``SpecError``.
+
+ITBench's own library (:func:`load_itbench_library`, or ``ITBENCH_LIBRARY`` at import) registers
+``ITBench-<id>-v0`` per index from the index's id alone; each is converted on first use
+(:mod:`itbench_gym.spec.itbench`), and one whose index lists no alerts is run once on the twin to
+decide them (cached on disk). A scenario that cannot run here raises ``UnsupportedScenarioError``
+with the reason.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import gymnasium as gym
 from itbench_gym.spec.loader import SpecError, duplicate_id_error, load_spec, read_spec_id, spec_files
 
 if TYPE_CHECKING:
+    from itbench_gym.spec.itbench import ImportedScenario
+    from itbench_gym.spec.itbench import Library as ITBenchLibrary
     from itbench_gym.spec.model import ScenarioSpec
 
 ENTRY_POINT = "itbench_gym.env:ITBenchEnv"
@@ -34,6 +42,10 @@ _VERSION = re.compile(r"-v(\d+)$")
 
 class UnknownScenarioError(gym.error.UnregisteredEnv):
     """An id that is not a scenario; the message lists the closest ids."""
+
+
+class UnsupportedScenarioError(SpecError):
+    """A library scenario this installation cannot run yet (a fault type, app or task it lacks)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,120 @@ class ScenarioIndex:
         return spec
 
 
+@dataclass
+class LibraryEntry:
+    """One index of an ITBench library: registered by id, converted and finished on first use."""
+
+    library: ITBenchLibrary
+    source: Path
+    _imported: ImportedScenario | None = None
+    _spec: ScenarioSpec | None = None
+    #: Every discrepancy of the finished scenario (the import's and the ground truth's cleaning).
+    discrepancies: tuple[str, ...] = ()
+
+    @property
+    def imported(self) -> ImportedScenario:
+        if self._imported is None:
+            from itbench_gym.spec.itbench import import_scenario
+
+            self._imported = import_scenario(self.library, self.source)
+        return self._imported
+
+    def spec(self) -> ScenarioSpec:
+        """The validated spec (its alerts decided on the twin when the index lists none)."""
+        if self._spec is not None:
+            return self._spec
+        imported = self.imported
+        if imported.invalid is not None:
+            raise SpecError(self.source, "", imported.invalid)
+        if imported.unsupported is not None:
+            raise UnsupportedScenarioError(self.source, "", imported.unsupported)
+        from itbench_gym.spec.itbench import with_triggering
+        from itbench_gym.spec.loader import spec_from_document
+
+        triggering: list[dict[str, Any]] = []
+        if imported.alerts_from == "twin":
+            from itbench_gym.validate.triggering import NoAlertError, decided_alerts
+
+            try:
+                triggering = decided_alerts(imported)
+            except NoAlertError as exc:
+                raise SpecError(self.source, "alerts", str(exc)) from None
+        doc, notes = with_triggering(imported, triggering)
+        self._spec = spec_from_document(doc, self.source)
+        self.discrepancies = tuple(notes)
+        return self._spec
+
+
+#: Library scenarios by base id (``ITBench-<id>-v0``), and the roots loaded (for worker processes).
+_LIBRARY: dict[str, LibraryEntry] = {}
+_LIBRARY_ROOTS: list[Path] = []
+
+
+def load_itbench_library(path: Path | str) -> list[str]:
+    """Register every scenario index of an ITBench library folder as ``ITBench-<id>-v0`` (and its
+    ``-NoTraces``/``-NoLogs`` variants); returns the base ids, supported or not. Loading the same
+    folder again is a no-op; an id another folder or a shipped spec already has is an error."""
+    from itbench_gym.spec.itbench import ID_PREFIX, open_library
+
+    library = open_library(path)
+    shipped = set(_index().ids())
+    ids: list[str] = []
+    for file in library.scenarios:
+        raw = _index_header(file)
+        sid = f"{ID_PREFIX}{raw[0]}-v0"
+        known = _LIBRARY.get(sid)
+        if known is not None and known.source.resolve() != file.resolve():
+            raise SpecError(file, "id", f"duplicate id {sid!r}, also in {known.source}")
+        if sid in shipped:
+            raise SpecError(file, "id", f"duplicate id {sid!r}, also a shipped scenario spec")
+        if known is None:
+            _LIBRARY[sid] = LibraryEntry(library, file)
+        ids.append(sid)
+        variants = [_VERSION.sub(f"-{suffix}-v\\1", sid) for suffix in _VARIANTS] if raw[1] == "sre" else []
+        for gid in (sid, *variants):
+            if gid not in gym.registry:
+                gym.register(id=gid, entry_point=ENTRY_POINT, kwargs={"scenario": gid}, max_episode_steps=None)
+    if library.root.resolve() not in _LIBRARY_ROOTS:
+        _LIBRARY_ROOTS.append(library.root.resolve())
+    return ids
+
+
+def _index_header(file: Path) -> tuple[str, str]:
+    """An index's id (its file name when unreadable) and category, read without converting it."""
+    import json
+
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return file.stem, "sre"
+    if not isinstance(doc, dict):
+        return file.stem, "sre"
+    return str(doc.get("id", file.stem)), str(doc.get("category") or "sre")
+
+
+def library_roots() -> list[Path]:
+    """The library folders loaded in this process (a worker process loads the same)."""
+    return list(_LIBRARY_ROOTS)
+
+
+def library_entry(scenario_id: str) -> LibraryEntry | None:
+    """The library entry of an id or of one of its variants, if it is a library scenario."""
+    base = _variant_base(scenario_id)
+    return _LIBRARY.get(base[0]) if base else None
+
+
+def _variant_base(scenario_id: str) -> tuple[str, str | None] | None:
+    """(base id, masked modality) for a library id or variant."""
+    if scenario_id in _LIBRARY:
+        return scenario_id, None
+    for suffix, modality in _VARIANTS.items():
+        base = scenario_id.replace(f"-{suffix}-v", "-v")
+        if base != scenario_id and base in _LIBRARY:
+            return base, modality
+    return None
+
+
 @lru_cache(maxsize=1)
 def _index() -> ScenarioIndex:
     """The shipped specs' index (``scenario_specs/<domain>/*.yaml``), read once per process."""
@@ -131,15 +257,25 @@ def _index() -> ScenarioIndex:
 
 
 def scenario_ids() -> list[str]:
-    """Every registered id; every spec is validated first, so a bad file raises rather than being skipped."""
+    """Every registered id; every shipped spec is validated first, so a bad file raises rather than
+    being skipped (library ids are listed without converting them)."""
     index = _index()
     index.base_specs()
-    return index.ids()
+    library = [gid for sid in _LIBRARY for gid in (sid, *(_VERSION.sub(f"-{s}-v\\1", sid) for s in _VARIANTS))
+               if gid in gym.registry]
+    return sorted([*index.ids(), *library])
 
 
 def get_spec(scenario_id: str) -> ScenarioSpec:
-    """The validated spec of a scenario id; ``UnknownScenarioError`` suggests the closest ids."""
-    return _index().spec(scenario_id)
+    """The validated spec of a scenario id; ``UnknownScenarioError`` suggests the closest ids,
+    ``UnsupportedScenarioError`` says why a library scenario cannot run here."""
+    base = _variant_base(scenario_id)
+    if base is None:
+        return _index().spec(scenario_id)
+    spec = _LIBRARY[base[0]].spec()
+    if base[1] is not None:
+        spec = replace(spec.with_observability(**{base[1]: False}), id=scenario_id)
+    return spec
 
 
 def list_scenarios(domain: str | None = None, complexity: str | None = None, cls: str | None = None) -> list[dict[str, Any]]:
@@ -153,6 +289,17 @@ def list_scenarios(domain: str | None = None, complexity: str | None = None, cls
         if cls and spec.cls != cls:
             continue
         out.append(spec.summary())
+    for sid, entry in sorted(_LIBRARY.items()):
+        summary = entry.imported.summary()
+        if summary["unsupported"] is not None or summary["invalid"] is not None:
+            continue
+        if (domain and summary["domain"] != domain.lower()) or (complexity and summary["complexity"] != complexity.lower()) \
+                or (cls and summary["class"] != cls):
+            continue
+        meta = (entry.imported.document or {})["metadata"]
+        out.append({"id": sid, "name": meta["name"], "domain": summary["domain"], "task": "sre", "class": summary["class"],
+                    "complexity": summary["complexity"], "app": summary["app"], "description": meta["description"],
+                    "itbench_scenario": summary["itbench_scenario"], "derived_from": None})
     return out
 
 

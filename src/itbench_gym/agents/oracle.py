@@ -1,23 +1,47 @@
 """An agent that knows the scenario's ground truth and repairs its faults through the agent's tools.
 
 It shows what a perfect run looks like and checks that every scenario is solvable with real
-commands: it reads the objects with kubectl, undoes each catalogue fault with kubectl, waits for
-the system to recover and submits the ground-truth report.
+commands. It applies one accepted mitigation of the spec (``mitigation`` names it; by default the
+first): its ``commands`` with the agent's kubectl, after reverting the faults' changes when the entry
+says ``revert_faults``. With ``mitigation="removal"``, for a spec without mitigations, or for an entry
+that only says ``revert_faults`` (an imported ITBench scenario's ``remove-faults``), the fix is the faults' removal as an SRE would do it with the agent's kubectl: for
+each object the injection changed (the incident's journal, newest first) it puts back the object as
+it was (``kubectl replace``/``create -f -``) or deletes what the injection created; then it restarts
+those of the workloads the scenario's restart waiters restarted whose pods read a reverted ConfigMap
+or Secret (their processes copied it at start: flagd's flag file) — restarting others would only cost
+a cold start (a JVM's JIT warm-up) —, waits, and restarts the Deployments that are still not
+available (pods left in back-off by the incident). Either way it then waits until the system has
+recovered (the triggering alerts quiet, every service's p95 latency near its baseline:
+:meth:`OracleAgent._recovered`) and submits the ground-truth report. Objects the agent's credential
+cannot reach (the injection machinery: Chaos Mesh) stay as they are and are listed in
+:attr:`OracleAgent.unreachable`: such a scenario's mitigation is not the agent's to make.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import gymnasium as gym
 
 from itbench_gym.env import ITBenchEnv
-from itbench_gym.faults.catalogue import WAITER, catalogue
-from itbench_gym.faults.context import restorable
-from itbench_gym.spec import FaultRef, ScenarioSpec
+from itbench_gym.faults.context import Change, restorable
+from itbench_gym.paths import envs_dir
+from itbench_gym.spec import ScenarioSpec
+from itbench_gym.spec.appfacts import load_app_facts
+from itbench_gym.tasks.sre import template_refs
+
+#: The waiter whose targets the oracle restarts after the removal.
+RESTART_WAITER = "restart-kubernetes-workload"
+#: After the fix, the oracle waits (in polls) until the system has recovered, at most this long.
+MAX_RECOVERY_SECONDS = 900.0
+RECOVERY_POLL_SECONDS = 60.0
+RECOVERY_WINDOW_SECONDS = 150.0
+#: "Recovered": every service's p95 latency within this factor and margin of its baseline.
+RECOVERED_LATENCY_FACTOR = 1.5
+RECOVERED_LATENCY_MS = 25.0
 
 
 def _plain_name(group: dict[str, Any]) -> str | None:
@@ -63,18 +87,17 @@ def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
     }
 
 
+def _resource(change: Change) -> str:
+    """kubectl's fully qualified resource name of the changed object's kind (``deployment.apps``)."""
+    group = change.ref.api_version.rpartition("/")[0]
+    return f"{change.ref.kind.lower()}.{group}" if group else change.ref.kind.lower()
+
+
+def _where(change: Change) -> list[str]:
+    return ["-n", change.ref.namespace] if change.ref.namespace else []
+
+
 class OracleAgent:
-    """Fixes the incident with one accepted mitigation, through the agent's own tools.
-
-    ``mitigation`` names an entry of the spec's ``mitigations``; by default the first one. A
-    mitigation runs its ``commands`` with the agent's kubectl, after reverting the faults' changes
-    when it says ``revert_faults``. With ``mitigation="removal"`` (or a spec without mitigations)
-    the oracle reverts the faults and restarts what the scenario's post-injection waiters restarted.
-    Reverting replays the injection journal as an SRE would with kubectl: delete what the faults
-    created, ``replace`` what they changed with its earlier state, ``create`` what they deleted; a
-    change the agent's credentials may not undo fails as the command would, and so does the fix.
-    """
-
     def __init__(self, env: gym.Env, *, settle_seconds: float = 120.0, mitigation: str | None = None) -> None:
         unwrapped = env.unwrapped
         if not isinstance(unwrapped, ITBenchEnv):
@@ -85,6 +108,8 @@ class OracleAgent:
         self._mitigation = self._choose(mitigation)
         self._plan: Generator[Any, dict[str, Any], None] = self._script()
         self._primed = False
+        #: Changed objects the agent's credential could not revert (left as they are).
+        self.unreachable: list[str] = []
 
     def _choose(self, name: str | None) -> Mapping[str, Any] | None:
         """The mitigation entry to apply; None for the faults' removal."""
@@ -102,6 +127,7 @@ class OracleAgent:
     def reset(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
         self._plan = self._script()
         self._primed = False
+        self.unreachable = []
 
     def act(self, observation: dict[str, Any]) -> Any:
         """The next action; ``observation`` answers the previous one."""
@@ -115,55 +141,93 @@ class OracleAgent:
         yield f"kubectl get pods -n {spec.namespace}"
         entry = self._mitigation
         if entry is None or entry.get("revert_faults"):
-            yield from self._revert()
-        if entry is None:
-            for fault in _post_injection_restarts(spec.faults):
-                obj = fault.args["kubernetesObject"]
-                yield f"kubectl rollout restart {obj['kind'].lower()}/{obj['metadata']['name']} -n {obj['metadata']['namespace']}"
+            yield from self._revert_all()
+        if entry is None or not entry.get("commands"):
+            yield from self._restart_after_removal()
         else:
             for command in entry.get("commands", []):
                 # Not ``yield from``: that would hand each command's observation to the list's iterator.
                 _observation = yield command
-        yield f"wait {self._settle:g}"
+            yield f"wait {self._settle:g}"
+        waited = 0.0
+        while waited < MAX_RECOVERY_SECONDS and not self._recovered():
+            yield f"wait {RECOVERY_POLL_SECONDS:g}"
+            waited += RECOVERY_POLL_SECONDS
         yield {"tool": "submit", "args": ground_truth_report(spec)}
 
-    def _revert(self) -> Generator[Any, dict[str, Any], None]:
+    def _revert_all(self) -> Generator[Any, dict[str, Any], None]:
         incident = self._env.incident
         for change in reversed(incident.journal if incident is not None else ()):
-            ref = change.ref
-            resource = _resource(ref.api_version, ref.kind)
-            where = ["-n", ref.namespace] if ref.namespace else []
-            if change.before is None:
-                yield {"tool": "kubectl", "args": {"argv": ["delete", resource, ref.name, *where, "--ignore-not-found"]}}
+            if not (yield from self._revert(change)):
+                self.unreachable.append(str(change.ref))
+
+    def _restart_after_removal(self) -> Generator[Any, dict[str, Any], None]:
+        spec, incident = self._spec, self._env.incident
+        reverted = {(c.ref.kind, c.ref.name) for c in incident.journal} if incident is not None else set()
+        facts = load_app_facts(envs_dir() / spec.app)
+        for fault in spec.faults:
+            if fault.id != RESTART_WAITER:
                 continue
-            body = restorable(change.before)
-            observation = yield {"tool": "kubectl", "args": {"argv": ["get", resource, ref.name, *where, "-o", "json"]}}
-            if observation.get("exit_status") == 0:
-                current = json.loads(observation["text"])
-                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                yield {"tool": "kubectl", "args": {"argv": ["replace", "-f", "-"], "stdin": json.dumps(body)}}
-            else:
-                yield {"tool": "kubectl", "args": {"argv": ["create", "-f", "-"], "stdin": json.dumps(body)}}
+            obj = fault.args["kubernetesObject"]
+            meta = obj["metadata"]
+            manifest = facts.find(obj["kind"], meta["namespace"], meta["name"])
+            template = ((manifest.body.get("spec") or {}).get("template") or {}) if manifest is not None else {}
+            if template_refs(template) & reverted:  # its processes read the reverted object at start
+                yield f"kubectl rollout restart {obj['kind'].lower()}/{meta['name']} -n {meta['namespace']}"
+        yield f"wait {self._settle:g}"
+        listed = yield {"tool": "kubectl", "args": {"argv": [
+            "get", "deployments", "-n", spec.namespace, "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.replicas} {.status.availableReplicas}{\"\\n\"}{end}"]}}
+        # "<name> <replicas> <available>"; kubectl prints nothing for an unset availableReplicas: 0.
+        rows = [f"{line} 0".split()[:3] for line in listed["text"].splitlines() if line.strip()] if listed["exit_status"] == 0 else []
+        stuck = [name for name, wanted, available in rows if int(available) < int(wanted)]
+        if stuck:  # pods still in back-off from the incident: start them afresh
+            yield f"kubectl rollout restart {' '.join(f'deployment/{name}' for name in stuck)} -n {spec.namespace}"
+            yield f"wait {self._settle:g}"
+
+    def _recovered(self) -> bool:
+        """Whether the triggering alerts are quiet and every service's p95 latency is back near its
+        baseline (the dashboards an SRE watches after a fix; a cold JVM takes minutes to warm up)."""
+        from itbench_gym.tasks.sre import ClusterProbe
+
+        incident, facts = self._env.incident, load_app_facts(envs_dir() / self._spec.app)
+        if incident is None or incident.baseline is None or facts.edge is None:
+            return True
+        probe = ClusterProbe(self._spec, self._env.backend, facts.edge, facts.golden_signals, facts.flags)
+        try:
+            firing = probe.firing_alerts()
+            signals = probe.service_signals(RECOVERY_WINDOW_SECONDS)
+        finally:
+            probe.close()
+        if any(m.matches(a) for m in self._spec.triggering_alerts for a in firing):
+            return False
+        for name, before in incident.baseline.services.items():
+            now = signals.get(name)
+            if now is not None and now.p95_ms > before.p95_ms * RECOVERED_LATENCY_FACTOR + RECOVERED_LATENCY_MS:
+                return False
+        return True
+
+    def _revert(self, change: Change) -> Generator[Any, dict[str, Any], bool]:
+        """Put one object back with the agent's kubectl; False when the agent cannot reach it."""
+        name = [_resource(change), change.ref.name, *_where(change)]
+        found = yield {"tool": "kubectl", "args": {"argv": ["get", *name, "-o", "name"]}}
+        exists = found["exit_status"] == 0
+        if not exists and not _not_found(found["text"]):
+            return False
+        if change.before is None:
+            if not exists:
+                return True
+            done = yield {"tool": "kubectl", "args": {"argv": ["delete", *name]}}
+        else:
+            verb = "replace" if exists else "create"
+            done = yield {"tool": "kubectl", "args": {"argv": [verb, "-f", "-"], "stdin": json.dumps(restorable(change.before))}}
+        return bool(done["exit_status"] == 0)
 
 
 #: ``OracleAgent(mitigation=REMOVAL)``: revert the faults instead of applying a listed mitigation.
 REMOVAL = "removal"
 
 
-def _resource(api_version: str, kind: str) -> str:
-    """kubectl's name for a kind, qualified by its group (``authorizationpolicy.security.istio.io``)."""
-    group = api_version.rpartition("/")[0]
-    return f"{kind.lower()}.{group}" if group else kind.lower()
-
-
-def _post_injection_restarts(faults: Sequence[FaultRef]) -> list[FaultRef]:
-    """The restart waiters that follow a fault: what made the fault take effect, and what a fix restarts again."""
-    waiter = {fid for fid, d in catalogue().items() if d.category == WAITER}
-    seen_fault = False
-    out = []
-    for fault in faults:
-        if fault.id not in waiter:
-            seen_fault = True
-        elif seen_fault and fault.id == "restart-kubernetes-workload":
-            out.append(fault)
-    return out
+def _not_found(text: str) -> bool:
+    """kubectl's answer for an object that does not exist (not: a resource type it cannot see)."""
+    return bool(re.search(r"\(NotFound\).* not found", text)) and "the server doesn't have a resource type" not in text

@@ -263,8 +263,8 @@ def read_document(path: Path | str) -> Any:
 
 
 def spec_from_document(doc: Any, source: Path | str, *, envs: Path | None = None) -> ScenarioSpec:
-    """A spec from an in-memory document (e.g. one the generator drafts), checked as a file is;
-    ``source`` names it in errors."""
+    """A spec from an in-memory document (one the generator drafts, an imported ITBench scenario),
+    checked as a file is; ``source`` names it in errors."""
     problems = check_document(doc, envs=envs)
     if problems:
         raise SpecError(source, problems=problems)
@@ -278,8 +278,7 @@ def load_spec(path: Path | str, *, envs: Path | None = None) -> ScenarioSpec:
 
 
 def domain_files(base: Path) -> list[Path]:
-    """``<base>/<domain>/*.yaml`` for the schema's domains only: other folders (``pending/``, specs
-    waiting for a fault type) are not loaded."""
+    """``<base>/<domain>/*.yaml`` for the schema's domains only: other folders are not scenarios."""
     domains = _schema()["properties"]["metadata"]["properties"]["domain"]["enum"]
     return sorted(file for domain in domains for file in (base / domain).glob("*.yaml"))
 

@@ -249,7 +249,7 @@ class _Checker:
     def _selected(self, selector: Mapping[str, Any], default_namespace: Any) -> list[KubeObject]:
         namespaces = selector.get("namespaces") or ([default_namespace] if default_namespace else [])
         pods = [p for p in self.facts.pods() if p.namespace in namespaces]
-        return [p for p in pods if _selector_matches(selector, p) is True]
+        return [p for p in pods if selector_matches(selector, p) is True]
 
     def _pod_selector(self, ref: ArgRef, owner: str) -> list[Problem]:
         selector, default = ref.value, ref.params.get("namespace")
@@ -273,7 +273,7 @@ class _Checker:
             return [(ref.path, f"selects pods in {which} {', '.join(map(repr, namespaces))}, where app "
                                f"{self.facts.name!r} has no pods; add namespaces: [{', '.join(sorted(map(str, with_pods)))}]")]
         candidates = [p for p in self.facts.pods() if p.namespace in checked]
-        verdicts = [_selector_matches(selector, p) for p in candidates]
+        verdicts = [selector_matches(selector, p) for p in candidates]
         for verdict in verdicts:
             if isinstance(verdict, str):
                 return [(ref.path, verdict)]
@@ -371,7 +371,7 @@ def _known_kind(kind: str, kinds: set[str]) -> str | None:
     return next((k for k in sorted(kinds) if k.lower() == kind.lower()), None)
 
 
-def _selector_matches(selector: Mapping[str, Any], pod: KubeObject) -> bool | str:
+def selector_matches(selector: Mapping[str, Any], pod: KubeObject) -> bool | str:
     """Whether a Chaos Mesh selector's static criteria (labels, expressions, annotations) pick ``pod``.
 
     Runtime criteria (pod phase, node, field selectors) cannot be known from manifests and are not

@@ -136,7 +136,7 @@ def rollout_status(kind: str, obj: Mapping[str, Any]) -> str:
     return ""
 
 
-def _template_refs(template: Mapping[str, Any]) -> set[tuple[str, str]]:
+def template_refs(template: Mapping[str, Any]) -> set[tuple[str, str]]:
     """(kind, name) of the ConfigMaps and Secrets a pod template needs (non-optional references)."""
     spec = template.get("spec") or {}
     out: set[tuple[str, str]] = set()
@@ -347,7 +347,7 @@ class ClusterProbe:
             ("daemonset", apps.list_namespaced_daemon_set))
         for workload, lister in workload_listers:
             for item in self._list(lister, ns):
-                for ref in _template_refs((item.get("spec") or {}).get("template") or {}):
+                for ref in template_refs((item.get("spec") or {}).get("template") or {}):
                     users.setdefault(ref, set()).add(f"{workload}/{item['metadata']['name']}")
         out: dict[str, ConfigState] = {}
         config_listers: tuple[tuple[str, Any], ...] = (
@@ -400,11 +400,16 @@ class ClusterProbe:
     def objects(self, namespace: str) -> list[dict[str, Any]]:
         return list_topology_objects(self._api, namespace)
 
-    def _query(self, query: str) -> list[Obj]:
+    def _query(self, query: str, at: float | None = None) -> list[Obj]:
         if self._prometheus is None:
             return []
-        resp = self._http.post(self._prometheus + "/api/v1/query", data={"query": query, "time": self.now()}, timeout=30)
+        resp = self._http.post(self._prometheus + "/api/v1/query", data={"query": query, "time": self.now() if at is None else at},
+                               timeout=30)
         return list(resp.json()["data"]["result"])
+
+    def vector_at(self, query: str, label: str, at: float) -> dict[str, float]:
+        """An instant query's samples at clock time ``at``, by the value of ``label``."""
+        return {str(r["metric"].get(label, "")): float(r["value"][1]) for r in self._query(query, at)}
 
     def _scalar(self, query: str) -> float:
         if self._prometheus is None:

@@ -1,0 +1,141 @@
+"""Triggering alerts for a scenario whose index lists none: what its faults make fire on the twin.
+
+ITBench leaves ``alerts`` empty in 36 of its 67 indexes. Such a scenario is run once on the twin
+(seed 0): the healthy baseline's firing alerts are noted, the faults injected, and the alerts are
+polled until the first new one fires; the alerts firing at that poll that did not fire at baseline
+are the triggering alerts (by name and the labels that say what alerts: :data:`IDENTITY_LABELS`).
+Only alerts that page count (severity ``warning`` or ``critical``, as Alertmanager routes them and
+as ITBench's indexes list them): ``InfoInhibitor`` and ``info`` alerts are not incidents.
+The earliest symptoms are the ones a reset can wait for on every seed. The decision is cached on
+disk, keyed by the index file's content and the package version, so only the first import pays (a
+scenario whose faults make no alert fire is remembered as such too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from itbench_gym.spec.itbench import ImportedScenario, identity_labels
+
+#: Seed of the run that decides (the alerts must then fire on every seed: ``validate`` checks).
+DECIDING_SEED = 0
+POLL_SECONDS = 15.0
+PAGING_SEVERITIES = frozenset({"warning", "critical"})
+#: Part of the cache key: a change of how alerts are decided invalidates earlier decisions.
+DECISION_RULE = "first-new-paging-alerts/1"
+
+
+class NoAlertError(RuntimeError):
+    """The faults made no new alert fire within the scenario's wait: the scenario has no incident."""
+
+
+def cache_dir() -> Path:
+    """``$ITBENCH_GYM_CACHE`` or ``$XDG_CACHE_HOME/itbench-gym`` (default ``~/.cache/itbench-gym``)."""
+    explicit = os.environ.get("ITBENCH_GYM_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "itbench-gym"
+
+
+def cache_key(imported: ImportedScenario) -> str:
+    from itbench_gym import __version__
+
+    digest = hashlib.sha256(imported.source.read_bytes())
+    digest.update(f"\0{__version__}\0{DECISION_RULE}".encode())
+    return digest.hexdigest()[:32]
+
+
+def decided_alerts(imported: ImportedScenario) -> list[dict[str, Any]]:
+    """The triggering alerts of a scenario whose index lists none: from the cache, else by a twin run."""
+    file = cache_dir() / "triggering" / f"{cache_key(imported)}.json"
+    try:
+        cached = json.loads(file.read_text(encoding="utf-8"))
+        alerts = list(cached["alerts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    else:
+        if not alerts:
+            raise NoAlertError(str(cached.get("reason") or f"{imported.id}: no new alert fired"))
+        return alerts
+    record: dict[str, Any] = {"scenario": imported.id, "source": str(imported.source), "seed": DECIDING_SEED}
+    try:
+        alerts, fired_after = observe_new_alerts(imported)
+    except NoAlertError as exc:  # remembered too: the twin would answer the same
+        _write(file, {**record, "alerts": [], "reason": str(exc)})
+        raise
+    _write(file, {**record, "fired_after_seconds": fired_after, "alerts": alerts})
+    return alerts
+
+
+def _write(file: Path, record: Mapping[str, Any]) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=file.parent, delete=False, suffix=".tmp", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+    os.replace(fh.name, file)  # concurrent validators write the same answer; the rename is atomic
+
+
+def decision_record(imported: ImportedScenario) -> Mapping[str, Any] | None:
+    """The cached decision (alerts, seed, seconds from injection), or None when not decided yet."""
+    try:
+        record: Mapping[str, Any] = json.loads((cache_dir() / "triggering" / f"{cache_key(imported)}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record
+
+
+def observe_new_alerts(imported: ImportedScenario) -> tuple[list[dict[str, Any]], float]:
+    """Run the faults on the twin; the first new alerts to fire and how many seconds after injection."""
+    from dataclasses import replace
+
+    from itbench_gym.backends.sim.backend import SimBackend
+    from itbench_gym.faults import fault_context, inject_faults
+    from itbench_gym.paths import envs_dir
+    from itbench_gym.spec.appfacts import load_app_facts
+    from itbench_gym.spec.itbench import with_triggering
+    from itbench_gym.spec.loader import spec_from_document
+    from itbench_gym.tasks.sre import ClusterProbe
+
+    facts = load_app_facts(envs_dir() / imported.document["environment"]["app"]) if imported.document else None
+    if facts is None or facts.edge is None or not facts.rules:
+        raise NoAlertError(f"{imported.id}: its app has no alert rules or edge to observe")
+    # Any rule of the app stands in for the alerts while they are being decided.
+    provisional = spec_from_document(with_triggering(imported, [{"alertname": facts.rules[0].alert}])[0], imported.source)
+    spec = replace(provisional, triggering_alerts=())
+    backend = SimBackend()
+    try:
+        backend.start(spec, DECIDING_SEED)
+        probe = ClusterProbe(spec, backend, facts.edge, facts.golden_signals, facts.flags)
+        try:
+            baseline = _paging(probe.firing_alerts())
+            ctx = fault_context(backend, facts, DECIDING_SEED)
+            try:
+                inject_faults(spec.faults, ctx)
+            finally:
+                ctx.close()
+            injected = probe.now()
+            deadline = injected + spec.alert_wait_timeout
+            while probe.now() < deadline:
+                new = _paging(probe.firing_alerts()) - baseline
+                if new:
+                    alerts = [json.loads(key) for key in sorted(new)]
+                    return [{"alertname": a.pop("alertname"), "labels": a} for a in alerts], probe.now() - injected
+                probe.advance(POLL_SECONDS)
+        finally:
+            probe.close()
+    finally:
+        backend.close()
+    raise NoAlertError(f"{imported.id}: no alert that was not firing at baseline fired within "
+                       f"{spec.alert_wait_timeout:.0f} s of the injection")
+
+
+def _paging(alerts: Iterable[Mapping[str, str]]) -> set[str]:
+    """The paging alerts among ``alerts``, each as the JSON of its name and identity labels."""
+    return {json.dumps({"alertname": str(a.get("alertname", "")), **identity_labels(a)}, sort_keys=True)
+            for a in alerts if a.get("severity") in PAGING_SEVERITIES}

@@ -1,0 +1,168 @@
+"""The ITBench library importer: both layouts, flattening, unsupported scenarios with their reason,
+ground-truth discrepancies, derived ground truth, the on-disk alert decision, registration."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import SHARED
+from itbench_gym.spec.itbench import REMOVE_FAULTS, import_library, open_library, runnable_kubectl, with_triggering
+from itbench_gym.spec.loader import spec_from_document
+
+LIBRARY = SHARED / "itbench"
+needs_library = pytest.mark.skipif(not (LIBRARY / "scenarios").is_dir(), reason="../shared/itbench is not present")
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict[str, Any]:
+    return {s.id: s for s in import_library(LIBRARY)}
+
+
+@needs_library
+def test_every_index_is_imported_or_says_why(imported: dict[str, Any]) -> None:
+    assert len(imported) == len(list((LIBRARY / "scenarios").glob("*.json")))
+    for scenario in imported.values():
+        assert scenario.invalid is None, scenario.id
+        assert (scenario.document is None) == (scenario.unsupported is not None), scenario.id
+    assert imported["ITBench-37-v0"].unsupported == "not yet supported: category 'finops' (the finops task is not implemented)"
+    reasons = {s.unsupported for s in imported.values() if s.unsupported}
+    assert all(r.startswith("not yet supported: ") for r in reasons)
+
+
+@needs_library
+def test_disruptions_flatten_waiters_around_injections(imported: dict[str, Any]) -> None:
+    twelve = [f["id"] for f in imported["ITBench-12-v0"].document["faults"]]
+    assert twelve == ["opentelemetry-demo-feature-flag"] * 2 + ["restart-kubernetes-workload"] * 3
+    eighty = [f["id"] for f in imported["ITBench-80-v0"].document["faults"]]
+    assert eighty == ["scale-kubernetes-workload", "scheduled-chaos-mesh-experiment"]
+
+
+@needs_library
+def test_v1_ground_truth_follows_the_index(imported: dict[str, Any]) -> None:
+    """Scenario 18's v1 file names a PodChaos as root cause; the index injected the Schedule."""
+    doc, notes = with_triggering(imported["ITBench-18-v0"], [])
+    roots = [g for g in doc["ground_truth"]["groups"] if g.get("root_cause")]
+    assert [(g["kind"], g["name"]) for g in roots] == [("Schedule", "otel-demo-product-catalog-network-delay")]
+    assert any("is none of the index's injected objects" in n for n in notes)
+    assert imported["ITBench-18-v0"].ground_truth_from == "v1"
+
+
+@needs_library
+def test_index_alerts_or_twin(imported: dict[str, Any]) -> None:
+    assert imported["ITBench-12-v0"].alerts_from == "twin"
+    mitigations = imported["ITBench-12-v0"].document["mitigations"]
+    assert [m["id"] for m in mitigations] == [REMOVE_FAULTS, "itbench-solution-1"]
+    assert mitigations[0]["revert_faults"] and "commands" not in mitigations[0]
+    assert "commands" not in mitigations[1]  # `kubectl edit` is not something the agent's kubectl runs
+    assert runnable_kubectl("kubectl -n otel-demo rollout restart deployment")
+    assert not runnable_kubectl("kubectl -n otel-demo edit configmap flagd-config")
+
+
+@needs_library
+def test_repository_layout(tmp_path: Path) -> None:
+    """ITBench's repository keeps indexes, ground truths and schemas elsewhere: same result."""
+    indexes = tmp_path / "scenarios/sre/library/indexes/scenarios"
+    indexes.mkdir(parents=True)
+    for n in ("12", "18"):
+        shutil.copy(LIBRARY / "scenarios" / f"{n}.json", indexes)
+        where = tmp_path / f"scenarios/sre/project/roles/scenarios/files/scenario_{n}"
+        where.mkdir(parents=True)
+        shutil.copy(LIBRARY / "groundtruth" / f"{n}_groundtruth_v1.yaml", where / "groundtruth_v1.yaml")
+    shutil.copytree(LIBRARY / "schemas", tmp_path / "schemas/json")
+    library = open_library(tmp_path)
+    assert library.schemas == tmp_path / "schemas/json"
+    theirs = {s.id: s for s in import_library(tmp_path)}
+    ours = {s.id: s for s in import_library(LIBRARY) if s.id in theirs}
+    assert {k: v.document for k, v in theirs.items()} == {k: v.document for k, v in ours.items()}
+
+
+def _foreign_index(**changes: Any) -> dict[str, Any]:
+    """An index someone else wrote: ITBench's format, a flag on another service, no ground truth."""
+    index: dict[str, Any] = {
+        "id": 900, "category": "sre", "complexity": "low", "description": "The ad service fails a tenth of its calls.",
+        "alerts": ["HighRequestErrorRate"],
+        "environment": {"applications": [{"id": "opentelemetry-demo"}]},
+        "disruptions": [{"injections": [{"id": "opentelemetry-demo-feature-flag", "args": {
+            "flag": {"name": "adFailure", "state": "on"},
+            "kubernetesObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flagd-config", "namespace": "otel-demo"}}}}],
+            "waitFor": {"postInjection": [{"id": "restart-kubernetes-workload", "args": {"kubernetesObject": {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "flagd", "namespace": "otel-demo"}}}}]}}],
+    }
+    index.update(changes)
+    return index
+
+
+def test_foreign_index_gets_a_derived_ground_truth(tmp_path: Path) -> None:
+    (tmp_path / "900.json").write_text(json.dumps(_foreign_index()))
+    [scenario] = import_library(tmp_path)
+    assert scenario.id == "ITBench-900-v0" and scenario.unsupported is None and scenario.alerts_from == "index"
+    doc, _ = with_triggering(scenario, [{"alertname": "HighRequestErrorRate", "labels": {"service_name": "frontend"}}])
+    spec = spec_from_document(doc, tmp_path / "900.json")
+    gt = spec.ground_truth
+    assert [(g["kind"], g["name"]) for g in gt["groups"] if g.get("root_cause")] == [("ConfigMap", "flagd-config")]
+    edges = {(p["source"], p["target"]) for p in gt["propagations"]}
+    assert ("configmap-flagd-config-0", "flagd-service") in edges  # flagd mounts the ConfigMap
+    assert spec.cls == "AdFailure" and spec.complexity.level == "easy"
+
+
+def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
+    (tmp_path / "901.json").write_text(json.dumps(_foreign_index(id=901, environment={"applications": [{"id": "hotel"}]})))
+    bad = _foreign_index(id=902)
+    bad["disruptions"][0]["injections"][0]["id"] = "no-such-fault"
+    (tmp_path / "902.json").write_text(json.dumps(bad))
+    (tmp_path / "903.json").write_text("{not json")
+    reasons = {s.id: s.unsupported or s.invalid for s in import_library(tmp_path)}
+    assert reasons["ITBench-901-v0"] == "not yet supported: ITBench application 'hotel' has no environment here"
+    assert reasons["ITBench-902-v0"] == "not yet supported: fault type no-such-fault is not in the catalogue"
+    assert reasons["ITBench-903-v0"].startswith("invalid index file: ")
+
+
+@needs_library
+def test_arguments_are_checked_against_itbench_schema(tmp_path: Path) -> None:
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "groundtruth").mkdir()
+    shutil.copytree(LIBRARY / "schemas", tmp_path / "schemas")
+    index = _foreign_index()
+    index["disruptions"][0]["injections"][0]["args"]["flag"]["state"] = 5
+    (tmp_path / "scenarios" / "900.json").write_text(json.dumps(index))
+    [scenario] = import_library(tmp_path)
+    assert scenario.invalid is not None and "breaks ITBench's own schema: args.flag.state" in scenario.invalid
+
+
+def test_environment_variable_registers_ids(tmp_path: Path) -> None:
+    (tmp_path / "900.json").write_text(json.dumps(_foreign_index()))
+    (tmp_path / "901.json").write_text(json.dumps(_foreign_index(id=901, category="finops")))
+    code = ("import gymnasium as gym, itbench_gym\n"
+            "from itbench_gym.registry import UnsupportedScenarioError\n"
+            "print('ITBench-900-NoTraces-v0' in gym.registry, 'ITBench-901-v0' in itbench_gym.scenario_ids())\n"
+            "try:\n    itbench_gym.make('ITBench-901-v0')\nexcept UnsupportedScenarioError as exc:\n    print(exc.message)\n")
+    env = {**os.environ, "ITBENCH_LIBRARY": str(tmp_path), "ITBENCH_GYM_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.splitlines() == ["True True", "not yet supported: category 'finops' (the finops task is not implemented)"]
+
+
+@needs_library
+def test_alerts_decided_on_the_twin_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index without alerts: the new paging alerts its faults make fire, cached by content and version."""
+    from itbench_gym.validate import triggering
+
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path))
+    [scenario] = [s for s in import_library(LIBRARY) if s.id == "ITBench-4-v0"]
+    alerts = triggering.decided_alerts(scenario)
+    assert alerts and all(a["labels"].get("namespace") == "otel-demo" for a in alerts)
+    assert {a["alertname"] for a in alerts} <= {"HighRequestErrorRate", "HighRequestLatency"}
+
+    def no_twin(_: Any) -> Any:
+        raise AssertionError("decided again")
+
+    monkeypatch.setattr(triggering, "observe_new_alerts", no_twin)
+    assert triggering.decided_alerts(scenario) == alerts
+    assert triggering.decision_record(scenario)["seed"] == triggering.DECIDING_SEED

@@ -1,0 +1,95 @@
+"""`itbench-gym validate`: its lines and exit status, the symptom check, the CI sample of scenarios
+(one per fault type the library uses), and docs/scenarios.md in step with the specs and the results."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import PROJECT_ROOT, SHARED
+from itbench_gym.validate.catalogue import LIBRARY_HEADING, read_results, render_scenarios_doc
+from itbench_gym.validate.checks import symptoms, wrong_fix_target
+from itbench_gym.validate.run import main
+
+LIBRARY = SHARED / "itbench"
+DOC = PROJECT_ROOT / "docs" / "scenarios.md"
+RESULTS = PROJECT_ROOT / "docs" / "validation-results.json"
+
+
+def test_lines_and_exit_status(tmp_path: Path) -> None:
+    """Unsupported scenarios are listed with their reason and do not fail; unknown names do."""
+    (tmp_path / "937.json").write_text('{"id": 937, "category": "finops", "disruptions": []}')
+    lines: list[str] = []
+    assert main([str(tmp_path)], echo=lines.append) == 0
+    assert lines == ["UNSUPPORTED ITBench-937-v0: not yet supported: category 'finops' (the finops task is not implemented)",
+                     "0 passed, 0 failed (1 not yet supported)"]
+    lines.clear()
+    assert main(["SRE-NoSuchThing-*"], echo=lines.append) == 1
+    assert lines == ["INVALID     SRE-NoSuchThing-*: no registered scenario id matches it", "0 passed, 1 failed"]
+
+
+def test_bad_spec_file_is_reported_first(tmp_path: Path) -> None:
+    """Spec files get the static check first; a bad one is not run, and fails the command."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: itbench-gym/v1\nkind: Scenario\n")
+    lines: list[str] = []
+    problems: list[str] = []
+    assert main([str(bad)], echo=lines.append, warn=problems.append) == 1
+    assert problems[0].startswith(f"invalid: {bad}: ") and problems[-1] == "1 of 1 scenario spec file(s) invalid"
+    assert lines == ["0 passed, 0 failed, 1 spec file(s) invalid"]
+
+
+def test_symptom_check_catches_an_unaffected_target() -> None:
+    """A propagation to a service the fault never touches is reported; the real chain is not."""
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.registry import get_spec
+
+    spec = get_spec("SRE-CacheFailure-v0")
+    gt = copy.deepcopy(dict(spec.ground_truth))
+    gt["groups"].append({"id": "email-service-1", "kind": "Service", "namespace": "otel-demo", "filter": [r"email\b"]})
+    gt["propagations"].append({"source": "frontend-service-1", "target": "email-service-1"})
+    env = ITBenchEnv(scenario=dataclasses.replace(spec, ground_truth=gt))
+    try:
+        env.reset(seed=0)
+        assert symptoms(env) == ["email-service-1 (email-service-1) shows none"]
+    finally:
+        env.close()
+    assert wrong_fix_target(spec) == "frontend"
+
+
+#: The CI sample: one scenario of each family of faults (flags and restarts, scheduling, containers, services,
+#: Chaos Mesh), shipped and imported; the whole set is `itbench-gym validate` (docs/scenarios.md).
+CI_SAMPLE = ["SRE-CacheFailure-v0", "SRE-CordonedNode-v0", "SRE-InvalidContainerCommand-v0", "SRE-ServiceTargetPort-v0",
+             "SRE-NetworkDelay-v0", "ITBench-18-v0", "ITBench-30-v0", "ITBench-34-v0"]
+
+
+@pytest.mark.skipif(not (LIBRARY / "scenarios").is_dir(), reason="../shared/itbench is not present")
+def test_ci_sample_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from itbench_gym.registry import load_itbench_library
+
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path / "cache"))
+    load_itbench_library(LIBRARY)
+    sample = CI_SAMPLE
+    lines: list[str] = []
+    status = main(sample, seeds=1, workers=1, results=tmp_path / "results.json", echo=lines.append)
+    assert status == 0, "\n".join(lines)
+    assert lines[-1] == f"{len(sample)} passed, 0 failed"
+
+
+def _committed() -> dict[str, Any]:
+    return read_results(RESULTS)
+
+
+@pytest.mark.skipif(not DOC.exists(), reason="docs/ is not part of an installed package; run from a checkout")
+def test_scenarios_doc_is_up_to_date() -> None:
+    library = LIBRARY if (LIBRARY / "scenarios").is_dir() else None
+    rendered = render_scenarios_doc(_committed(), library)
+    committed = DOC.read_text(encoding="utf-8")
+    if library is None:  # without the library, the shipped part must still match
+        rendered, committed = rendered.split(LIBRARY_HEADING)[0], committed.split(LIBRARY_HEADING)[0]
+    assert committed == rendered, ("regenerate with: itbench-gym docs scenarios --library ../shared/itbench "
+                                   "--write docs/scenarios.md")
