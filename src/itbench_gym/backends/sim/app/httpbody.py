@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from itbench_gym.backends.sim.chaos.tproxy import merge_patch
+from itbench_gym.backends.sim.kube.patch import merge_patch
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,11 @@
 """chaos-tproxy's handling of HTTPChaos bodies: it parses a JSON patch with serde_json when it loads
 the rule (invalid JSON fails the injection with serde's message) and merges it into each selected
-JSON body as an RFC 7396 merge patch."""
+JSON body as an RFC 7396 merge patch (``kube.patch.merge_patch``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396: objects merge key by key (null deletes), anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 #: Python's json wording -> serde_json's (chaos-tproxy parses the patch with serde_json).
