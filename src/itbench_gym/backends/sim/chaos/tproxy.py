@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
 #: Python's json wording -> serde_json's (chaos-tproxy parses the patch with serde_json).
 _SERDE = {
     "Expecting property name enclosed in double quotes": "key must be a string",
