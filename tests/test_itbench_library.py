@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import SHARED
-from itbench_gym.spec.itbench import REMOVE_FAULTS, import_library, open_library, runnable_kubectl, with_triggering
+from itbench_gym.spec.itbench import REMOVE_FAULTS, import_library, open_library, runnable_kubectl, with_triggering, without_unshown
 from itbench_gym.spec.loader import spec_from_document
 
 LIBRARY = SHARED / "itbench"
@@ -53,6 +53,22 @@ def test_v1_ground_truth_follows_the_index(imported: dict[str, Any]) -> None:
     assert [(g["kind"], g["name"]) for g in roots] == [("Schedule", "otel-demo-product-catalog-network-delay")]
     assert any("is none of the index's injected objects" in n for n in notes)
     assert imported["ITBench-18-v0"].ground_truth_from == "v1"
+
+
+@needs_library
+def test_targets_without_symptom_are_dropped_but_never_the_root_cause(imported: dict[str, Any]) -> None:
+    """What the twin run found unshown leaves the ground truth with its propagations, each noted."""
+    doc, notes = with_triggering(imported["ITBench-20-v0"], [])
+    gt = doc["ground_truth"]
+    root = next(g["id"] for g in gt["groups"] if g.get("root_cause"))
+    target = next(p["target"] for p in gt["propagations"] if p["target"] != root)
+    kept, kept_notes = without_unshown(doc, [root, target], notes)
+    ids = {g["id"] for g in kept["ground_truth"]["groups"]}
+    assert root in ids and target not in ids
+    assert all(target not in (p["source"], p["target"]) for p in kept["ground_truth"]["propagations"])
+    assert any(f"{target!r}" in n and "shows no symptom on the twin" in n for n in kept_notes[len(notes):])
+    spec_from_document(kept, imported["ITBench-20-v0"].source)  # still a valid scenario
+    assert without_unshown(doc, [], notes) == (doc, notes)
 
 
 @needs_library

@@ -156,7 +156,8 @@ class LibraryEntry:
         return self._imported
 
     def spec(self) -> ScenarioSpec:
-        """The validated spec (its alerts decided on the twin when the index lists none)."""
+        """The validated spec (its alerts decided on the twin when the index lists none, and its v1
+        ground truth's propagation targets that show no symptom there dropped)."""
         if self._spec is not None:
             return self._spec
         imported = self.imported
@@ -176,6 +177,11 @@ class LibraryEntry:
             except NoAlertError as exc:
                 raise SpecError(self.source, "alerts", str(exc)) from None
         doc, notes = with_triggering(imported, triggering)
+        if imported.ground_truth_from == "v1":
+            from itbench_gym.spec.itbench import without_unshown
+            from itbench_gym.validate.triggering import decided_unshown
+
+            doc, notes = without_unshown(doc, decided_unshown(imported, doc), notes)
         self._spec = spec_from_document(doc, self.source)
         self.discrepancies = tuple(notes)
         return self._spec

@@ -96,6 +96,8 @@ class PodSnapshot:
     reason: str = ""
     terminating: bool = False
     containers: tuple[ContainerSnapshot, ...] = ()
+    #: Its ``Ready`` condition (a running pod whose readiness probe fails is not).
+    ready: bool = True
 
 
 @dataclass(frozen=True)

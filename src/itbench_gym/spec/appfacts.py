@@ -111,6 +111,22 @@ class EdgeFact:
 
 
 @dataclass(frozen=True)
+class ConnectionsFact:
+    """app.yaml ``golden_signals.connections``: a counter of connections opened to each service, for the
+    services that report no requests of their own (a mesh's L4 proxies count connections, not requests)."""
+
+    metric: str
+    service_label: str
+    #: The label that holds the app's namespace (the proxy's own ``namespace`` is another one).
+    namespace_label: str
+
+    def rate(self, namespace: str, window: str = "5m") -> str:
+        """PromQL: per service, connections opened per second over ``window``."""
+        selector = f"{self.metric}{{{self.namespace_label}={json.dumps(namespace)}}}"
+        return f"sum by ({self.service_label}) (rate({selector}[{window}]))"
+
+
+@dataclass(frozen=True)
 class GoldenSignalsFact:
     """app.yaml ``golden_signals``: each service's calls counter and duration histogram."""
 
@@ -120,6 +136,7 @@ class GoldenSignalsFact:
     duration_bucket: str
     #: Seconds per unit of the histogram's ``le`` buckets (0.001 for milliseconds).
     duration_unit_seconds: float
+    connections: ConnectionsFact | None = None
 
     def selector(self, metric: str, namespace: str, *, errors: bool = False) -> str:
         """PromQL selector of ``metric`` in ``namespace`` (only failed calls with ``errors``)."""
@@ -360,9 +377,13 @@ def _golden_signals(raw: Any) -> GoldenSignalsFact | None:
     if not all(isinstance(raw.get(k), str) for k in names) or not isinstance(errors, Mapping) \
             or not isinstance(unit, (int, float)) or unit <= 0:
         return None
+    conn = raw.get("connections")
+    connections = ConnectionsFact(metric=str(conn["metric"]), service_label=str(conn["service_label"]),
+                                  namespace_label=str(conn["namespace_label"])) if isinstance(conn, Mapping) else None
     return GoldenSignalsFact(service_label=raw["service_label"], calls=raw["calls"],
                              error_labels={str(k): str(v) for k, v in errors.items()},
-                             duration_bucket=raw["duration_bucket"], duration_unit_seconds=float(unit))
+                             duration_bucket=raw["duration_bucket"], duration_unit_seconds=float(unit),
+                             connections=connections)
 
 
 def _examples(raw: Any, app_file: Path, problems: list[str]) -> tuple[str, ...]:

@@ -15,7 +15,9 @@ Each index becomes ``ITBench-<id>-v0``:
 - ``alerts.triggering``: the index's ``alerts`` (names only, as ITBench lists them); when it lists
   none, the caller decides them by running the scenario on the twin (:func:`with_triggering`).
 - ``ground_truth``: the v1 file, cleaned where it contradicts the index or the app (each change is a
-  *discrepancy*); without one, derived from the faults and the app's call graph (:func:`derive_ground_truth`).
+  *discrepancy*), then without the propagation targets that show no symptom on the twin (the caller
+  decides them by a run: :func:`without_unshown`); without one, derived from the faults and the app's
+  call graph (:func:`derive_ground_truth`).
 - ``mitigations``: each of the index's ``solutions`` (with its commands when every step is a command
   the agent's kubectl runs), then ``remove-faults``: reverting what the injection changed.
 
@@ -37,7 +39,7 @@ from typing import Any
 from itbench_gym.lang import yamltext
 
 #: ITBench's application ids -> (folder under ``envs/``, its Kubernetes namespace in ITBench).
-APPS: dict[str, str] = {"opentelemetry-demo": "astronomy-shop", "book-info": "bookinfo"}
+APPS: dict[str, str] = {"opentelemetry-demo": "astronomy-shop", "book-info": "book-info"}
 #: ITBench's complexity words -> our levels.
 LEVELS = {"low": "easy", "medium": "medium", "high": "hard"}
 #: Labels that identify an alert across seeds (pod names and values do not).
@@ -588,6 +590,25 @@ def with_triggering(imported: ImportedScenario, triggering: Sequence[Mapping[str
             break
     doc["metadata"]["complexity"]["factors"].update(_factors(doc["ground_truth"]))
     return doc, notes
+
+
+def without_unshown(doc: Mapping[str, Any], unshown: Sequence[str], notes: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """``doc`` without the ground-truth groups in ``unshown`` (propagation targets that show no symptom
+    on the twin; a root cause is never dropped) and the propagations and aliases that named them, each
+    drop noted: ITBench's v1 files list targets its own clusters did not always show."""
+    out, kept_notes = copy.deepcopy(dict(doc)), list(notes)
+    gt = out["ground_truth"]
+    drop = {gid for gid in unshown if any(g["id"] == gid and not g.get("root_cause") for g in gt["groups"])}
+    if not drop:
+        return out, kept_notes
+    for group in gt["groups"]:
+        if group["id"] in drop:
+            kept_notes.append(f"ground truth: propagation target {group['id']!r} ({group['kind']}) shows no symptom "
+                              "on the twin; dropped")
+    gt["groups"] = [g for g in gt["groups"] if g["id"] not in drop]
+    out["ground_truth"] = drop_dangling(gt, kept_notes)
+    out["metadata"]["complexity"]["factors"].update(_factors(out["ground_truth"]))
+    return out, kept_notes
 
 
 def _factors(gt: Mapping[str, Any]) -> dict[str, int]:

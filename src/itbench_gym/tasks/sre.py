@@ -311,6 +311,7 @@ class ClusterProbe:
                 uid=str(meta.get("uid", "")), name=str(meta.get("name", "")), workload=workload, owner=owner,
                 phase=str(status.get("phase") or ""), reason=str(status.get("reason") or ""),
                 terminating=bool(meta.get("deletionTimestamp")), containers=containers,
+                ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
             ))
         return PodsSnapshot(pods=tuple(pods))
 

@@ -10,12 +10,14 @@
 A symptom, for an entity of the ground truth (a class of aliased groups shows one when any member does):
 
 - a workload's entity (its Pods, Deployment, Service, the telemetry service of that name): pods not
-  ready, waiting or restarted since the injection; fewer available replicas than desired; against the
+  running, not Ready, waiting or restarted since the injection; fewer available replicas than desired; against the
   baseline, its request error ratio, p95 latency or request rate changed (for a service without
-  telemetry of its own, a broker: those of a caller or callee), or its containers' CPU or memory use
+  telemetry of its own, a broker: those of a caller or callee), fewer connections opened to it (the
+  app's ``golden_signals.connections``: a mesh's L4 proxies), or its containers' CPU or memory use
   rose against what they used at the injection (:data:`THRESHOLDS`); or its pods read a ConfigMap or
   Secret the injection changed;
 - any other object (ConfigMap, Schedule, NetworkPolicy, ...): the injection created or changed it;
+- any entity: an alert the ground truth ties to its group (``alerts[].group_id``) is firing;
 - ITBench's non-object kinds (``ServiceOperation``, ``Port``) cannot be observed this way: noted, not failed.
 """
 
@@ -218,6 +220,14 @@ def root_causes(ground_truth: Mapping[str, Any]) -> list[str]:
 
 def symptoms(env: ITBenchEnv) -> list[str]:
     """Ground-truth entities (root causes, propagation targets) that show no symptom now; [] when all do."""
+    if env.incident is None or env.incident.baseline is None:
+        return ["no incident to observe"]
+    return [f"{cls} ({', '.join(groups)}) shows none" for cls, groups in unshown_classes(env)]
+
+
+def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
+    """The ground truth's root-cause and propagation-target classes (each with its group ids) that show
+    no symptom now, in ground-truth order; every class when there is no incident to observe."""
     from itbench_gym.evaluation.entities import EntityRef
     from itbench_gym.evaluation.groundtruth import parse_ground_truth
     from itbench_gym.paths import envs_dir
@@ -227,9 +237,10 @@ def symptoms(env: ITBenchEnv) -> list[str]:
 
     spec, incident = env.scenario, env.incident
     facts = load_app_facts(envs_dir() / spec.app)
-    if incident is None or incident.baseline is None or facts.edge is None:
-        return ["no incident to observe"]
     gt = parse_ground_truth(spec.ground_truth, strict=False)
+    targets = list(dict.fromkeys([*gt.root_cause_classes, *(t for _, t in gt.class_edges)]))
+    if incident is None or incident.baseline is None or facts.edge is None:
+        return [(cls, tuple(gt.classes[cls])) for cls in targets]
     probe = ClusterProbe(spec, env.backend, facts.edge, facts.golden_signals, facts.flags)
     try:
         window = min(max(probe.now() - incident.injected_at, 60.0), 300.0)
@@ -242,6 +253,11 @@ def symptoms(env: ITBenchEnv) -> list[str]:
         use = {kind: (probe.vector_at(expr.format(ns=spec.namespace), "container", incident.injected_at),
                       probe.vector_at(expr.format(ns=spec.namespace), "container", probe.now()))
                for kind, expr in _RESOURCES.items()}
+        firing = {str(a.get("alertname", "")) for a in probe.firing_alerts()}
+        conn = facts.golden_signals.connections if facts.golden_signals else None
+        opened: tuple[dict[str, float], dict[str, float]] = ({}, {}) if conn is None else (
+            probe.vector_at(conn.rate(spec.namespace), conn.service_label, incident.injected_at),
+            probe.vector_at(conn.rate(spec.namespace), conn.service_label, probe.now()))
     finally:
         probe.close()
     changed = [change.ref for change in incident.journal]
@@ -271,6 +287,8 @@ def symptoms(env: ITBenchEnv) -> list[str]:
         for pod in mine:
             if pod.phase != "Running" or any(c.waiting or c.terminated for c in pod.containers):
                 return f"pod {pod.name} not running"
+            if not pod.ready and not pod.terminating:
+                return f"pod {pod.name} not ready"
             if any(c.last is not None and c.last.finished_at >= incident.injected_at for c in pod.containers):
                 return f"pod {pod.name} restarted"
         for key, state in workloads.items():
@@ -285,6 +303,8 @@ def symptoms(env: ITBenchEnv) -> list[str]:
                 seen = signal_symptom(neighbour)
                 if seen:
                     return f"traffic through it changed ({neighbour}: {seen})"
+        if opened[1].get(name, 0.0) < opened[0].get(name, 0.0) * THRESHOLDS["rate_drop"]:
+            return "fewer connections opened to it"
         for container in containers.get(name, ()):
             (cpu_then, cpu_now), (mem_then, mem_now) = ((u[0].get(container, 0.0), u[1].get(container, 0.0))
                                                         for u in (use["cpu"], use["memory"]))
@@ -298,16 +318,16 @@ def symptoms(env: ITBenchEnv) -> list[str]:
 
     names = sorted({*signals, *baseline.services, *(o.name for o in facts.objects if o.kind in ("Service", *_WORKLOAD_KINDS)),
                     *(o.name for o in facts.app_services)})
-    problems: list[str] = []
-    targets = list(gt.root_cause_classes) + [t for _, t in gt.class_edges]
-    for cls in dict.fromkeys(targets):
+    unshown: list[tuple[str, tuple[str, ...]]] = []
+    for cls in targets:
         shown, unobservable = False, False
         for gid in gt.classes[cls]:
             group = next(g for g in gt.groups if g.id == gid)
             if group.kind in NON_OBJECT_KINDS:
                 unobservable = True
                 continue
-            if any(group.specificity(EntityRef(r.name, r.kind, r.namespace)) is not None for r in changed):
+            if any(group.specificity(EntityRef(r.name, r.kind, r.namespace)) is not None for r in changed) or \
+                    any(a.group_id == gid and a.id in firing for a in gt.alerts):
                 shown = True
                 break
             if group.kind in ("Pod", "Service", *_WORKLOAD_KINDS):
@@ -322,6 +342,6 @@ def symptoms(env: ITBenchEnv) -> list[str]:
             if shown:
                 break
         if not shown and not unobservable:
-            problems.append(f"{cls} ({', '.join(gt.classes[cls])}) shows none")
-    return problems
+            unshown.append((cls, tuple(gt.classes[cls])))
+    return unshown
 

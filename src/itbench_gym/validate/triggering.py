@@ -9,6 +9,10 @@ as ITBench's indexes list them): ``InfoInhibitor`` and ``info`` alerts are not i
 The earliest symptoms are the ones a reset can wait for on every seed. The decision is cached on
 disk, keyed by the index file's content and the package version, so only the first import pays (a
 scenario whose faults make no alert fire is remembered as such too).
+
+A v1 ground truth is decided the same way (:func:`decided_unshown`): one reset on the deciding seed,
+then the propagation targets that show no symptom when the alerts fire (what ``validate`` checks)
+are the ones the importer drops.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ POLL_SECONDS = 15.0
 PAGING_SEVERITIES = frozenset({"warning", "critical"})
 #: Part of the cache key: a change of how alerts are decided invalidates earlier decisions.
 DECISION_RULE = "first-new-paging-alerts/1"
+#: Likewise for the propagation targets that show no symptom.
+UNSHOWN_RULE = "unshown-at-triggering-alerts/1"
 
 
 class NoAlertError(RuntimeError):
@@ -139,3 +145,36 @@ def _paging(alerts: Iterable[Mapping[str, str]]) -> set[str]:
     """The paging alerts among ``alerts``, each as the JSON of its name and identity labels."""
     return {json.dumps({"alertname": str(a.get("alertname", "")), **identity_labels(a)}, sort_keys=True)
             for a in alerts if a.get("severity") in PAGING_SEVERITIES}
+
+
+def decided_unshown(imported: ImportedScenario, doc: Mapping[str, Any]) -> list[str]:
+    """The group ids of ``doc``'s non-root-cause ground-truth classes that show no symptom once its
+    triggering alerts fire on the deciding seed: from the cache, else by a twin run ([] when the
+    alerts never fire: ``validate`` reports that)."""
+    from itbench_gym.backends.base import BackendError
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.evaluation.groundtruth import parse_ground_truth
+    from itbench_gym.spec.loader import spec_from_document
+    from itbench_gym.validate.checks import unshown_classes
+
+    digest = hashlib.sha256(f"{cache_key(imported)}\0{UNSHOWN_RULE}\0".encode())
+    digest.update(json.dumps([doc["alerts"], doc["ground_truth"]], sort_keys=True).encode())
+    file = cache_dir() / "unshown" / f"{digest.hexdigest()[:32]}.json"
+    try:
+        return [str(g) for g in json.loads(file.read_text(encoding="utf-8"))["unshown"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    spec = spec_from_document(dict(doc), imported.source)
+    roots = set(parse_ground_truth(spec.ground_truth, strict=False).root_cause_classes)
+    env = ITBenchEnv(scenario=spec)
+    try:
+        env.reset(seed=DECIDING_SEED)
+        unshown = [gid for cls, groups in unshown_classes(env) if cls not in roots for gid in groups]
+        reason = ""
+    except BackendError as exc:
+        unshown, reason = [], f"not decided: {exc}"
+    finally:
+        env.close()
+    _write(file, {"scenario": imported.id, "source": str(imported.source), "seed": DECIDING_SEED,
+                  "unshown": unshown, **({"reason": reason} if reason else {})})
+    return unshown
