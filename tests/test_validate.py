@@ -61,10 +61,11 @@ def test_symptom_check_catches_an_unaffected_target() -> None:
     assert wrong_fix_target(spec) == "frontend"
 
 
-#: The CI sample: one scenario of each family of faults (flags and restarts, scheduling, containers, services,
-#: Chaos Mesh), shipped and imported; the whole set is `itbench-gym validate` (docs/scenarios.md).
+#: The CI sample, within CI's time: one scenario of each family of faults (flags and restarts, scheduling,
+#: containers, services, Chaos Mesh imported from the library); each family's mechanisms have their own
+#: tests, and the whole set is `itbench-gym validate` (docs/scenarios.md).
 CI_SAMPLE = ["SRE-CacheFailure-v0", "SRE-CordonedNode-v0", "SRE-InvalidContainerCommand-v0", "SRE-ServiceTargetPort-v0",
-             "SRE-NetworkDelay-v0", "ITBench-18-v0", "ITBench-30-v0", "ITBench-34-v0"]
+             "ITBench-18-v0"]
 
 
 @pytest.mark.skipif(not (LIBRARY / "scenarios").is_dir(), reason="../shared/itbench is not present")
