@@ -23,6 +23,11 @@ from .runtime import NO_PLATFORM, not_found
 _DATA = Path(__file__).with_name("registry.yaml")
 
 
+#: ``$HOME`` inside a simulated container whose image sets none: root's home in the image's own
+#: filesystem (containers run as root unless the image says otherwise); never a path of the host.
+CONTAINER_DEFAULT_HOME = "/root"
+
+
 @dataclass(frozen=True)
 class ImageRule:
     """Images whose reference matches ``pattern`` (fnmatch).
@@ -39,7 +44,7 @@ class ImageRule:
     architectures: tuple[str, ...]
     executables: tuple[str, ...] | None = None
     index: bool = True
-    home: str = "/root"
+    home: str = CONTAINER_DEFAULT_HOME
 
     def has(self, executable: str) -> bool:
         return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
@@ -55,7 +60,7 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
         executables = entry.get("executables")
         out.append(ImageRule(str(entry["pattern"]), tuple(entry["architectures"]),
                              tuple(str(e) for e in executables) if executables is not None else None,
-                             bool(entry.get("index", True)), str(entry.get("home", "/root"))))
+                             bool(entry.get("index", True)), str(entry.get("home", CONTAINER_DEFAULT_HOME))))
     return tuple(out)
 
 
