@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ShopTwin
 from itbench_gym.backends.sim.app.httpbody import body_failure
-from itbench_gym.backends.sim.app.jvm import outcome, script_rules
+from itbench_gym.backends.sim.app.jvm import MIB, heap_stress_bytes, max_heap_bytes, outcome, script_rules
 from itbench_gym.backends.sim.app.network import http_selects
 from itbench_gym.backends.sim.app.spec import load_spec
 from itbench_gym.backends.sim.chaos.byteman import BytemanError, Literal, Return, Throw, parse_rules, unsupported
@@ -117,6 +117,29 @@ def test_return_null_fails_every_get_ads_and_a_broken_script_fails_the_injection
     assert record["phase"] == "Not Injected"
     assert record["events"][-1]["message"].startswith("rpc error: code = Unknown desc = org.jboss.byteman.rule.exception.ParseException: rule modifyReturnValue : line 6")
     assert shop_twin.value(failed) == 0
+
+
+def test_heap_stress_holds_part_of_the_old_generation_and_fails_no_request(shop_twin: ShopTwin) -> None:
+    """ITBench 35's JVMChaos: the StressHelper's list keeps what fits beside its next 1.5x array."""
+    assert max_heap_bytes({}, 512 * MIB, 0) == 128 * MIB  # 25 % of ad's 512Mi limit
+    assert max_heap_bytes({}, 160 * MIB, 0) == 80 * MIB  # a small limit: 50 %
+    assert max_heap_bytes({"JAVA_TOOL_OPTIONS": "-javaagent:/a.jar -Xmx1g"}, 512 * MIB, 0) == 1024 * MIB
+    assert heap_stress_bytes(128 * MIB, 40 * MIB) == pytest.approx((128 * 2 / 3 - 40) / 2.5 * MIB)
+
+    shop_twin.reset()
+    working_set = 'sum(container_memory_working_set_bytes{namespace="otel-demo",container="ad"})'
+    errors = 'sum(rate(traces_span_metrics_calls_total{service_name="ad",status_code="STATUS_CODE_ERROR"}[1m]))'
+    before = shop_twin.value(working_set)
+    heap = {"action": "stress", "memType": "heap", "mode": "all", "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": "ad"}}}
+    ctx = shop_twin.context()
+    inject_faults([FaultRef("scheduled-chaos-mesh-experiment", {
+        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "ad-heap", "namespace": "chaos-mesh"}},
+        "scheduleSpec": {"type": "JVMChaos", "jvmChaos": heap}})], ctx)
+    ctx.close()
+    shop_twin.backend.advance(240)
+    grown = shop_twin.value(working_set) - before
+    assert grown == pytest.approx(heap_stress_bytes(128 * MIB, 40 * MIB), rel=0.25)
+    assert shop_twin.value(errors) == 0
 
 
 # -- HTTPChaos patch of request bodies -----------------------------------------------------------

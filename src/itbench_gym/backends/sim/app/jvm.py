@@ -13,6 +13,8 @@ unknown or undeclared checked exception) are disabled by the agent and do nothin
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -62,6 +64,8 @@ class JvmCode:
     supertypes: dict[str, tuple[str, ...]]
     operations: dict[str, JvmOperation]
     uncaught: Failure
+    #: Bytes live in the heap after a full GC at steady state.
+    heap_live_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,49 @@ def load_jvm(raw: dict[str, Any]) -> JvmCode:
                             tuple(Catch(c["exception"], _failure(c)) for c in o.get("catches", ())))
            for op, o in raw["operations"].items()}
     supers = {c: tuple(v) for c, v in (raw.get("classes") or {}).items()}
-    return JvmCode(supers, ops, _failure(raw["uncaught"]))
+    return JvmCode(supers, ops, _failure(raw["uncaught"]), float(raw.get("heap_live_mi", 0.0)) * MIB)
+
+
+MIB = float(1 << 20)
+#: HotSpot's defaults (share/gc/shared/gc_globals.hpp): MaxRAMPercentage, MinRAMPercentage, and the
+#: MaxHeapSize a heap sized from a "small" memory falls back to.
+MAX_RAM_PERCENTAGE = 25.0
+MIN_RAM_PERCENTAGE = 50.0
+DEFAULT_MAX_HEAP_BYTES = 96 * MIB
+#: SerialGC's NewRatio=2: the old generation is 2/3 of the heap. HotSpot picks SerialGC when the JVM
+#: sees fewer than 2 CPUs (a CPU limit under 1.5 cores rounds to one), as for ITBench's ad at 150m.
+OLD_GENERATION_SHARE = 2.0 / 3.0
+#: java.util.ArrayList grows its array to 1.5x, copying into a new one while the old is still live.
+ARRAYLIST_GROWTH = 1.5
+_SIZE = {"": 1.0, "k": 1024.0, "m": MIB, "g": 1024.0 * MIB}
+
+
+def max_heap_bytes(env: Mapping[str, str], memory_limit: float, machine_memory: float) -> float:
+    """The JVM's maximum heap: ``-Xmx`` or ``-XX:MaxRAMPercentage`` from JAVA_TOOL_OPTIONS or
+    JDK_JAVA_OPTIONS (the variables the JVM and its launcher read), else HotSpot's ergonomics over
+    the container's memory limit (the machine's memory without one)."""
+    options = f"{env.get('JAVA_TOOL_OPTIONS', '')} {env.get('JDK_JAVA_OPTIONS', '')}"
+    xmx = re.findall(r"-Xmx(\d+)([kKmMgG]?)\b", options)
+    if xmx:
+        number, unit = xmx[-1]
+        return float(number) * _SIZE[unit.lower()]
+    memory = memory_limit or machine_memory
+    pct = re.findall(r"-XX:MaxRAMPercentage=([\d.]+)", options)
+    if pct:
+        return memory * float(pct[-1]) / 100.0
+    if memory * MIN_RAM_PERCENTAGE / 100.0 < DEFAULT_MAX_HEAP_BYTES:
+        return memory * MIN_RAM_PERCENTAGE / 100.0
+    return max(memory * MAX_RAM_PERCENTAGE / 100.0, DEFAULT_MAX_HEAP_BYTES)
+
+
+def heap_stress_bytes(max_heap: float, live: float) -> float:
+    """What Chaos Mesh's JVM heap stress keeps: its StressHelper thread appends to one ArrayList until
+    an allocation throws OutOfMemoryError, then holds the list and sleeps. The allocation that fails is
+    the list's next array (1.5x, beside the current one), so the list keeps the largest array that
+    fitted with its successor in the old generation's free space; the heap's other objects still have
+    the rest, and the requests go on (only the working set grows)."""
+    free = max(max_heap * OLD_GENERATION_SHARE - live, 0.0)
+    return free / (1.0 + ARRAYLIST_GROWTH)
 
 
 def _simple(name: str) -> str:

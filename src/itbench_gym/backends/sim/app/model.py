@@ -33,7 +33,7 @@ from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodV
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
 from .httpbody import body_failure
-from .jvm import JvmCode, script_rules
+from .jvm import JvmCode, heap_stress_bytes, max_heap_bytes, script_rules
 from .jvm import outcome as jvm_outcome
 from .mesh import MeshState, admit
 from .mesh_metrics import MeshTelemetry
@@ -234,6 +234,10 @@ def _node_cpus(node: dict[str, Any]) -> tuple[str, float]:
     return node["metadata"]["name"], parse_quantity(((node.get("status") or {}).get("capacity") or {}).get("cpu", "1"))
 
 
+def _node_memory(node: dict[str, Any]) -> tuple[str, float]:
+    return node["metadata"]["name"], parse_quantity(((node.get("status") or {}).get("capacity") or {}).get("memory", "0"))
+
+
 def _truthy(v: Any) -> bool:
     return bool(v) and v != "off"
 
@@ -258,6 +262,7 @@ class AppModel:
         self._state = _State()
         self._reader = ClusterReader(spec)
         self._node_cpus = Derived(_node_cpus)
+        self._node_memory = Derived(_node_memory)
         self._idle_usage = Derived(_idle_usage)
         self._view: ClusterView | None = None
         self._runtime = AppRuntime(spec, lambda: self._view)
@@ -295,7 +300,7 @@ class AppModel:
         starts, dropped = self._track_instances(view, t, dt)
         flags = self._served_flags(view)
         effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
-        knobs, burn, mem_add = self._knobs(view, effects)
+        knobs, burn, mem_add = self._knobs(view, effects, dict(self._node_memory.of(list_kind(cluster.store, "Node"))))
         knobs.dropped.update(dropped)
         mesh = MeshState.read(cluster.store)
         reaches = self._reaches(view, effects, mesh)
@@ -381,7 +386,8 @@ class AppModel:
             snaps[key] = dict(view.flags)
         return snaps[key]
 
-    def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]]) -> tuple[Knobs, dict[str, float], dict[str, float]]:
+    def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]],
+               node_memory: Mapping[str, float]) -> tuple[Knobs, dict[str, float], dict[str, float]]:
         k = Knobs()
         burn: dict[str, float] = {}
         mem_add: dict[str, float] = {}
@@ -415,11 +421,12 @@ class AppModel:
                 j = obj.get("spec") or {}
                 if obj["kind"] != "JVMChaos" or not chaos_selects(j.get("selector"), view.namespace, labels):
                     continue
-                if j.get("action") in ("stress", "gc"):
-                    for op in svc.operations:
-                        k.extra_latency[(svc.name, op)] = lognormal(0.4, 0.8)
-                    if j.get("memType") == "heap" or j.get("action") == "stress":
-                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + 0.6 * svc.memory_mi * MI
+                if j.get("action") == "stress" and svc.jvm is not None and _injected(obj, pods):
+                    # StressHelper: cpuCount busy threads, or (memType heap) one list held in the heap.
+                    burn[svc.name] = burn.get(svc.name, 0.0) + float(j.get("cpuCount") or 0)
+                    if j.get("memType") == "heap":
+                        heap = max_heap_bytes(pods[0].env, pods[0].limits.get("memory", 0.0), node_memory.get(pods[0].node, 0.0))
+                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + heap_stress_bytes(heap, svc.jvm.heap_live_bytes)
                 elif j.get("action") == "ruleData" and svc.jvm is not None and _injected(obj, pods):
                     _apply_rules(k, svc.name, svc.jvm, script_rules(str(j.get("ruleData") or "")))
             for obj in view.chaos:
