@@ -182,3 +182,32 @@ def test_alerts_decided_on_the_twin_once(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(triggering, "observe_new_alerts", no_twin)
     assert triggering.decided_alerts(scenario) == alerts
     assert triggering.decision_record(scenario)["seed"] == triggering.DECIDING_SEED
+
+
+def test_index_alerts_that_never_fire_are_replaced_by_what_does_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ITBench 102's expectation (KubePodNotReady for a workload the quota admission gives no pod) and
+    an index that adds an alert its fault cannot cause: the scenario stays runnable, and says so."""
+    from itbench_gym.validate import triggering
+
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path / "cache"))
+    quota = _foreign_index(id=903, alerts=["KubePodNotReady"], disruptions=[{"injections": [
+        {"id": "insufficient-kubernetes-resource-quota", "args": {"kubernetesObject": {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ad", "namespace": "otel-demo"}}}}]}])
+    extra = _foreign_index(id=904, alerts=["HighRequestErrorRate", "KubePodCrashLooping"])
+    for index in (quota, extra):
+        (tmp_path / f"{index['id']}.json").write_text(json.dumps(index))
+    scenarios = {s.id: s for s in import_library(tmp_path)}
+
+    alerts, notes = triggering.index_alerts_checked(scenarios["ITBench-903-v0"], ["KubePodNotReady"])
+    assert alerts and {a["alertname"] for a in alerts} <= {"HighRequestErrorRate", "NoRequestsReceived", "KubeQuotaExceeded"}
+    assert notes and notes[0].startswith("index: alert(s) KubePodNotReady never fired on the twin")
+
+    alerts, notes = triggering.index_alerts_checked(scenarios["ITBench-904-v0"], ["HighRequestErrorRate", "KubePodCrashLooping"])
+    assert alerts == [{"alertname": "HighRequestErrorRate"}]
+    assert notes == [notes[0]] and "KubePodCrashLooping never fired with HighRequestErrorRate" in notes[0]
+
+    def no_twin(*_: Any) -> Any:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(triggering, "_observe", no_twin)
+    assert triggering.index_alerts_checked(scenarios["ITBench-904-v0"], ["HighRequestErrorRate", "KubePodCrashLooping"])[0] == alerts

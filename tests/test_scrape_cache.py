@@ -38,7 +38,7 @@ def _cached_and_fresh(twin: Twin) -> tuple[list[tuple[dict[str, str], float]], l
     samples = twin.model.tick(t, SCRAPE_INTERVAL, twin.cluster)
     usage = twin.cluster.usage().nodes
     cached, _ = twin.monitoring.scrape(t, samples, usage)
-    fresh = Monitoring(twin.cluster.store, Engine(TSDB()), twin.cluster.apiload.samples)
+    fresh = Monitoring(twin.cluster.store, Engine(TSDB()), twin.cluster.apiload.samples, twin.cluster.etcd.samples)
     fresh.node_exporter = twin.monitoring.node_exporter  # counters already at t: a second scrape at t reads the same
     uncached, _ = fresh.scrape(t, samples, usage)
     return list(cached), list(uncached)

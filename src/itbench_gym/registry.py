@@ -156,8 +156,9 @@ class LibraryEntry:
         return self._imported
 
     def spec(self) -> ScenarioSpec:
-        """The validated spec (its alerts decided on the twin when the index lists none, and its v1
-        ground truth's propagation targets that show no symptom there dropped)."""
+        """The validated spec (its alerts decided on the twin when the index lists none or lists alerts
+        that never fire there, and its v1 ground truth's propagation targets that show no symptom there
+        dropped)."""
         if self._spec is not None:
             return self._spec
         imported = self.imported
@@ -167,16 +168,20 @@ class LibraryEntry:
             raise UnsupportedScenarioError(self.source, "", imported.unsupported)
         from itbench_gym.spec.itbench import with_triggering
         from itbench_gym.spec.loader import spec_from_document
+        from itbench_gym.validate.triggering import NoAlertError, decided_alerts, index_alerts_checked
 
         triggering: list[dict[str, Any]] = []
-        if imported.alerts_from == "twin":
-            from itbench_gym.validate.triggering import NoAlertError, decided_alerts
-
-            try:
+        checked: list[str] = []
+        try:
+            if imported.alerts_from == "twin":
                 triggering = decided_alerts(imported)
-            except NoAlertError as exc:
-                raise SpecError(self.source, "alerts", str(exc)) from None
+            else:
+                names = [str(a["alertname"]) for a in (imported.document or {}).get("alerts", {}).get("triggering", [])]
+                triggering, checked = index_alerts_checked(imported, names)
+        except NoAlertError as exc:
+            raise SpecError(self.source, "alerts", str(exc)) from None
         doc, notes = with_triggering(imported, triggering)
+        notes += checked
         if imported.ground_truth_from == "v1":
             from itbench_gym.spec.itbench import without_unshown
             from itbench_gym.validate.triggering import decided_unshown

@@ -76,7 +76,9 @@ class ScenarioResult:
         took = sum(s.wall_seconds for s in self.seeds)
         head = f"{self.status.upper():11} {self.id}"
         notes = sorted({n for s in self.seeds for n in s.notes})
-        count = len(self.info.get("discrepancies") or ())
+        discrepancies = [str(d) for d in self.info.get("discrepancies") or ()]
+        notes += [d for d in discrepancies if d.startswith("index: ")]  # the index's alerts replaced: said in the line
+        count = sum(1 for d in discrepancies if not d.startswith("index: "))
         if count:
             notes.append(f"{count} discrepanc{'ies' if count != 1 else 'y'} in the library's ground truth (--results lists them)")
         extra = f" — note: {'; '.join(notes)}" if notes else ""

@@ -23,7 +23,8 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ PAGING_SEVERITIES = frozenset({"warning", "critical"})
 DECISION_RULE = "first-new-paging-else-first-new-alerts/2"
 #: Likewise for the propagation targets that show no symptom.
 UNSHOWN_RULE = "unshown-at-triggering-alerts/1"
+#: And for the check that an index's alerts fire.
+INDEX_RULE = "index-alerts-all-new-within-wait/1"
 
 
 class NoAlertError(RuntimeError):
@@ -100,6 +103,27 @@ def decision_record(imported: ImportedScenario) -> Mapping[str, Any] | None:
 
 def observe_new_alerts(imported: ImportedScenario) -> tuple[list[dict[str, Any]], float]:
     """Run the faults on the twin; the first new alerts to fire and how many seconds after injection."""
+    seen = _observe(imported, ())
+    if seen.decided is None:
+        raise NoAlertError(seen.reason)
+    return seen.decided, seen.decided_after
+
+
+@dataclass
+class Observation:
+    """What one deciding run saw: the first new alerts (paging first) and, for alert names the index
+    requires, when they all fired or which of them fired first."""
+
+    reason: str = ""
+    decided: list[dict[str, Any]] | None = None
+    decided_after: float = 0.0
+    all_required_after: float | None = None
+    first_required: tuple[str, ...] = ()
+
+
+def _observe(imported: ImportedScenario, required: Sequence[str]) -> Observation:
+    """Run the faults on the twin until the first new paging alert (``required`` empty) or until every
+    alert named in ``required`` fires as a new alert, at most the scenario's wait."""
     from dataclasses import replace
 
     from itbench_gym.backends.sim.backend import SimBackend
@@ -130,23 +154,75 @@ def observe_new_alerts(imported: ImportedScenario) -> tuple[list[dict[str, Any]]
                 ctx.close()
             injected = probe.now()
             deadline = injected + spec.alert_wait_timeout
+            seen = Observation()
             unpaged: tuple[set[str], float] | None = None
             while probe.now() < deadline:
                 firing = probe.firing_alerts()
+                after = probe.now() - injected
                 new = _paging(firing) - baseline
-                if new:
-                    return _decided(new), probe.now() - injected
+                if new and seen.decided is None:
+                    seen.decided, seen.decided_after = _decided(new), after
                 if unpaged is None and (quiet := _identities(a for a in firing if a.get("severity") != "none") - baseline_all):
-                    unpaged = (quiet, probe.now() - injected)
+                    unpaged = (quiet, after)
+                fired = {json.loads(key)["alertname"] for key in _identities(firing) - baseline_all}
+                if required and not seen.first_required and fired & set(required):
+                    seen.first_required = tuple(n for n in required if n in fired)
+                if required and set(required) <= fired:
+                    seen.all_required_after = after
+                    return seen
+                if not required and seen.decided is not None:
+                    return seen
                 probe.advance(POLL_SECONDS)
-            if unpaged is not None:
-                return _decided(unpaged[0]), unpaged[1]
+            if seen.decided is None and unpaged is not None:
+                seen.decided, seen.decided_after = _decided(unpaged[0]), unpaged[1]
         finally:
             probe.close()
     finally:
         backend.close()
-    raise NoAlertError(f"{imported.id}: no alert that was not firing at baseline fired within "
+    if seen.decided is None:
+        seen.reason = (f"{imported.id}: no alert that was not firing at baseline fired within "
                        f"{spec.alert_wait_timeout:.0f} s of the injection")
+    return seen
+
+
+def index_alerts_checked(imported: ImportedScenario, names: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The triggering alerts of a scenario whose index lists ``names``, and the discrepancy notes: the
+    index's names when they all fire on the twin (as new alerts, within the wait, on the deciding
+    seed); else those of them that fire first; else, when none does, the first new alerts
+    (:func:`decided_alerts`' rule). An index that expects what its faults cannot cause, such as
+    KubePodNotReady where the quota admission creates no pod, stays runnable and says so. Cached like
+    the decisions."""
+    digest = hashlib.sha256(f"{cache_key(imported)}\0{INDEX_RULE}\0{json.dumps(list(names))}".encode())
+    file = cache_dir() / "index-alerts" / f"{digest.hexdigest()[:32]}.json"
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+        triggering, notes, none_fired = list(record["triggering"]), [str(n) for n in record["notes"]], bool(record["none_fired"])
+    except (OSError, ValueError, KeyError, TypeError):
+        triggering, notes, none_fired = _index_outcome(imported, names)
+        _write(file, {"scenario": imported.id, "source": str(imported.source), "seed": DECIDING_SEED,
+                      "triggering": triggering, "notes": notes, "none_fired": none_fired})
+    if none_fired:
+        raise NoAlertError(notes[-1])
+    return triggering, notes
+
+
+def _index_outcome(imported: ImportedScenario, names: Sequence[str]) -> tuple[list[dict[str, Any]], list[str], bool]:
+    """(triggering alerts, [] to keep the index's; notes; whether no alert fired at all)."""
+    seen = _observe(imported, names)
+    if seen.all_required_after is not None:
+        return [], [], False
+    wait = f"within the wait of the injection (seed {DECIDING_SEED})"
+    if seen.first_required:
+        missing = [n for n in names if n not in seen.first_required]
+        kept = ", ".join(seen.first_required)
+        return ([{"alertname": n} for n in seen.first_required],
+                [f"index: alert(s) {', '.join(missing)} never fired with {kept} on the twin {wait}; the triggering alerts are {kept}"],
+                False)
+    if seen.decided is not None:
+        shown = ", ".join(a["alertname"] + "{" + ",".join(f"{k}={v}" for k, v in a["labels"].items()) + "}" for a in seen.decided)
+        return (seen.decided, [f"index: alert(s) {', '.join(names)} never fired on the twin {wait}; the triggering "
+                               f"alerts are the first new ones that did: {shown}"], False)
+    return [], [f"index: alert(s) {', '.join(names)} never fired on the twin {wait}, nor any other new alert"], True
 
 
 def _paging(alerts: Iterable[Mapping[str, str]]) -> set[str]:

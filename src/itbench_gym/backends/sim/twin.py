@@ -69,7 +69,7 @@ class Twin:
         self.cluster = KubeCluster(self.clock, runtime=self.model.runtime(), seed=seed)
         self.tsdb = RuleAwareTSDB()
         self.engine = Engine(self.tsdb)
-        self.monitoring = Monitoring(self.cluster.store, self.engine, self.cluster.apiload.samples)
+        self.monitoring = Monitoring(self.cluster.store, self.engine, self.cluster.apiload.samples, self.cluster.etcd.samples)
         self.rules = self.monitoring.rules
         self._next_tick = self.clock.now()
         with self.lock:
@@ -152,6 +152,7 @@ class Twin:
         t = self._next_tick
         self.cluster.tick(t)
         self.cluster.apiload.tick(SCRAPE_INTERVAL)
+        self.cluster.etcd.tick(t, SCRAPE_INTERVAL, self.cluster.apiload.writes_per_s)
         interval = self.monitoring.scrape_interval()
         scraped = math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9)
         model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster, expose=scraped)

@@ -39,6 +39,7 @@ from .mesh import MeshState, admit
 from .mesh_metrics import MeshTelemetry
 from .network import Reach, active_chaos, chaos_selects, http_selects, reach, request_body_patch, resolve_address
 from .process import StoreWrites, shell_script, started_env, store_writes
+from .processes import only_sleeps
 from .runtime import AppRuntime
 from .spanmetrics import SpanMetrics
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
@@ -196,8 +197,8 @@ def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
 
 
 def _idle_usage(pod: dict[str, Any]) -> tuple[tuple[str, ContainerUsage], ...]:
-    """The running containers of a running pod at their CPU and memory requests, each with the
-    uid the model knows the pod by."""
+    """The running containers of a running pod at their CPU and memory requests (no CPU for one that
+    only sleeps), each with the uid the model knows the pod by."""
     meta, status = pod["metadata"], pod.get("status") or {}
     if status.get("phase") != "Running":
         return ()
@@ -208,7 +209,8 @@ def _idle_usage(pod: dict[str, Any]) -> tuple[tuple[str, ContainerUsage], ...]:
             continue
         res = c.get("resources") or {}
         requests, limits = res.get("requests") or {}, res.get("limits") or {}
-        cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
+        idle = only_sleeps([*(c.get("command") or []), *(c.get("args") or [])])
+        cpu = 0.0 if idle else parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
         mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
         restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
         uid = meta.get("uid", meta["name"])

@@ -38,6 +38,27 @@ class Program:
     reads_json: str
 
 
+def only_sleeps(argv: Sequence[str]) -> bool:
+    """Whether the process does nothing but ``sleep`` (directly or as every command of ``sh -c``): it
+    uses no CPU while it runs (ITBench's helper workloads run ``sleep infinity``)."""
+    words = [str(a) for a in argv]
+    if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] == "-c":
+        try:
+            lexer = shlex.shlex(words[2], posix=True, punctuation_chars=";&|")
+            lexer.whitespace_split = True
+            tokens = list(lexer)
+        except ValueError:
+            return False
+        commands: list[list[str]] = [[]]
+        for token in tokens:
+            if token in (";", "&&", "||"):
+                commands.append([])
+            else:
+                commands[-1].append(token)
+        return any(commands) and all(c[0].rsplit("/", 1)[-1] == "sleep" for c in commands if c)
+    return bool(words) and words[0].rsplit("/", 1)[-1] == "sleep"
+
+
 @lru_cache(maxsize=1)
 def programs() -> dict[str, Program]:
     raw = yaml.safe_load(Path(__file__).with_name("programs.yaml").read_text())

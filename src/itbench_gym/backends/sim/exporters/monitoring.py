@@ -53,10 +53,12 @@ def _as_stored(labels: Mapping[str, str]) -> SeriesRef:
 class Monitoring:
     """Scrapes and rule evaluation of the Prometheus the store describes."""
 
-    def __init__(self, store: StoreLike, engine: Engine, apiserver: Callable[[], list[Sample]] | None = None) -> None:
+    def __init__(self, store: StoreLike, engine: Engine, apiserver: Callable[[], list[Sample]] | None = None,
+                 etcd: Callable[[], list[Sample]] | None = None) -> None:
         self.store = store
-        #: what the API server exposes on /metrics (``kube/apiload.py``)
+        #: what the API server exposes on /metrics (``kube/apiload.py``), and etcd on its metrics port (``kube/etcd.py``)
         self.apiserver = apiserver
+        self.etcd = etcd
         self.rules = RuleManager([], engine)
         if isinstance(engine.storage, RuleAwareTSDB):
             engine.storage.rules = self.rules
@@ -71,7 +73,7 @@ class Monitoring:
         #: dict each scrape, so the kubelet target's cache finds it by identity)
         self._stripped: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
         self.scraper = Scraper({"kube-state-metrics": self._kube_state, "node-exporter": self._node, "cadvisor": self._cadvisor,
-                                "kube-apiserver": self._apiserver},
+                                "kube-apiserver": self._apiserver, "etcd": self._etcd},
                                KUBELET_PATHS)
 
     # -- per tick ---------------------------------------------------------------------------------
@@ -139,6 +141,9 @@ class Monitoring:
 
     def _apiserver(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
         return [self.apiserver()] if self.apiserver is not None else []
+
+    def _etcd(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
+        return [self.etcd()] if self.etcd is not None else []
 
     def _cadvisor(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
         return [list(inputs.cadvisor.get(target.node, ()))]

@@ -251,10 +251,13 @@ class Scraper:
         pod = _pod(store, target.pod)
         if pod is None:
             return None
-        for c in (pod.get("spec") or {}).get("containers") or []:
+        spec = pod.get("spec") or {}
+        for c in spec.get("containers") or []:
             if c.get("name") == target.container:
                 return self.sources.get(image_repository(str(c.get("image", ""))))
-        return None
+        # a host-network pod that declares no port (a static pod: etcd on its metrics port)
+        host = hosts.get((str(spec.get("nodeName", "")), target.port)) if spec.get("hostNetwork") else None
+        return self.sources.get(image_repository(str(host.get("image", "")))) if host else None
 
     def _filter(self, configs: tuple[Relabel, ...]) -> MetricFilter:
         filt = self._filters.get(configs)

@@ -31,6 +31,7 @@ from typing import Any
 from itbench_gym.lang import yamltext
 
 from .controllers.util import quantity
+from .etcd import Etcd
 from .store import ObjectStore
 
 Obj = dict[str, Any]
@@ -200,14 +201,20 @@ class ApiLoadSnapshot:
     levels: tuple[tuple[str, LevelState], ...]
     flows: tuple[_Flow, ...]
     rejected_carry: float
+    recorded_writes: float = 0.0
 
 
 class ApiLoad:
     """The API server's request load on the simulated clock; counters for its metrics."""
 
-    def __init__(self, store: ObjectStore, config: Config | None = None) -> None:
+    def __init__(self, store: ObjectStore, config: Config | None = None, etcd: Etcd | None = None) -> None:
         self.store = store
         self.config = config or load_config()
+        #: the storage behind the server: a write waits for etcd's save (None: no wait beyond the verb's)
+        self.etcd = etcd
+        #: requests/s of the last tick that write to etcd
+        self.writes_per_s = 0.0
+        self._recorded_writes = 0.0
         self.levels: dict[str, LevelState] = {}
         self.flows: list[_Flow] = []
         #: (family, key...) -> running total of requests
@@ -230,7 +237,8 @@ class ApiLoad:
         return self.store.list_stored(self.store.registry.by_kind(kind), namespace)
 
     def _service(self, verb: str, objects: int) -> float:
-        return self.config.service.get(verb, 0.005) + (self.config.per_object * objects if verb == "LIST" else 0.0)
+        wait = self.etcd.write_delay if self.etcd is not None and verb not in _READ_VERBS else 0.0
+        return self.config.service.get(verb, 0.005) + (self.config.per_object * objects if verb == "LIST" else 0.0) + wait
 
     # -- demand -------------------------------------------------------------------------------
     def _demand(self) -> list[_Flow]:
@@ -319,10 +327,14 @@ class ApiLoad:
         """Work out this tick's flows and latencies, and count the ``dt`` seconds of requests they send."""
         self.flows = self._demand()
         self.levels = self._solve(self.flows)
+        writes = self._recorded_writes
         for f in self.flows:
             state = self.levels.get(f.cls.level, LevelState())
             n = f.rate * dt
             self._count(f.cls, n * (1.0 - state.rejected), n * state.rejected, f.service, state)
+            if not f.cls.read_only:
+                writes += n * (1.0 - state.rejected)
+        self.writes_per_s, self._recorded_writes = writes / dt if dt > 0 else 0.0, 0.0
 
     def _count(self, cls: RequestClass, served: float, rejected: float, service: float, state: LevelState,
                code: str = "") -> None:
@@ -361,6 +373,8 @@ class ApiLoad:
         if code == 429:
             self._count(cls, 0.0, 1.0, 0.0, LevelState())
         else:
+            if not cls.read_only and code < 400:
+                self._recorded_writes += 1.0
             self._count(cls, 1.0, 0.0, 0.0, LevelState(wait=max(0.0, latency), p_wait=1.0, saturated=True), str(code))
 
     # -- metrics ------------------------------------------------------------------------------
@@ -429,7 +443,7 @@ class ApiLoad:
         return ApiLoadSnapshot(tuple(self.counters.items()), tuple((k, tuple(v)) for k, v in self.histograms.items()),
                                tuple(self.levels.items()),
                                tuple(_Flow(f.cls, f.rate, f.service, f.client, f.pause, f.clients) for f in self.flows),
-                               self._rejected_carry)
+                               self._rejected_carry, self._recorded_writes)
 
     def restore(self, snap: ApiLoadSnapshot) -> None:
         self.counters = dict(snap.counters)
@@ -437,6 +451,7 @@ class ApiLoad:
         self.levels = dict(snap.levels)
         self.flows = [_Flow(f.cls, f.rate, f.service, f.client, f.pause, f.clients) for f in snap.flows]
         self._rejected_carry = snap.rejected_carry
+        self._recorded_writes = snap.recorded_writes
 
 
 @cache

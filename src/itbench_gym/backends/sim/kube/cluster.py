@@ -31,6 +31,7 @@ from .controllers.replicaset import ReplicaSetController
 from .controllers.statefulset import StatefulSetController
 from .controllers.volumes import VolumeBinderController
 from .errors import ApiError
+from .etcd import Etcd, EtcdSnapshot
 from .events import EventRecorder, EventState
 from .kubelet import Kubelet
 from .nodes import NodeController
@@ -77,6 +78,7 @@ class ClusterSnapshot:
     controllers: dict[str, Any]
     seed: int
     apiload: ApiLoadSnapshot | None = None
+    etcd: EtcdSnapshot | None = None
 
 
 class KubeCluster:
@@ -100,7 +102,9 @@ class KubeCluster:
         self.jobs = JobController(self.ctx)
         self.cronjobs = CronJobController(self.ctx)
         #: the API server's request load (``apiload.py``), worked out on each scrape tick
-        self.apiload = ApiLoad(self.store)
+        #: etcd's disk (``etcd.py``): its syncs and commits, and what a write waits for its save
+        self.etcd = Etcd(self.store)
+        self.apiload = ApiLoad(self.store, etcd=self.etcd)
         self.controllers: list[Controller] = [
             DeploymentController(self.ctx),
             self.replicasets,
@@ -274,6 +278,7 @@ class KubeCluster:
             controllers={c.name: c.snapshot_state() for c in self.controllers},
             seed=self.ctx.seed,
             apiload=self.apiload.snapshot(),
+            etcd=self.etcd.snapshot(),
         )
 
     def restore(self, snap: ClusterSnapshot) -> None:
@@ -286,6 +291,8 @@ class KubeCluster:
         self._usage = dict(snap.usage)
         if snap.apiload is not None:
             self.apiload.restore(snap.apiload)
+        if snap.etcd is not None:
+            self.etcd.restore(snap.etcd)
         for c in self.controllers:
             c.queue.clear()
             c.retries.clear()
