@@ -32,6 +32,7 @@ from itbench_gym.lang import yamltext
 
 from .controllers.util import quantity
 from .etcd import Etcd
+from .exposition import LabelSets, histogram_samples
 from .store import ObjectStore
 
 Obj = dict[str, Any]
@@ -222,7 +223,7 @@ class ApiLoad:
         #: ("duration" | "sli", class) -> cumulative bucket counts, then count and sum
         self.histograms: dict[tuple[str, RequestClass], list[float]] = {}
         self._rejected_carry = 0.0
-        self._labels: dict[Any, dict[str, str]] = {}
+        self._labels = LabelSets()
 
     # -- classification -----------------------------------------------------------------------
     def classify(self, user: str, groups: Sequence[str], verb: str, group: str, version: str, resource: str,
@@ -378,12 +379,6 @@ class ApiLoad:
             self._count(cls, 1.0, 0.0, 0.0, LevelState(wait=max(0.0, latency), p_wait=1.0, saturated=True), str(code))
 
     # -- metrics ------------------------------------------------------------------------------
-    def _l(self, key: Any, make: Any) -> dict[str, str]:
-        labels = self._labels.get(key)
-        if labels is None:
-            labels = self._labels[key] = make()
-        return labels
-
     def samples(self) -> list[Sample]:
         """The apiserver's /metrics: counters floored to whole requests, gauges of this tick."""
         out: list[Sample] = []
@@ -392,24 +387,19 @@ class ApiLoad:
             if family in ("request", "terminated"):
                 cls, code = key[1], key[2]
                 name = "apiserver_request_total" if family == "request" else "apiserver_request_terminations_total"
-                out.append((self._l(key, lambda n=name, c=cls, k=code: {"__name__": n, **c.labels, "code": k}), math.floor(value)))
+                out.append((self._labels.get(key, lambda n=name, c=cls, k=code: {"__name__": n, **c.labels, "code": k}), math.floor(value)))
             else:
                 level, schema = key[1]
                 name = ("apiserver_flowcontrol_dispatched_requests_total" if family == "dispatched"
                         else "apiserver_flowcontrol_rejected_requests_total")
                 extra = {} if family == "dispatched" else {"reason": "queue-full"}
-                out.append((self._l(key, lambda n=name, lv=level, s=schema, e=extra: {"__name__": n, "priority_level": lv,
+                out.append((self._labels.get(key, lambda n=name, lv=level, s=schema, e=extra: {"__name__": n, "priority_level": lv,
                                                                                     "flow_schema": s, **e}),
                             math.floor(value)))
         for (family, cls), counts in self.histograms.items():
             base = "apiserver_request_duration_seconds" if family == "duration" else "apiserver_request_sli_duration_seconds"
             buckets = DURATION_BUCKETS if family == "duration" else SLI_BUCKETS
-            for i, le in enumerate((*map(_le, buckets), "+Inf")):
-                out.append((self._l((family, cls, le), lambda b=base, c=cls, x=le: {"__name__": f"{b}_bucket", **c.labels, "le": x}),
-                            math.floor(counts[i] if i < len(buckets) else counts[-2])))
-            out.append((self._l((family, cls, "count"), lambda b=base, c=cls: {"__name__": f"{b}_count", **c.labels}),
-                        math.floor(counts[-2])))
-            out.append((self._l((family, cls, "sum"), lambda b=base, c=cls: {"__name__": f"{b}_sum", **c.labels}), counts[-1]))
+            out.extend(histogram_samples(self._labels, (family, cls), base, cls.labels, buckets, counts))
         out.extend(self._gauges())
         return out
 
@@ -425,16 +415,16 @@ class ApiLoad:
             e[0] += served * f.service
             e[1] += served * state.wait
         for kind, value in inflight.items():
-            out.append((self._l(("inflight", kind), lambda k=kind: {"__name__": "apiserver_current_inflight_requests",
+            out.append((self._labels.get(("inflight", kind), lambda k=kind: {"__name__": "apiserver_current_inflight_requests",
                                                                     "request_kind": k}), float(round(value))))
         for (level, schema), (running, queued) in sorted(executing.items()):
             for name, value in (("apiserver_flowcontrol_current_executing_requests", running),
                                 ("apiserver_flowcontrol_current_inqueue_requests", queued)):
-                out.append((self._l((name, level, schema), lambda n=name, lv=level, s=schema: {
+                out.append((self._labels.get((name, level, schema), lambda n=name, lv=level, s=schema: {
                     "__name__": n, "priority_level": lv, "flow_schema": s}), float(round(value))))
         for name, config in sorted(self.config.levels.items()):
             if not config.exempt:
-                out.append((self._l(("nominal", name), lambda n=name: {"__name__": "apiserver_flowcontrol_nominal_limit_seats",
+                out.append((self._labels.get(("nominal", name), lambda n=name: {"__name__": "apiserver_flowcontrol_nominal_limit_seats",
                                                                        "priority_level": n}), float(config.seats)))
         return out
 
@@ -458,11 +448,6 @@ class ApiLoad:
 def _within(buckets: tuple[float, ...], service: float, state: LevelState) -> tuple[float, ...]:
     """Fraction of requests taking ``service`` plus a queue wait of ``state`` that end within each bucket."""
     return tuple(0.0 if le < service else state.wait_fraction_within(le - service) for le in buckets)
-
-
-def _le(bound: float) -> str:
-    """Prometheus' text for a bucket bound (``1``, ``0.005``)."""
-    return f"{bound:g}"
 
 
 def _ready(node: Obj) -> bool:

@@ -31,10 +31,10 @@ from itbench_gym.lang import yamltext
 from ..chaos.kinds import API_VERSION as CHAOS_API
 from ..chaos.kinds import active, parse_duration
 from ..chaos.selection import pod_matches
+from .exposition import LabelSets, Sample, histogram_samples
 from .store import ObjectStore
 
 Obj = dict[str, Any]
-Sample = tuple[dict[str, str], float]
 #: (seconds, probability) pairs, probabilities summing to 1
 Distribution = tuple[tuple[float, float], ...]
 CONFIG = Path(__file__).with_name("etcd.yaml")
@@ -127,7 +127,7 @@ class Etcd:
         self.histograms: dict[str, list[float]] = {}
         self.proposals = 0.0
         self.write_delay = 0.0
-        self._labels: dict[Any, dict[str, str]] = {}
+        self._labels = LabelSets()
 
     def _member(self) -> Obj | None:
         pods = self.store.list_stored(self.store.registry.by_kind("Pod"), "kube-system")
@@ -218,28 +218,19 @@ class Etcd:
         counts[-1] += n * mean(dist)
 
     # -- metrics --------------------------------------------------------------------------------
-    def _l(self, key: Any, make: Any) -> dict[str, str]:
-        labels = self._labels.get(key)
-        if labels is None:
-            labels = self._labels[key] = make()
-        return labels
-
     def samples(self) -> list[Sample]:
         """The member's /metrics (its disk histograms, leadership, proposals), counts floored."""
+        get = self._labels.get
         out: list[Sample] = [
-            (self._l("leader", lambda: {"__name__": "etcd_server_has_leader"}), 1.0),
-            (self._l("is_leader", lambda: {"__name__": "etcd_server_is_leader"}), 1.0),
-            (self._l("changes", lambda: {"__name__": "etcd_server_leader_changes_seen_total"}), 0.0),
-            (self._l("committed", lambda: {"__name__": "etcd_server_proposals_committed_total"}), float(math.floor(self.proposals))),
-            (self._l("applied", lambda: {"__name__": "etcd_server_proposals_applied_total"}), float(math.floor(self.proposals))),
-            (self._l("failed", lambda: {"__name__": "etcd_server_proposals_failed_total"}), 0.0),
+            (get("leader", lambda: {"__name__": "etcd_server_has_leader"}), 1.0),
+            (get("is_leader", lambda: {"__name__": "etcd_server_is_leader"}), 1.0),
+            (get("changes", lambda: {"__name__": "etcd_server_leader_changes_seen_total"}), 0.0),
+            (get("committed", lambda: {"__name__": "etcd_server_proposals_committed_total"}), float(math.floor(self.proposals))),
+            (get("applied", lambda: {"__name__": "etcd_server_proposals_applied_total"}), float(math.floor(self.proposals))),
+            (get("failed", lambda: {"__name__": "etcd_server_proposals_failed_total"}), 0.0),
         ]
         for name, counts in sorted(self.histograms.items()):
-            for i, le in enumerate((*(f"{b:g}" for b in self.config.buckets), "+Inf")):
-                value = counts[i] if i < len(self.config.buckets) else counts[-2]
-                out.append((self._l((name, le), lambda n=name, x=le: {"__name__": f"{n}_bucket", "le": x}), float(math.floor(value))))
-            out.append((self._l((name, "count"), lambda n=name: {"__name__": f"{n}_count"}), float(math.floor(counts[-2]))))
-            out.append((self._l((name, "sum"), lambda n=name: {"__name__": f"{n}_sum"}), counts[-1]))
+            out.extend(histogram_samples(self._labels, name, name, {}, self.config.buckets, counts))
         return out
 
     # -- snapshots ------------------------------------------------------------------------------
