@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import SHARED, ShopTwin
-from itbench_gym.backends.sim.app.processes import Process, programs
+from itbench_gym.backends.sim.app.processes import Process, only_sleeps, programs
 from itbench_gym.backends.sim.kube import oom
 from itbench_gym.backends.sim.kube.registry import shared, split_reference
 from itbench_gym.backends.sim.kube.tables import pod_status_reason
@@ -198,6 +198,8 @@ def test_process_model_follows_shell_scripts_and_known_programs() -> None:
     assert run("sleep infinity") is None and run("sleep 30") == (30.0, 0)
     assert run("until nc -z down 80; do sleep 2; done") is None and run("until nc -z up 80; do sleep 2; done") == (1.0, 0)
     assert run("false && sleep infinity") == (0.0, 1) and run("false || exit 3") == (0.0, 3)
+    assert only_sleeps(["/bin/sh", "-c", "sleep infinity"]) and only_sleeps(["sleep", "3600"])
+    assert not only_sleeps(["/bin/sh", "-c", "sleep 5; python3 app.py"]) and not only_sleeps(["python3", "app.py"])
     # the program table knows the script the fault writes, by its digest
     assert hashlib.sha256(data["load_config_script"].encode()).hexdigest() in programs()
 

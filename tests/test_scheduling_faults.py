@@ -135,6 +135,10 @@ def test_priority_fault_fills_one_worker_with_critical_pods(shop_twin: ShopTwin)
     critical = [p for p in shop_twin.store.list("Pod", NS) if p["metadata"]["name"].startswith("critical-data-collector-")]
     assert len(critical) == 21 and {p["spec"]["nodeName"] for p in critical} == {node}
     assert {p["spec"]["containers"][0]["resources"]["requests"]["cpu"] for p in critical} == {"350m"}  # (8 - 1) / 20
+    # they request the node but run `sleep infinity`: the node's CPU stays where it was
+    shop_twin.backend.advance(300)
+    used = 'sum(rate(container_cpu_usage_seconds_total{namespace="otel-demo",pod=~"critical-data-collector-.*",container!=""}[2m]))'
+    assert shop_twin.value(used) == 0.0
     remove_faults(ctx)
     assert ctx.get(ObjectRef("scheduling.k8s.io/v1", "PriorityClass", "application-critical")) is None
 
