@@ -13,7 +13,7 @@ import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -418,7 +418,7 @@ class AppModel:
                     burn[svc.name] = burn.get(svc.name, 0.0) + float(cpu.get("workers", 0)) * float(cpu.get("load", 100)) / 100.0
                     memory = stress.get("memory") or {}
                     if memory:
-                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + self._stress_bytes(str(memory.get("size", "0")), pods)
+                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + self._stress_bytes(str(memory.get("size", "0")), pods[0].limits.get("memory", 0.0) if pods else 0.0)
             for obj in view.chaos:
                 j = obj.get("spec") or {}
                 if obj["kind"] != "JVMChaos" or not chaos_selects(j.get("selector"), view.namespace, labels):
@@ -456,8 +456,9 @@ class AppModel:
                 k.queue_wait[svc.name] = wait
         return k, burn, mem_add
 
-    def _stress_bytes(self, size: str, pods: list[PodView]) -> float:
-        limit = pods[0].limits.get("memory", 0.0) if pods else 0.0
+    def _stress_bytes(self, size: str, limit: float) -> float:
+        """A memory stressor's ``size``: bytes, or a percentage of the container's limit (the node's
+        memory, 16 GiB here, without one)."""
         if size.endswith("%"):
             return float(size[:-1]) / 100.0 * (limit or 16 * 1024 * MI)
         units = {"GB": 1e9, "MB": 1e6, "KB": 1e3, "GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1.0}
@@ -674,13 +675,42 @@ class AppModel:
         modelled = {(p.uid, p.container["name"]) for p in view.pods}
         modelled |= {(p.uid, side) for p in view.pods for side in self.spec.services[p.service].sidecars}
         out: list[ContainerUsage] = []
+        stresses = [o for o in view.chaos if o["kind"] == "StressChaos"]
         for running in self._idle_usage.of(list_kind(cluster.store, "Pod")):
             for uid, u in running:
                 if (uid, u.container) in modelled:
                     continue
+                stressed = self._stressed(u, stresses) if stresses else u
+                if stressed is not u:
+                    u = stressed
+                    if u.memory_limit and u.memory_bytes > u.memory_limit:
+                        cluster.kill_container(u.namespace, u.pod, u.container, reason="OOMKilled", exit_code=137)
+                        self._cadvisor.record_oom(u.namespace, u.pod, u.container)
+                        continue
                 cluster.set_usage(u.namespace, u.pod, u.container, cpu_cores=u.cpu_cores, memory_bytes=u.memory_bytes)
                 out.append(u)
         return out
+
+    def _stressed(self, u: ContainerUsage, stresses: list[dict[str, Any]]) -> ContainerUsage:
+        """A container the behaviour model does not describe under the StressChaos experiments injected
+        into its pod: stress-ng's CPU workers in its cgroup (throttled at its CPU limit) and the memory its
+        workers hold."""
+        cpu, mem = u.cpu_cores, u.memory_bytes
+        for obj in stresses:
+            records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
+            if not any(r.get("id") == f"{u.namespace}/{u.pod}" and r.get("phase") == "Injected" for r in records):
+                continue
+            names = (obj.get("spec") or {}).get("containerNames")
+            if names and u.container not in names:
+                continue
+            stress = (obj.get("spec") or {}).get("stressors") or {}
+            workers = stress.get("cpu") or {}
+            cpu += float(workers.get("workers", 0)) * float(workers.get("load", 100)) / 100.0
+            if stress.get("memory"):
+                mem += self._stress_bytes(str(stress["memory"].get("size", "0")), u.memory_limit)
+        if u.cpu_limit:
+            cpu = min(cpu, u.cpu_limit)
+        return replace(u, cpu_cores=cpu, memory_bytes=mem) if (cpu, mem) != (u.cpu_cores, u.memory_bytes) else u
 
     def _log_activity(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       effects: list[tuple[Effect, Any]], effect_logs: dict[str, float],

@@ -1,5 +1,6 @@
-"""etcd's disk under IOChaos (ITBench library scenario 55): the member's WAL syncs and backend commits,
-the kube-prometheus-stack etcd alerts they drive, and the wait the API server's writes inherit."""
+"""Chaos Mesh on the control plane: etcd's disk under IOChaos (ITBench library scenario 55: the member's
+WAL syncs and backend commits, the etcd alerts they drive, the wait the API server's writes inherit)
+and StressChaos in the API server's container (scenario 54)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,23 @@ def test_latency_that_misses_the_wal_and_the_backend_changes_nothing(shop_twin: 
     shop_twin.backend.advance(600)
     assert shop_twin.backend.twin.cluster.etcd.write_delay == 0.0
     assert shop_twin.value(COMMIT_P99) < 0.01
+
+
+def test_memory_stress_in_the_api_servers_container_holds_its_size_there(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    working_set = 'sum(container_memory_working_set_bytes{namespace="kube-system",container="kube-apiserver"})'
+    before = shop_twin.value(working_set)
+    stress = {"duration": "55s", "mode": "one", "selector": {"labelSelectors": {"component": "kube-apiserver"}, "namespaces": ["kube-system"]},
+              "stressors": {"memory": {"size": "6GB", "workers": 4}, "cpu": {"workers": 2, "load": 50}}}
+    ctx = shop_twin.context()
+    inject_faults([FaultRef("scheduled-chaos-mesh-experiment", {
+        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "api-stress", "namespace": "chaos-mesh"}},
+        "scheduleSpec": {"type": "StressChaos", "stressChaos": stress}})], ctx)
+    ctx.close()
+    shop_twin.backend.advance(90)
+    assert shop_twin.value(working_set) - before == pytest.approx(6e9, rel=0.01)
+    cpu = 'sum(rate(container_cpu_usage_seconds_total{namespace="kube-system",container="kube-apiserver"}[1m]))'
+    assert shop_twin.value(cpu) > 1.0  # two workers at half load beside its own 250m
+    restarted = [p["metadata"]["name"] for p in shop_twin.store.list("Pod", None)
+                 if any(c.get("restartCount") for c in (p.get("status") or {}).get("containerStatuses") or [])]
+    assert restarted == []  # the kind host (16 GB) holds the 6 GB
