@@ -9,7 +9,8 @@ server's concurrency limit. A level's offered load (requests/s x seconds a reque
 then gives the wait in its queues, as an M/M/c queue does (Erlang C). At its seats, closed-loop
 clients wait as long as it takes to hold their demand to the seats (they cannot queue more requests
 than there are clients); what still does not fit within the queue wait limit, or open arrivals
-beyond the seats, is rejected with 429.
+beyond the seats, is rejected with 429. A write holds its seat while etcd saves it: the member's
+extra wait (``etcd.py``, IOChaos on its disk) is part of every write verb's service time.
 
 The counters it integrates are upstream's metrics (``apiserver_request_total``, the duration and SLI
 histograms, the ``apiserver_flowcontrol_*`` families, ``apiserver_current_inflight_requests``),
