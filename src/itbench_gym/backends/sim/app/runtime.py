@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from itbench_gym.backends.sim.kube.registry import CONTAINER_DEFAULT_HOME, ImageRule, shared
+from itbench_gym.backends.sim.kube.registry import ImageRule, shared
 from itbench_gym.backends.sim.kube.runtime import DefaultRuntime, FileReader, ProbeKind
 
 from .cluster_view import ClusterView
@@ -115,9 +115,8 @@ class AppRuntime(DefaultRuntime):
         argv = [*(container.get("command") or []), *(container.get("args") or [])]
         if not container.get("command"):
             return super().exit_after(pod, container, files)
-        rule = self._rule(container.get("image", ""))
         env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
-        home = str(env.get("HOME") or (rule.home if rule is not None else CONTAINER_DEFAULT_HOME))
+        home = str(env.get("HOME") or shared().home(container.get("image", ""), self.spec.images))
         spec = pod.get("spec") or {}
         long_running = container.get("restartPolicy") == "Always" or (
             container.get("name") not in {c.get("name") for c in spec.get("initContainers") or []}

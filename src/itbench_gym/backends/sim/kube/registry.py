@@ -23,11 +23,6 @@ from .runtime import NO_PLATFORM, not_found
 _DATA = Path(__file__).with_name("registry.yaml")
 
 
-#: ``$HOME`` inside a simulated container whose image sets none: root's home in the image's own
-#: filesystem (containers run as root unless the image says otherwise); never a path of the host.
-CONTAINER_DEFAULT_HOME = "/root"
-
-
 @dataclass(frozen=True)
 class ImageRule:
     """Images whose reference matches ``pattern`` (fnmatch).
@@ -37,14 +32,14 @@ class ImageRule:
     fails the pull on any other node; a single manifest (``index: false``) is pulled anywhere and
     its binaries then fail with ``exec format error``. ``executables`` are what its PATH and
     entrypoint hold (None: not catalogued, every command is taken to exist); ``home`` is the
-    image's ``HOME`` (where a shell's ``~`` points).
+    image's ``HOME`` (where a shell's ``~`` points; empty: the registry's ``defaultHome``).
     """
 
     pattern: str
     architectures: tuple[str, ...]
     executables: tuple[str, ...] | None = None
     index: bool = True
-    home: str = CONTAINER_DEFAULT_HOME
+    home: str = ""
 
     def has(self, executable: str) -> bool:
         return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
@@ -60,7 +55,7 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
         executables = entry.get("executables")
         out.append(ImageRule(str(entry["pattern"]), tuple(entry["architectures"]),
                              tuple(str(e) for e in executables) if executables is not None else None,
-                             bool(entry.get("index", True)), str(entry.get("home", CONTAINER_DEFAULT_HOME))))
+                             bool(entry.get("index", True)), str(entry.get("home", ""))))
     return tuple(out)
 
 
@@ -69,6 +64,13 @@ class Registry:
     images: tuple[ImageRule, ...]
     #: registry host → containerd's resolve error for a reference it does not serve
     missing: Mapping[str, str]
+    #: ``$HOME`` in a container whose image sets none (a path in the image, not the host)
+    default_home: str
+
+    def home(self, image: str, first: Sequence[ImageRule] = ()) -> str:
+        """Where ``~`` points in a container of ``image``."""
+        rule = self.rule(image, first)
+        return rule.home if rule is not None and rule.home else self.default_home
 
     def rule(self, image: str, first: Sequence[ImageRule] = ()) -> ImageRule | None:
         return next((r for r in (*first, *self.images) if fnmatch.fnmatchcase(image, r.pattern)), None)
@@ -106,4 +108,4 @@ def split_reference(image: str) -> tuple[str, str, str]:
 @lru_cache(maxsize=1)
 def shared() -> Registry:
     raw = yaml.safe_load(_DATA.read_text())
-    return Registry(parse_images(raw["images"], str(_DATA)), dict(raw.get("missing") or {}))
+    return Registry(parse_images(raw["images"], str(_DATA)), dict(raw.get("missing") or {}), str(raw["defaultHome"]))
