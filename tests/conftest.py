@@ -72,8 +72,30 @@ class ShopTwin:
     def firing(self) -> set[str]:
         return {a["labels"]["alertname"] for a in fetch_alerts(self.endpoints.prometheus) if a["state"] == "firing"}
 
+    def inject(self, *faults: Any) -> None:
+        """Inject ``faults`` (FaultRefs) through the harness' path, from the state the twin is in."""
+        from itbench_gym.faults import inject_faults
+
+        ctx = self.context()
+        try:
+            inject_faults(list(faults), ctx)
+        finally:
+            ctx.close()
+
     def close(self) -> None:
         self.backend.close()
+
+
+def chaos_schedule(name: str, kind: str, spec: dict[str, Any]) -> Any:
+    """ITBench's ``scheduled-chaos-mesh-experiment`` fault: a Schedule ``chaos-mesh/<name>`` of one
+    experiment ``kind`` (``StressChaos``, ``JVMChaos``, ...) with ``spec``."""
+    from itbench_gym.faults.operations.chaos import SCHEDULE_KEYS
+    from itbench_gym.spec import FaultRef
+
+    key = SCHEDULE_KEYS[kind]
+    return FaultRef("scheduled-chaos-mesh-experiment", {
+        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": name, "namespace": "chaos-mesh"}},
+        "scheduleSpec": {"type": kind, key: spec}})
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from conftest import ShopTwin
+from conftest import ShopTwin, chaos_schedule
 from itbench_gym.backends.sim.kube.etcd import BACKEND_COMMIT, WAL_FSYNC, _Delay, convolve, mean
-from itbench_gym.faults import inject_faults
 from itbench_gym.spec import FaultRef
 
 COMMIT_P99 = f'histogram_quantile(0.99, rate({BACKEND_COMMIT}_bucket{{job=~".*etcd.*"}}[5m]))'
@@ -21,9 +20,7 @@ def _io_chaos(**spec: Any) -> FaultRef:
     """ITBench 55's Schedule: IOChaos latency on etcd's data dir, 5 minutes at a time."""
     io = {"action": "latency", "delay": "200ms", "duration": "5m", "mode": "all", "percent": 50,
           "selector": {"labelSelectors": {"component": "etcd"}, "namespaces": ["kube-system"]}, "volumePath": "/var/lib/etcd", **spec}
-    return FaultRef("scheduled-chaos-mesh-experiment", {
-        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "etcd-io", "namespace": "chaos-mesh"}},
-        "scheduleSpec": {"type": "IOChaos", "ioChaos": io}})
+    return chaos_schedule("etcd-io", "IOChaos", io)
 
 
 def test_delays_combine_per_operation() -> None:
@@ -42,9 +39,7 @@ def test_latency_on_the_data_dir_slows_commits_and_writes_and_fires_the_commit_a
     etcd, apiload = shop_twin.backend.twin.cluster.etcd, shop_twin.backend.twin.cluster.apiload
     put = apiload._service("PUT", 0)
     assert shop_twin.value(COMMIT_P99) < 0.01 and etcd.write_delay == 0.0
-    ctx = shop_twin.context()
-    inject_faults([_io_chaos()], ctx)
-    ctx.close()
+    shop_twin.inject(_io_chaos())
     shop_twin.backend.advance(1200)
     # a WAL save is a write and a sync, each delayed 200 ms half the time: 200 ms more on average
     assert etcd.write_delay == pytest.approx(0.2)
@@ -60,9 +55,7 @@ def test_latency_on_the_data_dir_slows_commits_and_writes_and_fires_the_commit_a
                          ids=["reads-only", "other-volume", "other-pod"])
 def test_latency_that_misses_the_wal_and_the_backend_changes_nothing(shop_twin: ShopTwin, spec: dict[str, Any]) -> None:
     shop_twin.reset()
-    ctx = shop_twin.context()
-    inject_faults([_io_chaos(**spec)], ctx)
-    ctx.close()
+    shop_twin.inject(_io_chaos(**spec))
     shop_twin.backend.advance(600)
     assert shop_twin.backend.twin.cluster.etcd.write_delay == 0.0
     assert shop_twin.value(COMMIT_P99) < 0.01
@@ -74,11 +67,7 @@ def test_memory_stress_in_the_api_servers_container_holds_its_size_there(shop_tw
     before = shop_twin.value(working_set)
     stress = {"duration": "55s", "mode": "one", "selector": {"labelSelectors": {"component": "kube-apiserver"}, "namespaces": ["kube-system"]},
               "stressors": {"memory": {"size": "6GB", "workers": 4}, "cpu": {"workers": 2, "load": 50}}}
-    ctx = shop_twin.context()
-    inject_faults([FaultRef("scheduled-chaos-mesh-experiment", {
-        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "api-stress", "namespace": "chaos-mesh"}},
-        "scheduleSpec": {"type": "StressChaos", "stressChaos": stress}})], ctx)
-    ctx.close()
+    shop_twin.inject(chaos_schedule("api-stress", "StressChaos", stress))
     shop_twin.backend.advance(90)
     assert shop_twin.value(working_set) - before == pytest.approx(6e9, rel=0.01)
     cpu = 'sum(rate(container_cpu_usage_seconds_total{namespace="kube-system",container="kube-apiserver"}[1m]))'

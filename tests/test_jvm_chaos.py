@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ShopTwin
+from conftest import ShopTwin, chaos_schedule
 from itbench_gym.backends.sim.app.httpbody import body_failure
 from itbench_gym.backends.sim.app.jvm import MIB, heap_stress_bytes, max_heap_bytes, outcome, script_rules
 from itbench_gym.backends.sim.app.network import http_selects
@@ -90,10 +90,8 @@ def test_app_spec_rejects_jvm_code_for_an_unknown_operation(tmp_path: Path) -> N
 
 
 def _schedule(rule_data: str) -> FaultRef:
-    return FaultRef("scheduled-chaos-mesh-experiment", {
-        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "ad-jvm", "namespace": "chaos-mesh"}},
-        "scheduleSpec": {"type": "JVMChaos", "jvmChaos": {"action": "ruleData", "mode": "all", "ruleData": rule_data,
-                                                          "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": "ad"}}}}})
+    return chaos_schedule("ad-jvm", "JVMChaos", {"action": "ruleData", "mode": "all", "ruleData": rule_data,
+                                                 "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": "ad"}}})
 
 
 def test_return_null_fails_every_get_ads_and_a_broken_script_fails_the_injection(shop_twin: ShopTwin) -> None:
@@ -131,11 +129,7 @@ def test_heap_stress_holds_part_of_the_old_generation_and_fails_no_request(shop_
     errors = 'sum(rate(traces_span_metrics_calls_total{service_name="ad",status_code="STATUS_CODE_ERROR"}[1m]))'
     before = shop_twin.value(working_set)
     heap = {"action": "stress", "memType": "heap", "mode": "all", "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": "ad"}}}
-    ctx = shop_twin.context()
-    inject_faults([FaultRef("scheduled-chaos-mesh-experiment", {
-        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "ad-heap", "namespace": "chaos-mesh"}},
-        "scheduleSpec": {"type": "JVMChaos", "jvmChaos": heap}})], ctx)
-    ctx.close()
+    shop_twin.inject(chaos_schedule("ad-heap", "JVMChaos", heap))
     shop_twin.backend.advance(240)
     grown = shop_twin.value(working_set) - before
     assert grown == pytest.approx(heap_stress_bytes(128 * MIB, 40 * MIB), rel=0.25)

@@ -12,8 +12,9 @@ from itbench_gym.faults.operations.common import target
 
 #: What ITBench's scenarios leave out of ``scheduleSpec``: a run every minute, one at a time.
 SCHEDULE_DEFAULTS = {"schedule": "@every 1m", "historyLimit": 1, "concurrencyPolicy": "Forbid"}
-_SCHEDULE_KEYS = {"PodChaos": "podChaos", "NetworkChaos": "networkChaos", "StressChaos": "stressChaos",
-                  "HTTPChaos": "httpChaos", "JVMChaos": "jvmChaos", "IOChaos": "ioChaos"}
+#: The field of a Schedule's spec that holds each experiment kind's spec (Chaos Mesh's ScheduleItem).
+SCHEDULE_KEYS = {"PodChaos": "podChaos", "NetworkChaos": "networkChaos", "StressChaos": "stressChaos",
+                 "HTTPChaos": "httpChaos", "JVMChaos": "jvmChaos", "IOChaos": "ioChaos"}
 
 
 def create_chaos_schedule(ctx: FaultContext, args: Mapping[str, Any]) -> str:
@@ -21,8 +22,8 @@ def create_chaos_schedule(ctx: FaultContext, args: Mapping[str, Any]) -> str:
     ref = target(args)
     spec = {**SCHEDULE_DEFAULTS, **args["scheduleSpec"]}
     kind = spec["type"]
-    if not isinstance(spec.get(_SCHEDULE_KEYS[kind]), dict):
-        raise FaultError(f"args.scheduleSpec.{_SCHEDULE_KEYS[kind]}: required for type {kind}")
+    if not isinstance(spec.get(SCHEDULE_KEYS[kind]), dict):
+        raise FaultError(f"args.scheduleSpec.{SCHEDULE_KEYS[kind]}: required for type {kind}")
     if kind == "JVMChaos" and spec["jvmChaos"].get("action") == "ruleData":
         _check_rules(str(spec["jvmChaos"].get("ruleData") or ""))
     ctx.create({"apiVersion": ref.api_version, "kind": ref.kind,
