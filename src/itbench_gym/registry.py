@@ -168,7 +168,7 @@ class LibraryEntry:
             raise UnsupportedScenarioError(self.source, "", imported.unsupported)
         from itbench_gym.spec.itbench import with_triggering
         from itbench_gym.spec.loader import spec_from_document
-        from itbench_gym.validate.triggering import NoAlertError, decided_alerts, index_alerts_checked
+        from itbench_gym.validate.triggering import NoAlertError, decided_alerts, decided_unshown, index_alerts_checked
 
         triggering: list[dict[str, Any]] = []
         checked: list[str] = []
@@ -184,7 +184,6 @@ class LibraryEntry:
         notes += checked
         if imported.ground_truth_from == "v1":
             from itbench_gym.spec.itbench import without_unshown
-            from itbench_gym.validate.triggering import decided_unshown
 
             doc, notes = without_unshown(doc, decided_unshown(imported, doc), notes)
         self._spec = spec_from_document(doc, self.source)

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from itbench_gym.validate.triggering import INDEX_NOTE
+
 if TYPE_CHECKING:
     from itbench_gym.env import ITBenchEnv
     from itbench_gym.spec import ScenarioSpec
@@ -77,8 +79,8 @@ class ScenarioResult:
         head = f"{self.status.upper():11} {self.id}"
         notes = sorted({n for s in self.seeds for n in s.notes})
         discrepancies = [str(d) for d in self.info.get("discrepancies") or ()]
-        notes += [d for d in discrepancies if d.startswith("index: ")]  # the index's alerts replaced: said in the line
-        count = sum(1 for d in discrepancies if not d.startswith("index: "))
+        notes += [d for d in discrepancies if d.startswith(INDEX_NOTE)]  # the index's alerts replaced: said in the line
+        count = sum(1 for d in discrepancies if not d.startswith(INDEX_NOTE))
         if count:
             notes.append(f"{count} discrepanc{'ies' if count != 1 else 'y'} in the library's ground truth (--results lists them)")
         extra = f" — note: {'; '.join(notes)}" if notes else ""

@@ -40,6 +40,8 @@ DECISION_RULE = "first-new-paging-else-first-new-alerts/2"
 UNSHOWN_RULE = "unshown-at-triggering-alerts/1"
 #: And for the check that an index's alerts fire.
 INDEX_RULE = "index-alerts-all-new-within-wait/1"
+#: How the notes of that check begin (``validate`` prints them on the scenario's line).
+INDEX_NOTE = "index: "
 
 
 class NoAlertError(RuntimeError):
@@ -216,13 +218,13 @@ def _index_outcome(imported: ImportedScenario, names: Sequence[str]) -> tuple[li
         missing = [n for n in names if n not in seen.first_required]
         kept = ", ".join(seen.first_required)
         return ([{"alertname": n} for n in seen.first_required],
-                [f"index: alert(s) {', '.join(missing)} never fired with {kept} on the twin {wait}; the triggering alerts are {kept}"],
+                [f"{INDEX_NOTE}alert(s) {', '.join(missing)} never fired with {kept} on the twin {wait}; the triggering alerts are {kept}"],
                 False)
     if seen.decided is not None:
         shown = ", ".join(a["alertname"] + "{" + ",".join(f"{k}={v}" for k, v in a["labels"].items()) + "}" for a in seen.decided)
-        return (seen.decided, [f"index: alert(s) {', '.join(names)} never fired on the twin {wait}; the triggering "
+        return (seen.decided, [f"{INDEX_NOTE}alert(s) {', '.join(names)} never fired on the twin {wait}; the triggering "
                                f"alerts are the first new ones that did: {shown}"], False)
-    return [], [f"index: alert(s) {', '.join(names)} never fired on the twin {wait}, nor any other new alert"], True
+    return [], [f"{INDEX_NOTE}alert(s) {', '.join(names)} never fired on the twin {wait}, nor any other new alert"], True
 
 
 def _paging(alerts: Iterable[Mapping[str, str]]) -> set[str]:
