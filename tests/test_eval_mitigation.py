@@ -426,3 +426,46 @@ def test_alerts_routed_to_no_one_are_not_new_incidents() -> None:
     assert watch(lambda t: healthy(alerts=[WATCHDOG, *quiet])).passed
     paged = {"alertname": "KubePodCrashLooping", "namespace": NS, "severity": "warning"}
     assert not watch(lambda t: healthy(alerts=[WATCHDOG, *quiet, paged])).passed
+
+
+MESH = "destination_canonical_service"
+MESH_BASELINE = Baseline(workloads=HEALTHY, namespaces={NS, "kube-system"}, traffic=TrafficSample(10.0, 0.99),
+                         alerts=[WATCHDOG], services={"frontend": ServiceSignals(5.0, 0.0, 20.0)}, service_label=MESH)
+NO_REQUESTS = Matcher("NoRequestsReceived")
+
+
+def _no_requests(destination: str) -> dict[str, str]:
+    return {"alertname": "NoRequestsReceived", MESH: destination, "source_canonical_service": "gateway"}
+
+
+def test_an_alert_about_a_destination_the_app_does_not_run_is_neither_a_relapse_nor_new_damage() -> None:
+    """Requests the gateway denied were reported to Istio's ``unknown`` destination; after the fix that
+    series stops growing and its "no requests" rule fires: it names nothing the app runs."""
+    def script(t: float) -> State:
+        if t < 60:
+            return healthy(alerts=[WATCHDOG, _no_requests("frontend")])
+        return healthy(alerts=[WATCHDOG, *([_no_requests("unknown")] if t >= 150 else [])],
+                       services=dict(MESH_BASELINE.services))
+
+    verdict = watch_mitigation(ScriptedProbe(script), MESH_BASELINE, [NO_REQUESTS],
+                               injection_alerts=[WATCHDOG, _no_requests("frontend")])
+    assert verdict.passed, verdict.reasons
+
+
+def test_the_same_alert_about_a_service_of_the_app_still_counts_as_a_relapse() -> None:
+    def script(t: float) -> State:
+        on = t < 60 or t >= 150
+        return healthy(alerts=[WATCHDOG, *([_no_requests("frontend")] if on else [])])
+
+    verdict = watch_mitigation(ScriptedProbe(script), MESH_BASELINE, [NO_REQUESTS],
+                               injection_alerts=[WATCHDOG, _no_requests("frontend")])
+    assert not verdict.passed
+    assert any("active again" in r for r in verdict.reasons), verdict.reasons
+
+
+def test_without_baseline_services_no_alert_is_set_aside() -> None:
+    """No golden signals measured at baseline: the watcher cannot tell app services apart, so it sets nothing aside."""
+    blind = Baseline(workloads=HEALTHY, namespaces={NS}, traffic=TrafficSample(10.0, 0.99), service_label=MESH)
+    assert not blind.names_other_service(_no_requests("unknown"))
+    assert MESH_BASELINE.names_other_service(_no_requests("unknown"))
+    assert not MESH_BASELINE.names_other_service(_no_requests("recommendation"))  # a workload of the app

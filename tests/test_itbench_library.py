@@ -83,6 +83,16 @@ def test_index_alerts_or_twin(imported: dict[str, Any]) -> None:
 
 
 @needs_library
+def test_a_fault_outside_the_agents_grant_is_fixed_by_its_workaround_first(imported: dict[str, Any]) -> None:
+    """ITBench 48 relabels the Namespace, which the agent may not patch: the oracle's route is the
+    definition's workaround (pod labels), resolved for the scenario's namespace, before the removal."""
+    mitigations = imported["ITBench-48-v0"].document["mitigations"]
+    assert [m["id"] for m in mitigations][:2] == ["enroll-pods", REMOVE_FAULTS]
+    assert mitigations[0]["commands"] == ["kubectl label pods --all istio.io/dataplane-mode=ambient --overwrite -n book-info"]
+    assert all(runnable_kubectl(c) for c in mitigations[0]["commands"])
+
+
+@needs_library
 def test_repository_layout(tmp_path: Path) -> None:
     """ITBench's repository keeps indexes, ground truths and schemas elsewhere: same result."""
     indexes = tmp_path / "scenarios/sre/library/indexes/scenarios"

@@ -131,6 +131,22 @@ class Baseline:
     monitoring: Mapping[str, str] = field(default_factory=dict)
     #: Workloads whose containers were restarting at baseline: their restarts are not the agent's doing.
     restarting: frozenset[str] = frozenset()
+    #: The label that names a service in the app's golden signals (``service_name``,
+    #: ``destination_canonical_service``); "" when the app has none.
+    service_label: str = ""
+
+    def names_other_service(self, alert: Mapping[str, str]) -> bool:
+        """Whether ``alert`` is about a peer that is no service or workload of the app at baseline.
+
+        Istio reports a request that reached no workload (denied at the gateway, or sent past the
+        mesh) to the destination ``unknown``; once a fix sends traffic to the app again, that
+        series only stops growing and a "no requests" rule fires on it. Such an alert names nothing
+        the app runs, so it is neither the incident coming back nor damage to the app.
+        """
+        value = alert.get(self.service_label) if self.service_label else None
+        if value is None or not self.services:
+            return False
+        return value not in self.services and value not in {key.rpartition("/")[2] for key in self.workloads}
 
 
 @dataclass(frozen=True)
@@ -413,12 +429,14 @@ def watch_mitigation(
     relapse: tuple[float, float, tuple[str, ...]] | None = None
     firing_now: list[dict[str, str]] = []
     disruptions = _Disruptions(probe, start, baseline.restarting)
+    handed_over = {frozenset(a.items()) for a in injection_alerts}
     guards = _guard_failures(probe, baseline)
     while True:
         elapsed = probe.now() - start
         firing_now = probe.firing_alerts()
         active = probe.active_alerts()
         disruptions.observe(probe.pods(), elapsed)
+        active = [a for a in active if frozenset(a.items()) in handed_over or not baseline.names_other_service(a)]
         still = tuple(str(m) for m in triggering if any(m.matches(a) for a in active))
         polls.append(Poll(at=elapsed, firing=still))
         if still:
@@ -505,7 +523,8 @@ def _invariant_failures(
 
     known = {frozenset(a.items()) for a in [*baseline.alerts, *injection_alerts]}
     new = sorted({alert_text(a) for a in firing_now
-                  if frozenset(a.items()) not in known and a.get("severity") not in UNPAGED_SEVERITIES})
+                  if frozenset(a.items()) not in known and a.get("severity") not in UNPAGED_SEVERITIES
+                  and not baseline.names_other_service(a)})
     reasons.extend(f"new alert {name} firing at t+{at:.0f}s (not firing at baseline or injection)" for name in new)
     return reasons
 

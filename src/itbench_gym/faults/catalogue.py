@@ -7,6 +7,9 @@ Optionally ``creates``: the objects the operation makes whose names no argument 
 fixed names, such as ResourceQuota ``memory``), so a ground truth may name them —
 ``{kind, name, namespace?, spawns?}`` where ``name`` and ``namespace`` are a literal or
 ``{arg: <dotted path>}``, and ``spawns`` is the kind of the children its controller makes.
+Optionally ``workarounds``: fixes within the agent's grant for a fault whose removal is not (ITBench's
+agent may not relabel a Namespace), as ``{id, description, argv}`` with ``argv`` a kubectl command
+line whose items are literals or ``{arg: <dotted path>}``; an imported scenario lists them first.
 
 Besides each fault's JSON Schema, the catalogue declares which arguments *name* something in the
 app (``x-ref``), so that loading a scenario checks it against ``envs/<app>/`` (manifests, app.yaml,
@@ -80,6 +83,7 @@ class FaultDefinition:
     operation: str
     args_schema: Mapping[str, Any]
     creates: tuple[Mapping[str, Any], ...] = ()
+    workarounds: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ def catalogue() -> dict[str, FaultDefinition]:
         d = yaml.safe_load(file.read_text())
         args = _inline(d["args"], fragments, file.name)
         out[file.stem] = FaultDefinition(file.stem, d["description"], d["category"], d["operation"], args,
-                                         tuple(d.get("creates") or ()))
+                                         tuple(d.get("creates") or ()), tuple(d.get("workarounds") or ()))
     for definition in out.values():
         check_declarations(definition)
     return out
@@ -193,6 +197,25 @@ def created_objects(definition: FaultDefinition, args: Mapping[str, Any]) -> lis
         name = value(entry["name"])
         if name is not None:
             out.append(CreatedObject(str(entry["kind"]), name, value(entry.get("namespace")), entry.get("spawns")))
+    return out
+
+
+@dataclass(frozen=True)
+class Workaround:
+    """A fix within the agent's grant (``workarounds`` of its definition), its command resolved from ``args``."""
+
+    id: str
+    description: str
+    argv: tuple[str, ...]
+
+
+def workarounds(definition: FaultDefinition, args: Mapping[str, Any]) -> list[Workaround]:
+    """The ``workarounds`` entries with their command lines resolved from ``args`` (already schema-valid)."""
+    out = []
+    for entry in definition.workarounds:
+        argv = [_resolve(args, None, str(item["arg"])) if isinstance(item, Mapping) else item for item in entry["argv"]]
+        if all(isinstance(item, str) for item in argv):
+            out.append(Workaround(str(entry["id"]), str(entry["description"]), tuple(argv)))
     return out
 
 

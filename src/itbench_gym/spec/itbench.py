@@ -354,8 +354,15 @@ def _mitigation_outcome(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _mitigations(solutions: Any, entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``remove-faults`` (the accepted mitigation the oracle applies), then the index's solutions (commands
-    kept only when all steps are runnable kubectl)."""
+    """The faults' workarounds within the agent's grant (the oracle's route where there are any), then
+    ``remove-faults``, then the index's solutions (commands kept only when all steps are runnable kubectl)."""
+    import shlex
+
+    from itbench_gym.faults.catalogue import catalogue, workarounds
+
+    known = catalogue()
+    routes = [{"id": w.id, "description": w.description, "commands": [shlex.join(w.argv)]}
+              for e in entries if e["id"] in known for w in workarounds(known[e["id"]], e["args"])]
     out: list[dict[str, Any]] = []
     for i, alternative in enumerate(solutions if isinstance(solutions, list) else ()):
         steps = [s for group in alternative if isinstance(group, Mapping) for s in group.get("steps") or [] if isinstance(s, Mapping)]
@@ -371,7 +378,7 @@ def _mitigations(solutions: Any, entries: Sequence[Mapping[str, Any]]) -> list[d
     removal = {"id": REMOVE_FAULTS, "revert_faults": True,
                "description": f"Revert what the injection changed ({changed}) to its state before the incident, "
                               "then restart the workloads that read what was reverted."}
-    return [removal, *out]
+    return [*routes, removal, *out]
 
 
 def runnable_kubectl(command: str) -> bool:

@@ -205,6 +205,11 @@ class ClusterProbe:
         #: The alerts API's answer at one clock time (a poll asks for firing and for active alerts).
         self._alerts_at: tuple[float, list[dict[str, Any]]] | None = None
 
+    @property
+    def service_label(self) -> str:
+        """The label that names a service in the app's golden signals ("" without any)."""
+        return self._signals.service_label if self._signals is not None else ""
+
     def close(self) -> None:
         self._api.close()
         self._http.close()
@@ -520,6 +525,7 @@ class SRETask(Task):
             configs=probe.configs(),
             monitoring=probe.monitoring(),
             restarting=recently_restarting(probe.pods(), probe.now(), BASELINE_LOOKBACK_SECONDS),
+            service_label=probe.service_label,
         )
         if key is not None:
             self._baselines[key] = baseline

@@ -232,6 +232,7 @@ def symptoms(env: ITBenchEnv) -> list[str]:
 def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
     """The ground truth's root-cause and propagation-target classes (each with its group ids) that show
     no symptom now, in ground-truth order; every class when there is no incident to observe."""
+    from itbench_gym.backends.sim.app.mesh import GATEWAY_NAME
     from itbench_gym.evaluation.entities import EntityRef
     from itbench_gym.evaluation.groundtruth import parse_ground_truth
     from itbench_gym.paths import envs_dir
@@ -257,7 +258,8 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
         use = {kind: (probe.vector_at(expr.format(ns=spec.namespace), "container", incident.injected_at),
                       probe.vector_at(expr.format(ns=spec.namespace), "container", probe.now()))
                for kind, expr in _RESOURCES.items()}
-        firing = {str(a.get("alertname", "")) for a in probe.firing_alerts()}
+        firing_alerts = probe.firing_alerts()
+        firing = {str(a.get("alertname", "")) for a in firing_alerts}
         conn = facts.golden_signals.connections if facts.golden_signals else None
         opened: tuple[dict[str, float], dict[str, float]] = ({}, {}) if conn is None else (
             probe.vector_at(conn.rate(spec.namespace), conn.service_label, incident.injected_at),
@@ -267,6 +269,8 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
     changed = [change.ref for change in incident.journal]
     changed_configs = {(r.kind, r.name) for r in changed if r.kind in ("ConfigMap", "Secret")}
     baseline = incident.baseline
+    known = [frozenset(a.items()) for a in baseline.alerts]
+    new_alerts = [a for a in firing_alerts if frozenset(a.items()) not in known]
 
     def signal_symptom(name: str) -> str | None:
         """A change of the service's golden signals against the baseline."""
@@ -301,6 +305,9 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
         found = signal_symptom(name)
         if found:
             return found
+        about = next((a for a in new_alerts if name in a.values()), None)
+        if about is not None:
+            return f"alert {about.get('alertname', '')} fires about it"
         if name not in signals and name not in baseline.services:
             # No telemetry of its own (a broker): the traffic through it shows at its neighbours.
             for neighbour in sorted({b for a, b in facts.calls if a == name} | {a for a, b in facts.calls if b == name}):
@@ -322,6 +329,9 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
 
     names = sorted({*signals, *baseline.services, *(o.name for o in facts.objects if o.kind in ("Service", *_WORKLOAD_KINDS)),
                     *(o.name for o in facts.app_services)})
+    gateway_workloads = [(labels[GATEWAY_NAME], obj.name) for obj in facts.objects if obj.kind in _WORKLOAD_KINDS
+                         for labels in [(((obj.body.get("spec") or {}).get("template") or {}).get("metadata") or {})
+                                        .get("labels") or {}] if GATEWAY_NAME in labels]
     unshown: list[tuple[str, tuple[str, ...]]] = []
     for cls in targets:
         shown, unobservable = False, False
@@ -334,6 +344,13 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
                     any(a.group_id == gid and a.id in firing for a in gt.alerts):
                 shown = True
                 break
+            if group.kind == "Gateway":
+                # A Gateway shows its symptoms at the Envoy deployment that implements it.
+                served = [(gateway, workload) for gateway, workload in gateway_workloads
+                          if group.specificity(EntityRef(gateway, "Gateway", group.namespace)) is not None]
+                if any(workload_symptom(workload) for _, workload in served):
+                    shown = True
+                    break
             if group.kind in ("Pod", "Service", *_WORKLOAD_KINDS):
                 candidates = [p.name for p in pods] if group.kind == "Pod" else names
                 for candidate in candidates:
