@@ -163,6 +163,33 @@ def test_arguments_are_checked_against_itbench_schema(tmp_path: Path) -> None:
     assert scenario.invalid is not None and "breaks ITBench's own schema: args.flag.state" in scenario.invalid
 
 
+@needs_library
+def test_application_options_become_the_scenarios_environment(tmp_path: Path) -> None:
+    """ITBench's application ``args`` (its ``schemas/applications``) set the twin's options; one it cannot
+    honour is named, and one that breaks ITBench's schema says where."""
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "groundtruth").mkdir()
+    shutil.copytree(LIBRARY / "schemas", tmp_path / "schemas")
+
+    def app(n: int, args: dict[str, Any]) -> None:
+        index = _foreign_index(id=n, environment={"applications": [{"id": "opentelemetry-demo", "args": args}]})
+        (tmp_path / "scenarios" / f"{n}.json").write_text(json.dumps(index))
+
+    app(900, {"autoscaling": {"kubernetes": {"hpa": True}}, "loadGeneration": {"users": 20, "userSpawnRate": 2}})
+    app(901, {"loadGeneration": {"browserTraffic": True}})
+    app(902, {"loadGeneration": {"users": "many"}})
+    found = {s.id: s for s in import_library(tmp_path)}
+    environment = found["ITBench-900-v0"].document["environment"]
+    assert environment["autoscaling"] == {"kubernetes": {"hpa": True}}
+    assert environment["load"] == {"users": 20, "spawn_rate": 2}
+    spec = spec_from_document(with_triggering(found["ITBench-900-v0"], [{"alertname": "HighRequestErrorRate"}])[0],
+                              tmp_path / "scenarios" / "900.json")
+    assert spec.hpa and spec.load_users == 20
+    assert found["ITBench-901-v0"].unsupported is not None and "loadGeneration.browserTraffic" in found["ITBench-901-v0"].unsupported
+    assert found["ITBench-902-v0"].invalid is not None
+    assert "args break ITBench's own schema" in found["ITBench-902-v0"].invalid and "users" in found["ITBench-902-v0"].invalid
+
+
 def test_environment_variable_registers_ids(tmp_path: Path) -> None:
     (tmp_path / "900.json").write_text(json.dumps(_foreign_index()))
     (tmp_path / "901.json").write_text(json.dumps(_foreign_index(id=901, category="finops")))

@@ -68,8 +68,17 @@ class Library:
         """ITBench's JSON Schema of a fault's or waiter's arguments, when the library has it."""
         if self.schemas is None:
             return None
-        for family in ("faults", "waiters"):
-            file = self.schemas / family / f"{entry_id}.json"
+        return self._schema(("faults", "waiters"), entry_id)
+
+    def application_schema(self, app_id: str) -> Mapping[str, Any] | None:
+        """ITBench's JSON Schema of an application's ``args`` (``applications/<id>.json``), when the library has it."""
+        return self._schema(("applications",), app_id)
+
+    def _schema(self, families: tuple[str, ...], name: str) -> Mapping[str, Any] | None:
+        if self.schemas is None:
+            return None
+        for family in families:
+            file = self.schemas / family / f"{name}.json"
             if file.is_file():
                 loaded: Mapping[str, Any] = json.loads(file.read_text(encoding="utf-8"))
                 return loaded
@@ -207,6 +216,11 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
     if not (envs_dir() / app / "app.yaml").is_file():
         raise _Unsupported(f"not yet supported: ITBench application {apps[0]!r} needs envs/{app}, which this installation lacks")
     facts = load_app_facts(envs_dir() / app)
+    app_args = next(a for a in index["environment"]["applications"] if isinstance(a, Mapping)).get("args") or {}
+    app_schema = library.application_schema(str(apps[0]))
+    if app_schema is not None and (theirs := _schema_problems(app_schema, app_args)):
+        raise _Invalid(f"invalid index: environment.applications[0].args break ITBench's own schema: {theirs}")
+    environment = _environment(app_args)
     entries = _flatten(index.get("disruptions"))
     if not entries:
         raise _Invalid("invalid index: no injections")
@@ -253,7 +267,7 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
             "complexity": {"factors": {"technologies": 1, "propagation_length": 0,
                                        "resolution_steps": _solution_steps(index.get("solutions"))}},
         },
-        "environment": {"app": app, "namespace": namespace},
+        "environment": {"app": app, "namespace": namespace, **environment},
         "faults": entries,
         "alerts": {"triggering": [{"alertname": str(a)} for a in alerts if a]},
         "ground_truth": ground_truth,
@@ -277,6 +291,31 @@ def _flatten(disruptions: Any) -> list[dict[str, Any]]:
         for item in [*(wait.get("preInjection") or []), *(disruption.get("injections") or []), *(wait.get("postInjection") or [])]:
             if isinstance(item, Mapping) and isinstance(item.get("id"), str):
                 out.append({"id": item["id"], "args": copy.deepcopy(dict(item.get("args") or {}))})
+    return out
+
+
+def _environment(args: Any) -> dict[str, Any]:
+    """The scenario's ``environment`` options from ITBench's application ``args`` (``schemas/applications/``):
+    ``autoscaling.kubernetes.hpa`` and ``loadGeneration`` (users, userSpawnRate); an option the twin cannot
+    honour makes the scenario unsupported, with the option named."""
+    if not isinstance(args, Mapping):
+        raise _Invalid(f"invalid index: environment.applications[0].args must be an object, got {args!r}")
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        if key == "autoscaling":
+            out["autoscaling"] = copy.deepcopy(dict(value))
+        elif key == "loadGeneration":
+            load = dict(value)
+            if load.pop("browserTraffic", False):
+                raise _Unsupported("not yet supported: environment.applications[0].args.loadGeneration.browserTraffic "
+                                   "(Locust's Playwright browser users are not modelled)")
+            renamed = {"users": "users", "userSpawnRate": "spawn_rate"}
+            unknown = sorted(set(load) - set(renamed))
+            if unknown:
+                raise _Unsupported(f"not yet supported: environment.applications[0].args.loadGeneration.{unknown[0]}")
+            out["load"] = {renamed[k]: v for k, v in load.items()}
+        else:
+            raise _Unsupported(f"not yet supported: environment.applications[0].args.{key}")
     return out
 
 
@@ -356,8 +395,6 @@ def _mitigation_outcome(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 def _mitigations(solutions: Any, entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The faults' workarounds within the agent's grant (the oracle's route where there are any), then
     ``remove-faults``, then the index's solutions (commands kept only when all steps are runnable kubectl)."""
-    import shlex
-
     from itbench_gym.faults.catalogue import catalogue, workarounds
 
     known = catalogue()
