@@ -61,6 +61,26 @@ def test_symptom_check_catches_an_unaffected_target() -> None:
     assert wrong_fix_target(spec) == "frontend"
 
 
+def test_a_gateway_shows_its_symptoms_at_its_envoy_deployment() -> None:
+    """A Gateway API Gateway has no telemetry of its own: the deployment labelled with its name answers
+    the denied GETs with 403, and an alert about that workload fires."""
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.registry import get_spec
+
+    spec = get_spec("SRE-GatewayAuthorizationDenial-v0")
+    gt = copy.deepcopy(dict(spec.ground_truth))
+    for group in gt["groups"]:
+        group.pop("root_cause", None)
+    gt["groups"].append({"id": "gateway-1", "kind": "Gateway", "namespace": "book-info", "name": "bookinfo-gateway",
+                         "root_cause": True})
+    env = ITBenchEnv(scenario=dataclasses.replace(spec, ground_truth=gt))
+    try:
+        env.reset(seed=0)
+        assert symptoms(env) == []
+    finally:
+        env.close()
+
+
 #: The CI sample, within CI's time: one scenario of each family of faults (flags and restarts, scheduling,
 #: containers, services, Chaos Mesh imported from the library); each family's mechanisms have their own
 #: tests, and the whole set is `itbench-gym validate` (docs/scenarios.md).
