@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED
 from itbench_gym.cli import render_env_doc
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
@@ -21,3 +22,12 @@ def test_doc_has_gymnasium_sections() -> None:
     for section in ("Description", "Action Space", "Observation Space", "Rewards", "Starting State", "Episode End", "Arguments", "Version History"):
         assert f"### {section}" in text
     assert "`SRE-CacheFailure-v0`" in text
+
+
+@pytest.mark.skipif(not (SHARED / "itbench" / "scenarios").is_dir(), reason="../shared/itbench is not present")
+def test_doc_lists_the_shipped_scenarios_whatever_library_is_loaded() -> None:
+    from itbench_gym.registry import list_scenarios, load_itbench_library
+
+    load_itbench_library(SHARED / "itbench")
+    assert any(s["id"].startswith("ITBench-") for s in list_scenarios())
+    assert "`ITBench-" not in render_env_doc()

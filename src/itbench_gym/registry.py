@@ -288,8 +288,10 @@ def get_spec(scenario_id: str) -> ScenarioSpec:
     return spec
 
 
-def list_scenarios(domain: str | None = None, complexity: str | None = None, cls: str | None = None) -> list[dict[str, Any]]:
-    """Summaries of the scenarios matching every given filter (variants excluded)."""
+def list_scenarios(domain: str | None = None, complexity: str | None = None, cls: str | None = None,
+                   library: bool = True) -> list[dict[str, Any]]:
+    """Summaries of the scenarios matching every given filter (variants excluded); ``library=False``
+    leaves out the ITBench library scenarios this process has loaded."""
     out = []
     for _, spec in sorted(_index().base_specs().items()):
         if domain and spec.domain != domain.lower():
@@ -299,7 +301,7 @@ def list_scenarios(domain: str | None = None, complexity: str | None = None, cls
         if cls and spec.cls != cls:
             continue
         out.append(spec.summary())
-    for sid, entry in sorted(_LIBRARY.items()):
+    for sid, entry in sorted(_LIBRARY.items()) if library else ():
         summary = entry.imported.summary()
         if summary["unsupported"] is not None or summary["invalid"] is not None:
             continue
