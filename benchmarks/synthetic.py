@@ -164,8 +164,9 @@ def _app_yaml(graph: list[_Service], shop: dict[str, Any]) -> dict[str, Any]:
         "manifests": [f"cluster/{name}" for name in ("nodes.yaml", *CLUSTER_FILES)] + ["manifests"],
         "span_metrics": shop["span_metrics"],
         "images": [*shop["images"], {"pattern": f"{IMAGE_REGISTRY}/*", "architectures": ["amd64", "arm64"]}],
-        "load": {"service": LOAD_SERVICE, "users_env": "LOCUST_USERS", "default_users": 1, "wait_seconds": {"min": 1, "max": 10},
-                 "tasks": [{"operation": "user_browse", "weight": 3}, {"operation": "user_order", "weight": 1}]},
+        "load": {"service": LOAD_SERVICE, "users_env": "LOCUST_USERS", "default_users": 1,
+                 "classes": [{"name": "WebsiteUser", "wait_seconds": {"min": 1, "max": 10},
+                              "tasks": [{"operation": "user_browse", "weight": 3}, {"operation": "user_order", "weight": 1}]}]},
         "runtimes": shop["runtimes"],
         "services": services,
         # No feature flags: the flag file is never found, so every flag keeps its code default.

@@ -330,15 +330,21 @@ def test_spec_errors_name_the_file_and_field(tmp_path: Path) -> None:
 
     shutil.copytree(APP, tmp_path / "app")
     doc = yaml.safe_load((tmp_path / "app" / "app.yaml").read_text())
+    i = next(n for n, o in enumerate(doc["services"]["frontend"]["operations"]) if o.get("calls"))
     bad = copy.deepcopy(doc)
-    bad["services"]["frontend"]["operations"][1]["calls"][0]["on_error"] = "explode"
+    bad["services"]["frontend"]["operations"][i]["calls"][0]["on_error"] = "explode"
     (tmp_path / "app" / "app.yaml").write_text(yaml.safe_dump(bad))
-    with pytest.raises(AppSpecError, match=r"app\.yaml: services\.frontend\.operations\[1\]\.calls\[0\]\.on_error"):
+    with pytest.raises(AppSpecError, match=rf"app\.yaml: services\.frontend\.operations\[{i}\]\.calls\[0\]\.on_error"):
         AppModel.load(tmp_path / "app", seed=0)
     bad = copy.deepcopy(doc)
-    bad["services"]["frontend"]["operations"][1]["calls"][0]["to"] = "product-catalog/NoSuchOp"
+    bad["services"]["frontend"]["operations"][i]["calls"][0]["to"] = "product-catalog/NoSuchOp"
     (tmp_path / "app" / "app.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(AppSpecError, match="has no operation 'NoSuchOp'"):
+        AppModel.load(tmp_path / "app", seed=0)
+    bad = copy.deepcopy(doc)
+    bad["services"]["frontend"]["operations"][i]["calls"][0]["awaited"] = False
+    (tmp_path / "app" / "app.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(AppSpecError, match=rf"operations\[{i}\]\.calls\[0\]: a call that is not awaited cannot fail its caller"):
         AppModel.load(tmp_path / "app", seed=0)
 
 

@@ -10,6 +10,7 @@ reads the outcome with PromQL and the alert rules. A control run restarts flagd 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from itbench_gym.paths import envs_dir
 from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
 from itbench_gym.spec.appfacts import load_app_facts
+from itbench_gym.spec.model import LoadOptions
 
 NS = "otel-demo"
 APP = load_app_facts(envs_dir() / "astronomy-shop")
@@ -113,9 +115,10 @@ def _labels_key(query: str, metric: dict[str, str]) -> Key:
 class Shop:
     """The shared twin: a checkpointed healthy baseline and one cached run per flag."""
 
-    def __init__(self) -> None:
+    def __init__(self, load: LoadOptions | None = None) -> None:
         self.backend = SimBackend()
-        self.endpoints: Endpoints = self.backend.start(get_spec("SRE-CacheFailure-v0"), SEED)
+        spec = get_spec("SRE-CacheFailure-v0")
+        self.endpoints: Endpoints = self.backend.start(dataclasses.replace(spec, load=load) if load else spec, SEED)
         self.baseline = self.backend.checkpoint()
         self._runs: dict[str | None, Run] = {}
 
@@ -161,6 +164,14 @@ class Shop:
 @pytest.fixture(scope="module")
 def shop() -> Iterator[Shop]:
     s = Shop()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def browser_shop() -> Iterator[Shop]:
+    """The shop with Locust's browser users too (ITBench's ``loadGeneration.browserTraffic``)."""
+    s = Shop(LoadOptions(browser_traffic=True))
     yield s
     s.close()
 
@@ -363,3 +374,22 @@ def test_image_slow_load_has_no_backend_symptom(shop: Shop) -> None:
     for (service,), p95 in control.results["p95"].items():
         assert run.get("p95", service) < 1.5 * p95 + 1.0, service
     assert run.results["restarts"] == control.results["restarts"]
+
+
+def test_browser_users_load_pages_and_images_on_a_healthy_shop(browser_shop: Shop, shop: Shop) -> None:
+    control = browser_shop.run(None)
+    assert control.error_services() == set()
+    assert control.fired() <= ALWAYS_FIRING
+    assert control.calls("load-generator", "browser_add_to_cart", "SPAN_KIND_INTERNAL") > 100
+    assert control.calls("image-provider", "image-provider") > 10 * control.calls("load-generator", "browser_add_to_cart", "SPAN_KIND_INTERNAL")
+    assert shop.run(None).calls("image-provider", "image-provider") == 0
+
+
+def test_image_slow_load_holds_the_browsers_images_at_envoy(browser_shop: Shop) -> None:
+    """ProductCard sends the flag's 10000 as x-envoy-fault-delay-request; frontend-proxy's fault filter
+    holds those requests (100 at most at once), before they reach image-provider."""
+    run, control = browser_shop.run("imageSlowLoad"), browser_shop.run(None)
+    assert ("HighRequestLatency", "frontend-proxy") in run.fired() - control.fired()
+    assert run.get("p95", "frontend-proxy") > 1500 > control.get("p95", "frontend-proxy")
+    assert run.get("p95", "image-provider") < 50
+    assert run.error_services() == set()

@@ -178,14 +178,16 @@ def test_application_options_become_the_scenarios_environment(tmp_path: Path) ->
     app(900, {"autoscaling": {"kubernetes": {"hpa": True}}, "loadGeneration": {"users": 20, "userSpawnRate": 2}})
     app(901, {"loadGeneration": {"browserTraffic": True}})
     app(902, {"loadGeneration": {"users": "many"}})
+    app(903, {"tracing": {"sampling": 0.5}})
     found = {s.id: s for s in import_library(tmp_path)}
     environment = found["ITBench-900-v0"].document["environment"]
     assert environment["autoscaling"] == {"kubernetes": {"hpa": True}}
     assert environment["load"] == {"users": 20, "spawn_rate": 2}
     spec = spec_from_document(with_triggering(found["ITBench-900-v0"], [{"alertname": "HighRequestErrorRate"}])[0],
                               tmp_path / "scenarios" / "900.json")
-    assert spec.hpa and spec.load_users == 20
-    assert found["ITBench-901-v0"].unsupported is not None and "loadGeneration.browserTraffic" in found["ITBench-901-v0"].unsupported
+    assert spec.hpa and spec.load.users == 20
+    assert found["ITBench-901-v0"].document["environment"]["load"] == {"browser_traffic": True}
+    assert found["ITBench-903-v0"].unsupported == "not yet supported: environment.applications[0].args.tracing"
     assert found["ITBench-902-v0"].invalid is not None
     assert "args break ITBench's own schema" in found["ITBench-902-v0"].invalid and "users" in found["ITBench-902-v0"].invalid
 

@@ -16,13 +16,14 @@ from itbench_gym.backends.sim.traces.jaeger_json import span_tags, trace_json
 from itbench_gym.backends.sim.traces.search import dependencies, operations
 from itbench_gym.backends.sim.twin import Twin
 from itbench_gym.paths import envs_dir
+from itbench_gym.spec.model import LoadOptions
 
 SEED = 3
 
 
 @pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
-    tw = Twin(envs_dir() / "astronomy-shop", seed=SEED, load_users=20)
+    tw = Twin(envs_dir() / "astronomy-shop", seed=SEED, load=LoadOptions(users=20))
     tw.advance(300)
     yield tw
 

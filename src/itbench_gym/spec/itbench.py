@@ -306,10 +306,7 @@ def _environment(args: Any) -> dict[str, Any]:
             out["autoscaling"] = copy.deepcopy(dict(value))
         elif key == "loadGeneration":
             load = dict(value)
-            if load.pop("browserTraffic", False):
-                raise _Unsupported("not yet supported: environment.applications[0].args.loadGeneration.browserTraffic "
-                                   "(Locust's Playwright browser users are not modelled)")
-            renamed = {"users": "users", "userSpawnRate": "spawn_rate"}
+            renamed = {"users": "users", "userSpawnRate": "spawn_rate", "browserTraffic": "browser_traffic"}
             unknown = sorted(set(load) - set(renamed))
             if unknown:
                 raise _Unsupported(f"not yet supported: environment.applications[0].args.loadGeneration.{unknown[0]}")

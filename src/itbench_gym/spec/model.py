@@ -77,6 +77,17 @@ class Observability:
 
 
 @dataclass(frozen=True)
+class LoadOptions:
+    """``environment.load``: how the app's load generator runs (None / False: as the app deploys it)."""
+
+    users: int | None = None
+    #: Recorded as given; the twin starts every user at once (its baseline runs long past a ramp).
+    spawn_rate: float | None = None
+    #: Also run the generator's browser users (ITBench's ``loadGeneration.browserTraffic``).
+    browser_traffic: bool = False
+
+
+@dataclass(frozen=True)
 class ScenarioSpec:
     id: str
     name: str
@@ -89,7 +100,7 @@ class ScenarioSpec:
     app: str
     namespace: str
     observability: Observability
-    load_users: int | None
+    load: LoadOptions
     baseline_seconds: float
     faults: tuple[FaultRef, ...]
     triggering_alerts: tuple[AlertMatcher, ...]

@@ -112,12 +112,12 @@ class SimBackend:
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``."""
         app_dir = self._envs_root / spec.app
-        key = BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load_users, spec.hpa)
+        key = BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load, spec.hpa)
         built: list[Twin] = []
 
         def build() -> TwinSnapshot:
             self._clock.reset(SIM_EPOCH)
-            fresh = Twin(app_dir, seed=BASELINE_SEED, clock=self._clock, load_users=spec.load_users, hpa=spec.hpa)
+            fresh = Twin(app_dir, seed=BASELINE_SEED, clock=self._clock, load=spec.load, hpa=spec.hpa)
             fresh.advance(spec.baseline_seconds)
             built.append(fresh)
             return fresh.snapshot()
@@ -125,7 +125,7 @@ class SimBackend:
         snap = SHARED_BASELINES.get(key, build)
         twin = built[0] if built else self._twins.get(key)
         if twin is None:
-            twin = Twin(app_dir, seed=seed, clock=self._clock, load_users=spec.load_users, state=snap)
+            twin = Twin(app_dir, seed=seed, clock=self._clock, load=spec.load, state=snap)
         elif not built:
             twin.restore(snap)
         twin.reseed(seed)

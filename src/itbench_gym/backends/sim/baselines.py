@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from itbench_gym.backends.sim.twin import TwinSnapshot
+from itbench_gym.spec.model import LoadOptions
 
 #: The seed every shared baseline is built with.
 BASELINE_SEED = 0
@@ -25,12 +26,12 @@ CACHED_BASELINES = 4
 
 @dataclass(frozen=True)
 class BaselineKey:
-    """What a healthy baseline depends on: the app's folder, how long it runs, the load's users,
-    whether the app was installed with its HPAs."""
+    """What a healthy baseline depends on: the app's folder, how long it runs, how its load generator
+    runs, whether the app was installed with its HPAs."""
 
     app_dir: str
     seconds: float
-    load_users: int | None
+    load: LoadOptions
     hpa: bool = False
 
 

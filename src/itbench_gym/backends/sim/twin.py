@@ -29,6 +29,7 @@ from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.autoscaling import hpa_objects
+from itbench_gym.spec.model import LoadOptions
 
 SCRAPE_INTERVAL = 15.0
 #: Object-store quota as a multiple of the deployed app's size (at least the store's default).
@@ -60,7 +61,7 @@ class Twin:
     from that state, then draws from ``seed``.
     """
 
-    def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load_users: int | None = None,
+    def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load: LoadOptions | None = None,
                  state: TwinSnapshot | None = None, hpa: bool = False) -> None:
         self.clock = clock or SimClock()
         self.lock = threading.RLock()
@@ -78,7 +79,7 @@ class Twin:
                 self.reseed(seed)
                 return
             self._room_to_deploy()
-            manifests = self._with_load(self.model.manifests(), load_users)
+            manifests = self._with_load(self.model.manifests(), load or LoadOptions())
             deploy(self.cluster, manifests, load_releases(app_dir), seed=seed)
             if hpa:
                 self.cluster.apply(hpa_objects(app_dir, manifests, self.model.spec.namespace))
@@ -89,23 +90,33 @@ class Twin:
             self._scrape()
             self.monitoring.evaluate(self.clock.now())
 
-    def _with_load(self, manifests: list[dict[str, Any]], users: int | None) -> list[dict[str, Any]]:
-        """Set the load generator's user count (the scenario's ``environment.load.users``)."""
-        if users is None:
-            return manifests
+    def _with_load(self, manifests: list[dict[str, Any]], load: LoadOptions) -> list[dict[str, Any]]:
+        """Set the load generator's environment from the scenario's ``environment.load``: its user
+        count, and the env var that enables each user class an option asks for."""
         app = self.model.spec
+        settings: dict[str, str] = {}
+        if load.users is not None:
+            settings[app.users_env] = str(load.users)
+        for c in app.user_classes:
+            if c.option == "browser_traffic" and load.browser_traffic and c.enabled_by is not None:
+                settings[c.enabled_by[0]] = "true"
+        if load.browser_traffic and not any(c.option == "browser_traffic" for c in app.user_classes):
+            raise ValueError(f"{app.directory}: environment.load.browser_traffic: the app's load generator has no browser users")
+        if not settings:
+            return manifests
         workload = app.services[app.load_service].workload
         for obj in manifests:
             if obj.get("kind") == "Deployment" and obj["metadata"]["name"] == workload:
                 for container in obj["spec"]["template"]["spec"]["containers"]:
                     env = container.setdefault("env", [])
-                    for var in env:
-                        if var.get("name") == app.users_env:
-                            var.clear()
-                            var.update({"name": app.users_env, "value": str(users)})
-                            break
-                    else:
-                        env.append({"name": app.users_env, "value": str(users)})
+                    for name, value in settings.items():
+                        for var in env:
+                            if var.get("name") == name:
+                                var.clear()
+                                var.update({"name": name, "value": value})
+                                break
+                        else:
+                            env.append({"name": name, "value": value})
                 return manifests
         raise ValueError(f"{app.directory}: no Deployment {workload!r} for the load generator")
 

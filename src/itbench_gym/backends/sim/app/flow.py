@@ -103,6 +103,8 @@ class Knobs:
 
     self_error: dict[OpKey, tuple[float, str, str]] = field(default_factory=dict)
     extra_latency: dict[OpKey, Moments] = field(default_factory=dict)
+    #: A proxy's fault filter holding a share of an operation's requests for a fixed time: (share, seconds).
+    fault_delay: dict[OpKey, tuple[float, float]] = field(default_factory=dict)
     slowdown: dict[str, float] = field(default_factory=dict)
     #: Time a request waits before a busy service starts on it (CPU queue, throttled periods).
     queue_wait: dict[str, Moments] = field(default_factory=dict)
@@ -211,6 +213,9 @@ class FlowSolver:
                 self_t = self_t.plus(knobs.queue_wait[op.service])
             if key in knobs.extra_latency:
                 self_t = self_t.plus(knobs.extra_latency[key])
+            if key in knobs.fault_delay:
+                share, held = knobs.fault_delay[key]
+                self_t = mixture([(share, self_t.plus(Moments(held, 0.0))), (1.0 - share, self_t)])
             s, path = 1.0, ZERO
             errs: list[tuple[float, Moments]] = []
             outcomes: list[CallOutcome] = []
@@ -239,7 +244,16 @@ class FlowSolver:
                     ok1 = ok1.plus(err1.scaled(attempts - 1.0))
                     err1 = err1.scaled(c.retries + 1.0)
                     q = q ** (c.retries + 1)
-                if c.parallel and n > 1:
+                hold = knobs.fault_delay.get((c.service, c.operation))
+                if c.parallel and n > 1 and hold is not None:
+                    # the group waits for the hold when any of its n requests is held
+                    share, d = hold
+                    base = Moments(ok1.mean - share * d, max(ok1.var - share * (1.0 - share) * d * d, 0.0))
+                    spread = Moments(base.mean * (1 + 0.25 * math.log(n)), base.var)
+                    any_held = 1.0 - (1.0 - share) ** n
+                    ok_n = mixture([(any_held, spread.plus(Moments(d, 0.0))), (1.0 - any_held, spread)])
+                    err_n = err1
+                elif c.parallel and n > 1:
                     ok_n = Moments(ok1.mean * (1 + 0.25 * math.log(n)), ok1.var)
                     err_n = err1
                 else:
@@ -254,6 +268,8 @@ class FlowSolver:
                 else:
                     code, text = callee.grpc_code, callee.error_text
                 outcomes.append(CallOutcome(c, r, s, n, q, ok1, err1, cause, text, code, attempts))
+                if not c.awaited:
+                    continue
                 if c.on_error == "propagate":
                     if p_all_ok < 1.0:
                         errs.append((s * (1.0 - p_all_ok), path.plus(err_n)))

@@ -93,12 +93,14 @@ class _State:
     shares: Shares = field(default_factory=dict)
     #: Last tick's requests/s per service (what an abrupt death's lost requests are a share of).
     service_rate: dict[str, float] = field(default_factory=dict)
+    #: Last tick's requests/s per operation (how many a proxy's fault filter holds at once).
+    op_rate: dict[OpKey, float] = field(default_factory=dict)
 
     def copy(self) -> _State:
         """An independent copy (the per-tick history lists are append-only and shared)."""
         return _State(self.tick, copy.deepcopy(self.instances), copy.deepcopy(self.flag_snapshots), dict(self.backlog),
                       dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks), dict(self.pins),
-                      copy.deepcopy(self.shares), dict(self.service_rate))
+                      copy.deepcopy(self.shares), dict(self.service_rate), dict(self.op_rate))
 
 
 def _injected(obj: dict[str, Any], pods: list[PodView]) -> bool:
@@ -315,6 +317,7 @@ class AppModel:
             for k, v in more_rates.items():
                 rates[k] = rates.get(k, 0.0) + v
             client.update(more_client)
+        st.op_rate = dict(rates)
         st.shares, st.pins = self._balancer.shares(view, client, st.tick, st.pins)
         self._mesh_metrics.observe(view, mesh, stats, client, st.shares, dt, _rng(self.seed, st.tick, "mesh"))
         self._record_spans(view, stats, rates, client, dt)
@@ -406,6 +409,12 @@ class AppModel:
                 k.call_count[(e.get("service"), e.get("operation"), e.get("call"))] = mag
             elif e.type == "cache_leak":
                 k.call_scale[(e.get("service"), e.get("operation"), e.get("call"))] = float(e.get("miss_ratio"))
+            elif e.type == "header_delay" and mag > 0:
+                # Envoy's fault filter holds a request for the header's milliseconds while fewer than
+                # max_active are held; at the last tick's rate that is this share of them.
+                held = mag / 1000.0
+                busy = self._state.op_rate.get(key, 0.0) * held
+                k.fault_delay[key] = (min(1.0, float(e.get("max_active")) / busy) if busy > 0 else 1.0, held)
         for svc in self.spec.services.values():
             labels = {"app.kubernetes.io/component": svc.name, "opentelemetry.io/name": svc.name}
             pods = view.by_service.get(svc.name, [])
@@ -487,19 +496,24 @@ class AppModel:
         return out
 
     def _load_roots(self, view: ClusterView, stats: dict[OpKey, OpStats]) -> dict[OpKey, float]:
-        gen = view.running(self.spec.load_service)
-        if not gen:
-            return {}
-        users = 0.0
-        for p in gen:
+        """Each user loops over its class's tasks with the class's wait between them; the generator
+        shares its users among the classes its environment enables, by weight (Locust's dispatch)."""
+        roots: dict[OpKey, float] = {}
+        for p in view.running(self.spec.load_service):
             try:
-                users += float(p.env.get(self.spec.users_env, self.spec.default_users))
+                users = float(p.env.get(self.spec.users_env, self.spec.default_users))
             except ValueError:
-                users += self.spec.default_users
-        total_w = sum(t.weight for t in self.spec.tasks)
-        mean_task = sum(t.weight / total_w * stats[(self.spec.load_service, t.operation)].ok.mean for t in self.spec.tasks)
-        per_user = 1.0 / (self.spec.wait_mean_s + mean_task)
-        return {(self.spec.load_service, t.operation): users * per_user * t.weight / total_w for t in self.spec.tasks}
+                users = float(self.spec.default_users)
+            classes = [c for c in self.spec.user_classes if c.enabled(p.env)]
+            total_cw = sum(c.weight for c in classes)
+            for c in classes:
+                total_w = sum(t.weight for t in c.tasks)
+                mean_task = sum(t.weight / total_w * stats[(self.spec.load_service, t.operation)].ok.mean for t in c.tasks)
+                per_user = users * c.weight / total_cw / (c.wait_mean_s + mean_task)
+                for t in c.tasks:
+                    key = (self.spec.load_service, t.operation)
+                    roots[key] = roots.get(key, 0.0) + per_user * t.weight / total_w
+        return roots
 
     def _kafka(self, view: ClusterView, rates: dict[OpKey, float], client: dict[tuple[str, str, str], tuple[float, float]],
                effects: list[tuple[Effect, Any]], dt: float) -> tuple[list[Sample], dict[OpKey, float], dict[str, float]]:
@@ -568,6 +582,8 @@ class AppModel:
                             self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err,
                                               Moments(s.ok.mean * 0.3, s.ok.var * 0.09), rng)
                     for co in s.calls:
+                        if co.call.client_span is None:
+                            continue
                         ok, err = client.get((svc.name, op.id, co.call.id), (0.0, 0.0))
                         client_kind = f"SPAN_KIND_{co.call.client_kind}"
                         if ok > 0:

@@ -46,7 +46,8 @@ class Call:
     id: str
     service: str
     operation: str
-    client_span: str
+    #: None: the caller records no span of it (its requests come from code the twin does not trace).
+    client_span: str | None
     client_kind: str
     address: Address
     count: float
@@ -58,6 +59,8 @@ class Call:
     #: The caller's deadline in ms (``timeout_ms`` when app.yaml sets it), None when it waits indefinitely.
     deadline_ms: float | None = None
     retries: int = 0
+    #: False: sent without waiting for the answer (its latency and errors never reach the caller).
+    awaited: bool = True
     #: "connection": one long-lived connection pinned to one pod; "request": spread per request.
     balance: str = "connection"
     #: The caller's env var holding the password it presents to the callee (None: it sends none).
@@ -181,6 +184,24 @@ class LoadTask:
 
 
 @dataclass(frozen=True)
+class UserClass:
+    """app.yaml ``load.classes[]``: one of the load generator's user classes (a Locust User class)."""
+
+    name: str
+    weight: float
+    wait_mean_s: float
+    tasks: tuple[LoadTask, ...]
+    #: (env var, the values that enable it, lower-case): a class the generator runs only on request.
+    enabled_by: tuple[str, frozenset[str]] | None = None
+    #: The scenario's ``environment.load`` option that sets ``enabled_by``'s env var.
+    option: str | None = None
+
+    def enabled(self, env: dict[str, str]) -> bool:
+        """Whether a generator with this environment runs the class (the locustfile's own test)."""
+        return self.enabled_by is None or env.get(self.enabled_by[0], "").lower() in self.enabled_by[1]
+
+
+@dataclass(frozen=True)
 class Catalog:
     """app.yaml ``catalog``: the ConfigMap (of the app's namespace) and key holding the product catalogue."""
 
@@ -209,8 +230,7 @@ class AppSpec:
     load_service: str
     users_env: str
     default_users: int
-    wait_mean_s: float
-    tasks: tuple[LoadTask, ...]
+    user_classes: tuple[UserClass, ...]
     services: dict[str, Service]
     topics: dict[str, Topic]
     broker: str | None
@@ -225,6 +245,11 @@ class AppSpec:
 
     def op(self, service: str, op_id: str) -> Operation:
         return self.services[service].operations[op_id]
+
+    @property
+    def tasks(self) -> tuple[LoadTask, ...]:
+        """The tasks of every user class (the roots of the app's traces)."""
+        return tuple(t for c in self.user_classes for t in c.tasks)
 
     def runtime(self, service: str) -> Runtime:
         return self.runtimes.get(self.services[service].language, Runtime())
@@ -280,6 +305,19 @@ def _logs(raw: dict[str, Any], where: str) -> Logs:
     )
 
 
+def _user_class(raw: dict[str, Any]) -> UserClass:
+    wait = raw["wait_seconds"]
+    gate = raw.get("enabled_by")
+    return UserClass(
+        name=raw["name"],
+        weight=float(raw.get("weight", 1)),
+        wait_mean_s=(float(wait["min"]) + float(wait["max"])) / 2.0,
+        tasks=tuple(LoadTask(t["operation"], float(t["weight"])) for t in raw["tasks"]),
+        enabled_by=(gate["env"], frozenset(v.lower() for v in gate["values"])) if gate else None,
+        option=gate["option"] if gate else None,
+    )
+
+
 def _service(name: str, raw: dict[str, Any], where: str) -> Service:
     ops: dict[str, Operation] = {}
     for i, o in enumerate(raw["operations"]):
@@ -291,12 +329,15 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
             if cid in seen:
                 raise AppSpecError(f"{where}.operations[{i}].calls[{j}].id: duplicate call id {cid!r}")
             seen.add(cid)
+            if c.get("awaited") is False and c.get("on_error") != "ignore":
+                raise AppSpecError(f"{where}.operations[{i}].calls[{j}]: a call that is not awaited cannot fail its caller; "
+                                   "set on_error: ignore")
             calls.append(
                 Call(
                     id=cid,
                     service=svc,
                     operation=op,
-                    client_span=c["client_span"],
+                    client_span=c.get("client_span"),
                     client_kind=c.get("client_kind", "CLIENT"),
                     address=_address(c["address"]),
                     count=float(c.get("count", 1)),
@@ -307,6 +348,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
                     cause_log=c.get("cause_log"),
                     deadline_ms=float(c["timeout_ms"]) if "timeout_ms" in c else None,
                     retries=int(c.get("retries", 0)),
+                    awaited=bool(c.get("awaited", True)),
                     balance=c.get("balance", "request" if _HTTP_ROUTE.search(op) else "connection"),
                     password_env=(c.get("credentials") or {}).get("password_env"),
                     auth_failure=c.get("auth_failure", "fail"),
@@ -373,8 +415,9 @@ def _cross_check(spec: AppSpec, file: str) -> None:
                 need_op(c.service, c.operation, f"services.{s.name}.operations[{o.id}].calls[{c.id}].to")
     if spec.load_service not in services:
         raise AppSpecError(f"{file}: load.service: unknown service {spec.load_service!r}")
-    for i, t in enumerate(spec.tasks):
-        need_op(spec.load_service, t.operation, f"load.tasks[{i}].operation")
+    for i, uc in enumerate(spec.user_classes):
+        for j, t in enumerate(uc.tasks):
+            need_op(spec.load_service, t.operation, f"load.classes[{i}].tasks[{j}].operation")
     for name, topic in spec.topics.items():
         need_op(topic.producer_call_to[0], topic.producer_call_to[1], f"kafka.topics.{name}.produced_by.call_to")
         for i, consumer in enumerate(topic.consumers):
@@ -458,8 +501,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         load_service=load["service"],
         users_env=load["users_env"],
         default_users=int(load["default_users"]),
-        wait_mean_s=(float(load["wait_seconds"]["min"]) + float(load["wait_seconds"]["max"])) / 2.0,
-        tasks=tuple(LoadTask(t["operation"], float(t["weight"])) for t in load["tasks"]),
+        user_classes=tuple(_user_class(c) for c in load["classes"]),
         services=services,
         topics=topics,
         broker=raw.get("kafka", {}).get("broker"),

@@ -126,7 +126,7 @@ def operations(spec: AppSpec, ticks: Sequence[TraceTick], synth: TraceSynth | No
             names.update((n, "internal") for n in op.internal_spans)
             for c in op.calls:
                 ok, err = tick.client.get((svc, op_id, c.id), (0.0, 0.0))
-                if ok + err > 0:
+                if ok + err > 0 and c.client_span:
                     names.add((c.client_span, c.client_kind.lower()))
             if synth is not None and tick.flags is not None:
                 for who, name, kind, _ in synth.flagd_calls(svc, op_id):

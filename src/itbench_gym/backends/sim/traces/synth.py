@@ -236,7 +236,7 @@ class TraceSynth:
             grpc, http = _GRPC.match(call.operation), _HTTP.search(call.operation)
             out: list[tuple[str, Any]] = []
             if grpc:
-                named = _GRPC.match(call.client_span.removeprefix("grpc."))
+                named = _GRPC.match((call.client_span or "").removeprefix("grpc."))
                 service, method = (named or grpc).groups()
                 out += [("rpc.system", "grpc"), ("rpc.service", service), ("rpc.method", method)]
             elif http:
@@ -274,7 +274,7 @@ class TraceSynth:
             op = self.spec.op(svc, op_id)
             out.add((svc, op.span))
             out.update((svc, n) for n in op.internal_spans)
-            out.update((svc, c.client_span) for c in op.calls)
+            out.update((svc, c.client_span) for c in op.calls if c.client_span)
             out.update((a, b) for a, b, _ in self.flagd_spans(svc, op_id))
         return frozenset(out)
 
@@ -487,6 +487,8 @@ class _Builder:
             self_t += draws.sample(knobs.queue_wait[key[0]])
         if key in knobs.extra_latency:
             self_t += draws.sample(knobs.extra_latency[key])
+        if key in knobs.fault_delay and draws.u() < knobs.fault_delay[key][0]:
+            self_t += knobs.fault_delay[key][1]
         wrapping: dict[str, int] = {}
         inner: dict[str, int] = {}
         if info.traced:
@@ -509,7 +511,10 @@ class _Builder:
             made[co.call.id] = n
             under = wrapping.get(co.call.id, me)
             args = self.recommended() if code.args.get(co.call.id) == "recommended" else None
-            if co.call.parallel and n > 1:
+            if not co.call.awaited:
+                for k in range(n):
+                    self.call(key, pod, co, cursor, under, args[k] if args and k < len(args) else None)
+            elif co.call.parallel and n > 1:
                 results = [self.call(key, pod, co, cursor, under, args[k] if args and k < len(args) else None) for k in range(n)]
                 cursor += max(r.duration for r in results)
                 bad = next((r for r in results if r.error), None)
@@ -724,7 +729,7 @@ class _Builder:
         c, r = co.call, co.reach
         info = self.synth.ops[caller]
         callee = self.synth.ops[(c.service, c.operation)]
-        me = self._span(caller[0], pod, c.client_span, c.client_kind.lower(), start, parent) if info.traced else parent
+        me = self._span(caller[0], pod, c.client_span, c.client_kind.lower(), start, parent) if info.traced and c.client_span else parent
         hop = NETWORK_HOP_S + r.delay_ms / 1000.0
         reached = r.ok_share >= 1.0 or self.draws.u() < r.ok_share
         origin = True
