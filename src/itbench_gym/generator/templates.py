@@ -10,6 +10,7 @@ scenario: each variant is checked against the fault's schema and references, the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +24,8 @@ from itbench_gym.lang.flagd import load_flag_file
 from itbench_gym.spec.appfacts import AppFacts
 
 _TEMPLATES = Path(__file__).with_name("templates.yaml")
+#: A string that is a single placeholder (``$port``, ``${port}``) and nothing else.
+_ALONE = re.compile(r"\$\{?([_a-zA-Z][_a-zA-Z0-9]*)\}?")
 
 
 class TemplateError(ValueError):
@@ -88,10 +91,14 @@ def load_templates(path: Path = _TEMPLATES) -> Templates:
     return Templates(tuple(doc["faults"]), tuple(doc.get("noise") or ()), dict(doc.get("effects") or {}), path)
 
 
-def fill(value: Any, values: Mapping[str, str]) -> Any:
-    """``value`` with every ``$placeholder`` of its strings substituted (nested lists and mappings)."""
+def fill(value: Any, values: Mapping[str, str | int]) -> Any:
+    """``value`` with every ``$placeholder`` of its strings substituted (nested lists and mappings);
+    a string that is one placeholder alone takes its value as it is (an int stays an int)."""
     if isinstance(value, str):
-        return Template(value).substitute(values)
+        alone = _ALONE.fullmatch(value)
+        if alone and alone.group(1) in values:
+            return values[alone.group(1)]
+        return Template(value).substitute({k: str(v) for k, v in values.items()})
     if isinstance(value, list):
         return [fill(v, values) for v in value]
     if isinstance(value, Mapping):
@@ -115,8 +122,10 @@ def fault_candidates(templates: Templates, facts: AppFacts, model: AppSpec, name
             out += _flag_candidates(template, templates, facts, model, namespace, where)
         elif over in ("deployment", "deployment-container"):
             out += _workload_candidates(template, facts, model, namespace, per_container=over == "deployment-container")
+        elif over == "service":
+            out += _service_candidates(template, facts, model, namespace)
         else:
-            raise TemplateError(f"{where}: unknown 'over' {over!r} (known: flag-variant, deployment, deployment-container)")
+            raise TemplateError(f"{where}: unknown 'over' {over!r} (known: flag-variant, deployment, deployment-container, service)")
     return sorted(out, key=lambda c: c.key), skipped
 
 
@@ -199,6 +208,46 @@ def _workload_candidates(template: Mapping[str, Any], facts: AppFacts, model: Ap
                 effect={service: fill(str(template.get("effect", "misbehaves")), values)},
                 commands=tuple(fill(list(template.get("mitigation") or ()), values)),
             ))
+    return out
+
+
+def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str) -> list[Candidate]:
+    """One candidate per Service whose selector picks the pods of a Deployment that runs a service of
+    the behaviour model, with its first port's numbers and its selector (for the fix that restores it)."""
+    service_of = {s.workload: name for name, s in model.services.items()}
+    pod_labels = {obj.name: dict((((obj.body.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {})
+                  for obj in facts.of_kind("Deployment", namespace) if obj.name in service_of}
+    out = []
+    for obj in facts.of_kind("Service", namespace):
+        spec = obj.body.get("spec") or {}
+        selector = dict(spec.get("selector") or {})
+        ports = spec.get("ports") or []
+        workload = next((w for w, labels in sorted(pod_labels.items())
+                         if selector and all(labels.get(k) == v for k, v in selector.items())), None)
+        if workload is None or not ports:
+            continue
+        port = ports[0]
+        target = port.get("targetPort", port.get("port"))
+        if not isinstance(target, int):
+            continue
+        service = service_of[workload]
+        values: dict[str, str | int] = {"name": obj.name, "namespace": namespace, "service": service,
+                                        "port": int(port.get("port", target)), "target_port": target,
+                                        "selector_json": json.dumps(selector, sort_keys=True)}
+        out.append(Candidate(
+            key=f"{template['id']}:{obj.name}",
+            template=str(template["id"]),
+            faults=({"id": template["fault"], "args": fill(template["args"], values)},),
+            waiters=tuple(fill(w, values) for w in template.get("waiters") or ()),
+            root_cause=fill(template["root_cause"], values),
+            services=(service,),
+            category=str(template.get("fault_category", "")),
+            mechanism=str(template.get("fault_mechanism", "")),
+            condition=fill(str(template.get("condition", "")), values),
+            exclusive=f"workload:{workload}",
+            effect={service: fill(str(template.get("effect", "misbehaves")), values)},
+            commands=tuple(fill(list(template.get("mitigation") or ()), values)),
+        ))
     return out
 
 
