@@ -33,6 +33,20 @@ def test_templates_cover_the_catalogue_faults_they_name(judge: _Judge) -> None:
     assert flag.services == ("ad",) and flag.via == "flagd"
 
 
+def test_service_templates_target_each_workloads_service_and_restore_what_they_change(judge: _Judge) -> None:
+    """A Service fault names the model service its selector picks; ``targetPort`` stays an integer;
+    the fix puts back the Service's own selector and port."""
+    port = next(c for c in judge.space.candidates if c.key == "service-target-port:currency")
+    assert port.services == ("currency",) and port.root_cause == {"kind": "Service", "name": "currency"}
+    assert port.faults[0]["args"]["targetPort"] == 8080
+    assert port.commands == ('kubectl -n otel-demo patch service currency --type=json '
+                             '-p \'[{"op": "replace", "path": "/spec/ports/0/targetPort", "value": 8080}]\'',)
+    deleted = next(c for c in judge.space.candidates if c.key == "deleted-service:currency")
+    assert deleted.commands[0] == "kubectl -n otel-demo create service clusterip currency --tcp=8080:8080"
+    assert '"value": {"opentelemetry.io/name": "currency"}' in deleted.commands[1]
+    assert not any(c.key.startswith("service-selector:otel-collector") for c in judge.space.candidates)
+
+
 def test_draws_are_distinct_seeded_and_never_combine_one_flag_twice(judge: _Judge) -> None:
     space = judge.space
     first = [d.key for d in islice(draw(space, 3, 2, True), 40)]
