@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from itbench_gym.backends.sim.app.mesh import DATAPLANE_MODE
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.context import FaultContext
 from itbench_gym.faults.operations.common import target
 
 SECURITY_API = "security.istio.io/v1"
-DATAPLANE_MODE = "istio.io/dataplane-mode"
 
 
 def enforce_strict_mtls(ctx: FaultContext, args: Mapping[str, Any]) -> str:
