@@ -47,6 +47,19 @@ def test_service_templates_target_each_workloads_service_and_restore_what_they_c
     assert not any(c.key.startswith("service-selector:otel-collector") for c in judge.space.candidates)
 
 
+def test_a_flag_is_fixed_by_replaying_the_journal_and_a_workload_edit_by_its_own_fix(judge: _Judge) -> None:
+    """The oracle reverts a flag edit only when the mitigation says ``revert_faults``; with it, the
+    journal undoes every fault, so a workload's ``rollout undo`` must not run after it."""
+    by_key = {c.key: c for c in judge.space.candidates}
+    flag, image = by_key["feature-flag:paymentFailure=100%"], by_key["nonexistent-image:currency/currency"]
+    [fix] = judge._document(Draft(0, (flag,)), [])["mitigations"]
+    assert fix["revert_faults"] is True and fix["commands"] == ["kubectl -n otel-demo rollout restart deployment flagd"]
+    [fix] = judge._document(Draft(0, (flag, image)), [])["mitigations"]
+    assert fix["revert_faults"] is True and not any("rollout undo" in c for c in fix["commands"])
+    [fix] = judge._document(Draft(0, (image,)), [])["mitigations"]
+    assert "revert_faults" not in fix and fix["commands"] == ["kubectl -n otel-demo rollout undo deployment/currency"]
+
+
 def test_draws_are_distinct_seeded_and_never_combine_one_flag_twice(judge: _Judge) -> None:
     space = judge.space
     first = [d.key for d in islice(draw(space, 3, 2, True), 40)]

@@ -270,7 +270,10 @@ class _Judge:
             gt = {"groups": [g for g in gt["groups"] if g.get("root_cause")], "propagations": []}
         restarts = [w for w in draft.fault_entries() if w["id"] == "restart-kubernetes-workload"
                     and not (draft.noise and w in draft.noise.faults)]
-        commands = [cmd for c in draft.candidates for cmd in c.commands]
+        # A fault without a fix of its own (a flag edit) is undone by replaying the injection journal,
+        # which undoes the others too: their own fix would then undo the undo (`rollout undo`).
+        revert = any(not c.commands for c in draft.candidates)
+        commands = [] if revert else [cmd for c in draft.candidates for cmd in c.commands]
         restart_names = " ".join(w["args"]["kubernetesObject"]["metadata"]["name"] for w in restarts)
         if restarts:
             commands.append(f"kubectl -n {ns} rollout restart deployment {restart_names}")
@@ -305,6 +308,7 @@ class _Judge:
                 "description": "Undo each fault (" + "; ".join(c.condition for c in draft.candidates)
                 + ")" + (f", then restart {restart_names} so the change is served" if restarts else "") + ".",
                 "commands": commands,
+                **({"revert_faults": True} if revert else {}),
             }],
             "desired_outcome": {"diagnosis": "Name the faulted objects as the root cause.",
                                 "mitigation": "The triggering alerts stop firing and the shop serves its traffic again."},
