@@ -194,21 +194,28 @@ def _workload_candidates(template: Mapping[str, Any], facts: AppFacts, model: Ap
         containers = [c for c in obj.containers() if c not in skip] if per_container else [""]
         for container in containers:
             values = {"name": obj.name, "namespace": namespace, "service": service, "container": container}
-            out.append(Candidate(
-                key=f"{template['id']}:{obj.name}" + (f"/{container}" if per_container else ""),
-                template=str(template["id"]),
-                faults=({"id": template["fault"], "args": fill(template["args"], values)},),
-                waiters=tuple(fill(w, values) for w in template.get("waiters") or ()),
-                root_cause=fill(template["root_cause"], values),
-                services=(service,),
-                category=str(template.get("fault_category", "")),
-                mechanism=str(template.get("fault_mechanism", "")),
-                condition=fill(str(template.get("condition", "")), values),
-                exclusive=f"workload:{obj.name}",
-                effect={service: fill(str(template.get("effect", "misbehaves")), values)},
-                commands=tuple(fill(list(template.get("mitigation") or ()), values)),
-            ))
+            target = obj.name + (f"/{container}" if per_container else "")
+            out.append(_one_target(template, target, values, service, obj.name))
     return out
+
+
+def _one_target(template: Mapping[str, Any], target: str, values: Mapping[str, str | int], service: str,
+                workload: str) -> Candidate:
+    """The candidate of a template filled for one target that acts on one service of ``workload``."""
+    return Candidate(
+        key=f"{template['id']}:{target}",
+        template=str(template["id"]),
+        faults=({"id": template["fault"], "args": fill(template["args"], values)},),
+        waiters=tuple(fill(w, values) for w in template.get("waiters") or ()),
+        root_cause=fill(template["root_cause"], values),
+        services=(service,),
+        category=str(template.get("fault_category", "")),
+        mechanism=str(template.get("fault_mechanism", "")),
+        condition=fill(str(template.get("condition", "")), values),
+        exclusive=f"workload:{workload}",
+        effect={service: fill(str(template.get("effect", "misbehaves")), values)},
+        commands=tuple(fill(list(template.get("mitigation") or ()), values)),
+    )
 
 
 def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str) -> list[Candidate]:
@@ -234,20 +241,7 @@ def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: App
         values: dict[str, str | int] = {"name": obj.name, "namespace": namespace, "service": service,
                                         "port": int(port.get("port", target)), "target_port": target,
                                         "selector_json": json.dumps(selector, sort_keys=True)}
-        out.append(Candidate(
-            key=f"{template['id']}:{obj.name}",
-            template=str(template["id"]),
-            faults=({"id": template["fault"], "args": fill(template["args"], values)},),
-            waiters=tuple(fill(w, values) for w in template.get("waiters") or ()),
-            root_cause=fill(template["root_cause"], values),
-            services=(service,),
-            category=str(template.get("fault_category", "")),
-            mechanism=str(template.get("fault_mechanism", "")),
-            condition=fill(str(template.get("condition", "")), values),
-            exclusive=f"workload:{workload}",
-            effect={service: fill(str(template.get("effect", "misbehaves")), values)},
-            commands=tuple(fill(list(template.get("mitigation") or ()), values)),
-        ))
+        out.append(_one_target(template, obj.name, values, service, workload))
     return out
 
 
