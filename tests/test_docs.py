@@ -24,7 +24,7 @@ def test_doc_has_gymnasium_sections() -> None:
     assert "`SRE-CacheFailure-v0`" in text
 
 
-@pytest.mark.skipif(not (SHARED / "itbench" / "scenarios").is_dir(), reason="../shared/itbench is not present")
+@pytest.mark.skipif(not (SHARED / "itbench" / "scenarios").is_dir(), reason="needs ITBench's library beside the project (../shared/itbench) to load it")
 def test_doc_lists_the_shipped_scenarios_whatever_library_is_loaded() -> None:
     from itbench_gym.registry import list_scenarios, load_itbench_library
 

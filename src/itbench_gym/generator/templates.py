@@ -24,7 +24,7 @@ from itbench_gym.lang.flagd import load_flag_file
 from itbench_gym.spec.appfacts import AppFacts
 
 _TEMPLATES = Path(__file__).with_name("templates.yaml")
-#: A string that is a single placeholder (``$port``, ``${port}``) and nothing else.
+#: A string that holds one placeholder and nothing else: a dollar sign and a name, braced or not.
 _ALONE = re.compile(r"\$\{?([_a-zA-Z][_a-zA-Z0-9]*)\}?")
 
 
@@ -92,8 +92,8 @@ def load_templates(path: Path = _TEMPLATES) -> Templates:
 
 
 def fill(value: Any, values: Mapping[str, str | int]) -> Any:
-    """``value`` with every ``$placeholder`` of its strings substituted (nested lists and mappings);
-    a string that is one placeholder alone takes its value as it is (an int stays an int)."""
+    """``value`` with the placeholders of its strings substituted (nested lists and mappings); a
+    string that holds one placeholder and nothing else takes its value as it is (an int stays an int)."""
     if isinstance(value, str):
         alone = _ALONE.fullmatch(value)
         if alone and alone.group(1) in values:
