@@ -505,6 +505,8 @@ class AppModel:
             except ValueError:
                 users = float(self.spec.default_users)
             classes = [c for c in self.spec.user_classes if c.enabled(p.env)]
+            if not classes:  # every class waits for an env var this generator does not set: no users run
+                continue
             total_cw = sum(c.weight for c in classes)
             for c in classes:
                 total_w = sum(t.weight for t in c.tasks)
