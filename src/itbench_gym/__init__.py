@@ -36,7 +36,16 @@ for _library in filter(None, os.environ.get("ITBENCH_LIBRARY", "").split(os.path
     load_itbench_library(_library)
 
 __all__ = ["ITBenchEnv", "__version__", "generate", "get_spec", "list_scenarios", "load_itbench_library", "make",
-           "make_vec", "scenario_ids"]
+           "make_vec", "scenario_ids", "tool_schemas"]
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The agent's tools (kubectl, promql, logql, traces, alerts, topology, wait, submit) as OpenAI /
+    JSON-Schema function specs, for an LLM's tool calling: what ``env.unwrapped.tool_schemas`` gives."""
+    from itbench_gym.tools import default_tools
+    from itbench_gym.tools import tool_schemas as schemas
+
+    return schemas(default_tools())
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""``itbench-gym``: run episodes, list and validate scenarios, serve a twin, run PromQL tests."""
+"""``itbench-gym``: run agents over scenarios and report the leaderboard, list and validate scenarios, serve a twin, run PromQL tests."""
 
 from __future__ import annotations
 
@@ -11,82 +11,67 @@ from pathlib import Path
 from typing import Any
 
 
-def _summary(evaluation: dict[str, Any]) -> dict[str, Any]:
-    diagnosis = evaluation["diagnosis"]
-    mitigation = evaluation["mitigation"] or {}
-    return {
-        "fault_localisation_pass@1": diagnosis["fl_pass"],
-        "ntam_fl": diagnosis["ntam_fl"],
-        "ntam_fpc": diagnosis["ntam_fpc"],
-        "mitigation_pass": mitigation.get("passed"),
-        "mitigation_reasons": mitigation.get("reasons"),
-        "mttd_seconds": evaluation["times"]["mttd"],
-        "mttr_seconds": evaluation["times"]["mttr"],
-        "destructive_commands": evaluation["safety"]["destructive_count"],
-        "reward": evaluation["reward"],
-    }
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    import itbench_gym
-    from itbench_gym.agents import AGENTS, run_episode
+    """Every (scenario, run) episode of one agent into ``--out``, then the leaderboard of that folder."""
+    from itbench_gym.runner import leaderboard
+    from itbench_gym.runner.batch import SelectionError, run_batch
+    from itbench_gym.runner.store import StoreError
 
-    env = itbench_gym.make(args.scenario, render_mode="ansi")
-    unwrapped = env.unwrapped
-    assert isinstance(unwrapped, itbench_gym.ITBenchEnv)
+    patterns = [*args.scenario, *(args.scenarios or [])]
+    if not patterns:
+        print("itbench-gym run: name scenarios (ids or globs, e.g. 'SRE-*')", file=sys.stderr)
+        return 2
     try:
-        for episode in range(args.episodes):
-            agent = AGENTS[args.agent](unwrapped)
-            info = run_episode(env, agent, seed=args.seed + episode)
-            record = unwrapped.episode
-            assert record is not None
-            if args.transcript:
-                print(env.render())
-            if args.out:
-                out = Path(args.out)
-                out.mkdir(parents=True, exist_ok=True)
-                record.to_jsonl(out / f"{record.episode_id}.jsonl")
-            line = {"episode_id": record.episode_id, "steps": len(record.steps), **_summary(info["evaluation"])}
-            print(json.dumps(line, default=str))
-            if args.results:
-                spec = unwrapped.scenario
-                result = {
-                    "episode_id": record.episode_id,
-                    "scenario": spec.id,
-                    "class": spec.cls,
-                    "complexity": spec.complexity.level,
-                    "domain": spec.domain,
-                    "agent": args.agent,
-                    "seed": record.seed,
-                    "evaluation": info["evaluation"],
-                }
-                with open(args.results, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(result, default=str) + "\n")
-    finally:
-        env.close()
-    return 0
+        result = run_batch(args.agent, patterns, runs=args.runs, workers=args.workers, seed=args.seed, out=args.out,
+                           resume=args.resume, executor=args.executor, address=args.address, label=args.label,
+                           echo=lambda line: print(line, flush=True))
+    except (SelectionError, StoreError, ValueError, RuntimeError) as exc:
+        print(f"itbench-gym run: {exc}", file=sys.stderr)
+        return 2
+    board = leaderboard.load([args.out], k_values=_k_values(args.k))
+    print()
+    print(leaderboard.markdown_table(board))
+    if args.html:
+        _write_html(board, Path(args.html))
+    print(f"\n{result.ran} episode(s) run, {result.skipped} resumed from {result.store}, {result.errors} error(s), "
+          f"{result.seconds:.0f} s")
+    return 1 if result.errors else 0
+
+
+def _k_values(text: str) -> list[int]:
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise SystemExit(f"itbench-gym: --k takes comma-separated integers, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise SystemExit(f"itbench-gym: --k values must be at least 1, got {text!r}")
+    return ks
+
+
+def _write_html(board: Any, path: Path) -> None:
+    from itbench_gym.runner.html_report import render
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(board), encoding="utf-8")
+    print(f"wrote {path}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """pass@k and mean ± standard error per group, from results files written by ``run --results``."""
-    from itbench_gym.evaluation.aggregate import format_table, summarise
+    """The leaderboard of one or more ``run --out`` folders: Markdown on stdout, optionally files."""
+    from itbench_gym.runner import leaderboard
+    from itbench_gym.runner.store import StoreError
 
-    results = []
-    for path in args.files:
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    results.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    print(f"{path}:{number}: not a JSON line: {exc.msg}", file=sys.stderr)
-                    return 1
-    k_values = sorted({int(k) for k in args.k.split(",")})
     try:
-        summaries = summarise(results, by=tuple(args.by.split(",")), k_values=k_values)
-    except (KeyError, TypeError, ValueError) as exc:
-        print(f"cannot summarise: {exc}", file=sys.stderr)
+        board = leaderboard.load(args.folders, k_values=_k_values(args.k))
+    except StoreError as exc:
+        print(f"itbench-gym report: {exc}", file=sys.stderr)
         return 1
-    print(format_table(summaries, metrics=args.metrics.split(",") if args.metrics else None))
+    text = leaderboard.markdown_report(board)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    if args.html:
+        _write_html(board, Path(args.html))
     return 0
 
 
@@ -238,21 +223,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="itbench-gym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="play episodes with a reference agent and print their evaluation")
-    run.add_argument("scenario", help="scenario id, e.g. SRE-CacheFailure-v0")
-    run.add_argument("--agent", choices=["oracle", "random"], default="oracle")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--episodes", type=int, default=1)
-    run.add_argument("--out", help="write each episode as JSONL into this folder")
-    run.add_argument("--transcript", action="store_true", help="print the episode transcript")
-    run.add_argument("--results", help="append each episode's full result (with its evaluation) to this JSONL file")
+    run = sub.add_parser("run", help="run an agent over scenarios (every scenario × run), store the results, print the leaderboard")
+    run.add_argument("scenario", nargs="*", help="scenario ids or globs (as --scenarios)")
+    run.add_argument("--scenarios", nargs="+", help="scenario ids or shell-style globs over them, e.g. 'SRE-*'")
+    run.add_argument("--agent", default="oracle", help="oracle, noop, random, heuristic, or module:Class (a factory taking the env)")
+    run.add_argument("--label", help="the agent's name in the results (default: the agent's name, with its model)")
+    run.add_argument("--runs", type=int, default=1, help="episodes per scenario (default 1)")
+    run.add_argument("--workers", type=int, default=1, help="episodes at once (default 1: in this process)")
+    run.add_argument("--executor", choices=["process", "ray"], default="process")
+    run.add_argument("--address", help="with --executor ray: the cluster to join (default: start a local one)")
+    run.add_argument("--seed", type=int, default=0, help="base seed; each episode's seed derives from (seed, scenario, run)")
+    run.add_argument("--out", type=Path, default=Path("results"), help="results folder (results.sqlite; default ./results)")
+    run.add_argument("--resume", action="store_true", help="skip the episodes the folder already holds")
+    run.add_argument("--k", default="1", help="comma-separated k for pass@k in the printed table")
+    run.add_argument("--html", help="also write the leaderboard page here")
     run.set_defaults(func=cmd_run)
 
-    rep = sub.add_parser("report", help="pass@k and mean ± SE tables from results files")
-    rep.add_argument("files", nargs="+", type=Path)
-    rep.add_argument("--by", default="scenario", help="comma-separated grouping keys: scenario, class, complexity, agent")
+    rep = sub.add_parser("report", help="leaderboard tables (and an HTML page) from run --out folders")
+    rep.add_argument("folders", nargs="+", type=Path)
     rep.add_argument("--k", default="1", help="comma-separated k values for pass@k")
-    rep.add_argument("--metrics", help="comma-separated metrics (default: all)")
+    rep.add_argument("--markdown", type=Path, help="write the Markdown report to this file")
+    rep.add_argument("--html", type=Path, help="write the self-contained HTML page to this file")
     rep.set_defaults(func=cmd_report)
 
     lst = sub.add_parser("list", help="list scenarios")

@@ -26,6 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from itbench_gym.agents.base import Observation, ScriptedAgent
 from itbench_gym.env import ITBenchEnv
 from itbench_gym.faults.context import Change, restorable
 from itbench_gym.paths import envs_dir
@@ -97,8 +98,12 @@ def _where(change: Change) -> list[str]:
     return ["-n", change.ref.namespace] if change.ref.namespace else []
 
 
-class OracleAgent:
+class OracleAgent(ScriptedAgent):
+    #: It reads the ground truth and the injection journal: not a baseline an honest agent is ranked against.
+    privileged = True
+
     def __init__(self, env: gym.Env, *, settle_seconds: float = 120.0, mitigation: str | None = None) -> None:
+        super().__init__()
         unwrapped = env.unwrapped
         if not isinstance(unwrapped, ITBenchEnv):
             raise TypeError(f"OracleAgent plays ITBench envs, not {type(unwrapped).__name__}")
@@ -106,8 +111,6 @@ class OracleAgent:
         self._spec: ScenarioSpec = unwrapped.scenario
         self._settle = settle_seconds
         self._mitigation = self._choose(mitigation)
-        self._plan: Generator[Any, dict[str, Any], None] = self._script()
-        self._primed = False
         #: Changed objects the agent's credential could not revert (left as they are).
         self.unreachable: list[str] = []
 
@@ -124,19 +127,11 @@ class OracleAgent:
         known = ", ".join([REMOVAL, *(e["id"] for e in entries)])
         raise ValueError(f"{self._spec.id}: no mitigation {name!r}; known: {known}")
 
-    def reset(self, observation: dict[str, Any], info: dict[str, Any]) -> None:
-        self._plan = self._script()
-        self._primed = False
+    def reset(self, task_prompt: str, tool_specs: list[dict[str, Any]]) -> None:
+        super().reset(task_prompt, tool_specs)
         self.unreachable = []
 
-    def act(self, observation: dict[str, Any]) -> Any:
-        """The next action; ``observation`` answers the previous one."""
-        if not self._primed:
-            self._primed = True
-            return next(self._plan)
-        return self._plan.send(observation)
-
-    def _script(self) -> Generator[Any, dict[str, Any], None]:
+    def script(self) -> Generator[Any, Observation, None]:
         spec = self._spec
         yield f"kubectl get pods -n {spec.namespace}"
         entry = self._mitigation

@@ -18,6 +18,8 @@ DEFAULT_METRICS: dict[str, str] = {
     "ntam_fpc": "diagnosis.ntam_fpc",
     "entity_f1": "diagnosis.entity.f1",
     "rc_entity_f1": "diagnosis.root_cause_entity.f1",
+    "rc_entity@3": "diagnosis.root_cause_at_k.3",
+    "component_id": "diagnosis.component_identification",
     "chain_f1": "diagnosis.propagation.f1",
     "proximity_f1": "diagnosis.proximity.f1",
     "mttd": "times.mttd",

@@ -7,8 +7,8 @@ Formulas are in docs/metrics.md. Everything compares alias classes of the ground
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -80,6 +80,10 @@ class DiagnosisResult:
     ntam_fl: NTAMScore
     ntam_fpc: NTAMScore | None
     matches: tuple[EntityMatch, ...] = ()
+    #: ITBench-Evaluations' root-cause entity@k: the share of the true root causes among the first k flagged.
+    root_cause_at_k: Mapping[int, float] = field(default_factory=dict)
+    #: Whether the report names the first component the fault reached (None: the truth has no propagation).
+    component_identification: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +98,8 @@ class DiagnosisResult:
             "ntam_fl_parts": self.ntam_fl.to_dict(),
             "ntam_fpc_parts": self.ntam_fpc.to_dict() if self.ntam_fpc else None,
             "matches": [m.to_dict() for m in self.matches],
+            "root_cause_at_k": {str(k): v for k, v in self.root_cause_at_k.items()},
+            "component_identification": self.component_identification,
         }
 
 
@@ -110,6 +116,8 @@ def failed_diagnosis(gt: GroundTruth, reason: str) -> DiagnosisResult:
         proximity=ZERO_PRF,
         ntam_fl=zero_ntam,
         ntam_fpc=zero_ntam if gt.class_edges else None,
+        root_cause_at_k=dict.fromkeys(AT_K, 0.0),
+        component_identification=False if first_symptom(gt) is not None else None,
     )
 
 
@@ -138,7 +146,33 @@ def evaluate_diagnosis(
         matches=tuple(
             EntityMatch(str(e.ref), e.root_cause, tuple(sorted(gt.match(e.ref)))) for e in report.entities
         ),
+        root_cause_at_k={k: _recall_at(root_causes, gt, k) for k in AT_K},
+        component_identification=_names_first_symptom(entities, gt),
     )
+
+
+#: The k of root-cause entity@k (ITBench-Evaluations reports k = 1..5).
+AT_K = (1, 2, 3, 4, 5)
+
+
+def _recall_at(root_causes: Sequence[Item], gt: GroundTruth, k: int) -> float:
+    """The share of the true root-cause classes among the first ``k`` flagged entities, in report order."""
+    truth = set(gt.root_cause_classes)
+    if not truth:
+        return 0.0
+    found = {c for item in root_causes[:k] for c in item.classes} & truth
+    return len(found) / len(truth)
+
+
+def first_symptom(gt: GroundTruth) -> str | None:
+    """The class the fault reaches first: the target of the first propagation out of a root cause."""
+    roots = set(gt.root_cause_classes)
+    return next((target for source, target in gt.class_edges if source in roots and target not in roots), None)
+
+
+def _names_first_symptom(entities: Sequence[Item], gt: GroundTruth) -> bool | None:
+    first = first_symptom(gt)
+    return None if first is None else any(first in item.classes for item in entities)
 
 
 def _fault_localisation(root_causes: Sequence[Item], gt: GroundTruth) -> tuple[bool, tuple[str, ...]]:

@@ -1,0 +1,1 @@
+"""Batch evaluation: jobs, executors (processes, Ray), the SQLite results store and the leaderboard."""

@@ -1,0 +1,82 @@
+"""One (scenario, run) episode as a job any executor can run: plain data in, an :class:`EpisodeRecord` out.
+
+The seed of an episode is derived from (base seed, scenario, run) alone, so a batch's results do not
+depend on how many workers ran it, in which order, or on which machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from itbench_gym.runner.store import EpisodeRecord
+
+#: Longest observation kept per step in the store (the full text is in the tool's own bound).
+STORED_OBSERVATION_CHARS = 4_000
+
+
+def episode_seed(base_seed: int, scenario: str, run: int) -> int:
+    """A 31-bit seed from (base seed, scenario, run): the same everywhere, independent of order."""
+    digest = hashlib.sha256(f"{base_seed}\x00{scenario}\x00{run}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
+
+
+def scenario_version(scenario: str) -> str:
+    """A short digest of the scenario's spec file: results of an edited scenario are told apart."""
+    from itbench_gym.registry import get_spec
+
+    spec = get_spec(scenario)
+    data = spec.source.read_bytes() if spec.source.is_file() else b""
+    return hashlib.sha256(scenario.encode() + b"\x00" + data).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Job:
+    agent_label: str
+    #: ``AGENTS`` name or ``module:attr`` (resolved in the worker, so it travels as text).
+    agent: str
+    scenario: str
+    run: int
+    seed: int
+    #: ITBench library folders the worker must load to know ``ITBench-*`` ids.
+    libraries: tuple[str, ...] = ()
+
+
+def play(job: Job) -> EpisodeRecord:
+    """Run one episode in this process; an exception becomes an ``error`` record, never a crash of the batch."""
+    import itbench_gym
+    from itbench_gym.agents import agent_stats, load_agent, run_episode
+    from itbench_gym.registry import get_spec
+
+    for library in job.libraries:
+        if os.path.isdir(library) or os.path.isfile(library):
+            itbench_gym.load_itbench_library(library)
+    spec = get_spec(job.scenario)
+    start = time.perf_counter()
+    env = None
+    agent: Any = None
+    try:
+        env = itbench_gym.make(job.scenario)
+        agent = load_agent(job.agent)(env)
+        info = run_episode(env, agent, seed=job.seed)
+        episode = env.unwrapped.episode  # type: ignore[attr-defined]
+        steps = [{"index": s.index, "action": s.action, "tool": s.tool, "exit_status": s.exit_status, "sim_time": s.sim_time,
+                  "wall_seconds": s.wall_seconds, "observation": s.observation[:STORED_OBSERVATION_CHARS]} for s in episode.steps]
+        status, error, evaluation = "finished", None, info.get("evaluation")
+        sim_seconds = float(info.get("sim_time", 0.0))
+    except Exception as exc:  # the batch goes on; the store says which episode failed and why
+        steps, status, evaluation, sim_seconds = [], "error", None, 0.0
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+    finally:
+        if env is not None:
+            env.close()
+    return EpisodeRecord(
+        agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario),
+        domain=spec.domain, cls=spec.cls, complexity=spec.complexity.level, status=status, error=error,
+        wall_seconds=time.perf_counter() - start, sim_seconds=sim_seconds,
+        agent_stats=agent_stats(agent) if agent is not None else {}, steps=steps, evaluation=evaluation,
+    )

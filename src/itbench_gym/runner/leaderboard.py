@@ -1,0 +1,124 @@
+"""Leaderboard tables from results stores, in the paper's shape, several agents side by side.
+
+SRE columns (ITBench paper, Table 3): diagnosis pass@1 (fault localisation), FL-NTAM, FPC-NTAM,
+MTTD, mitigation pass@1, MTTR — each mean ± standard error — plus pass@k of the whole episode
+(diagnosis and mitigation both pass) by the unbiased estimator, and today's ITBench-Evaluations
+per-incident metrics: root-cause entity F1, root-cause entity@k and component identification.
+Tables: overall, per complexity, per class. Privileged agents (the oracle) are listed apart, never
+ranked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from itbench_gym.evaluation.aggregate import GroupSummary, MeanSE, summarise
+from itbench_gym.runner.store import AgentInfo, ResultStore
+
+#: Column -> dotted path in an episode's evaluation.
+SRE_COLUMNS: dict[str, str] = {
+    "diagnosis pass@1": "diagnosis.fl_pass",
+    "FL-NTAM": "diagnosis.ntam_fl",
+    "FPC-NTAM": "diagnosis.ntam_fpc",
+    "MTTD (s)": "times.mttd",
+    "mitigation pass@1": "mitigation.passed",
+    "MTTR (s)": "times.mttr",
+    "RC entity F1": "diagnosis.root_cause_entity.f1",
+    "RC entity@3": "diagnosis.root_cause_at_k.3",
+    "component id": "diagnosis.component_identification",
+}
+TIME_COLUMNS = frozenset({"MTTD (s)", "MTTR (s)"})
+#: The column an agent is ranked by.
+RANK_BY = "diagnosis pass@1"
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    agents: tuple[AgentInfo, ...]
+    results: tuple[dict[str, Any], ...]
+    k_values: tuple[int, ...]
+    errors: tuple[tuple[str, str, int, str], ...]
+
+    def table(self, by: Sequence[str] = ()) -> list[GroupSummary]:
+        """Summaries grouped by agent and ``by`` (``complexity``, ``class``), best agent first."""
+        if not self.results:
+            return []
+        groups = summarise(self.results, by=("agent", *by), metrics=SRE_COLUMNS, k_values=self._ks())
+        privileged = {a.label for a in self.agents if a.privileged}
+
+        def order(s: GroupSummary) -> tuple[Any, ...]:
+            score = s.metrics[RANK_BY].mean
+            return (*(str(s.key[k]) for k in by), s.key["agent"] in privileged, -(score or 0.0), str(s.key["agent"]))
+
+        return sorted(groups, key=order)
+
+    def _ks(self) -> list[int]:
+        """The asked k that every agent's scenarios have enough runs for."""
+        fewest = min((n for n in self.runs_per_scenario().values()), default=1)
+        return [k for k in self.k_values if k <= fewest] or [1]
+
+    def runs_per_scenario(self) -> dict[tuple[str, str], int]:
+        counts: dict[tuple[str, str], int] = {}
+        for r in self.results:
+            key = (r["agent"], r["scenario"])
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def is_privileged(self, label: str) -> bool:
+        return any(a.label == label and a.privileged for a in self.agents)
+
+
+def load(folders: Iterable[Path | str], k_values: Sequence[int] = (1,)) -> Leaderboard:
+    """Every finished episode of every store (an agent label seen in two stores keeps both stores' episodes)."""
+    agents: dict[str, AgentInfo] = {}
+    results: list[dict[str, Any]] = []
+    errors: list[tuple[str, str, int, str]] = []
+    for folder in folders:
+        with ResultStore.open_existing(folder) as store:
+            for agent in store.agents():
+                agents.setdefault(agent.label, agent)
+            results += store.results()
+            errors += store.errors()
+    return Leaderboard(tuple(agents.values()), tuple(results), tuple(sorted(set(k_values))), tuple(errors))
+
+
+def cell(value: MeanSE, column: str) -> str:
+    return value.format(1 if column in TIME_COLUMNS else 3)
+
+
+def markdown_table(board: Leaderboard, by: Sequence[str] = ()) -> str:
+    """One Markdown table: a row per agent (and group), the paper's columns, pass@k."""
+    rows = board.table(by)
+    if not rows:
+        return "(no finished episodes)"
+    ks = sorted(rows[0].pass_at_k)
+    header = ["agent", *by, "episodes", "scenarios", *SRE_COLUMNS, *(f"pass@{k}" for k in ks)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in rows:
+        label = str(s.key["agent"]) + (" (privileged)" if board.is_privileged(str(s.key["agent"])) else "")
+        cells = [label, *(str(s.key[k]) for k in by), str(s.episodes), str(s.scenarios)]
+        cells += [cell(s.metrics[c], c) for c in SRE_COLUMNS]
+        cells += [s.pass_at_k[k].format() for k in ks]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_report(board: Leaderboard) -> str:
+    """The whole report: overall, per complexity, per class, and the episodes that failed to run."""
+    parts = ["# Leaderboard", "", "Mean ± standard error over episodes; pass@k (unbiased) over scenarios. "
+             "Privileged agents read the ground truth and are not ranked.", "",
+             "## Overall", "", markdown_table(board), "",
+             "## By complexity", "", markdown_table(board, ("complexity",)), "",
+             "## By class", "", markdown_table(board, ("class",))]
+    if board.errors:
+        parts += ["", "## Episodes that did not finish", ""]
+        parts += [f"- {agent} · {scenario} run {run}: {error.splitlines()[0]}" for agent, scenario, run, error in board.errors]
+    return "\n".join(parts) + "\n"
+
+
+def summary_rows(board: Leaderboard) -> list[Mapping[str, Any]]:
+    """The overall table as plain data (for JSON and the HTML page)."""
+    return [s.to_dict() for s in board.table()]

@@ -1,0 +1,169 @@
+"""Batch runs: seeds that do not depend on scheduling, a store that survives SIGKILL, resume, workers, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from itbench_gym.runner import leaderboard
+from itbench_gym.runner.batch import SelectionError, run_batch, select_scenarios
+from itbench_gym.runner.html_report import render
+from itbench_gym.runner.jobs import episode_seed
+from itbench_gym.runner.store import AgentInfo, EpisodeRecord, ResultStore, StoreError
+
+SCENARIO = "SRE-CorruptImage-v0"
+RUNS = 2
+
+
+def quiet(_line: str) -> None:
+    return None
+
+
+def scores(folder: Path) -> dict[tuple[str, int], tuple[int, dict[str, Any]]]:
+    with ResultStore.open_existing(folder) as store:
+        return {(r["scenario"], r["run"]): (r["seed"], r["evaluation"]) for r in store.results()}
+
+
+@pytest.fixture(scope="module")
+def noop_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted noop batch, one worker in this process."""
+    out = tmp_path_factory.mktemp("noop-run")
+    result = run_batch("noop", [SCENARIO], runs=RUNS, out=out, echo=quiet)
+    assert (result.ran, result.errors) == (RUNS, 0)
+    return out
+
+
+def test_seeds_derive_from_base_seed_scenario_and_run_only() -> None:
+    seeds = {episode_seed(0, s, r) for s in ("SRE-A-v0", "SRE-B-v0") for r in range(3)}
+    assert len(seeds) == 6
+    assert episode_seed(0, "SRE-A-v0", 1) == episode_seed(0, "SRE-A-v0", 1) != episode_seed(1, "SRE-A-v0", 1)
+    assert all(0 <= s < 2**31 for s in seeds)
+
+
+def test_globs_select_base_scenarios_and_name_variants_explicitly() -> None:
+    chosen = select_scenarios(["SRE-Cache*"])
+    assert "SRE-CacheFailure-v0" in chosen and not any("-No" in s for s in chosen)
+    assert select_scenarios(["SRE-CacheFailure-NoLogs-v0"]) == ["SRE-CacheFailure-NoLogs-v0"]
+    with pytest.raises(SelectionError, match="no scenario matches 'SRE-Nothing\\*'"):
+        select_scenarios(["SRE-Nothing*"])
+
+
+def test_noop_fails_every_episode_and_the_store_holds_steps_and_evaluations(noop_run: Path) -> None:
+    stored = scores(noop_run)
+    assert sorted(stored) == [(SCENARIO, r) for r in range(RUNS)]
+    for (_, run), (seed, evaluation) in stored.items():
+        assert seed == episode_seed(0, SCENARIO, run)
+        assert evaluation["passed"] is False and evaluation["diagnosis"]["fl_pass"] is False
+    db = sqlite3.connect(noop_run / "results.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM steps WHERE agent='noop'").fetchone()[0] == RUNS  # one submit each
+    assert db.execute("SELECT privileged, package_version FROM agents WHERE label='noop'").fetchone()[0] == 0
+
+
+def test_a_folder_with_results_is_not_mixed_without_resume(noop_run: Path) -> None:
+    with pytest.raises(StoreError, match="pass --resume"):
+        run_batch("noop", [SCENARIO], runs=RUNS, out=noop_run, echo=quiet)
+    again = run_batch("noop", [SCENARIO], runs=RUNS, out=noop_run, resume=True, echo=quiet)
+    assert (again.ran, again.skipped) == (0, RUNS)
+
+
+def test_two_workers_give_the_same_scores_as_one(noop_run: Path, tmp_path: Path) -> None:
+    run_batch("noop", [SCENARIO], runs=RUNS, workers=2, out=tmp_path, echo=quiet)
+    assert scores(tmp_path) == scores(noop_run)
+
+
+def test_a_run_killed_halfway_then_resumed_ends_as_an_uninterrupted_run(noop_run: Path, tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "itbench_gym.cli", "run", SCENARIO, "--agent", "noop", "--runs", str(RUNS), "--out", str(tmp_path)]
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    db_path, finished, deadline = tmp_path / "results.sqlite", 0, time.monotonic() + 300
+    while finished == 0 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if db_path.exists():
+            with sqlite3.connect(db_path) as db:
+                finished = db.execute("SELECT COUNT(*) FROM episodes WHERE status='finished'").fetchone()[0]
+    assert child.poll() is None, f"the run ended before it could be killed: {child.stderr.read() if child.stderr else ''}"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert len(scores(tmp_path)) == 1  # killed halfway: the finished episode is kept, the other was lost
+    resumed = run_batch("noop", [SCENARIO], runs=RUNS, out=tmp_path, resume=True, echo=quiet)
+    assert (resumed.ran, resumed.skipped) == (1, 1)
+    assert scores(tmp_path) == scores(noop_run)
+
+
+def _record(**changes: Any) -> EpisodeRecord:
+    base: dict[str, Any] = dict(agent="a", scenario="S", run=0, seed=1, scenario_version="v", domain="sre", cls="C",
+                                complexity="easy", status="finished", error=None, wall_seconds=1.0, sim_seconds=2.0,
+                                agent_stats={}, steps=[], evaluation={"passed": True, "reward": 1.0})
+    return EpisodeRecord(**{**base, **changes})
+
+
+def test_an_episode_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    with ResultStore(tmp_path) as store:
+        store.register_agent(AgentInfo("a", "a", False, {}, "0"), resume=False)
+        with pytest.raises(KeyError):
+            store.write(_record(steps=[{"index": 1}]))  # a step without its fields fails after the episode row
+        assert store.done("a") == set()
+        store.write(_record())
+        assert store.done("a") == {("S", 0)}
+        with pytest.raises(StoreError, match="another agent or model"):
+            store.register_agent(AgentInfo("a", "other:Agent", False, {}, "0"), resume=True)
+
+
+def test_report_folder_that_is_not_a_results_folder(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no results.sqlite here"):
+        leaderboard.load([tmp_path])
+
+
+def test_the_leaderboard_has_the_papers_columns(noop_run: Path) -> None:
+    board = leaderboard.load([noop_run], k_values=(1, 2))
+    text = leaderboard.markdown_report(board)
+    for column in ("diagnosis pass@1", "FL-NTAM", "FPC-NTAM", "MTTD (s)", "mitigation pass@1", "MTTR (s)",
+                   "RC entity@3", "component id", "pass@2", "## By complexity", "## By class"):
+        assert column in text
+    noop_row = next(line for line in text.splitlines() if line.startswith("| noop | 2 | 1 |"))
+    assert "0.000 ± 0.000" in noop_row and "∞ ×2" in noop_row  # never resolved: MTTD/MTTR infinite
+
+
+def test_cli_report_writes_markdown_and_html(noop_run: Path, tmp_path: Path) -> None:
+    from itbench_gym.cli import main
+
+    assert main(["report", str(noop_run), "--k", "1,2", "--markdown", str(tmp_path / "b.md"), "--html", str(tmp_path / "b.html")]) == 0
+    assert "| noop |" in (tmp_path / "b.md").read_text()
+    page = (tmp_path / "b.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3 and "http" not in page.split("<body>")[1].replace("https://", "")
+
+
+def test_the_html_report_shows_tables_and_plots_in_headless_chromium(noop_run: Path, tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Debian's chromium is not installed here (.ci/run installs it)")
+    import matplotlib.image
+
+    page = tmp_path / "board.html"
+    page.write_text(render(leaderboard.load([noop_run])), encoding="utf-8")
+    shot = tmp_path / "board.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}", "--window-size=1400,2400",
+                    page.as_uri()], check=True, capture_output=True, timeout=120)
+    pixels = matplotlib.image.imread(shot)
+    red = (pixels[..., 0] > 0.6) & (pixels[..., 1] < 0.3) & (pixels[..., 2] < 0.3)
+    assert red.sum() > 500  # the success grid's failed cells (noop fails every episode) are on the page
+    dump = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                          check=True, capture_output=True, text=True, timeout=120).stdout
+    assert "<table>" in dump and "diagnosis pass@1" in dump and dump.count("<img") == 3
+
+
+def test_agent_stats_are_stored_with_the_episode(tmp_path: Path) -> None:
+    with ResultStore(tmp_path) as store:
+        store.register_agent(AgentInfo("a", "a", False, {"model": "m"}, "0"), resume=False)
+        store.write(_record(agent_stats={"prompt_tokens": 12}))
+        (result,) = list(store.results())
+    assert result["agent_stats"] == {"prompt_tokens": 12} and json.dumps(result)
