@@ -23,11 +23,12 @@ from itbench_gym.agents.base import (
 )
 from itbench_gym.agents.baselines import NoopAgent, RandomAgent
 from itbench_gym.agents.heuristic import HeuristicAgent
+from itbench_gym.agents.llm import AsyncLLMAgent, LLMAgent, LLMConfig
 from itbench_gym.agents.oracle import OracleAgent
 
 #: Reference agents by name; each is built from the env it will play.
 AGENTS: dict[str, AgentFactory] = {"oracle": OracleAgent, "noop": NoopAgent, "random": RandomAgent,
-                                   "heuristic": HeuristicAgent}
+                                   "heuristic": HeuristicAgent, "llm": LLMAgent, "llm-async": AsyncLLMAgent}
 
 
 def load_agent(name: str) -> AgentFactory:
@@ -52,6 +53,7 @@ def is_privileged(agent: object) -> bool:
     return bool(getattr(agent, "privileged", False))
 
 
-__all__ = ["AGENTS", "Action", "Agent", "AgentFactory", "AnyAgent", "AsyncAgent", "CallableAgent", "HeuristicAgent",
+__all__ = ["AGENTS", "Action", "Agent", "AgentFactory", "AnyAgent", "AsyncAgent", "AsyncLLMAgent", "CallableAgent",
+           "HeuristicAgent", "LLMAgent", "LLMConfig",
            "NoopAgent", "OracleAgent", "RandomAgent", "ScriptedAgent", "agent_stats", "as_agent", "is_privileged",
            "load_agent", "run_episode", "run_episode_async"]

@@ -81,7 +81,7 @@ def _tool_specs(env: gym.Env) -> list[dict[str, Any]]:
 
 
 def run_episode(env: gym.Env, agent: Any, *, seed: int | None = None) -> dict[str, Any]:
-    """Play one episode; returns the final ``info`` (with ``evaluation``). Async agents are awaited
+    """Play one episode; returns the final ``info`` (with ``evaluation``, and ``agent``: the agent's ``stats()``). Async agents are awaited
     on a private event loop (use :func:`run_episode_async` inside a running loop)."""
     player = as_agent(agent)
     if is_async(player):
@@ -91,7 +91,7 @@ def run_episode(env: gym.Env, agent: Any, *, seed: int | None = None) -> dict[st
     while True:
         obs, _reward, terminated, truncated, info = env.step(player.act(obs))
         if terminated or truncated:
-            return info
+            return _with_stats(info, player)
 
 
 async def run_episode_async(env: gym.Env, agent: Any, *, seed: int | None = None) -> dict[str, Any]:
@@ -106,7 +106,13 @@ async def run_episode_async(env: gym.Env, agent: Any, *, seed: int | None = None
             action = await action
         obs, _reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
         if terminated or truncated:
-            return info
+            return _with_stats(info, player)
+
+
+def _with_stats(info: dict[str, Any], agent: AnyAgent) -> dict[str, Any]:
+    """The final ``info`` with the agent's own accounting under ``"agent"`` (when it keeps any)."""
+    stats = agent_stats(agent)
+    return {**info, "agent": stats} if stats else info
 
 
 class ScriptedAgent(ABC):
