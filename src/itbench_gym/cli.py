@@ -147,6 +147,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """One episode's tools over MCP on stdio (``itbench_gym.adapters.mcp_server``)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        print("itbench-gym mcp needs the MCP SDK: pip install 'itbench-gym[mcp]'", file=sys.stderr)
+        return 2
+    from itbench_gym.adapters.mcp_server import serve_stdio
+
+    serve_stdio(args.scenario, args.seed)
+    return 0
+
+
 def render_env_doc() -> str:
     """``docs/environment.md``: the env class's own documentation, as Gymnasium's pages render it,
     with the shipped scenarios (not an ITBench library this process may have loaded)."""
@@ -273,6 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--realtime", action="store_true", help="let the twin's clock follow the wall clock")
     srv.add_argument("--speed", type=float, default=1.0, help="with --realtime: simulated seconds per wall second")
     srv.set_defaults(func=cmd_serve)
+
+    mcp = sub.add_parser("mcp", help="serve one episode's tools (and submit) to an MCP client over stdio")
+    mcp.add_argument("scenario")
+    mcp.add_argument("--seed", type=int, default=0)
+    mcp.set_defaults(func=cmd_mcp)
 
     gen = sub.add_parser("generate", help="generate scenario variants that validate (faults on other targets, noise)")
     gen.add_argument("--count", type=int, required=True)
