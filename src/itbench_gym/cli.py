@@ -104,10 +104,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from itbench_gym.adapters import itbench_handoff
     from itbench_gym.backends.sim.backend import SimBackend
     from itbench_gym.registry import get_spec
     from itbench_gym.tasks import make_task
 
+    if args.healthy and args.itbench_agent_dir:
+        print("itbench-gym serve: --itbench-agent-dir grades an incident; it cannot be used with --healthy", file=sys.stderr)
+        return 2
     spec = get_spec(args.scenario)
     task = make_task(spec)
     backend = SimBackend(kube_port=args.port)
@@ -137,10 +141,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "jaeger": endpoints.jaeger,
             "realtime": args.realtime,
         }
+        handoff = Path(args.itbench_agent_dir) if args.itbench_agent_dir else None
+        if handoff is not None:
+            line["scenario_data"] = str(itbench_handoff.write_scenario_data(handoff, spec, backend).resolve())
         print(json.dumps(line), flush=True)
         while not stop.wait(1.0):
             if args.realtime:
                 backend.advance(args.speed)
+            output = itbench_handoff.agent_output(handoff) if handoff is not None else None
+            if handoff is not None and output is not None:
+                evaluation = itbench_handoff.grade(handoff, output, task, backend)
+                print(json.dumps({"graded": str(output), "passed": evaluation.get("passed"),
+                                  "evaluation": str(handoff / itbench_handoff.EVALUATION)}), flush=True)
+                break
     finally:
         task.close()
         backend.close()
@@ -285,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(to inject them from outside, as on a real cluster)")
     srv.add_argument("--realtime", action="store_true", help="let the twin's clock follow the wall clock")
     srv.add_argument("--speed", type=float, default=1.0, help="with --realtime: simulated seconds per wall second")
+    srv.add_argument("--itbench-agent-dir", help="ITBench's agent hand-off: write scenario_data.json here, then grade the "
+                     "agent_output.json the agent leaves here (into evaluation.json) and exit")
     srv.set_defaults(func=cmd_serve)
 
     mcp = sub.add_parser("mcp", help="serve one episode's tools (and submit) to an MCP client over stdio")
