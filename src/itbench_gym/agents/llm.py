@@ -104,6 +104,33 @@ def text_action(content: str) -> Action:
     return content.strip()
 
 
+@dataclass(frozen=True)
+class ToolCallMessage:
+    """One tool call of an assistant message (OpenAI's ``tool_calls[i]``)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+def assistant_turn(content: str, calls: list[ToolCallMessage]) -> tuple[dict[str, Any], Action]:
+    """An assistant reply as the message to keep in the conversation and the env action it stands for.
+
+    The first tool call is the action (its arguments as written: malformed JSON reaches the env, whose
+    error observation tells the model); without tool calls the text is read by :func:`text_action`.
+    """
+    if not calls:
+        return {"role": "assistant", "content": content}, text_action(content)
+    call = calls[0]
+    message = {"role": "assistant", "content": content or None, "tool_calls": [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]}
+    try:
+        args = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return message, f"{call.name} {call.arguments}"
+    return message, ({"tool": call.name, "args": args} if isinstance(args, dict) else f"{call.name} {args}")
+
+
 class LLMConversation:
     """The message list and the parsing of replies, shared by the sync and async agents."""
 
@@ -156,21 +183,16 @@ class LLMConversation:
             usage.text_fallbacks += 1
             self.messages.append({"role": "assistant", "content": ""})
             return "(the model sent no message)"
-        content = str(getattr(message, "content", None) or "")
-        calls = list(getattr(message, "tool_calls", None) or [])
-        if calls:
-            call = calls[0]
-            self.messages.append({"role": "assistant", "content": content or None, "tool_calls": [
-                {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}]})
-            self._pending_call = call.id
-            try:
-                args = json.loads(call.function.arguments or "{}")
-            except json.JSONDecodeError:
-                return f"{call.function.name} {call.function.arguments}"  # the env says what is wrong
-            return {"tool": call.function.name, "args": args} if isinstance(args, dict) else f"{call.function.name} {args}"
-        usage.text_fallbacks += 1
-        self.messages.append({"role": "assistant", "content": content})
-        return text_action(content)
+        calls = [ToolCallMessage(c.id, c.function.name, c.function.arguments) for c in getattr(message, "tool_calls", None) or []]
+        return self.take(str(getattr(message, "content", None) or ""), calls)
+
+    def take(self, content: str, calls: list[ToolCallMessage]) -> Action:
+        """Keep an assistant reply in the conversation; the env action it stands for."""
+        assistant, action = assistant_turn(content, calls)
+        self.messages.append(assistant)
+        self._pending_call = calls[0].id if calls else None
+        self.usage.text_fallbacks += not calls
+        return action
 
     def failed(self, exc: Exception, attempt: int) -> Action | float:
         """A retryable failure of attempt ``attempt`` (from 0): the back-off before the next one, or the
