@@ -167,3 +167,9 @@ def test_agent_stats_are_stored_with_the_episode(tmp_path: Path) -> None:
         store.write(_record(agent_stats={"prompt_tokens": 12}))
         (result,) = list(store.results())
     assert result["agent_stats"] == {"prompt_tokens": 12} and json.dumps(result)
+
+
+def test_a_local_ray_cluster_gives_the_same_scores(noop_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'itbench-gym[ray]')")
+    run_batch("noop", [SCENARIO], runs=RUNS, workers=2, executor="ray", out=tmp_path, echo=quiet)
+    assert scores(tmp_path) == scores(noop_run)
