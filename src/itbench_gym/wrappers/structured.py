@@ -43,7 +43,7 @@ FAILING_WAIT = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"
                           "CreateContainerError", "CrashLoopBackOff", "RunContainerError", "PodInitializing"})
 
 
-class StructuredSRE(gym.Wrapper[np.ndarray, int, dict[str, Any], Any]):
+class StructuredSRE(gym.Wrapper[np.ndarray, Any, dict[str, Any], Any]):
     """The structured view (see the module doc); ``targets`` defaults to the app's Deployments."""
 
     def __init__(self, env: gym.Env, targets: list[str] | None = None) -> None:
@@ -53,8 +53,9 @@ class StructuredSRE(gym.Wrapper[np.ndarray, int, dict[str, Any], Any]):
         self.namespace: str = spec.namespace
         self.targets = targets or sorted(o.name for o in facts.objects if o.kind == "Deployment" and o.namespace == self.namespace)
         self._signals = facts.golden_signals
+        self._shape = (len(self.targets), len(FEATURES))
         self.action_space = spaces.Discrete(1 + len(VERBS) * len(self.targets))
-        self.observation_space = spaces.Box(0.0, np.inf, shape=(len(self.targets), len(FEATURES)), dtype=np.float64)
+        self.observation_space = spaces.Box(0.0, np.inf, shape=self._shape, dtype=np.float64)
         self._kube: Any = None
 
     def describe(self, action: int) -> str:
@@ -71,7 +72,7 @@ class StructuredSRE(gym.Wrapper[np.ndarray, int, dict[str, Any], Any]):
     def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         assert self.action_space.contains(action), f"{action!r} is not an action of {self.action_space}"
         _obs, reward, terminated, truncated, info = self.env.step(self._command(int(action)))
-        observation = self._observe() if not (terminated or truncated) else np.zeros(self.observation_space.shape)
+        observation = self._observe() if not (terminated or truncated) else np.zeros(self._shape)
         return observation, reward, terminated, truncated, info
 
     def _command(self, action: int) -> Any:
@@ -94,10 +95,12 @@ class StructuredSRE(gym.Wrapper[np.ndarray, int, dict[str, Any], Any]):
         endpoints = self.env.unwrapped.endpoints  # type: ignore[attr-defined]
         self._kube = config.new_client_from_config(config_file=str(endpoints.kubeconfig))
         self._prometheus = endpoints.prometheus
-        self._apps, self._core = client.AppsV1Api(self._kube), client.CoreV1Api(self._kube)
+        # Raw JSON (``_preload_content=False``): the client's models cost more than the calls.
+        self._apps: Any = client.AppsV1Api(self._kube)
+        self._core: Any = client.CoreV1Api(self._kube)
 
     def _observe(self) -> np.ndarray:
-        out = np.zeros(self.observation_space.shape)
+        out = np.zeros(self._shape)
         row = {name: i for i, name in enumerate(self.targets)}
         deployments = json.loads(self._apps.list_namespaced_deployment(self.namespace, _preload_content=False).data)["items"]
         for d in deployments:
