@@ -130,3 +130,19 @@ def test_proximity_is_one_over_one_plus_hops() -> None:
     both = diagnose([(svc("flagd-config"), True), (svc("recommendation"), True)]).proximity
     assert (both.precision, both.recall) == (pytest.approx(2 / 3), 1.0)
     assert diagnose([("otel-demo/Service/payment", True)]).proximity.f1 == 0.0
+
+
+def test_root_cause_entity_at_k_counts_the_first_k_flagged_entities_in_report_order() -> None:
+    late = diagnose([(svc("frontend"), True), (svc("recommendation"), True), (svc("flagd-config"), True)])
+    assert late.root_cause_at_k[1] == 0.0 and late.root_cause_at_k[2] == 0.0 and late.root_cause_at_k[3] == 1.0
+    assert not late.fl_pass  # fault localisation needs every flagged entity to be a root cause
+    assert diagnose([(svc("flagd-config"), True)]).root_cause_at_k[1] == 1.0
+
+
+def test_component_identification_is_naming_the_first_component_the_fault_reached() -> None:
+    assert diagnose([(svc("flagd-config"), True), (svc("flagd"), False)]).component_identification is True
+    assert diagnose([(svc("flagd-config"), True), (svc("frontend"), False)]).component_identification is False
+    no_chain = parse_ground_truth({"groups": [{"id": "a", "kind": "Service", "name": "a", "namespace": NS, "root_cause": True}]})
+    parsed = parse_report({"entities": [{"name": f"{NS}/Service/a", "root_cause": True}], "propagations": []})
+    assert parsed.report is not None
+    assert evaluate_diagnosis(parsed.report, no_chain).component_identification is None
