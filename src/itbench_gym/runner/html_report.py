@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from itbench_gym.runner.leaderboard import SRE_COLUMNS, Leaderboard, cell
+from itbench_gym.runner.leaderboard import Leaderboard, table_cells
 
 COMPLEXITIES = ("easy", "medium", "hard")
 STYLE = """
@@ -114,16 +114,11 @@ def by_complexity(board: Leaderboard) -> str:
 
 
 def _table_html(board: Leaderboard, by: Sequence[str] = ()) -> str:
-    rows = board.table(by)
+    header, rows = table_cells(board, by)
     if not rows:
         return "<p>No finished episodes.</p>"
-    ks = sorted(rows[0].pass_at_k)
-    head = ["agent", *by, "episodes", "scenarios", *SRE_COLUMNS, *(f"pass@{k}" for k in ks)]
-    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-    for s in rows:
-        agent = str(s.key["agent"])
-        cells = [agent, *(str(s.key[k]) for k in by), str(s.episodes), str(s.scenarios)]
-        cells += [cell(s.metrics[c], c) for c in SRE_COLUMNS] + [s.pass_at_k[k].format() for k in ks]
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for agent, cells in rows:
         css = ' class="privileged"' if board.is_privileged(agent) else ""
         out.append(f"<tr{css}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return "\n".join(out) + "</table>"

@@ -10,7 +10,7 @@ ranked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,20 +89,31 @@ def cell(value: MeanSE, column: str) -> str:
     return value.format(1 if column in TIME_COLUMNS else 3)
 
 
-def markdown_table(board: Leaderboard, by: Sequence[str] = ()) -> str:
-    """One Markdown table: a row per agent (and group), the paper's columns, pass@k."""
+def table_cells(board: Leaderboard, by: Sequence[str] = ()) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The header and, per row, the agent's label and the formatted cells (shared by Markdown and HTML)."""
     rows = board.table(by)
     if not rows:
-        return "(no finished episodes)"
+        return [], []
     ks = sorted(rows[0].pass_at_k)
     header = ["agent", *by, "episodes", "scenarios", *SRE_COLUMNS, *(f"pass@{k}" for k in ks)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out = []
     for s in rows:
-        label = str(s.key["agent"]) + (" (privileged)" if board.is_privileged(str(s.key["agent"])) else "")
-        cells = [label, *(str(s.key[k]) for k in by), str(s.episodes), str(s.scenarios)]
-        cells += [cell(s.metrics[c], c) for c in SRE_COLUMNS]
-        cells += [s.pass_at_k[k].format() for k in ks]
-        lines.append("| " + " | ".join(cells) + " |")
+        agent = str(s.key["agent"])
+        cells = [agent, *(str(s.key[k]) for k in by), str(s.episodes), str(s.scenarios)]
+        cells += [cell(s.metrics[c], c) for c in SRE_COLUMNS] + [s.pass_at_k[k].format() for k in ks]
+        out.append((agent, cells))
+    return header, out
+
+
+def markdown_table(board: Leaderboard, by: Sequence[str] = ()) -> str:
+    """One Markdown table: a row per agent (and group), the paper's columns, pass@k."""
+    header, rows = table_cells(board, by)
+    if not rows:
+        return "(no finished episodes)"
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for agent, cells in rows:
+        label = agent + (" (privileged)" if board.is_privileged(agent) else "")
+        lines.append("| " + " | ".join([label, *cells[1:]]) + " |")
     return "\n".join(lines)
 
 
@@ -117,8 +128,3 @@ def markdown_report(board: Leaderboard) -> str:
         parts += ["", "## Episodes that did not finish", ""]
         parts += [f"- {agent} · {scenario} run {run}: {error.splitlines()[0]}" for agent, scenario, run, error in board.errors]
     return "\n".join(parts) + "\n"
-
-
-def summary_rows(board: Leaderboard) -> list[Mapping[str, Any]]:
-    """The overall table as plain data (for JSON and the HTML page)."""
-    return [s.to_dict() for s in board.table()]
