@@ -16,8 +16,7 @@ class Forbidden:
         raise AssertionError(f"the heuristic agent read env.{name}")
 
 
-@pytest.mark.parametrize(("scenario", "root"), [("SRE-CorruptImage-v0", "otel-demo/Deployment/product-catalog"),
-                                                ("SRE-CacheFailure-v0", "otel-demo/ConfigMap/flagd-config")])
+@pytest.mark.parametrize(("scenario", "root"), [("SRE-CorruptImage-v0", "otel-demo/Deployment/product-catalog")])
 def test_it_diagnoses_and_fixes_through_the_agents_tools_only(scenario: str, root: str) -> None:
     env = itbench_gym.make(scenario)
     try:
