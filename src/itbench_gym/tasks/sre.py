@@ -232,7 +232,7 @@ class ClusterProbe:
             return []
         now = self.now()
         if self._alerts_at is None or self._alerts_at[0] != now:
-            self._alerts_at = (now, fetch_alerts(self._prometheus))
+            self._alerts_at = (now, fetch_alerts(self._prometheus, http=self._http))
         return [dict(a["labels"]) for a in self._alerts_at[1] if a["state"] in states]
 
     def poll_alerts_of(self, rule_names: Sequence[str]) -> RulePoll:
@@ -240,7 +240,7 @@ class ClusterProbe:
         incident's own alerts)."""
         if self._prometheus is None:
             return RulePoll([], None)
-        return poll_rules(self._prometheus, rule_names)
+        return poll_rules(self._prometheus, rule_names, http=self._http)
 
     @staticmethod
     def _json(response: Any) -> Obj:

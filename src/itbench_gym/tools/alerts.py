@@ -12,9 +12,10 @@ from itbench_gym.lang.timestamps import TimestampError, parse_rfc3339
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
 
 
-def fetch_alerts(prometheus_url: str, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The ``alerts`` list of ``/api/v1/alerts``; raises ``requests.RequestException`` on failure."""
-    resp = requests.get(prometheus_url + "/api/v1/alerts", timeout=timeout)
+def fetch_alerts(prometheus_url: str, timeout: float = 30.0, *, http: requests.Session | None = None) -> list[dict[str, Any]]:
+    """The ``alerts`` list of ``/api/v1/alerts``; raises ``requests.RequestException`` on failure.
+    A poller passes its ``http`` session to keep one connection open."""
+    resp = (http or requests).get(prometheus_url + "/api/v1/alerts", timeout=timeout)
     resp.raise_for_status()
     return list(resp.json()["data"]["alerts"])
 
@@ -29,12 +30,13 @@ class RulePoll:
     next_evaluation: float | None
 
 
-def poll_rules(prometheus_url: str, rule_names: Iterable[str], timeout: float = 30.0) -> RulePoll:
+def poll_rules(prometheus_url: str, rule_names: Iterable[str], timeout: float = 30.0, *,
+               http: requests.Session | None = None) -> RulePoll:
     """The named alerting rules' active alerts and their groups' next evaluation
     (``/api/v1/rules?type=alert&rule_name[]=``): what a poller that waits for a few alerts asks,
     without making Prometheus list every rule, and how long nothing can change."""
     params = [("type", "alert"), *(("rule_name[]", n) for n in sorted(set(rule_names)))]
-    resp = requests.get(prometheus_url + "/api/v1/rules", params=params, timeout=timeout)
+    resp = (http or requests).get(prometheus_url + "/api/v1/rules", params=params, timeout=timeout)
     resp.raise_for_status()
     groups = resp.json()["data"]["groups"]
     alerts = [a for g in groups for r in g["rules"] for a in r.get("alerts") or []]
