@@ -17,8 +17,9 @@ import pytest
 
 from itbench_gym.runner import leaderboard
 from itbench_gym.runner.batch import SelectionError, run_batch, select_scenarios
+from itbench_gym.runner.executors import ProcessPool
 from itbench_gym.runner.html_report import render
-from itbench_gym.runner.jobs import episode_seed
+from itbench_gym.runner.jobs import Job, episode_seed
 from itbench_gym.runner.store import AgentInfo, EpisodeRecord, ResultStore, StoreError
 
 SCENARIO = "SRE-CorruptImage-v0"
@@ -79,6 +80,20 @@ def test_a_folder_with_results_is_not_mixed_without_resume(noop_run: Path) -> No
 def test_two_workers_give_the_same_scores_as_one(noop_run: Path, tmp_path: Path) -> None:
     run_batch("noop", [SCENARIO], runs=RUNS, workers=2, out=tmp_path, echo=quiet)
     assert scores(tmp_path) == scores(noop_run)
+
+
+def test_a_worker_that_dies_costs_only_its_own_episode(noop_run: Path) -> None:
+    """A SIGKILLed worker breaks the pool; the batch goes on, and only the episode that killed it is an error."""
+    jobs = [Job("dies", "dying_agents:killed", SCENARIO, 0, episode_seed(0, SCENARIO, 0)),
+            *(Job("noop", "noop", SCENARIO, run, episode_seed(0, SCENARIO, run)) for run in range(RUNS))]
+    records = {(r.agent, r.run): r for r in ProcessPool(2).run(jobs)}
+    assert sorted(records) == [("dies", 0), *(("noop", run) for run in range(RUNS))]
+    died = records["dies", 0]
+    assert died.status == "error" and died.error is not None and "worker process running this episode died" in died.error
+    expected = scores(noop_run)
+    for run in range(RUNS):
+        assert records["noop", run].status == "finished"
+        assert (records["noop", run].seed, records["noop", run].evaluation) == expected[SCENARIO, run]
 
 
 def test_a_run_killed_halfway_then_resumed_ends_as_an_uninterrupted_run(noop_run: Path, tmp_path: Path) -> None:

@@ -7,11 +7,14 @@ record as it finishes; the runner, in the parent process, is the store's only wr
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterator, Sequence
+import time
+from collections import deque
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from itbench_gym.runner.jobs import Job, play
+from itbench_gym.runner.jobs import Job, error_record, play
 from itbench_gym.runner.store import EpisodeRecord
 
 EXECUTORS = ("process", "ray")
@@ -35,23 +38,49 @@ class InProcess:
 
 
 class ProcessPool:
-    """``workers`` spawned processes (fresh interpreters: no state inherited from the parent)."""
+    """``workers`` spawned processes (fresh interpreters: no state inherited from the parent).
+
+    A worker that dies (killed, out of memory, a crash in native code) breaks the whole pool and every
+    episode it was running. Those episodes are run again one at a time in a pool of their own, so a
+    death is pinned on the episode that causes it: that one is stored as an ``error`` (``--resume``
+    retries it), the others finish, and the batch goes on with a new pool.
+    """
 
     def __init__(self, workers: int) -> None:
         self.width = workers
 
     def run(self, jobs: Sequence[Job]) -> Iterator[EpisodeRecord]:
+        queue = deque(jobs)
+        while queue:
+            suspects = yield from self._until_a_worker_dies(queue, self.width)
+            for job in suspects:
+                yield from self._alone(job)
+
+    def _until_a_worker_dies(self, queue: deque[Job], width: int) -> Generator[EpisodeRecord, None, list[Job]]:
+        """Run jobs from ``queue`` (at most ``width`` at once); returns the jobs in flight if the pool breaks."""
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=self.width, mp_context=context) as pool:
-            pending: set[Future[EpisodeRecord]] = {pool.submit(play, job) for job in jobs}
-            try:
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        yield future.result()
-            finally:
-                for future in pending:
-                    future.cancel()
+        with ProcessPoolExecutor(max_workers=width, mp_context=context) as pool:
+            running: dict[Future[EpisodeRecord], Job] = {}
+            while queue or running:
+                while queue and len(running) < width:
+                    job = queue.popleft()
+                    running[pool.submit(play, job)] = job
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in sorted(finished, key=lambda f: f.exception() is not None):
+                    try:
+                        record = future.result()
+                    except BrokenProcessPool:
+                        return list(running.values())
+                    del running[future]
+                    yield record
+        return []
+
+    def _alone(self, job: Job) -> Iterator[EpisodeRecord]:
+        started = time.perf_counter()
+        suspects = yield from self._until_a_worker_dies(deque([job]), 1)
+        if suspects:
+            yield error_record(job, "the worker process running this episode died (killed by a signal, out of memory, "
+                                    "or a crash in native code) before the episode ended", time.perf_counter() - started)
 
 
 class RayCluster:

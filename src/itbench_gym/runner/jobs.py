@@ -66,17 +66,27 @@ def play(job: Job) -> EpisodeRecord:
         episode = env.unwrapped.episode  # type: ignore[attr-defined]
         steps = [{"index": s.index, "action": s.action, "tool": s.tool, "exit_status": s.exit_status, "sim_time": s.sim_time,
                   "wall_seconds": s.wall_seconds, "observation": s.observation[:STORED_OBSERVATION_CHARS]} for s in episode.steps]
-        status, error, evaluation = "finished", None, info.get("evaluation")
-        sim_seconds = float(info.get("sim_time", 0.0))
     except Exception as exc:  # the batch goes on; the store says which episode failed and why
-        steps, status, evaluation, sim_seconds = [], "error", None, 0.0
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+        return error_record(job, error, time.perf_counter() - start, agent_stats(agent) if agent is not None else {})
     finally:
         if env is not None:
             env.close()
     return EpisodeRecord(
         agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario),
-        domain=spec.domain, cls=spec.cls, complexity=spec.complexity.level, status=status, error=error,
-        wall_seconds=time.perf_counter() - start, sim_seconds=sim_seconds,
-        agent_stats=agent_stats(agent) if agent is not None else {}, steps=steps, evaluation=evaluation,
+        domain=spec.domain, cls=spec.cls, complexity=spec.complexity.level, status="finished", error=None,
+        wall_seconds=time.perf_counter() - start, sim_seconds=float(info.get("sim_time", 0.0)),
+        agent_stats=agent_stats(agent), steps=steps, evaluation=info.get("evaluation"),
+    )
+
+
+def error_record(job: Job, error: str, wall_seconds: float, stats: dict[str, Any] | None = None) -> EpisodeRecord:
+    """The record of an episode that did not finish: stored with its reason, retried by ``--resume``."""
+    from itbench_gym.registry import get_spec
+
+    spec = get_spec(job.scenario)
+    return EpisodeRecord(
+        agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario),
+        domain=spec.domain, cls=spec.cls, complexity=spec.complexity.level, status="error", error=error,
+        wall_seconds=wall_seconds, sim_seconds=0.0, agent_stats=stats or {}, steps=[], evaluation=None,
     )
