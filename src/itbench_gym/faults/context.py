@@ -10,10 +10,10 @@ twin and on a real cluster, for every fault, without per-fault undo code.
 from __future__ import annotations
 
 import copy
-import os
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client, dynamic
@@ -74,15 +74,20 @@ class FaultContext:
     journal: list[Change] = field(default_factory=list)
     #: When the first fault (not a waiter) was applied; None until then.
     injected_at: float | None = None
+    #: Where discovery is cached: the cluster's own file (one per backend, so a reset does not discover
+    #: again; a kind it lacks is looked up afresh), or None for a file of this context's own.
+    discovery_cache: Path | None = None
     _dynamic: dynamic.DynamicClient | None = field(default=None, repr=False)
 
     _cache_dir: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     def resource(self, api_version: str, kind: str) -> Any:
         if self._dynamic is None:
-            # Discovery differs per cluster: each context caches it in a file of its own.
-            self._cache_dir = tempfile.TemporaryDirectory(prefix="itbench-gym-discovery-")
-            self._dynamic = dynamic.DynamicClient(self.api, cache_file=os.path.join(self._cache_dir.name, "discovery.json"))
+            cache_file = self.discovery_cache
+            if cache_file is None:
+                self._cache_dir = tempfile.TemporaryDirectory(prefix="itbench-gym-discovery-")
+                cache_file = Path(self._cache_dir.name) / "discovery.json"
+            self._dynamic = dynamic.DynamicClient(self.api, cache_file=str(cache_file))
         try:
             return self._dynamic.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 def fault_context(backend: Backend, app: AppFacts, seed: int = 0) -> FaultContext:
     """A context on ``backend``'s admin credential and clock; close it with ``ctx.close()``."""
     api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
-    return FaultContext(api=api, app=app, now=backend.clock.now, advance=backend.advance, seed=seed)
+    return FaultContext(api=api, app=app, now=backend.clock.now, advance=backend.advance, seed=seed,
+                        discovery_cache=backend.admin_kubeconfig.parent / "discovery.json")
 
 
 def inject_faults(faults: Sequence[FaultRef], ctx: FaultContext) -> list[str]:
