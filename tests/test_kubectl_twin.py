@@ -15,9 +15,10 @@ import pytest
 import requests
 import yaml
 
+from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.kube.apiserver import Usage, make_kube_app
-from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
+from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.clock import SIM_EPOCH, SimClock

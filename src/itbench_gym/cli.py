@@ -6,9 +6,13 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+#: Wall seconds between two advances of a ``serve --realtime`` twin.
+REALTIME_STEP = 0.1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -145,9 +149,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if handoff is not None:
             line["scenario_data"] = str(itbench_handoff.write_scenario_data(handoff, spec, backend).resolve())
         print(json.dumps(line), flush=True)
-        while not stop.wait(1.0):
-            if args.realtime:
-                backend.advance(args.speed)
+        started_wall, started_sim = time.monotonic(), backend.clock.now()
+        while not stop.wait(REALTIME_STEP if args.realtime else 1.0):
+            if args.realtime:  # follow the wall clock from the start, so slow ticks do not make the twin drift behind
+                backend.advance(started_sim + (time.monotonic() - started_wall) * args.speed - backend.clock.now())
             output = itbench_handoff.agent_output(handoff) if handoff is not None else None
             if handoff is not None and output is not None:
                 evaluation = itbench_handoff.grade(handoff, output, task, backend)

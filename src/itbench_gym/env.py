@@ -34,7 +34,12 @@ def _make_backend(name: str) -> Backend:
         from itbench_gym.backends.sim.backend import SimBackend
 
         return SimBackend()
-    raise ValueError(f"unknown backend {name!r}; available: 'sim' (the embedded twin)")
+    if name == "kubernetes":
+        from itbench_gym.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend()
+    raise ValueError(f"unknown backend {name!r}; available: 'sim' (the embedded twin), "
+                     "'kubernetes' (a real cluster: $ITBENCH_GYM_CLUSTER names its configuration)")
 
 
 class ITBenchEnv(gym.Env[dict[str, Any], Any]):
@@ -94,7 +99,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     ## Arguments
     The env composes injected parts and builds each one that is not given. ``scenario`` (a spec or its
     id; may be left out when ``task`` is given), ``task`` (a ``Task`` that sets the scenario up and
-    grades it; default ``make_task(spec)``, e.g. ``SRETask``), ``backend`` (``"sim"`` or a ``Backend``),
+    grades it; default ``make_task(spec)``, e.g. ``SRETask``), ``backend`` (``"sim"``, ``"kubernetes"`` or a ``Backend``),
     ``tools`` (a list of tools; default: kubectl, promql, logql, traces, alerts, topology, wait, submit),
     ``reward_fn`` (a ``Reward``) or ``reward_mode`` (default ``"sparse"``), ``max_steps`` and
     ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).

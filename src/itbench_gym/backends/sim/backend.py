@@ -11,9 +11,10 @@ from typing import Any
 from werkzeug.exceptions import NotFound
 
 from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
-from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material, write_kubeconfig
+from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve

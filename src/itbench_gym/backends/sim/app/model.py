@@ -142,7 +142,7 @@ def _apply_body_patch(k: Knobs, svc: Service, chaos: dict[str, Any], namespace: 
             k.error_log[(svc.name, op_id)] = (body.log, error)
 
 
-def _load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
+def load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
     files: list[Path] = []
     for entry in spec.manifests:
         path = spec.directory / entry
@@ -276,7 +276,7 @@ class AppModel:
     @classmethod
     def load(cls, app_dir: Path, *, seed: int) -> AppModel:
         spec = load_spec(Path(app_dir))
-        return cls(spec, _load_manifests(spec), seed)
+        return cls(spec, load_manifests(spec), seed)
 
     def manifests(self) -> list[dict[str, Any]]:
         """Everything to deploy, nodes and namespaces first."""

@@ -38,7 +38,7 @@ from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
 from . import bodies, errors, openapi, protobuf, rbac, tables
 from .apiload import ApiLoad
-from .auth import Auth, Identity
+from .auth import Auth, BoundAccount, Identity
 from .resources import ResourceType, split_api_version
 from .selectors import fields_match, parse_field_selector, parse_label_selector
 from .store import ObjectStore, WatchEvent, clone
@@ -160,7 +160,8 @@ class KubeApp:
         path = req.path.rstrip("/") or "/"
         if path in ("/healthz", "/readyz", "/livez"):
             return Response("ok", mimetype="text/plain")
-        ident = self._impersonate(req, self.auth.authenticate(req.headers.get("Authorization")))
+        ident = self._impersonate(req, self.auth.authenticate(req.headers.get("Authorization"), self.clock.now(),
+                                                              self._account_uid))
         attrs = rbac.request_attributes(req.method, req.path, req.args, ident.username, ident.groups)
         with self.lock:
             decision = self.authz.authorize(attrs)
@@ -364,6 +365,8 @@ class KubeApp:
             return self._evict(req, ident, rt, r.namespace or "", r.name)
         if r.sub == "binding" and method == "POST":
             return self._bind(req, rt, r.namespace or "", r.name)
+        if r.sub == "token" and method == "POST":
+            return self._token(req, rt, r.namespace or "", r.name)
         if r.sub == "scale":
             return self._scale(req, ident, rt, r.namespace, r.name)
         if method == "GET":
@@ -841,6 +844,39 @@ class KubeApp:
                                           f"{(pdb.get('status') or {}).get('desiredHealthy', 0)} healthy pods and has "
                                           f"{(pdb.get('status') or {}).get('currentHealthy', 0)} currently"}]})
 
+    def _account_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of a ServiceAccount that exists (what a bound token is checked against)."""
+        with self.lock:
+            try:
+                stored = self.store.get_stored(self.store.registry.by_kind("ServiceAccount"), namespace, name)
+            except errors.ApiError:
+                return None
+        return str((stored.get("metadata") or {}).get("uid", ""))
+
+    def _token(self, req: Request, rt: ResourceType, namespace: str, name: str) -> Response:
+        """``TokenRequest``: a token bound to the ServiceAccount, valid for ``spec.expirationSeconds``
+        (default one hour; at least ten minutes, as the API server requires)."""
+        body = _body(req) if req.get_data(cache=True).strip() else {}
+        if not isinstance(body, dict) or not isinstance(body.get("spec") or {}, dict):
+            raise errors.bad_request("TokenRequest in version \"v1\" cannot be handled as a TokenRequest: the body must be an object")
+        spec = dict(body.get("spec") or {})
+        seconds = spec.get("expirationSeconds", 3600)
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 600:
+            raise errors.invalid("authentication.k8s.io", "TokenRequest", name, [
+                ("FieldValueInvalid", "spec.expirationSeconds", "may not specify a duration less than 10 minutes")])
+        with self.lock:
+            account = self.store.get_stored(rt, namespace, name)
+            uid = str((account.get("metadata") or {}).get("uid", ""))
+            now = self.clock.now()
+        expires = now + seconds
+        token = self.auth.issue(BoundAccount(namespace, name, uid), expires)
+        return _json({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                      "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+                      "spec": {"audiences": spec.get("audiences") or ["https://kubernetes.default.svc"],
+                               "expirationSeconds": seconds,
+                               **({"boundObjectRef": spec["boundObjectRef"]} if spec.get("boundObjectRef") else {})},
+                      "status": {"token": token, "expirationTimestamp": rfc3339(expires)}}, 201)
+
     def _bind(self, req: Request, rt: ResourceType, namespace: str, name: str) -> Response:
         body = _body(req)
         if not isinstance(body, dict) or not isinstance(body.get("target") or {}, dict):
@@ -1065,6 +1101,7 @@ _SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
     "proxy": ("PodProxyOptions", ["create", "delete", "get", "patch", "update"], {}),
     "eviction": ("Eviction", ["create"], {"group": "policy", "version": "v1"}),
     "binding": ("Binding", ["create"], {}),
+    "token": ("TokenRequest", ["create"], {"group": "authentication.k8s.io", "version": "v1"}),
     "finalize": ("Namespace", ["update"], {}),
 }
 def make_kube_app(store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,

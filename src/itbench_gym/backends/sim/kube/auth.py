@@ -21,10 +21,10 @@ import os
 import secrets
 import ssl
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -62,6 +62,19 @@ EVERYTHING = Visibility()
 
 
 @dataclass(frozen=True)
+class BoundAccount:
+    """The ServiceAccount a TokenRequest's token authenticates as (invalid once the account is gone)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+
+@dataclass(frozen=True)
 class Identity:
     username: str
     groups: tuple[str, ...]
@@ -93,9 +106,22 @@ class Auth:
         self.admin = Identity(ADMIN_USER, (PRIVILEGED_GROUP, "system:authenticated"))
         sa = agent_service_account()
         self.agent = Identity(sa.username, sa.groups, agent_visibility)
+        #: Tokens a TokenRequest issued: token -> (the ServiceAccount it is bound to, expiry).
+        self._issued: dict[str, tuple[BoundAccount, float]] = {}
 
-    def authenticate(self, authorization: str | None) -> Identity:
-        """The identity behind an ``Authorization`` header; 401 Unauthorized otherwise."""
+    def issue(self, account: BoundAccount, expires_at: float) -> str:
+        """A new token for a ServiceAccount (the ``serviceaccounts/token`` subresource)."""
+        token = secrets.token_urlsafe(32)
+        self._issued[token] = (account, expires_at)
+        return token
+
+    def authenticate(self, authorization: str | None, now: float | None = None,
+                     account_uid: Callable[[str, str], str | None] | None = None) -> Identity:
+        """The identity behind an ``Authorization`` header; 401 Unauthorized otherwise.
+
+        An issued token is valid until it expires (at ``now``) and while the ServiceAccount it was
+        bound to still exists with the same uid (``account_uid`` looks it up), as bound tokens are.
+        """
         if authorization:
             scheme, _, token = authorization.partition(" ")
             token = token.strip()
@@ -104,6 +130,13 @@ class Auth:
                     return self.admin
                 if hmac.compare_digest(token, self.agent_token):
                     return self.agent
+                issued = self._issued.get(token)
+                if issued is not None:
+                    account, expires_at = issued
+                    alive = account_uid is None or account_uid(account.namespace, account.name) == account.uid
+                    if alive and (now is None or now < expires_at):
+                        return self.impersonated(account.username, ())
+                    del self._issued[token]
         raise errors.unauthorized()
 
     def impersonated(self, username: str, groups: tuple[str, ...], uid: str = "") -> Identity:
@@ -190,28 +223,3 @@ def tls_material() -> TLSMaterial:
         cert_pem=cert.public_bytes(pem),
         key_pem=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
-
-
-def write_kubeconfig(path: str | os.PathLike[str], url: str, token: str, ca_pem: bytes | None,
-                     namespace: str = "default", *, name: str = "itbench-gym") -> Path:
-    """Write a kubeconfig (mode 0600) that makes ``url`` the current context with ``token``."""
-    import base64
-
-    cluster: dict[str, object] = {"server": url}
-    if ca_pem is not None:
-        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": name, "cluster": cluster}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
-        "current-context": name,
-        "preferences": {},
-    }
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(config, f, sort_keys=False)
-    return p

@@ -122,7 +122,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _rt("v1", "Pod", "pods", short=("po",), cats=_ALL, sub=_POD_SUB),
     _rt("v1", "ResourceQuota", "resourcequotas", short=("quota",), sub=("status",)),
     _rt("v1", "Secret", "secrets"),
-    _rt("v1", "ServiceAccount", "serviceaccounts", short=("sa",)),
+    _rt("v1", "ServiceAccount", "serviceaccounts", short=("sa",), sub=("token",)),
     _rt("v1", "Service", "services", short=("svc",), cats=_ALL, sub=("proxy", "status")),
     _rt("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False,
         short=("crd", "crds"), cats=("api-extensions",), sub=("status",)),

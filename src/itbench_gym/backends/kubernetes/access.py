@@ -1,0 +1,46 @@
+"""The agent's credential on a real cluster: ITBench's ServiceAccount and bindings, and a token for it.
+
+The objects are ``agent-rbac.yaml`` (the same ones the twin serves); the token comes from the
+``serviceaccounts/token`` subresource (TokenRequest), so it expires and dies with the account, and
+the agent's kubeconfig holds nothing of the admin's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kubernetes import dynamic
+from kubernetes.client.exceptions import ApiException
+
+from itbench_gym.backends.kubeconfig import write_kubeconfig
+from itbench_gym.backends.rbac import agent_rbac_objects, agent_service_account
+
+
+def grant(objects: dynamic.DynamicClient, namespaces: list[str]) -> list[str]:
+    """Create the agent's RBAC objects that are missing; their names (a harness log)."""
+    made = []
+    for obj in agent_rbac_objects(namespaces):
+        meta = obj["metadata"]
+        resource = objects.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        try:
+            resource.get(name=meta["name"], namespace=meta.get("namespace"))
+            continue
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        resource.create(body=obj, namespace=meta.get("namespace"))
+        made.append(f"{obj['kind']} {meta.get('namespace', '')}/{meta['name']}")
+    return made
+
+
+def agent_kubeconfig(objects: dynamic.DynamicClient, path: Path, namespace: str, seconds: int) -> Path:
+    """A kubeconfig for the agent's ServiceAccount (a fresh TokenRequest token) on the admin's server."""
+    account = agent_service_account()
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}
+    answer = objects.request("post", f"/api/v1/namespaces/{account.namespace}/serviceaccounts/{account.name}/token", body=body)
+    token = str(answer.status.token)
+    configuration: Any = objects.client.configuration
+    ca_pem = Path(configuration.ssl_ca_cert).read_bytes() if configuration.ssl_ca_cert else None
+    return write_kubeconfig(path, configuration.host, token, ca_pem, namespace=namespace,
+                            insecure=not configuration.verify_ssl)

@@ -1,0 +1,205 @@
+"""``KubernetesBackend``: the Backend contract on a real cluster (``make(..., backend="kubernetes")``).
+
+Start provisions the scenario's app from ``envs/<app>/`` where it is missing, grants the agent
+ITBench's access (a ServiceAccount token in a kubeconfig of its own) and waits until the app is
+ready; the task then injects faults with the fault catalogue's API calls and polls the alerts API,
+as on the twin. Time is the cluster's own (Prometheus' ``time()``). Nothing can be checkpointed, so
+every reset injects afresh. Before the next episode and on close the cluster is put back to an
+inventory taken before (:mod:`.inventory`): the next episode reuses the deployed app (warm), and
+close leaves the cluster as it was found, or says what it could not put back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import config as kube_config
+from kubernetes import dynamic
+
+from itbench_gym.backends.base import BackendError, Endpoints
+from itbench_gym.backends.kubernetes import access, inventory, provision
+from itbench_gym.backends.kubernetes.clock import ClusterClock
+from itbench_gym.backends.kubernetes.config import ClusterConfig
+from itbench_gym.backends.rbac import agent_service_account
+from itbench_gym.clock import Clock, WallClock
+from itbench_gym.lang import yamltext
+from itbench_gym.paths import envs_dir
+from itbench_gym.workdirs import WorkDir
+
+if TYPE_CHECKING:
+    from itbench_gym.spec import ScenarioSpec
+
+
+def scenario_namespaces(spec: ScenarioSpec) -> list[str]:
+    """The app's namespace and every namespace the faults' objects live in (ITBench's
+    ``manage_agent_access.yaml`` grants the agent the same set)."""
+    found = [spec.namespace]
+
+    def walk(value: Any) -> Iterator[str]:
+        if isinstance(value, Mapping):
+            obj = value.get("kubernetesObject")
+            if isinstance(obj, Mapping) and isinstance((obj.get("metadata") or {}).get("namespace"), str):
+                yield obj["metadata"]["namespace"]
+            for v in value.values():
+                yield from walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from walk(v)
+
+    for fault in spec.faults:
+        found.extend(walk(fault.args))
+    return list(dict.fromkeys(found))
+
+
+class KubernetesBackend:
+    """A real cluster through a kubeconfig (see the module doc); ``config`` defaults to ``$ITBENCH_GYM_CLUSTER``."""
+
+    def __init__(self, config: ClusterConfig | None = None, envs_root: Path | None = None) -> None:
+        self.config = config or ClusterConfig.from_environment()
+        self._envs_root = envs_root or envs_dir()
+        self._clock: Clock = ClusterClock(self.config.prometheus) if self.config.prometheus else WallClock()
+        self._workdir: WorkDir | None = None
+        self._api: Any = None
+        self._objects: dynamic.DynamicClient | None = None
+        self._endpoints: Endpoints | None = None
+        #: the cluster as found, before this backend changed anything (what close puts back)
+        self._found: inventory.Inventory | None = None
+        #: the cluster right after the last start (what the next start puts back: the warm app)
+        self._ready: inventory.Inventory | None = None
+        self._app_namespaces: list[str] = []
+        #: what provisioning, access and cleanup did (the harness's log, never the agent's)
+        self.log: list[str] = []
+
+    # -- the contract ----------------------------------------------------------------------------
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        if self._workdir is None:
+            raise RuntimeError("the backend has not been started")
+        return self._workdir.path / "admin" / "kubeconfig"
+
+    @property
+    def endpoints(self) -> Endpoints:
+        if self._endpoints is None:
+            raise RuntimeError("the backend has not been started")
+        return self._endpoints
+
+    @property
+    def baseline_key(self) -> Hashable | None:
+        return None
+
+    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
+        objects = self._connect()
+        namespaces = scenario_namespaces(spec)
+        if self._ready is not None:
+            self._put_back(self._ready, "before the next episode")
+        self._cover(objects, namespaces)
+        app_dir = self._envs_root / spec.app
+        self.log += provision.provision(objects, provision.app_objects(app_dir))
+        self.log += access.grant(objects, namespaces)
+        if spec.namespace not in self._app_namespaces:
+            self._app_namespaces.append(spec.namespace)
+        self._wait_ready()
+        assert self._workdir is not None
+        agent = self._workdir.subdir("agent")
+        access.agent_kubeconfig(objects, agent / "kubeconfig", spec.namespace, self.config.token_seconds)
+        self._endpoints = Endpoints(
+            kubeconfig=agent / "kubeconfig", kube_cache_dir=self._workdir.subdir("kube-cache"),
+            prometheus=self.config.prometheus, loki=self.config.loki, jaeger=self.config.jaeger,
+            grafana=self.config.grafana, alertmanager=self.config.alertmanager,
+        )
+        assert self._found is not None
+        self._ready = inventory.take(objects, self._found.namespaces)
+        return self._endpoints
+
+    def advance(self, seconds: float) -> None:
+        self._clock.advance(seconds)
+
+    def checkpoint(self) -> object | None:
+        return None
+
+    def restore(self, token: object) -> Endpoints:
+        raise TypeError("a real cluster cannot be restored to a checkpoint")
+
+    def save_incident(self, key: Hashable, incident: object) -> None:
+        return None
+
+    def restore_incident(self, key: Hashable) -> object | None:
+        return None
+
+    def set_time_limit(self, deadline: float | None) -> None:
+        return None  # no request of the agent's blocks on the harness's clock here
+
+    def close(self) -> None:
+        """Put the cluster back as it was found, wait for it to settle, and check it is so."""
+        try:
+            if self._found is not None and self._objects is not None:
+                self._put_back(self._found, "on close")
+        finally:
+            self._found = self._ready = self._objects = self._endpoints = None
+            if self._api is not None:
+                self._api.close()
+                self._api = None
+            if isinstance(self._clock, ClusterClock):
+                self._clock.close()
+            if self._workdir is not None:
+                self._workdir.close()
+                self._workdir = None
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _connect(self) -> dynamic.DynamicClient:
+        if self._objects is not None:
+            return self._objects
+        source = self.config.kubeconfig_path()
+        try:
+            document = yamltext.load(source.read_text())
+        except OSError as exc:
+            raise BackendError(f"{source}: cannot read the kubeconfig: {exc.strerror or exc}") from None
+        if not isinstance(document, dict):
+            raise BackendError(f"{source}: not a kubeconfig")
+        if self.config.context is not None:
+            if not any(c.get("name") == self.config.context for c in document.get("contexts") or []):
+                raise BackendError(f"{source}: no context {self.config.context!r}")
+            document["current-context"] = self.config.context
+        self._workdir = WorkDir("cluster")
+        admin = self._workdir.subdir("admin") / "kubeconfig"
+        admin.touch(mode=0o600)
+        admin.write_text(yamltext.dump(document))
+        self._api = kube_config.new_client_from_config(config_file=str(admin))
+        self._objects = dynamic.DynamicClient(self._api, cache_file=str(admin.parent / "discovery.json"))
+        return self._objects
+
+    def _cover(self, objects: dynamic.DynamicClient, namespaces: list[str]) -> None:
+        """Record the cluster as found for namespaces not recorded yet (the cluster-scoped kinds the first time)."""
+        account = agent_service_account().namespace
+        wanted = list(dict.fromkeys([*namespaces, account]))
+        if self._found is None:
+            self._found = inventory.take(objects, wanted)
+            return
+        new = [ns for ns in wanted if ns not in self._found.namespaces]
+        if new:
+            more = inventory.take(objects, new)
+            namespaced = {k: v for k, v in more.objects.items() if k[2] in new or (k[1] == "Namespace" and k[3] in new)}
+            self._found = inventory.Inventory((*self._found.namespaces, *new), {**self._found.objects, **namespaced})
+
+    def _put_back(self, baseline: inventory.Inventory, when: str) -> None:
+        assert self._objects is not None
+        now = inventory.take(self._objects, baseline.namespaces)
+        self.log += inventory.restore(self._objects, baseline, now)
+        self._wait_ready()
+        left = baseline.difference(inventory.take(self._objects, baseline.namespaces))
+        if left:
+            raise BackendError(f"the cluster is not back at its baseline {when}: {left.summary()}")
+
+    def _wait_ready(self) -> None:
+        assert self._objects is not None
+        for namespace in self._app_namespaces:
+            try:
+                provision.wait_ready(self._objects, namespace, self.config.ready_timeout)
+            except TimeoutError as exc:
+                raise BackendError(str(exc)) from None

