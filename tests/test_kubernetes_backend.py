@@ -26,7 +26,10 @@ from itbench_gym.agents import load_agent, run_episode
 from itbench_gym.backends.base import BackendError
 from itbench_gym.backends.kubernetes import ClusterConfig, ClusterConfigError, KubernetesBackend, inventory
 from itbench_gym.backends.kubernetes.backend import scenario_namespaces
+from itbench_gym.backends.kubernetes.config import ENV_VAR
 from itbench_gym.registry import get_spec
+from itbench_gym.runner.batch import run_batch
+from itbench_gym.runner.store import ResultStore
 
 #: Simulated seconds per wall second of the served twin: fast enough for CI, slow enough that the
 #: agent's own wall time (each kubectl call) costs the incident about what a step costs on the twin.
@@ -149,6 +152,24 @@ def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match=r"missing.yaml: cannot read the kubeconfig"):
         backend.start(get_spec("SRE-CacheFailure-v0"), 0)
     backend.close()
+
+
+def test_a_batch_runs_on_the_cluster_one_episode_at_a_time(served: dict[str, Any], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump({"kubeconfig": served["admin_kubeconfig"], "prometheus": served["prometheus"],
+                                      "ready_timeout": 300}))
+    monkeypatch.setenv(ENV_VAR, str(config))
+    with pytest.raises(ValueError, match="one episode at a time on one cluster"):
+        run_batch("noop", ["SRE-DeletedService-v0"], workers=2, backend="kubernetes", out=tmp_path / "refused", echo=lambda _: None)
+    result = run_batch("noop", ["SRE-DeletedService-v0"], backend="kubernetes", out=tmp_path / "run", echo=lambda _: None)
+    assert (result.ran, result.errors) == (1, 0)
+    with ResultStore.open_existing(tmp_path / "run") as store:
+        (row,) = store.results()
+    assert row["agent"] == "noop@kubernetes"
+    evaluation = row["evaluation"]
+    assert evaluation["passed"] is False and evaluation["diagnosis"]["fl_pass"] is False
+    assert any("HighRequestErrorRate" in r and "still firing" in r for r in evaluation["mitigation"]["reasons"])
 
 
 def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = run_batch(args.agent, patterns, runs=args.runs, workers=args.workers, seed=args.seed, out=args.out,
-                           resume=args.resume, executor=args.executor, address=args.address, label=args.label,
+                           resume=args.resume, executor=args.executor, address=args.address, label=args.label, backend=args.backend,
                            echo=lambda line: print(line, flush=True))
     except (SelectionError, StoreError, ValueError, RuntimeError) as exc:
         print(f"itbench-gym run: {exc}", file=sys.stderr)
@@ -302,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runs", type=int, default=1, help="episodes per scenario (default 1)")
     run.add_argument("--workers", type=int, default=1, help="episodes at once (default 1: in this process)")
     run.add_argument("--executor", choices=["process", "ray"], default="process")
+    run.add_argument("--backend", choices=["sim", "kubernetes"], default="sim",
+                     help="the embedded twin (default) or the real cluster $ITBENCH_GYM_CLUSTER configures (one episode at a time)")
     run.add_argument("--address", help="with --executor ray: the cluster to join (default: start a local one)")
     run.add_argument("--seed", type=int, default=0, help="base seed; each episode's seed derives from (seed, scenario, run)")
     run.add_argument("--out", type=Path, default=Path("results"), help="results folder (results.sqlite; default ./results)")

@@ -19,6 +19,9 @@ from itbench_gym.runner.executors import make_executor
 from itbench_gym.runner.jobs import Job, episode_seed
 from itbench_gym.runner.store import AgentInfo, EpisodeRecord, ResultStore
 
+#: Where ``run`` can play its episodes (``make``'s ``backend`` names).
+BACKENDS = ("sim", "kubernetes")
+
 
 class SelectionError(ValueError):
     """A scenario argument that names nothing runnable."""
@@ -92,8 +95,9 @@ class BatchResult:
     seconds: float
 
 
-def agent_info(agent: str, label: str | None) -> AgentInfo:
-    """The agent's row in the store: its label, whether it is privileged, its model settings."""
+def agent_info(agent: str, label: str | None, backend: str = "sim") -> AgentInfo:
+    """The agent's row in the store: its label, whether it is privileged, its model settings (and the backend,
+    when not the twin)."""
     from itbench_gym import __version__
     from itbench_gym.agents import is_privileged, load_agent
 
@@ -103,6 +107,9 @@ def agent_info(agent: str, label: str | None) -> AgentInfo:
     name = label or (agent if ":" not in agent else agent.rpartition(":")[2])
     if model.get("model") and not label:
         name = f"{name}/{model['model']}"
+    if backend != "sim":
+        model["backend"] = backend
+        name = name if label else f"{name}@{backend}"
     return AgentInfo(name, agent, is_privileged(factory), model, __version__)
 
 
@@ -118,19 +125,30 @@ def run_batch(
     executor: str = "process",
     address: str | None = None,
     label: str | None = None,
+    backend: str = "sim",
     echo: Callable[[str], None] = print,
 ) -> BatchResult:
-    """Run the agent on every (scenario, run); every finished episode is in ``out`` before the next is reported."""
+    """Run the agent on every (scenario, run); every finished episode is in ``out`` before the next is reported.
+
+    ``backend="kubernetes"`` plays the episodes on the cluster ``$ITBENCH_GYM_CLUSTER`` configures, one at
+    a time (each episode uses the app's own namespace, so two at once would see each other's faults);
+    its results are stored under a label of their own (``<agent>@kubernetes``) and a resume must use it too.
+    """
     if runs < 1:
         raise ValueError(f"--runs must be at least 1, got {runs}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    if backend != "sim" and workers > 1:
+        raise ValueError(f"--backend {backend} runs one episode at a time on one cluster (every episode uses the app's "
+                         f"namespace); use --workers 1")
     ids = select_scenarios(scenarios)
-    info = agent_info(agent, label)
+    info = agent_info(agent, label, backend)
     libraries = tuple(filter(None, os.environ.get("ITBENCH_LIBRARY", "").split(os.pathsep)))
     started = time.perf_counter()
     with ResultStore(out) as store:
         store.register_agent(info, resume=resume)
         done = store.done(info.label)
-        jobs = [Job(info.label, agent, sid, run, episode_seed(seed, sid, run), libraries)
+        jobs = [Job(info.label, agent, sid, run, episode_seed(seed, sid, run), libraries, backend)
                 for sid in ids for run in range(runs) if (sid, run) not in done]
         skipped = len(ids) * runs - len(jobs)
         if skipped:

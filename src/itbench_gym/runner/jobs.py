@@ -44,6 +44,8 @@ class Job:
     seed: int
     #: ITBench library folders the worker must load to know ``ITBench-*`` ids.
     libraries: tuple[str, ...] = ()
+    #: ``make``'s backend: ``"sim"`` (the twin) or ``"kubernetes"`` (the cluster ``$ITBENCH_GYM_CLUSTER`` configures).
+    backend: str = "sim"
 
 
 def play(job: Job) -> EpisodeRecord:
@@ -60,7 +62,7 @@ def play(job: Job) -> EpisodeRecord:
     env = None
     agent: Any = None
     try:
-        env = itbench_gym.make(job.scenario)
+        env = itbench_gym.make(job.scenario, backend=job.backend)
         agent = load_agent(job.agent)(env)
         info = run_episode(env, agent, seed=job.seed)
         episode = env.unwrapped.episode  # type: ignore[attr-defined]
