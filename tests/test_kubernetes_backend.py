@@ -109,7 +109,7 @@ def test_the_agent_holds_a_service_account_token_not_the_admins(served: dict[str
         # warm reuse: the next episode finds the app deployed and the last episode's fault removed
         env.reset(seed=SEED + 1)
         assert any(line.startswith("created Service") and line.endswith("again") for line in backend.log), backend.log
-        assert not any(line.startswith("Deployment") for line in backend.log)  # nothing of the app was deployed anew
+        assert not any(line.startswith("created Deployment") for line in backend.log)  # nothing of the app deployed anew
     finally:
         env.close()
     left = before.difference(_found(served, namespaces))
@@ -185,7 +185,7 @@ def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_pat
 
 
 def test_cluster_check_names_what_the_cluster_lacks(served: dict[str, Any], tmp_path: Path) -> None:
-    """Last in this file: it removes the served twin's Chaos Mesh CRDs."""
+    """Near the end of this file: it removes the served twin's Chaos Mesh CRDs."""
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump({"kubeconfig": served["admin_kubeconfig"], "prometheus": served["prometheus"],
                                       "loki": served["loki"], "jaeger": served["jaeger"]}))
@@ -201,3 +201,23 @@ def test_cluster_check_names_what_the_cluster_lacks(served: dict[str, Any], tmp_
     missing = [line for line in lacking.stdout.splitlines() if line.startswith("MISSING")]
     assert len(missing) == len(crds) and all("chaos-mesh.org" in line and "is not served" in line for line in missing)
     assert lacking.stdout.splitlines()[-1].endswith(f", {len(crds)} missing")
+
+
+def test_a_cluster_without_the_app_gets_it_provisioned_and_loses_it_on_close(served: dict[str, Any]) -> None:
+    """Last in this file: it deletes the served twin's app namespace."""
+    admin = ["--kubeconfig", served["admin_kubeconfig"]]
+    subprocess.run([kubectl_path(), *admin, "delete", "namespace", "otel-demo", "--wait=true", "--timeout=120s"],
+                   check=True, capture_output=True, timeout=180)
+    backend = KubernetesBackend(_config(served))
+    try:
+        backend.start(get_spec("SRE-CacheFailure-v0"), SEED)
+        assert {"created Namespace otel-demo", "created Deployment otel-demo/recommendation"} <= set(backend.log)
+        pods = subprocess.run([kubectl_path(), "--kubeconfig", str(backend.endpoints.kubeconfig), "get", "deploy", "-n", "otel-demo",
+                               "-o", "jsonpath={range .items[*]}{.status.availableReplicas}/{.spec.replicas} {end}"],
+                              capture_output=True, text=True, timeout=60)
+        counts = pods.stdout.split()
+        assert counts and all(a == b for a, b in (c.split("/") for c in counts)), pods.stdout + pods.stderr
+    finally:
+        backend.close()
+    gone = subprocess.run([kubectl_path(), *admin, "get", "namespace", "otel-demo"], capture_output=True, text=True, timeout=60)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr

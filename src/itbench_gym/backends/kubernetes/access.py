@@ -14,6 +14,7 @@ from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.backends.kubeconfig import write_kubeconfig
+from itbench_gym.backends.kubernetes.inventory import describe, key_of
 from itbench_gym.backends.rbac import agent_rbac_objects, agent_service_account
 
 
@@ -30,7 +31,7 @@ def grant(objects: dynamic.DynamicClient, namespaces: list[str]) -> list[str]:
             if exc.status != 404:
                 raise
         resource.create(body=obj, namespace=meta.get("namespace"))
-        made.append(f"{obj['kind']} {meta.get('namespace', '')}/{meta['name']}")
+        made.append(f"created {describe(key_of(obj))}")
     return made
 
 

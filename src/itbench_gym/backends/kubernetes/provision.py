@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
+from itbench_gym.backends.kubernetes.inventory import describe, key_of
 from itbench_gym.backends.sim.app.model import load_manifests
 from itbench_gym.backends.sim.app.spec import load_spec
 from itbench_gym.backends.sim.install import INSTALL_ORDER
@@ -56,7 +57,7 @@ def provision(client: dynamic.DynamicClient, objects: list[Obj]) -> list[str]:
             if exc.status != 404:
                 raise
         resource.create(body=obj, namespace=meta.get("namespace"))
-        made.append(f"{obj['kind']} {meta.get('namespace', '')}/{meta['name']}")
+        made.append(f"created {describe(key_of(obj))}")
     return made
 
 
