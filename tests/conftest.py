@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,3 +107,18 @@ def shop_twin() -> Iterator[ShopTwin]:
     twin = ShopTwin()
     yield twin
     twin.close()
+
+
+@contextlib.contextmanager
+def served_twin(out: Path, scenario: str, *options: str) -> Iterator[dict[str, Any]]:
+    """``itbench-gym serve SCENARIO --healthy OPTIONS`` in another process: the line it prints (URLs, kubeconfigs)."""
+    proc = subprocess.Popen([sys.executable, "-m", "itbench_gym.cli", "serve", scenario, "--healthy", *options,
+                             "--seed", "0", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else "serve printed nothing"
+        yield json.loads(line)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -22,6 +22,7 @@ from kubernetes import config as kube_config
 from kubernetes import dynamic
 
 import itbench_gym
+from conftest import served_twin
 from itbench_gym.agents import load_agent, run_episode
 from itbench_gym.backends.base import BackendError
 from itbench_gym.backends.kubernetes import ClusterConfig, ClusterConfigError, KubernetesBackend, inventory
@@ -41,16 +42,8 @@ SEED = 0
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    out = tmp_path_factory.mktemp("serve-realtime")
-    proc = subprocess.Popen([sys.executable, "-m", "itbench_gym.cli", "serve", SCENARIOS[0], "--healthy", "--realtime",
-                             "--speed", str(SPEED), "--seed", "0", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line, proc.stderr.read() if proc.stderr else "serve printed nothing"
-    yield json.loads(line)
-    proc.terminate()
-    proc.wait(timeout=30)
+    with served_twin(tmp_path_factory.mktemp("serve-realtime"), SCENARIOS[0], "--realtime", "--speed", str(SPEED)) as line:
+        yield line
 
 
 def _config(served: dict[str, Any]) -> ClusterConfig:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import config
 
+from conftest import served_twin
 from itbench_gym.faults import FaultContext, inject_faults, remove_faults
 from itbench_gym.faults.context import ObjectRef
 from itbench_gym.paths import envs_dir
@@ -41,15 +40,8 @@ _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    out = tmp_path_factory.mktemp("serve-healthy")
-    proc = subprocess.Popen([sys.executable, "-m", "itbench_gym.cli", "serve", "SRE-CacheFailure-v0", "--healthy",
-                             "--seed", "0", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line, proc.stderr.read() if proc.stderr else "serve printed nothing"
-    yield json.loads(line)
-    proc.terminate()
-    proc.wait(timeout=30)
+    with served_twin(tmp_path_factory.mktemp("serve-healthy"), "SRE-CacheFailure-v0") as line:
+        yield line
 
 
 def _outside_context(admin_kubeconfig: str) -> FaultContext:

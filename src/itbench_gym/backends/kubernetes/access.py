@@ -11,28 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import dynamic
-from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.backends.kubeconfig import write_kubeconfig
-from itbench_gym.backends.kubernetes.inventory import describe, key_of
+from itbench_gym.backends.kubernetes.provision import provision
 from itbench_gym.backends.rbac import agent_rbac_objects, agent_service_account
 
 
 def grant(objects: dynamic.DynamicClient, namespaces: list[str]) -> list[str]:
-    """Create the agent's RBAC objects that are missing; their names (a harness log)."""
-    made = []
-    for obj in agent_rbac_objects(namespaces):
-        meta = obj["metadata"]
-        resource = objects.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-        try:
-            resource.get(name=meta["name"], namespace=meta.get("namespace"))
-            continue
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        resource.create(body=obj, namespace=meta.get("namespace"))
-        made.append(f"created {describe(key_of(obj))}")
-    return made
+    """Create the agent's RBAC objects that are missing; what was created (a harness log)."""
+    return provision(objects, agent_rbac_objects(namespaces))
 
 
 def agent_kubeconfig(objects: dynamic.DynamicClient, path: Path, namespace: str, seconds: int) -> Path:
