@@ -24,24 +24,24 @@ from itbench_gym.backends.sim.twin import APP_RULES, app_rule_objects
 Obj = dict[str, Any]
 
 
+def _in_app(obj: Obj, namespace: str) -> bool:
+    """Whether a manifest is the app's own: its Namespace or an object in it."""
+    meta = obj["metadata"]
+    return bool(meta.get("namespace") == namespace or (obj["kind"] == "Namespace" and meta["name"] == namespace))
+
+
 def app_objects(app_dir: Path) -> list[Obj]:
     """The app's Namespace, everything in it, and its alert rules, in Helm's install order."""
     spec = load_spec(app_dir)
-    namespace = spec.namespace
-    objects = [o for o in load_manifests(spec)
-               if (o["metadata"].get("namespace") == namespace) or (o["kind"] == "Namespace" and o["metadata"]["name"] == namespace)]
-    objects += app_rule_objects(app_dir / APP_RULES)
+    objects = [o for o in load_manifests(spec) if _in_app(o, spec.namespace)] + app_rule_objects(app_dir / APP_RULES)
     order = {kind: i for i, kind in enumerate(INSTALL_ORDER)}
     return sorted(objects, key=lambda o: order.get(o["kind"], len(order)))
 
 
 def stack_objects(app_dir: Path) -> list[Obj]:
-    """What the app's cluster runs besides the app (the observability stack, Chaos Mesh, system parts)."""
-    namespace = load_spec(app_dir).namespace
-    app = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in app_objects(app_dir)}
-    return [o for o in load_manifests(load_spec(app_dir)) if o["kind"] != "Node"
-            and (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) not in app
-            and o["metadata"].get("namespace") != namespace]
+    """What the app's cluster runs besides the app (the observability stack, Chaos Mesh, system parts), no Nodes."""
+    spec = load_spec(app_dir)
+    return [o for o in load_manifests(spec) if o["kind"] != "Node" and not _in_app(o, spec.namespace)]
 
 
 def provision(client: dynamic.DynamicClient, objects: list[Obj]) -> list[str]:
