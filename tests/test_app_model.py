@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from itbench_gym.backends.sim.app import AppModel
+from itbench_gym.backends.sim.app.model import ramped_users
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
 from itbench_gym.lang.timestamps import rfc3339
@@ -366,3 +367,23 @@ def test_an_edit_to_a_steady_cluster_takes_effect_at_the_next_tick(base_model: A
     cluster.store.update(put_back)
     healed = _calls(_run(model, cluster, clock, 1), "STATUS_CODE_ERROR")
     assert _delta(healed, broken, key) == 0
+
+
+def test_ramped_users_follow_locust_spawn_rate() -> None:
+    # 50 users at 5/s are all running 10 s after the start; at 1/s after 50 s
+    assert ramped_users(50, 5, -15, 0) == 0
+    assert ramped_users(50, 5, 0, 15) == pytest.approx((5 / 2 * 10**2 + 50 * 5) / 15)
+    assert ramped_users(50, 5, 15, 30) == 50
+    assert ramped_users(50, 1, 0, 15) == pytest.approx(0.5 * 15**2 / 15)
+    assert ramped_users(50, 1, 45, 60) == pytest.approx((0.5 * (50**2 - 45**2) + 50 * 10) / 15)
+
+
+def test_the_load_generator_ramps_up_at_its_spawn_rate(base_model: AppModel) -> None:
+    # ITBench's 50 users at 5 a second: none in the tick the generator starts in, two thirds of them
+    # on average over the next (all after 10 s), then all
+    model, cluster, clock = _setup(base_model)
+    edge = ("frontend-proxy", "ingress")
+    totals = [_calls(_run(model, cluster, clock, 1)).get(edge, 0.0) for _ in range(5)]
+    per_tick = [b - a for a, b in zip([0.0, *totals], totals, strict=False)]
+    assert per_tick[0] == 0
+    assert 0.5 < per_tick[1] / per_tick[4] < 0.85, per_tick

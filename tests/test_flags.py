@@ -53,6 +53,8 @@ FLAGS: dict[str, Flag] = {
     "kafkaQueueProblems": Flag("on", "kafka"),
     "loadGeneratorFloodHomepage": Flag("on", "load-generator"),
     "imageSlowLoad": Flag("10sec", "frontend"),
+    "llmRateLimitError": Flag("on", "product-reviews"),
+    "llmInaccurateResponse": Flag("on", "product-reviews"),
 }
 
 #: Named PromQL queries read at the end of every run; ``{w}`` is the run's window (since injection).
@@ -192,6 +194,9 @@ ERROR_SERVICES: dict[str, set[str]] = {
     "kafkaQueueProblems": set(),
     "loadGeneratorFloodHomepage": {"frontend-proxy"},
     "imageSlowLoad": set(),
+    # the caught 429: the rate-limited completion's client span, never the gRPC answer
+    "llmRateLimitError": {"product-reviews"},
+    "llmInaccurateResponse": set(),
 }
 
 
@@ -229,6 +234,8 @@ REQUIRED_ALERTS: dict[str, set[tuple[str, str]]] = {
     "kafkaQueueProblems": {("HighKafkaConsumerLag", "fraud-detection")},
     "loadGeneratorFloodHomepage": {("HighRequestErrorRate", "frontend-proxy")},
     "imageSlowLoad": set(),
+    "llmRateLimitError": {("HighRequestErrorRate", "product-reviews")},
+    "llmInaccurateResponse": set(),
 }
 
 #: Alerts that may also fire: consequences of the same fault (slow ads push the shop's p95 near the
@@ -374,6 +381,20 @@ def test_image_slow_load_has_no_backend_symptom(shop: Shop) -> None:
     for (service,), p95 in control.results["p95"].items():
         assert run.get("p95", service) < 1.5 * p95 + 1.0, service
     assert run.results["restarts"] == control.results["restarts"]
+
+
+def test_llm_rate_limit_fails_half_the_first_completions_and_the_assistant_still_answers(shop: Shop) -> None:
+    run, control = shop.run("llmRateLimitError"), shop.run(None)
+    ask = "/oteldemo.ProductReviewService/AskProductAIAssistant"
+    limited = run.error_calls("product-reviews", "chat astronomy-llm-rate-limit", "SPAN_KIND_CLIENT")
+    asked = run.calls("product-reviews", ask)
+    assert 0.4 < limited / asked < 0.6  # random.random() < 0.5
+    assert run.error_calls("product-reviews", ask) == 0 and run.error_calls("frontend", "grpc.oteldemo.ProductReviewService/AskProductAIAssistant", "SPAN_KIND_CLIENT") == 0
+    # a rate-limited request answers at once: no tool call, no second completion, no query
+    completions = run.calls("product-reviews", "chat astronomy-llm", "SPAN_KIND_CLIENT") / asked
+    assert completions == pytest.approx(2 * 0.5, rel=0.15)
+    assert control.calls("product-reviews", "chat astronomy-llm", "SPAN_KIND_CLIENT") / control.calls("product-reviews", ask) == pytest.approx(2, rel=0.05)
+    assert control.error_calls("product-reviews", "chat astronomy-llm-rate-limit", "SPAN_KIND_CLIENT") == 0
 
 
 def test_browser_users_load_pages_and_images_on_a_healthy_shop(browser_shop: Shop, shop: Shop) -> None:

@@ -170,7 +170,7 @@ def test_a_request_names_the_same_product_everywhere(twin: Twin) -> None:
         assert product in twin.model.products
         urls = [str(_attrs(s)["http.url"]) for s in trace.spans if "http.url" in _attrs(s)]
         assert urls and all(u.endswith(f"/api/products/{product}") for u in urls)
-        assert [_attrs(s)["app.product.id"] for s in trace.spans if s.service == "product-catalog"] == [product]
+        assert [_attrs(s)["app.product.id"] for s in trace.spans if s.name == "oteldemo.ProductCatalogService/GetProduct"] == [product]
     ads = _traces(synth, _flagged(twin), "user_get_ads", 60)
     targets = {str(_attrs(s)["http.target"]) for t in ads for s in t.spans if s.service == "frontend-proxy" and "http.target" in _attrs(s)}
     assert "/api/data" in targets and any(t.startswith("/api/data?contextKeys=") for t in targets)
@@ -187,7 +187,7 @@ def test_product_catalog_failure_fails_only_the_product_it_names(twin: Twin) -> 
     failed, passed = set(), set()
     for trace in _traces(synth, flawed, "user_browse_product", 150):
         for span in trace.spans:
-            if span.service == "product-catalog":
+            if span.name == "oteldemo.ProductCatalogService/GetProduct":
                 product = _attrs(span)["app.product.id"]
                 (failed if span.error else passed).add(product)
                 names = [dict(f)["event"] for _, f in span.events]

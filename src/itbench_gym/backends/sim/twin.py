@@ -97,6 +97,8 @@ class Twin:
         settings: dict[str, str] = {}
         if load.users is not None:
             settings[app.users_env] = str(load.users)
+        if load.spawn_rate is not None and app.spawn_rate_env is not None:
+            settings[app.spawn_rate_env] = str(load.spawn_rate)
         for c in app.user_classes:
             if c.option == "browser_traffic" and load.browser_traffic and c.enabled_by is not None:
                 settings[c.enabled_by[0]] = "true"

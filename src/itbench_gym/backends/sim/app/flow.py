@@ -4,7 +4,8 @@ Each tick the call graph is solved twice. Bottom-up (callees first): what fracti
 operation's requests fail and how long successes and failures take, given reachability, flag
 effects and CPU queueing. Top-down (callers first): how many requests per second reach each
 operation, honouring short-circuits (a failed propagate call stops the calls after it) and the
-callers' error policies (ignore / warn calls never fail the caller).
+callers' error policies (ignore / warn calls never fail the caller; a failed ``return`` call ends
+the request early with an answer of its own, as code that catches the error and replies does).
 """
 
 from __future__ import annotations
@@ -160,6 +161,13 @@ def _dominant_cause(r: Reach, unreached: float, late: float, dropped: float, cal
     return cause if share > 0 and share >= callee_err else None
 
 
+def _all_ok(q: float, n: float) -> float:
+    """Share of requests whose ``n`` calls (each failing with ``q``) all succeed; a fractional count
+    is a whole number of calls plus one more call made by that fraction of the requests."""
+    whole = math.floor(n)
+    return (1.0 - q) ** whole * (1.0 - (n - whole) * q) if n > 0 else 1.0
+
+
 def _switched_off(stats: OpStats) -> bool:
     return bool(stats.calls) and all(co.count <= 0 for co in stats.calls)
 
@@ -218,6 +226,8 @@ class FlowSolver:
                 self_t = mixture([(share, self_t.plus(Moments(held, 0.0))), (1.0 - share, self_t)])
             s, path = 1.0, ZERO
             errs: list[tuple[float, Moments]] = []
+            #: requests answered early (a failed ``return`` call): their share and their time so far
+            returned: list[tuple[float, Moments]] = []
             outcomes: list[CallOutcome] = []
             err_text, grpc_code = "", "OK"
             for c in op.calls:
@@ -259,7 +269,7 @@ class FlowSolver:
                 else:
                     ok_n = ok1.scaled(n)
                     err_n = Moments(err1.mean + max(n - 1, 0) / 2 * ok1.mean, err1.var)
-                p_all_ok = (1.0 - q) ** n if n > 0 else 1.0
+                p_all_ok = _all_ok(q, n)
                 cause = _dominant_cause(r, unreached, r.ok_share * (1.0 - srv_err) * late,
                                         r.ok_share * dropped, r.ok_share * (srv_err - dropped))
                 if cause is not None:
@@ -277,6 +287,11 @@ class FlowSolver:
                             err_text, grpc_code = text, code
                     s *= p_all_ok
                     path = path.plus(ok_n)
+                elif c.on_error == "return":
+                    if p_all_ok < 1.0:
+                        returned.append((s * (1.0 - p_all_ok), path.plus(err_n)))
+                    s *= p_all_ok
+                    path = path.plus(ok_n)
                 else:
                     path = path.plus(mixture([(p_all_ok, ok_n), (1.0 - p_all_ok, err_n)]) if n > 0 else ZERO)
             rate_err, code_err, text_err = knobs.self_error.get(key, (0.0, "OK", ""))
@@ -285,8 +300,10 @@ class FlowSolver:
                 s *= 1.0 - rate_err
                 err_text, grpc_code = text_err, code_err
             errs = [(p, m.plus(self_t)) for p, m in errs]
-            p_err = min(max(1.0 - s, 0.0), 1.0)
-            out[key] = OpStats(op, p_err, path.plus(self_t), mixture(errs), outcomes, rate_err, err_text, grpc_code)
+            early = sum(p for p, _ in returned)
+            p_err = min(max(1.0 - s - early, 0.0), 1.0)
+            ok = mixture([(s, path), *returned]) if early > 0 else path
+            out[key] = OpStats(op, p_err, ok.plus(self_t), mixture(errs), outcomes, rate_err, err_text, grpc_code)
         return out
 
     def rates(self, stats: dict[OpKey, OpStats], roots: dict[OpKey, float]) -> tuple[dict[OpKey, float], dict[tuple[str, str, str], tuple[float, float]]]:

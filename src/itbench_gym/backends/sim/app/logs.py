@@ -165,7 +165,7 @@ def _ints(rng: np.random.Generator, lo: int, hi: int, n: int) -> list[int]:
 def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _Clock, pools: FieldPools) -> list[str]:
     """``len(ts)`` values of one generated template field, drawn together."""
     n = len(ts)
-    if name in ("iso", "valkey_ts", "clf", "pytime", "rubytime"):
+    if name in ("iso", "valkey_ts", "clf", "pytime", "rubytime", "werkzeug_ts"):
         secs, millis = _ms_parts(ts)
         if name == "iso":
             return [f"{clock.fmt('%Y-%m-%dT%H:%M:%S', s)}.{m:03d}Z" for s, m in zip(secs, millis, strict=True)]
@@ -173,6 +173,8 @@ def _field_values(name: str, rng: np.random.Generator, ts: np.ndarray, clock: _C
             return [clock.fmt("%Y-%m-%d %H:%M:%S", s) for s in secs]
         if name == "pytime":  # Python logging's default asctime
             return [f"{clock.fmt('%Y-%m-%d %H:%M:%S', s)},{m:03d}" for s, m in zip(secs, millis, strict=True)]
+        if name == "werkzeug_ts":  # http.server's log_date_time_string, which Werkzeug's access log uses
+            return [clock.fmt("%d/%b/%Y %H:%M:%S", s) for s in secs]
         if name == "valkey_ts":
             return [f"{clock.fmt('%d %b %Y %H:%M:%S', s)}.{m:03d}" for s, m in zip(secs, millis, strict=True)]
         return [clock.fmt("%d/%b/%Y:%H:%M:%S +0000", s) for s in secs]

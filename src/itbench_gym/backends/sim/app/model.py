@@ -142,6 +142,26 @@ def _apply_body_patch(k: Knobs, svc: Service, chaos: dict[str, Any], namespace: 
             k.error_log[(svc.name, op_id)] = (body.log, error)
 
 
+def _env_number(env: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        return float(env.get(name, default))
+    except ValueError:
+        return default
+
+
+def ramped_users(users: float, rate: float, since: float, until: float) -> float:
+    """Mean number of running users over a tick that spans ``since``..``until`` seconds after the
+    generator started (as the twin first saw it running), when it starts ``rate`` users a second up
+    to ``users``; the tick it started in has none yet."""
+    a, b = max(since, 0.0), max(until, 0.0)
+    if b <= a:
+        return min(users, rate * b)
+    full = users / rate
+    lo, hi = min(a, full), min(b, full)
+    ramp = rate / 2.0 * (hi * hi - lo * lo) + users * (b - max(a, full)) if b > full else rate / 2.0 * (hi * hi - lo * lo)
+    return ramp / (b - a)
+
+
 def load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
     files: list[Path] = []
     for entry in spec.manifests:
@@ -309,7 +329,7 @@ class AppModel:
         mesh = MeshState.read(cluster.store)
         reaches = self._reaches(view, effects, mesh)
         stats = self._solver.stats(reaches, knobs)
-        roots = self._load_roots(view, stats)
+        roots = self._load_roots(view, stats, t, dt)
         rates, client = self._solver.rates(stats, roots)
         app_samples, consumer_roots, effect_logs = self._kafka(view, rates, client, effects, dt)
         if consumer_roots:
@@ -396,6 +416,10 @@ class AppModel:
         k = Knobs()
         burn: dict[str, float] = {}
         mem_add: dict[str, float] = {}
+        for svc in self.spec.services.values():
+            for operation in svc.operations.values():
+                if operation.always_fails is not None:
+                    k.self_error[(svc.name, operation.id)] = (1.0, *operation.always_fails)
         for e, value in effects:
             mag = float(e.get("magnitude", 0.0)) * (_num(value) if e.get("scale") == "value" else 1.0)
             key = (e.get("service"), e.get("operation"))
@@ -495,26 +519,29 @@ class AppModel:
                     out[(svc.name, op.id, c.id)] = cache[key]
         return out
 
-    def _load_roots(self, view: ClusterView, stats: dict[OpKey, OpStats]) -> dict[OpKey, float]:
+    def _load_roots(self, view: ClusterView, stats: dict[OpKey, OpStats], t: float, dt: float) -> dict[OpKey, float]:
         """Each user loops over its class's tasks with the class's wait between them; the generator
-        shares its users among the classes its environment enables, by weight (Locust's dispatch)."""
+        shares its users among the classes its environment enables, by weight (Locust's dispatch),
+        and starts them at its spawn rate from the process's start."""
         roots: dict[OpKey, float] = {}
         for p in view.running(self.spec.load_service):
-            try:
-                users = float(p.env.get(self.spec.users_env, self.spec.default_users))
-            except ValueError:
-                users = float(self.spec.default_users)
+            users = _env_number(p.env, self.spec.users_env, float(self.spec.default_users))
+            if self.spec.spawn_rate_env is not None:
+                rate = _env_number(p.env, self.spec.spawn_rate_env, self.spec.default_spawn_rate)
+                instance = self._state.instances.get(instance_key(p))
+                if instance is not None and rate > 0:
+                    users = ramped_users(users, rate, t - dt - instance.started, t - instance.started)
             classes = [c for c in self.spec.user_classes if c.enabled(p.env)]
             if not classes:  # every class waits for an env var this generator does not set: no users run
                 continue
             total_cw = sum(c.weight for c in classes)
             for c in classes:
-                total_w = sum(t.weight for t in c.tasks)
-                mean_task = sum(t.weight / total_w * stats[(self.spec.load_service, t.operation)].ok.mean for t in c.tasks)
+                total_w = sum(task.weight for task in c.tasks)
+                mean_task = sum(task.weight / total_w * stats[(self.spec.load_service, task.operation)].ok.mean for task in c.tasks)
                 per_user = users * c.weight / total_cw / (c.wait_mean_s + mean_task)
-                for t in c.tasks:
-                    key = (self.spec.load_service, t.operation)
-                    roots[key] = roots.get(key, 0.0) + per_user * t.weight / total_w
+                for task in c.tasks:
+                    key = (self.spec.load_service, task.operation)
+                    roots[key] = roots.get(key, 0.0) + per_user * task.weight / total_w
         return roots
 
     def _kafka(self, view: ClusterView, rates: dict[OpKey, float], client: dict[tuple[str, str, str], tuple[float, float]],
@@ -763,10 +790,10 @@ class AppModel:
                                     or lg.errors.get(failing.call.cause_log or "") or lg.errors.get("default"))
                     else:
                         template = lg.errors.get("default")
-                    acts += logmod.activity(template, r * s.p_err, error=error, grpc_code=s.grpc_code, status="500", **ctx,
+                    acts += logmod.activity(template, r * s.p_err, error=error, grpc_code=s.grpc_code, status=str(s.op.error_status), **ctx,
                                             **logmod.failure_context(failing if s.self_error <= 0 else None, view))
                 for co in s.calls:
-                    if co.call.on_error == "warn" and co.q > 0:
+                    if co.call.on_error in ("warn", "return") and co.q > 0:
                         acts += logmod.activity(lg.errors.get(co.call.cause_log or ""), r * co.frac * co.q,
                                                 error=co.error_text, grpc_code=co.grpc_code, **ctx, **logmod.failure_context(co, view))
                 if (svc.name, op.id) in leak_ops:

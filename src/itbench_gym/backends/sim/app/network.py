@@ -82,7 +82,11 @@ def resolve_address(addr: Address, env: dict[str, str], override: str | None = N
     if "Host=" in raw:
         parts = dict(p.split("=", 1) for p in raw.split(";") if "=" in p)
         raw = f"{parts.get('Host', '')}:{parts.get('Port', '')}" if parts.get("Port") else parts.get("Host", "")
-    raw = raw.split("://", 1)[-1].split("/", 1)[0]
+    elif raw.startswith("host=") or " host=" in raw:
+        # libpq's keyword/value connection string (psycopg2): "host=... port=... dbname=..."
+        parts = dict(p.split("=", 1) for p in raw.split() if "=" in p)
+        raw = f"{parts.get('host', '')}:{parts.get('port', '')}" if parts.get("port") else parts.get("host", "")
+    raw = raw.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
     host, _, port = raw.partition(":")
     if port == "":
         return host, None

@@ -21,7 +21,7 @@ from itbench_gym.spec.appfacts import app_schema_problems
 
 #: Fields log templates may use; anything else is a typo caught at load time.
 LOG_FIELDS = frozenset(
-    "iso clf epoch_ms valkey_ts pytime rubytime sec ms uuid uuid2 trace span n quantity ip pod email category product product2 "
+    "iso clf epoch_ms valkey_ts pytime rubytime werkzeug_ts sec ms uuid uuid2 trace span n quantity ip pod email category product product2 "
     "product3 product4 product5 method path status error grpc_code op_text upstream upstream_ip bytes message details".split()
 )
 #: Fields a log line takes from what the request did (the activity's context), else from
@@ -81,6 +81,11 @@ class Operation:
     cpu_ms: float
     internal_spans: tuple[str, ...]
     calls: tuple[Call, ...]
+    #: HTTP status of the operation's own failures (an HTTP server's; gRPC ones carry their code).
+    error_status: int = 500
+    #: (grpc code, error text) of an operation that fails every request by design (a mock that answers
+    #: a rate-limited model with 429), None for the others.
+    always_fails: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,9 @@ class AppSpec:
     catalog: Catalog | None = None
     log_values: LogValues = field(default_factory=LogValues)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
+    #: The load generator's env var of users started per second, and its default (Locust's: 1).
+    spawn_rate_env: str | None = None
+    default_spawn_rate: float = 1.0
 
     def op(self, service: str, op_id: str) -> Operation:
         return self.services[service].operations[op_id]
@@ -366,6 +374,8 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
             cpu_ms=float(o.get("cpu_ms", 0.0)),
             internal_spans=tuple(o.get("internal_spans", [])),
             calls=tuple(calls),
+            error_status=int((o.get("always_fails") or {}).get("http_status", 500)),
+            always_fails=(o["always_fails"].get("grpc_code", "UNKNOWN"), o["always_fails"]["error"]) if "always_fails" in o else None,
         )
     for block, op_ids in (("jvm.operations", (raw.get("jvm") or {}).get("operations", {})), ("request_bodies", raw.get("request_bodies", {}))):
         for op_id in op_ids:
@@ -501,6 +511,8 @@ def load_spec(app_dir: Path) -> AppSpec:
         load_service=load["service"],
         users_env=load["users_env"],
         default_users=int(load["default_users"]),
+        spawn_rate_env=load.get("spawn_rate_env"),
+        default_spawn_rate=float(load.get("default_spawn_rate", 1.0)),
         user_classes=tuple(_user_class(c) for c in load["classes"]),
         services=services,
         topics=topics,

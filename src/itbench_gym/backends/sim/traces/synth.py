@@ -502,6 +502,7 @@ class _Builder:
         cursor = start + 0.6 * self_t
         failed: _Outcome | None = None
         made: dict[str, int] = {}
+        returned = False
         for co in st.calls:
             n = int(co.count)
             if co.count > n and draws.u() < co.count - n:
@@ -520,19 +521,23 @@ class _Builder:
                 bad = next((r for r in results if r.error), None)
                 if bad is not None and co.call.on_error == "propagate":
                     failed = bad
+                returned = bad is not None and co.call.on_error == "return"
             else:
                 for k in range(n):
                     r = self.call(key, pod, co, cursor, under, args[k] if args and k < len(args) else None)
                     cursor += r.duration
+                    returned = r.error and co.call.on_error == "return"
                     if r.error and co.call.on_error == "propagate":
                         failed = r
                         break
-            if failed is not None:
+                    if returned:
+                        break
+            if failed is not None or returned:
                 break
-        if failed is None and st.self_error > 0:
+        if failed is None and not returned and st.self_error > 0:
             fails = self._product(product) == code.fails_for if code.fails_for is not None else draws.u() < st.self_error
             if fails:
-                failed = _Outcome(0.0, True, st.grpc_code, st.error_text, 500)
+                failed = _Outcome(0.0, True, st.grpc_code, st.error_text, op.error_status)
         duration = cursor + 0.4 * self_t - start
         status = 200 if failed is None else failed.http_status
         if info.traced:
