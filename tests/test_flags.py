@@ -77,12 +77,17 @@ QUERIES: dict[str, str] = {
 }
 
 
+#: Services (each the name of its container) whose log lines a run keeps.
+LOGGED = ("checkout", "product-reviews")
+
+
 @dataclass
 class Run:
     """What one flag did to the shop in its window."""
 
     results: dict[str, dict[Key, float]]
-    checkout_logs: list[str] = field(default_factory=list)
+    #: the window's log lines of the services whose logs the tests read (LOGGED), by container
+    logs: dict[str, list[str]] = field(default_factory=dict)
 
     def get(self, query: str, *key: str) -> float:
         return self.results[query].get(key, 0.0)
@@ -154,9 +159,10 @@ class Shop:
         for name, template in QUERIES.items():
             data = twin.engine.instant(template.format(w=f"{minutes}m"), end).data
             results[name] = {_labels_key(name, s.metric): s.value for s in data}
-        logs: list[str] = []
-        for pod in twin.cluster.store.list("Pod", NS, label_selector="opentelemetry.io/name=checkout"):
-            logs += [line for _, line in twin.log_lines(NS, pod["metadata"]["name"], "checkout", start, end)]
+        logs: dict[str, list[str]] = {}
+        for service in LOGGED:
+            for pod in twin.cluster.store.list("Pod", NS, label_selector=f"opentelemetry.io/name={service}"):
+                logs.setdefault(service, []).extend(line for _, line in twin.log_lines(NS, pod["metadata"]["name"], service, start, end))
         return Run(results, logs)
 
     def close(self) -> None:
@@ -299,7 +305,7 @@ def test_cart_failure_fails_empty_cart_but_checkout_ignores_it(shop: Shop) -> No
     placed = run.calls("checkout", "oteldemo.CheckoutService/PlaceOrder")
     assert placed > 0.8 * control.calls("checkout", "oteldemo.CheckoutService/PlaceOrder")
     assert run.calls("accounting", "orders receive", "SPAN_KIND_CONSUMER") > 0.8 * placed
-    assert not [line for line in run.checkout_logs if '"level":"ERROR"' in line]
+    assert not [line for line in run.logs["checkout"] if '"level":"ERROR"' in line]
 
 
 def test_payment_failure_fails_charge_and_every_checkout(shop: Shop) -> None:
@@ -309,7 +315,7 @@ def test_payment_failure_fails_charge_and_every_checkout(shop: Shop) -> None:
     assert run.calls("checkout", "oteldemo.CheckoutService/PlaceOrder") == 0
     assert run.error_calls("frontend", "POST /api/checkout") > 0
     assert run.calls("email", "POST /send_order_confirmation") == 0
-    assert any("failed to charge card" in line and "Invalid token" in line for line in run.checkout_logs)
+    assert any("failed to charge card" in line and "Invalid token" in line for line in run.logs["checkout"])
 
 
 def test_payment_unreachable_drops_payment_traffic_to_zero(shop: Shop) -> None:
@@ -317,7 +323,7 @@ def test_payment_unreachable_drops_payment_traffic_to_zero(shop: Shop) -> None:
     assert run.calls("payment", "grpc.oteldemo.PaymentService/Charge") == 0
     assert run.error_calls("payment", "grpc.oteldemo.PaymentService/Charge") == 0
     assert run.error_calls("checkout", "oteldemo.PaymentService/Charge", "SPAN_KIND_CLIENT") > 0
-    assert any("badAddress" in line for line in run.checkout_logs)
+    assert any("badAddress" in line for line in run.logs["checkout"])
 
 
 def test_product_catalog_failure_fails_only_one_product(shop: Shop) -> None:
@@ -346,9 +352,9 @@ def test_email_memory_leak_ooms_email_and_checkout_only_warns(shop: Shop) -> Non
     assert run.get("mem_max", "email") <= run.get("mem_limit", "email") == 100 * 2**20
     assert set(run.errors) == {("checkout", "POST", "SPAN_KIND_CLIENT")}
     assert run.error_calls("checkout", "oteldemo.CheckoutService/PlaceOrder") == 0
-    warnings = [line for line in run.checkout_logs if "failed to send order confirmation" in line]
+    warnings = [line for line in run.logs["checkout"] if "failed to send order confirmation" in line]
     assert warnings and all('"level":"WARN"' in line for line in warnings)
-    assert not [line for line in run.checkout_logs if '"level":"ERROR"' in line]
+    assert not [line for line in run.logs["checkout"] if '"level":"ERROR"' in line]
 
 
 def test_kafka_queue_problems_lags_fraud_detection_only(shop: Shop) -> None:
@@ -395,6 +401,8 @@ def test_llm_rate_limit_fails_half_the_first_completions_and_the_assistant_still
     assert completions == pytest.approx(2 * 0.5, rel=0.15)
     assert control.calls("product-reviews", "chat astronomy-llm", "SPAN_KIND_CLIENT") / control.calls("product-reviews", ask) == pytest.approx(2, rel=0.05)
     assert control.error_calls("product-reviews", "chat astronomy-llm-rate-limit", "SPAN_KIND_CLIENT") == 0
+    caught = [line for line in run.logs["product-reviews"] if "Caught Exception: Error code: 429" in line]
+    assert caught and not [line for line in control.logs["product-reviews"] if "Caught Exception" in line]
 
 
 def test_browser_users_load_pages_and_images_on_a_healthy_shop(browser_shop: Shop, shop: Shop) -> None:

@@ -571,8 +571,10 @@ class AppModel:
                 if delay > 0:
                     effect_logs[c.service] = effect_logs.get(c.service, 0.0) + members * per_pod
                 backlog = st.backlog.get((topic.name, c.group), 0.0)
-                consumed = min(members * per_pod, produced + backlog / dt)
-                st.backlog[(topic.name, c.group)] = max(backlog + (produced - consumed) * dt, 0.0)
+                waiting = produced + backlog / dt
+                consumed = min(members * per_pod, waiting)
+                # consumers that keep up leave no lag at all (not a float's residue of one)
+                st.backlog[(topic.name, c.group)] = 0.0 if consumed >= waiting else backlog + (produced - consumed) * dt
                 roots[(c.service, c.operation)] = roots.get((c.service, c.operation), 0.0) + consumed
                 lbl = {"namespace": view.namespace, "job": "otel-collector", "consumergroup": c.group, "topic": topic.name}
                 samples.append(({"__name__": "kafka_consumer_group_lag_sum_ratio", **lbl}, st.backlog[(topic.name, c.group)]))
@@ -794,7 +796,7 @@ class AppModel:
                                             **logmod.failure_context(failing if s.self_error <= 0 else None, view))
                 for co in s.calls:
                     if co.call.on_error in ("warn", "return") and co.q > 0:
-                        acts += logmod.activity(lg.errors.get(co.call.cause_log or ""), r * co.frac * co.q,
+                        acts += logmod.activity(lg.errors.get(co.call.cause_log or ""), r * co.frac * co.count * co.q,
                                                 error=co.error_text, grpc_code=co.grpc_code, **ctx, **logmod.failure_context(co, view))
                 if (svc.name, op.id) in leak_ops:
                     acts += logmod.activity(lg.effect.get("cache_leak"), r * leak_ops[(svc.name, op.id)])
