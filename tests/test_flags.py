@@ -395,6 +395,9 @@ def test_llm_rate_limit_fails_half_the_first_completions_and_the_assistant_still
     limited = run.error_calls("product-reviews", "chat astronomy-llm-rate-limit", "SPAN_KIND_CLIENT")
     asked = run.calls("product-reviews", ask)
     assert 0.4 < limited / asked < 0.6  # random.random() < 0.5
+    # the handler marks its own span when it catches the error
+    marked = run.error_calls("product-reviews", "get_ai_assistant_response", "SPAN_KIND_INTERNAL")
+    assert 0.4 < marked / asked < 0.6 and control.error_calls("product-reviews", "get_ai_assistant_response", "SPAN_KIND_INTERNAL") == 0
     assert run.error_calls("product-reviews", ask) == 0 and run.error_calls("frontend", "grpc.oteldemo.ProductReviewService/AskProductAIAssistant", "SPAN_KIND_CLIENT") == 0
     # a rate-limited request answers at once: no tool call, no second completion, no query
     completions = run.calls("product-reviews", "chat astronomy-llm", "SPAN_KIND_CLIENT") / asked

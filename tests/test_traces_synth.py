@@ -241,3 +241,20 @@ def test_without_the_served_flags_no_flag_attributes_are_guessed(synth: TraceSyn
     for trace in _traces(synth, unknown, "user_get_recommendations", 5):
         span = next(s for s in trace.spans if s.name == "get_product_list")
         assert "app.recommendation.cache_enabled" not in _attrs(span) and not span.events
+
+
+def test_a_caught_rate_limit_marks_the_assistant_span_and_ends_the_request(twin: Twin) -> None:
+    synth = _variants_synth(twin)
+    tick = _flagged(twin, llmRateLimitError=True)
+    key = ("product-reviews", "oteldemo.ProductReviewService/AskProductAIAssistant")
+    st = tick.stats[key]
+    # every request asks the rate-limited model first (the flag's draw made certain)
+    calls = [dataclasses.replace(co, count=1.0) if co.call.id == "rate_limited" else co for co in st.calls]
+    limited = dataclasses.replace(tick, stats={**tick.stats, key: dataclasses.replace(st, calls=calls)})
+    for trace in _traces(synth, limited, "user_ask_product_ai_assistant", 10):
+        spans = {s.name: s for s in trace.spans if s.service == "product-reviews"}
+        assert spans["chat astronomy-llm-rate-limit"].error
+        assert spans["get_ai_assistant_response"].error and "429" in spans["get_ai_assistant_response"].status_message
+        assert not spans["/oteldemo.ProductReviewService/AskProductAIAssistant"].error
+        assert "chat astronomy-llm" not in spans and "SELECT" not in spans
+        assert not [s for s in trace.spans if s.service == "frontend" and s.error]

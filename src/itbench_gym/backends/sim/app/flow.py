@@ -161,7 +161,7 @@ def _dominant_cause(r: Reach, unreached: float, late: float, dropped: float, cal
     return cause if share > 0 and share >= callee_err else None
 
 
-def _all_ok(q: float, n: float) -> float:
+def all_ok(q: float, n: float) -> float:
     """Share of requests whose ``n`` calls (each failing with ``q``) all succeed; a fractional count
     is a whole number of calls plus one more call made by that fraction of the requests."""
     whole = math.floor(n)
@@ -269,7 +269,7 @@ class FlowSolver:
                 else:
                     ok_n = ok1.scaled(n)
                     err_n = Moments(err1.mean + max(n - 1, 0) / 2 * ok1.mean, err1.var)
-                p_all_ok = _all_ok(q, n)
+                p_all_ok = all_ok(q, n)
                 cause = _dominant_cause(r, unreached, r.ok_share * (1.0 - srv_err) * late,
                                         r.ok_share * dropped, r.ok_share * (srv_err - dropped))
                 if cause is not None:

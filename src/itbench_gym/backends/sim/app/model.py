@@ -24,6 +24,7 @@ from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.kube import oom
+from itbench_gym.backends.sim.traces.catalog import TraceCatalog
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
 
@@ -31,7 +32,7 @@ from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
 from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
-from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, lognormal, mixture
+from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, all_ok, lognormal, mixture
 from .httpbody import body_failure
 from .jvm import JvmCode, heap_stress_bytes, max_heap_bytes, script_rules
 from .jvm import outcome as jvm_outcome
@@ -262,6 +263,27 @@ def _node_memory(node: dict[str, Any]) -> tuple[str, float]:
     return node["metadata"]["name"], parse_quantity(((node.get("status") or {}).get("capacity") or {}).get("memory", "0"))
 
 
+def _catchers(spec: AppSpec, catalog: TraceCatalog) -> dict[tuple[str, str, str], tuple[str, ...]]:
+    """The ``return`` calls each internal span wraps, by (service, operation, span): the code that
+    catches such a call's failure marks the span around it (Python's ``span.set_status(ERROR)``)."""
+    out: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    for (service, op_id), d in catalog.operations.items():
+        returns = {c.id for c in spec.op(service, op_id).calls if c.on_error == "return"}
+        for name, inner in d.internal.items():
+            caught = tuple(c for c in inner.wraps if c in returns)
+            if caught:
+                out[(service, op_id, name)] = caught
+    return out
+
+
+def _caught_share(stats: OpStats, calls: tuple[str, ...]) -> float:
+    """Share of an operation's successful requests that a caught failure of one of ``calls`` ended."""
+    if not calls or stats.p_err >= 1.0:
+        return 0.0
+    ended = sum(co.frac * (1.0 - all_ok(co.q, co.count)) for co in stats.calls if co.call.id in calls)
+    return min(ended / (1.0 - stats.p_err), 1.0)
+
+
 def _truthy(v: Any) -> bool:
     return bool(v) and v != "off"
 
@@ -292,6 +314,7 @@ class AppModel:
         self._runtime = AppRuntime(spec, lambda: self._view)
         self._disk_io = load_disk_io(spec.directory)
         self._log_context = {(svc.name, op.id): _log_context(op) for svc in spec.services.values() for op in svc.operations.values()}
+        self._catchers = _catchers(spec, self._log_pools.catalog)
 
     @classmethod
     def load(cls, app_dir: Path, *, seed: int) -> AppModel:
@@ -610,8 +633,11 @@ class AppModel:
                         self._span.record((svc.name, op.span, kind, "STATUS_CODE_UNSET", uid), n_ok, s.ok, rng)
                         self._span.record((svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), n_err, s.err, rng)
                         for name in op.internal_spans:
-                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err,
-                                              Moments(s.ok.mean * 0.3, s.ok.var * 0.09), rng)
+                            inner = Moments(s.ok.mean * 0.3, s.ok.var * 0.09)
+                            caught = _caught_share(s, self._catchers.get((svc.name, op.id, name), ()))
+                            n_caught = int(rng.binomial(n_ok, caught)) if caught > 0 else 0
+                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err - n_caught, inner, rng)
+                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_ERROR", uid), n_caught, inner, rng)
                     for co in s.calls:
                         if co.call.client_span is None:
                             continue

@@ -503,6 +503,8 @@ class _Builder:
         failed: _Outcome | None = None
         made: dict[str, int] = {}
         returned = False
+        #: the span around a failed ``return`` call (the code that caught it marks it) and the failure
+        caught: tuple[int, _Outcome] | None = None
         for co in st.calls:
             n = int(co.count)
             if co.count > n and draws.u() < co.count - n:
@@ -522,6 +524,8 @@ class _Builder:
                 if bad is not None and co.call.on_error == "propagate":
                     failed = bad
                 returned = bad is not None and co.call.on_error == "return"
+                if returned and bad is not None:
+                    caught = (under, bad)
             else:
                 for k in range(n):
                     r = self.call(key, pod, co, cursor, under, args[k] if args and k < len(args) else None)
@@ -531,6 +535,7 @@ class _Builder:
                         failed = r
                         break
                     if returned:
+                        caught = (under, r)
                         break
             if failed is not None or returned:
                 break
@@ -564,6 +569,8 @@ class _Builder:
                     self._evaluations(key, d, index, pod, sub.start, sub.duration, product)
                 sub.attrs += self._attributes(d, key, pod, made, product)
                 self._events(sub, d, failed is not None)
+            if caught is not None and caught[0] != me:
+                self._fail(self.spans[caught[0] - 1], info.language, caught[1])
         if failed is None:
             return _Outcome(duration)
         return _Outcome(duration, True, failed.code, failed.text, status, failed.failure)
