@@ -280,16 +280,12 @@ class FlowSolver:
                 outcomes.append(CallOutcome(c, r, s, n, q, ok1, err1, cause, text, code, attempts))
                 if not c.awaited:
                     continue
-                if c.on_error == "propagate":
+                if c.on_error in ("propagate", "return"):
+                    # the requests this call fails stop here: failed, or answered early by the caller
                     if p_all_ok < 1.0:
-                        errs.append((s * (1.0 - p_all_ok), path.plus(err_n)))
-                        if not err_text:
+                        (errs if c.on_error == "propagate" else returned).append((s * (1.0 - p_all_ok), path.plus(err_n)))
+                        if c.on_error == "propagate" and not err_text:
                             err_text, grpc_code = text, code
-                    s *= p_all_ok
-                    path = path.plus(ok_n)
-                elif c.on_error == "return":
-                    if p_all_ok < 1.0:
-                        returned.append((s * (1.0 - p_all_ok), path.plus(err_n)))
                     s *= p_all_ok
                     path = path.plus(ok_n)
                 else:

@@ -315,6 +315,9 @@ class AppModel:
         self._disk_io = load_disk_io(spec.directory)
         self._log_context = {(svc.name, op.id): _log_context(op) for svc in spec.services.values() for op in svc.operations.values()}
         self._catchers = _catchers(spec, self._log_pools.catalog)
+        #: operations that fail every request by design, as the flow's self errors
+        self._always_fails = {(svc.name, op.id): (1.0, *op.always_fails) for svc in spec.services.values()
+                              for op in svc.operations.values() if op.always_fails is not None}
 
     @classmethod
     def load(cls, app_dir: Path, *, seed: int) -> AppModel:
@@ -439,10 +442,7 @@ class AppModel:
         k = Knobs()
         burn: dict[str, float] = {}
         mem_add: dict[str, float] = {}
-        for svc in self.spec.services.values():
-            for operation in svc.operations.values():
-                if operation.always_fails is not None:
-                    k.self_error[(svc.name, operation.id)] = (1.0, *operation.always_fails)
+        k.self_error.update(self._always_fails)
         for e, value in effects:
             mag = float(e.get("magnitude", 0.0)) * (_num(value) if e.get("scale") == "value" else 1.0)
             key = (e.get("service"), e.get("operation"))
@@ -626,6 +626,7 @@ class AppModel:
                 r = rates.get((svc.name, op.id), 0.0)
                 s = stats[(svc.name, op.id)]
                 kind = f"SPAN_KIND_{op.kind}"
+                caught = {name: _caught_share(s, self._catchers.get((svc.name, op.id, name), ())) for name in op.internal_spans}
                 for uid, share in pod_shares:
                     if r > 0:
                         n_ok = int(rng.poisson(r * (1.0 - s.p_err) * share))
@@ -634,8 +635,7 @@ class AppModel:
                         self._span.record((svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), n_err, s.err, rng)
                         for name in op.internal_spans:
                             inner = Moments(s.ok.mean * 0.3, s.ok.var * 0.09)
-                            caught = _caught_share(s, self._catchers.get((svc.name, op.id, name), ()))
-                            n_caught = int(rng.binomial(n_ok, caught)) if caught > 0 else 0
+                            n_caught = int(rng.binomial(n_ok, caught[name])) if caught[name] > 0 else 0
                             self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err - n_caught, inner, rng)
                             self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_ERROR", uid), n_caught, inner, rng)
                     for co in s.calls:

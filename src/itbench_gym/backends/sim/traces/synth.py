@@ -502,7 +502,6 @@ class _Builder:
         cursor = start + 0.6 * self_t
         failed: _Outcome | None = None
         made: dict[str, int] = {}
-        returned = False
         #: the span around a failed ``return`` call (the code that caught it marks it) and the failure
         caught: tuple[int, _Outcome] | None = None
         for co in st.calls:
@@ -523,23 +522,21 @@ class _Builder:
                 bad = next((r for r in results if r.error), None)
                 if bad is not None and co.call.on_error == "propagate":
                     failed = bad
-                returned = bad is not None and co.call.on_error == "return"
-                if returned and bad is not None:
+                elif bad is not None and co.call.on_error == "return":
                     caught = (under, bad)
             else:
                 for k in range(n):
                     r = self.call(key, pod, co, cursor, under, args[k] if args and k < len(args) else None)
                     cursor += r.duration
-                    returned = r.error and co.call.on_error == "return"
                     if r.error and co.call.on_error == "propagate":
                         failed = r
                         break
-                    if returned:
+                    if r.error and co.call.on_error == "return":
                         caught = (under, r)
                         break
-            if failed is not None or returned:
+            if failed is not None or caught is not None:
                 break
-        if failed is None and not returned and st.self_error > 0:
+        if failed is None and caught is None and st.self_error > 0:
             fails = self._product(product) == code.fails_for if code.fails_for is not None else draws.u() < st.self_error
             if fails:
                 failed = _Outcome(0.0, True, st.grpc_code, st.error_text, op.error_status)
