@@ -8,9 +8,13 @@ way instead of storing their result:
   release in a Secret ``sh.helm.release.v1.<name>.v1`` (type ``helm.sh/release.v1``): the release
   as JSON, gzipped, base64-encoded (Helm's ``storage/driver/util.go`` ``encodeRelease``), whose
   ``manifest`` is the release's objects as deployed, in Helm's install order;
-- charts fill Secrets with certificates they generate (Sprig ``genCA``/``genSelfSignedCert``) or a
-  hook Job writes them; here they are Ed25519 keys and certificates derived from the seed, so a
-  seed always yields the same bytes (Ed25519 signatures are deterministic);
+- charts fill Secrets with certificates they generate (Sprig ``genCA``/``genSelfSignedCert``), a
+  hook Job or a component at its start writes them; here they are Ed25519 keys and certificates
+  derived from the seed, so a seed always yields the same bytes (Ed25519 signatures are
+  deterministic); a chart that renders the CA into webhook configurations or a CRD's conversion
+  webhook (``caBundle``) and cert-manager's cainjector (annotation
+  ``cert-manager.io/inject-ca-from-secret``) put it there;
+- Helm hooks (annotation ``helm.sh/hook``) are not part of the release's manifest;
 - the kubelet mirrors static pods into the API with ``kubernetes.io/config.*`` annotations and an
   owner reference to its Node; an owner reference given by name gets the owner's uid;
 - prometheus-operator writes a Prometheus' generated configuration, rule files and web config next
@@ -47,6 +51,12 @@ RELEASES_FILE = Path("cluster") / "releases.yaml"
 RELEASE_ANNOTATION = "meta.helm.sh/release-name"
 NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"
 MIRROR_SOURCE = "kubernetes.io/config.source"
+HELM_HOOK = "helm.sh/hook"
+#: cert-manager's cainjector copies the CA of the Secret this annotation names into the object's caBundle.
+INJECT_FROM_SECRET = "cert-manager.io/inject-ca-from-secret"
+#: Kinds whose namespaced objects a chart may put outside its release namespace (exporters' Services in
+#: kube-system, leader-election Roles and RoleBindings in kube-system).
+_CROSS_NAMESPACE_KINDS = ("Service", "Role", "RoleBinding")
 #: Helm's ``releaseutil.InstallOrder``: the order a release's manifest lists (and creates) its kinds.
 INSTALL_ORDER = (
     "PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy",
@@ -80,6 +90,10 @@ class Certificate:
     dns_names: tuple[str, ...]
     days: int
     signed_by_ca: bool
+    #: the CA's common name (default ``<common_name>-ca``)
+    ca_common_name: str = ""
+    #: objects ("Kind/name") whose caBundle the chart renders from this certificate's CA
+    ca_bundle_in: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,9 +112,9 @@ class Release:
         """Whether the chart rendered ``obj``: it matches the selector, sits in the release namespace
         (or is cluster-scoped), and no controller owns it."""
         meta = obj.get("metadata") or {}
-        if meta.get("ownerReferences") or obj.get("kind") == "Namespace":
+        if meta.get("ownerReferences") or obj.get("kind") == "Namespace" or HELM_HOOK in (meta.get("annotations") or {}):
             return False
-        if meta.get("namespace") not in (None, self.namespace) and obj.get("kind") not in ("Service", "RoleBinding"):
+        if meta.get("namespace") not in (None, self.namespace) and obj.get("kind") not in _CROSS_NAMESPACE_KINDS:
             return False
         return selector_from_dict(self.selector).matches(meta.get("labels") or {})
 
@@ -118,7 +132,8 @@ def load_releases(app_dir: Path) -> tuple[Release, ...]:
     out = []
     for r in doc.get("releases") or []:
         certs = tuple(Certificate(c["secret"], c["namespace"], dict(c["keys"]), c["common_name"], tuple(c["dns_names"]),
-                                  int(c["days"]), bool(c["signed_by_ca"])) for c in r.get("certificates") or [])
+                                  int(c["days"]), bool(c["signed_by_ca"]), str(c.get("ca_common_name") or ""),
+                                  tuple(c.get("ca_bundle_in") or ())) for c in r.get("certificates") or [])
         out.append(Release(r["name"], r["namespace"], r["chart"], r["selector"], r.get("templates") or {},
                            r.get("values") or {}, certs))
     return tuple(out)
@@ -144,6 +159,7 @@ def deploy(cluster: Cluster, objects: list[Obj], releases: Iterable[Release], *,
     for r in releases:
         for cert in r.certificates:
             _fill_certificate(objects, r, cert, seed, now)
+    _inject_ca(objects)
     first = [o for o in objects if not _unresolved_owners(o)]
     later = [o for o in objects if _unresolved_owners(o)]
     cluster.apply(first)
@@ -247,17 +263,21 @@ def _fill_certificate(objects: list[Obj], release: Release, spec: Certificate, s
     data: dict[str, bytes] = {}
     if spec.signed_by_ca:
         ca_key = _key(seed, f"{label}/ca")
-        ca_name = f"{spec.common_name}-ca"
+        ca_name = spec.ca_common_name or f"{spec.common_name}-ca"
         ca = _cert(ca_name, ca_key, None, (), spec.days, now, seed)
         cert = _cert(spec.common_name, key, (ca_name, ca_key), spec.dns_names, spec.days, now, seed)
-        if "ca" in spec.keys:
-            data[spec.keys["ca"]] = _pem(ca)
-    else:
-        cert = _cert(spec.common_name, key, None, spec.dns_names, spec.days, now, seed)
+    else:  # self-signed: a CA itself when it names no host (cert-manager's webhook CA)
+        ca = cert = _cert(spec.common_name, key, None, spec.dns_names, spec.days, now, seed)
+    if "ca" in spec.keys:
+        data[spec.keys["ca"]] = _pem(ca)
     data[spec.keys["certificate"]] = _pem(cert)
     data[spec.keys["key"]] = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                serialization.NoEncryption())
     encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    bundle = base64.b64encode(_pem(ca)).decode()
+    for obj in objects:
+        if f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}" in spec.ca_bundle_in:
+            _set_ca_bundle(obj, bundle)
     for obj in objects:
         meta = obj.get("metadata") or {}
         if obj.get("kind") == "Secret" and meta.get("name") == spec.secret and meta.get("namespace") == spec.namespace:
@@ -265,6 +285,27 @@ def _fill_certificate(objects: list[Obj], release: Release, spec: Certificate, s
             return
     objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": spec.secret, "namespace": spec.namespace}, "data": encoded})
+
+
+def _set_ca_bundle(obj: Obj, bundle: str) -> None:
+    """Put ``bundle`` (base64 PEM) into every webhook client config of a webhook configuration or CRD."""
+    for hook in obj.get("webhooks") or []:
+        hook.setdefault("clientConfig", {})["caBundle"] = bundle
+    conversion = ((obj.get("spec") or {}).get("conversion") or {}).get("webhook")
+    if conversion is not None:
+        conversion.setdefault("clientConfig", {})["caBundle"] = bundle
+
+
+def _inject_ca(objects: list[Obj]) -> None:
+    """What cert-manager's cainjector writes: the ``ca.crt`` of the Secret an object's annotation names."""
+    secrets = {(o["metadata"].get("namespace"), o["metadata"].get("name")): o for o in objects
+               if o.get("kind") == "Secret" and isinstance(o.get("metadata"), dict)}
+    for obj in objects:
+        namespace, _, name = str(((obj.get("metadata") or {}).get("annotations") or {}).get(INJECT_FROM_SECRET, "")).partition("/")
+        secret = secrets.get((namespace, name)) if name else None
+        ca = ((secret or {}).get("data") or {}).get("ca.crt")
+        if ca:
+            _set_ca_bundle(obj, ca)
 
 
 # -- static pods and owner references -----------------------------------------------------------------

@@ -124,6 +124,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _rt("v1", "Secret", "secrets"),
     _rt("v1", "ServiceAccount", "serviceaccounts", short=("sa",), sub=("token",)),
     _rt("v1", "Service", "services", short=("svc",), cats=_ALL, sub=("proxy", "status")),
+    _rt("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False),
+    _rt("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False),
     _rt("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False,
         short=("crd", "crds"), cats=("api-extensions",), sub=("status",)),
     _rt("apps/v1", "ControllerRevision", "controllerrevisions"),

@@ -478,12 +478,16 @@ def _ingressclass(o: Obj, now: float) -> list[Any]:
     return [_meta(o).get("name"), (o.get("spec") or {}).get("controller", ""), p, _age(o, now)]
 
 
+def _webhooks(o: Obj, now: float) -> list[Any]:
+    return [_meta(o).get("name"), len(o.get("webhooks") or []), _age(o, now)]
+
+
 def _cols(*spec: tuple[str, int]) -> list[Column]:
     return [(n, "integer" if n in _INT_COLS else "string", prio, "name" if n == "Name" else n) for n, prio in spec]
 
 
 _INT_COLS = {"Up-to-date", "Available", "Desired", "Current", "Data", "Secrets", "Revision", "Value", "Active",
-             "MinPods", "MaxPods", "Replicas", "Count", "Allowed Disruptions"}
+             "MinPods", "MaxPods", "Replicas", "Count", "Allowed Disruptions", "Webhooks"}
 
 PRINTERS: dict[tuple[str, str], tuple[list[Column], Printer]] = {
     ("", "Pod"): (_POD_COLS, _pod),
@@ -542,6 +546,10 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Printer]] = {
                                                          ("Groups", 1), ("ServiceAccounts", 1)), _binding),
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): (_cols(("Name", 0), ("Role", 0), ("Age", 0), ("Users", 1),
                                                                 ("Groups", 1), ("ServiceAccounts", 1)), _binding),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): (_cols(("Name", 0), ("Webhooks", 0), ("Age", 0)),
+                                                                        _webhooks),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (_cols(("Name", 0), ("Webhooks", 0), ("Age", 0)),
+                                                                          _webhooks),
     ("apiextensions.k8s.io", "CustomResourceDefinition"): (_cols(("Name", 0), ("Created At", 0)), _created_at),
     ("storage.k8s.io", "StorageClass"): (_cols(("Name", 0), ("Provisioner", 0), ("ReclaimPolicy", 0),
                                                ("VolumeBindingMode", 0), ("AllowVolumeExpansion", 0), ("Age", 0)),
