@@ -1,8 +1,8 @@
 """The twin deploys what ITBench deploys (issue 10, Deliver 1): read through the real kubectl.
 
 One healthy baseline of SRE-CacheFailure-v0 is shared by the module. The admin credential sees the
-kind cluster's system pods, kube-prometheus-stack, metrics-server and Chaos Mesh as a real install
-leaves them; the agent's sees what ITBench's RBAC grants (its namespace, never the injection
+kind cluster's system pods, kube-prometheus-stack, metrics-server, Chaos Mesh, cert-manager and the
+OpenTelemetry Operator with ITBench's collectors as a real install leaves them; the agent's sees what ITBench's RBAC grants (its namespace, never the injection
 machinery); Deployments carry ITBench's values; Services get their addresses as kube-apiserver
 allocates them; each Helm release leaves its release Secret.
 """
@@ -230,8 +230,68 @@ def test_each_release_leaves_its_helm_release_secret(cluster: Cluster) -> None:
     releases = {s["metadata"]["namespace"]: s["metadata"]["name"] for s in everywhere if s["type"] == "helm.sh/release.v1"}
     assert releases == {NS: "sh.helm.release.v1.otel-demo.v1", "prometheus": "sh.helm.release.v1.prometheus.v1",
                         "kube-metrics-server": "sh.helm.release.v1.kube-metrics-server.v1",
-                        "chaos-mesh": "sh.helm.release.v1.chaos-mesh.v1"}
+                        "chaos-mesh": "sh.helm.release.v1.chaos-mesh.v1", "cert-manager": "sh.helm.release.v1.cert-manager.v1",
+                        "opentelemetry-operator": "sh.helm.release.v1.opentelemetry-operator.v1"}
     # Kubernetes 1.24+ creates no token Secrets for ServiceAccounts
     assert not [s for s in everywhere if s["type"] == "kubernetes.io/service-account-token"]
     tls = next(s for s in everywhere if s["metadata"]["name"] == "kube-metrics-server")
     assert base64.b64decode(tls["data"]["tls.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")
+
+
+COLLECTORS = ("istio", "jaeger", "kubernetes-events", "kubernetes-objects-snapshot")
+
+
+def test_cert_manager_the_opentelemetry_operator_and_itbenchs_collectors_run(cluster: Cluster) -> None:
+    pods = _pods_by_namespace(cluster)
+    names = {ns: [r[1] for r in rows] for ns, rows in pods.items()}
+    assert sorted(n.rsplit("-", 2)[0] for n in names["cert-manager"]) == ["cert-manager", "cert-manager-cainjector", "cert-manager-webhook"]
+    assert [n.rsplit("-", 2)[0] for n in names["opentelemetry-operator"]] == ["opentelemetry-operator"]
+    assert sorted(n.rsplit("-", 2)[0] for n in names["opentelemetry-collectors"]) == [f"{c}-collector" for c in COLLECTORS]
+    for ns in ("cert-manager", "opentelemetry-operator", "opentelemetry-collectors"):
+        assert all(r[3] == "Running" and r[2] == "1/1" for r in pods[ns]), pods[ns]
+        labels = cluster.json("get", "namespace", ns, admin=True)["metadata"]["labels"]
+        assert labels["prometheus.itbench.io/monitor"] == "true", ns
+    on_nodes = cluster.json("get", "pods", "-n", "opentelemetry-collectors", admin=True)["items"]
+    assert "control-plane" not in {p["spec"]["nodeName"] for p in on_nodes}
+
+    # the CRs as the operator's webhook defaults them, and what the operator made of each, owned by it
+    collectors = {c["metadata"]["name"]: c for c in cluster.json("get", "otelcol", "-n", "opentelemetry-collectors", admin=True)["items"]}
+    assert sorted(collectors) == list(COLLECTORS)
+    assert collectors["jaeger"]["spec"]["image"] == "quay.io/jaegertracing/jaeger:2.20.0"
+    events = collectors["kubernetes-events"]["spec"]
+    assert (events["mode"], events["replicas"], events["serviceAccount"]) == ("deployment", 1, "kubernetes-events")
+    assert events["config"]["exporters"]["clickhouse"]["endpoint"] == "http://clickhouse-main.clickhouse.svc.cluster.local:8123"
+    deployments = {d["metadata"]["name"]: d for d in cluster.json("get", "deployments", "-n", "opentelemetry-collectors", admin=True)["items"]}
+    for name in COLLECTORS:
+        deployment = deployments[f"{name}-collector"]
+        (owner,) = deployment["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("OpenTelemetryCollector", name, collectors[name]["metadata"]["uid"])
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert (container["name"], container["image"], container["args"]) == (
+            "otc-container", collectors[name]["spec"]["image"], ["--config=/conf/collector.yaml"])
+        (volume,) = deployment["spec"]["template"]["spec"]["volumes"]
+        config = cluster.json("get", "configmap", volume["configMap"]["name"], "-n", "opentelemetry-collectors", admin=True)
+        assert "collector.yaml" in config["data"] and config["metadata"]["ownerReferences"][0]["name"] == name
+    services = {s["metadata"]["name"] for s in cluster.json("get", "services", "-n", "opentelemetry-collectors", admin=True)["items"]}
+    assert {"jaeger-collector", "jaeger-collector-headless", "jaeger-collector-monitoring", "kubernetes-events-collector-monitoring"} <= services
+    assert "kubernetes-events-collector" not in services  # k8sobjects opens no port: the operator makes no Service
+    jaeger = cluster.json("get", "service", "jaeger-collector", "-n", "opentelemetry-collectors", admin=True)
+    assert [(p["name"], p["port"]) for p in jaeger["spec"]["ports"]] == [("jaeger", 16686), ("otlp-grpc", 4317), ("otlp-http", 4318)]
+
+    # the webhook configurations are stored with the CA their chart or cainjector put there
+    mutating = cluster.json("get", "mutatingwebhookconfiguration", "opentelemetry-operator-mutation", admin=True)
+    secret = cluster.json("get", "secret", "opentelemetry-operator-controller-manager-service-cert", "-n", "opentelemetry-operator", admin=True)
+    assert {w["clientConfig"]["caBundle"] for w in mutating["webhooks"]} == {secret["data"]["ca.crt"]}
+    validating = cluster.json("get", "validatingwebhookconfiguration", "cert-manager-webhook", admin=True)
+    ca = cluster.json("get", "secret", "cert-manager-webhook-ca", "-n", "cert-manager", admin=True)["data"]
+    assert validating["webhooks"][0]["clientConfig"]["caBundle"] == ca["ca.crt"] == ca["tls.crt"]
+    release = decode_release(cluster.json("get", "secret", "sh.helm.release.v1.opentelemetry-operator.v1", "-n", "opentelemetry-operator",
+                                          admin=True))
+    assert "kind: MutatingWebhookConfiguration" in release["manifest"] and "kind: Secret" not in release["manifest"]  # a hook
+
+    # ITBench's agent sees none of it
+    for ns in ("cert-manager", "opentelemetry-operator", "opentelemetry-collectors"):
+        denied = cluster.kubectl("get", "pods", "-n", ns, check=False)
+        assert denied.returncode != 0 and "Forbidden" in denied.stderr, ns
+    denied = cluster.kubectl("get", "otelcol", "-n", "opentelemetry-collectors", check=False)
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr
