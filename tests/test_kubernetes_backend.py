@@ -175,6 +175,11 @@ def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_pat
     assert all(d["metadata"].get("namespace") in (None, "otel-demo") for d in app)
     assert "schedules.chaos-mesh.org" in {d["metadata"]["name"] for d in stack if d["kind"] == "CustomResourceDefinition"}
     assert not any(d["kind"] == "Node" for d in stack)
+    assert "clickhouseinstallations.clickhouse.altinity.com" in {d["metadata"]["name"] for d in stack if d["kind"] == "CustomResourceDefinition"}
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in stack}
+    assert {("ClickHouseInstallation", "main"), ("StatefulSet", "opensearch-cluster-master")} <= kinds
+    # what operators create from those objects is theirs to make: no object applied by name as an owner's
+    assert not [d for d in stack if d["metadata"].get("ownerReferences")] and ("StatefulSet", "chi-main-main-0-0") not in kinds
 
 
 def test_cluster_check_names_what_the_cluster_lacks(served: dict[str, Any], tmp_path: Path) -> None:

@@ -39,9 +39,12 @@ def app_objects(app_dir: Path) -> list[Obj]:
 
 
 def stack_objects(app_dir: Path) -> list[Obj]:
-    """What the app's cluster runs besides the app (the observability stack, Chaos Mesh, system parts), no Nodes."""
+    """What the app's cluster runs besides the app (the observability stack, Chaos Mesh, ClickHouse, system
+    parts), no Nodes and nothing a controller owns: operators (prometheus-operator, the ClickHouse operator)
+    and kubelets make those from the objects listed, and an owner reference cannot be applied by name."""
     spec = load_spec(app_dir)
-    return [o for o in load_manifests(spec) if o["kind"] != "Node" and not _in_app(o, spec.namespace)]
+    return [o for o in load_manifests(spec) if o["kind"] != "Node" and not _in_app(o, spec.namespace)
+            and not (o.get("metadata") or {}).get("ownerReferences")]
 
 
 def provision(client: dynamic.DynamicClient, objects: list[Obj]) -> list[str]:

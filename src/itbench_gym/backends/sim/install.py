@@ -17,8 +17,9 @@ way instead of storing their result:
 - Helm hooks (annotation ``helm.sh/hook``) are not part of the release's manifest;
 - the kubelet mirrors static pods into the API with ``kubernetes.io/config.*`` annotations and an
   owner reference to its Node; an owner reference given by name gets the owner's uid;
-- prometheus-operator writes a Prometheus' generated configuration, rule files and web config next
-  to the StatefulSet it runs (``prometheus-<name>``, ``-rulefiles-0``, ``-web-config``).
+- prometheus-operator writes a Prometheus' generated configuration (scrape jobs, remote writes with
+  the credentials of the Secrets they name), rule files and web config next to the StatefulSet it runs
+  (``prometheus-<name>``, ``-rulefiles-0``, ``-web-config``).
 
 What belongs to which release is data (``cluster/releases.yaml``), not code.
 """
@@ -41,6 +42,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
+from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.lang import yamltext
 from itbench_gym.lang.selectors import selector_from_dict
 from itbench_gym.lang.timestamps import rfc3339, rfc3339_nano
@@ -435,10 +437,43 @@ def _prometheus_config(store: Any, prom: Obj) -> Obj:
                 job["metric_relabel_configs"] = [_snake(r) for r in ep["metricRelabelings"]]
             jobs.append(job)
     rules_dir = f"/etc/prometheus/rules/prometheus-{meta['name']}-rulefiles-0/*.yaml"
-    return {"global": {"evaluation_interval": spec.get("evaluationInterval") or "30s", "scrape_interval": interval,
-                       "external_labels": {"prometheus": f"{meta['namespace']}/{meta['name']}",
-                                           "prometheus_replica": "$(POD_NAME)"}},
-            "rule_files": [rules_dir], "scrape_configs": jobs}
+    config: Obj = {"global": {"evaluation_interval": spec.get("evaluationInterval") or "30s", "scrape_interval": interval,
+                              "external_labels": {"prometheus": f"{meta['namespace']}/{meta['name']}",
+                                                  "prometheus_replica": "$(POD_NAME)"}},
+                   "rule_files": [rules_dir], "scrape_configs": jobs}
+    remote = [_remote_write(store, meta["namespace"], rw) for rw in spec.get("remoteWrite") or []]
+    if remote:
+        config["remote_write"] = remote
+    return config
+
+
+#: RemoteWriteSpec queueConfig fields as Prometheus' queue_config names them.
+_QUEUE_FIELDS = {"capacity": "capacity", "minShards": "min_shards", "maxShards": "max_shards",
+                 "maxSamplesPerSend": "max_samples_per_send", "batchSendDeadline": "batch_send_deadline",
+                 "minBackoff": "min_backoff", "maxBackoff": "max_backoff", "maxRetries": "max_retries"}
+
+
+def _remote_write(store: Any, namespace: str, spec: Mapping[str, Any]) -> Obj:
+    """One ``remote_write`` entry as the operator writes it: the URL, the basic-auth credentials read
+    from the Secrets the spec names (in the Prometheus' namespace) and the queue settings."""
+    out: Obj = {"url": spec["url"], "remote_timeout": spec.get("remoteTimeout") or "30s"}
+    auth = spec.get("basicAuth") or {}
+    if auth:
+        out["basic_auth"] = {field: _secret_value(store, namespace, auth.get(field) or {}) for field in ("username", "password")}
+    queue = {_QUEUE_FIELDS[k]: v for k, v in (spec.get("queueConfig") or {}).items() if k in _QUEUE_FIELDS}
+    if queue:
+        out["queue_config"] = queue
+    return out
+
+
+def _secret_value(store: Any, namespace: str, ref: Mapping[str, Any]) -> str:
+    """The decoded value of a SecretKeySelector (empty when the Secret or key is missing)."""
+    try:
+        secret = store.get("Secret", namespace, ref.get("name", ""))
+    except ApiError:
+        return ""
+    value = (secret.get("data") or {}).get(ref.get("key", ""), "")
+    return base64.b64decode(value).decode() if value else ""
 
 
 def _label_name(label: str) -> str:

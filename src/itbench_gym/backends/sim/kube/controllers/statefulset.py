@@ -4,7 +4,11 @@ Mirrors ``pkg/controller/statefulset`` for what agents observe: pods ``<set>-0..
 ``statefulset.kubernetes.io/pod-name``, ``apps.kubernetes.io/pod-index`` and
 ``controller-revision-hash`` labels; with ``OrderedReady`` a pod is created only when every lower
 ordinal is Running and Ready, scale-down and updates go from the highest ordinal down one pod at
-a time; revisions are ``ControllerRevision`` objects (``kubectl rollout history sts``).
+a time; revisions are ``ControllerRevision`` objects (``kubectl rollout history sts``). Each
+``volumeClaimTemplates`` entry gives every pod a claim ``<template>-<set>-<ordinal>`` (created before
+the pod, labelled with the set's selector, kept when the pod goes: the retention policy's default
+``Retain``) and a volume of the template's name naming it (``stateful_set_utils.go``
+``getPersistentVolumeClaims``/``updateStorage``), so the pod waits for the claim to bind.
 
 ``Parallel`` pod management creates the missing pods in slow-start batches. Upstream sends them
 all from one sync, throttled only by the controller's client; the twin sends at most
@@ -39,6 +43,22 @@ def _ordinal(sts: Obj, pod: Obj) -> int | None:
     if not name.startswith(prefix) or not name[len(prefix):].isdigit():
         return None
     return int(name[len(prefix):])
+
+
+def _claim_name(sts: Obj, template: Obj, i: int) -> str:
+    return f"{(template.get('metadata') or {}).get('name', '')}-{sts['metadata']['name']}-{i}"
+
+
+def _mount_claims(sts: Obj, pod: Obj, i: int) -> None:
+    """Upstream ``updateStorage``: a volume per claim template, named as the template, first, then the
+    pod template's other volumes (one of a template's name is replaced)."""
+    templates = (sts.get("spec") or {}).get("volumeClaimTemplates") or []
+    if not templates:
+        return
+    claims = {(t.get("metadata") or {}).get("name", ""): _claim_name(sts, t, i) for t in templates}
+    spec = pod.setdefault("spec", {})
+    volumes = [{"name": n, "persistentVolumeClaim": {"claimName": c}} for n, c in claims.items()]
+    spec["volumes"] = volumes + [v for v in spec.get("volumes") or [] if v.get("name") not in claims]
 
 
 class StatefulSetController(Controller):
@@ -142,10 +162,41 @@ class StatefulSetController(Controller):
     def restore_state(self, state: Any) -> None:
         self.pods.restore(state)
 
+    def _claims(self, sts: Obj, pod_name: str, i: int) -> ApiError | None:
+        """Create the pod's missing claims from the set's ``volumeClaimTemplates`` (upstream
+        ``createPersistentVolumeClaims``: an existing claim is kept as it is)."""
+        ns = sts["metadata"].get("namespace")
+        selector = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        for template in (sts.get("spec") or {}).get("volumeClaimTemplates") or []:
+            claim_name = _claim_name(sts, template, i)
+            if self.ctx.cache.get("PersistentVolumeClaim", ns, claim_name) is not None:
+                continue
+            meta = clone(template.get("metadata") or {})
+            meta.update({"name": claim_name, "namespace": ns, "labels": {**(meta.get("labels") or {}), **selector}})
+            claim: Obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+                          "spec": clone(template.get("spec") or {})}
+            try:
+                self.ctx.store.create(claim)
+            except ApiError as e:
+                if e.code == 409:
+                    continue
+                self.ctx.recorder.record(sts, "Warning", "FailedCreate",
+                                         f"create Claim {claim_name} for Pod {pod_name} in StatefulSet "
+                                         f"{sts['metadata']['name']} failed error: {e.message}", component=_COMPONENT)
+                return e
+            self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
+                                     f"create Claim {claim_name} Pod {pod_name} in StatefulSet {sts['metadata']['name']} success",
+                                     component=_COMPONENT)
+        return None
+
     def _create(self, sts: Obj, i: int, revision: str) -> ApiError | None:
         name = f"{sts['metadata']['name']}-{i}"
         template = (sts.get("spec") or {}).get("template") or {}
+        err = self._claims(sts, name, i)
+        if err is not None:
+            return err
         pod = self.pods.pod_from_template(sts, template, name)
+        _mount_claims(sts, pod, i)
         labels = pod["metadata"]["labels"]
         labels[REVISION_LABEL] = revision
         labels["statefulset.kubernetes.io/pod-name"] = name
