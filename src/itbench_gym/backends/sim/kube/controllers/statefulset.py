@@ -153,6 +153,13 @@ class StatefulSetController(Controller):
         pod["spec"]["hostname"] = name
         if (sts.get("spec") or {}).get("serviceName"):
             pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
+        claims = self._claims(sts, i)
+        err = self._create_claims(sts, name, claims)
+        if err is not None:
+            return err
+        by_template = {c["template"]: c["claim"]["metadata"]["name"] for c in claims}
+        pod["spec"]["volumes"] = [{"name": t, "persistentVolumeClaim": {"claimName": n}} for t, n in by_template.items()] + [
+            v for v in pod["spec"].get("volumes") or [] if v.get("name") not in by_template]
         try:
             check_pod(self.ctx.store, pod, self.ctx.now())
             self.ctx.store.create(pod)
@@ -164,6 +171,53 @@ class StatefulSetController(Controller):
         self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
                                  f"create Pod {name} in StatefulSet {sts['metadata']['name']} successful",
                                  component=_COMPONENT)
+        return None
+
+    def _claims(self, sts: Obj, i: int) -> list[Obj]:
+        """The claims of ordinal ``i`` (``getPersistentVolumeClaims``): each volumeClaimTemplate named
+        ``<template>-<set>-<ordinal>`` with the selector's labels added; with ``whenDeleted: Delete`` the set
+        owns them (``updateClaimOwnerRefForSetAndPod`` for a pod within the set's replicas)."""
+        spec = sts.get("spec") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        deleted = ((spec.get("persistentVolumeClaimRetentionPolicy") or {}).get("whenDeleted") or "Retain") == "Delete"
+        out = []
+        for template in spec.get("volumeClaimTemplates") or []:
+            claim = clone(template)
+            claim.pop("status", None)
+            meta = claim.setdefault("metadata", {})
+            tname = str(meta.get("name", ""))
+            meta.update({"name": f"{tname}-{sts['metadata']['name']}-{i}", "namespace": sts["metadata"].get("namespace")})
+            meta["labels"] = {**(meta.get("labels") or {}), **selector}
+            if deleted:
+                meta["ownerReferences"] = [controller_ref(sts)]
+            claim.update({"apiVersion": "v1", "kind": "PersistentVolumeClaim"})
+            out.append({"template": tname, "claim": claim})
+        return out
+
+    def _create_claims(self, sts: Obj, pod: str, claims: list[Obj]) -> ApiError | None:
+        """``createPersistentVolumeClaims``: create the claims that do not exist yet; a claim being deleted
+        holds the pod back."""
+        set_name = sts["metadata"]["name"]
+        for entry in claims:
+            claim = entry["claim"]
+            meta = claim["metadata"]
+            current = self.ctx.cache.get("PersistentVolumeClaim", meta["namespace"], meta["name"])
+            if current is not None:
+                if is_terminating(current):
+                    return ApiError(409, "Conflict", f"pvc {meta['name']} is being deleted")
+                continue
+            try:
+                self.ctx.store.create(claim)
+            except ApiError as e:
+                if e.code == 409:
+                    continue
+                self.ctx.recorder.record(sts, "Warning", "FailedCreate",
+                                         f"create Claim {meta['name']} for Pod {pod} in StatefulSet {set_name} failed error: "
+                                         f"failed to create PVC {meta['name']}: {e.message}", component=_COMPONENT)
+                return e
+            self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
+                                     f"create Claim {meta['name']} Pod {pod} in StatefulSet {set_name} success",
+                                     component=_COMPONENT)
         return None
 
     def _roll(self, sts: Obj, by_ordinal: dict[int, Obj], want: int, revision: str) -> None:
