@@ -1,8 +1,8 @@
 """The twin deploys what ITBench deploys (issue 10, Deliver 1): read through the real kubectl.
 
 One healthy baseline of SRE-CacheFailure-v0 is shared by the module. The admin credential sees the
-kind cluster's system pods, kube-prometheus-stack, metrics-server and Chaos Mesh as a real install
-leaves them; the agent's sees what ITBench's RBAC grants (its namespace, never the injection
+kind cluster's system pods, kube-prometheus-stack, metrics-server, Chaos Mesh, Istio with the shared
+Gateway and the topology monitor as a real install leaves them; the agent's sees what ITBench's RBAC grants (its namespace, never the injection
 machinery); Deployments carry ITBench's values; Services get their addresses as kube-apiserver
 allocates them; each Helm release leaves its release Secret.
 """
