@@ -1,9 +1,10 @@
 """The twin deploys what ITBench deploys (issue 10, Deliver 1): read through the real kubectl.
 
 One healthy baseline of SRE-CacheFailure-v0 is shared by the module. The admin credential sees the
-kind cluster's system pods, kube-prometheus-stack, metrics-server, Chaos Mesh, ClickHouse, OpenSearch,
-cert-manager and the OpenTelemetry Operator with ITBench's collectors as a real install leaves them;
-the agent's sees what ITBench's RBAC grants (its namespace, never the injection
+kind cluster's system pods and every tool ITBench installs (kube-prometheus-stack, metrics-server, Chaos
+Mesh, ClickHouse, OpenSearch, cert-manager, the OpenTelemetry Operator with ITBench's collectors, Istio
+with the shared Gateway, the topology monitor) as a real install leaves them; the agent's sees what
+ITBench's RBAC grants (its namespace, never the injection
 machinery); Deployments carry ITBench's values; Services get their addresses as kube-apiserver
 allocates them; each Helm release leaves its release Secret.
 """
@@ -231,13 +232,15 @@ def test_each_release_leaves_its_helm_release_secret(cluster: Cluster) -> None:
     assert manifest.index("kind: ServiceAccount") < manifest.index("kind: ConfigMap") < manifest.index("kind: Service\n") \
         < manifest.index("kind: Deployment")  # Helm's install order
     everywhere = cluster.json("get", "secrets", "-A", admin=True)["items"]
-    releases = {s["metadata"]["namespace"]: s["metadata"]["name"] for s in everywhere if s["type"] == "helm.sh/release.v1"}
-    assert releases == {NS: "sh.helm.release.v1.otel-demo.v1", "prometheus": "sh.helm.release.v1.prometheus.v1",
-                        "kube-metrics-server": "sh.helm.release.v1.kube-metrics-server.v1",
-                        "chaos-mesh": "sh.helm.release.v1.chaos-mesh.v1", "cert-manager": "sh.helm.release.v1.cert-manager.v1",
-                        "opentelemetry-operator": "sh.helm.release.v1.opentelemetry-operator.v1",
-                        "clickhouse-operator": "sh.helm.release.v1.clickhouse-operator.v1",
-                        "opensearch": "sh.helm.release.v1.opensearch.v1"}
+    releases = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in everywhere if s["type"] == "helm.sh/release.v1"}
+    assert releases == {(NS, "sh.helm.release.v1.otel-demo.v1"), ("prometheus", "sh.helm.release.v1.prometheus.v1"),
+                        ("kube-metrics-server", "sh.helm.release.v1.kube-metrics-server.v1"),
+                        ("chaos-mesh", "sh.helm.release.v1.chaos-mesh.v1"), ("cert-manager", "sh.helm.release.v1.cert-manager.v1"),
+                        ("opentelemetry-operator", "sh.helm.release.v1.opentelemetry-operator.v1"),
+                        ("clickhouse-operator", "sh.helm.release.v1.clickhouse-operator.v1"),
+                        ("opensearch", "sh.helm.release.v1.opensearch.v1"),
+                        *(("istio-system", f"sh.helm.release.v1.{r}.v1") for r in ("istio-base", "istiod", "istio-cni", "ztunnel")),
+                        ("topology-monitor", "sh.helm.release.v1.kube-topology-monitor.v1")}
     # Kubernetes 1.24+ creates no token Secrets for ServiceAccounts
     assert not [s for s in everywhere if s["type"] == "kubernetes.io/service-account-token"]
     tls = next(s for s in everywhere if s["metadata"]["name"] == "kube-metrics-server")
@@ -352,3 +355,43 @@ def test_clickhouse_and_opensearch_run_as_itbench_installs_them(cluster: Cluster
     for ns in ("clickhouse-operator", "clickhouse", "opensearch"):
         denied = cluster.kubectl("get", "pods", "-n", ns, check=False)
         assert denied.returncode != 0 and "Forbidden" in denied.stderr, ns
+
+
+def test_istio_the_shared_gateway_and_the_topology_monitor_run_on_the_shop_cluster(cluster: Cluster) -> None:
+    """ITBench installs Istio (ambient), the Gateway `istio-main` and its topology monitor for every SRE
+    scenario: their pods run and are ready, istiod's gateway objects are owned by the Gateway, the monitor's
+    claim is bound, and the agent's credential sees none of it."""
+    pods = _pods_by_namespace(cluster)
+    nodes = len(cluster.json("get", "nodes", admin=True)["items"])
+    istio = [row[1] for row in pods["istio-system"]]
+    # the DaemonSets tolerate every taint: one istio-cni and one ztunnel pod per node, the control plane's too
+    assert [sum(n.startswith(p) for n in istio) for p in ("istio-cni-node-", "istiod-", "ztunnel-")] == [nodes, 1, nodes]
+    assert [row[1].rsplit("-", 2)[0] for row in pods["kube-gateways"]] == ["istio-main-istio"]
+    assert [row[1] for row in pods["topology-monitor"]] == ["topology-monitor-0"]
+    for ns in ("istio-system", "kube-gateways", "topology-monitor"):
+        for row in pods[ns]:
+            ready, want = row[2].split("/")
+            assert row[3] == "Running" and ready == want, row
+
+    gateway = cluster.json("get", "gateways.gateway.networking.k8s.io", "istio-main", "-n", "kube-gateways", admin=True)
+    conditions = {c["type"]: c for c in gateway["status"]["conditions"]}
+    assert conditions["Accepted"]["status"] == "True"
+    # no cloud provider assigns the LoadBalancer an address, so istiod reports it pending
+    assert (conditions["Programmed"]["status"], conditions["Programmed"]["reason"]) == ("False", "AddressNotAssigned")
+    table = _rows(cluster.kubectl("get", "gateways.gateway.networking.k8s.io", "-n", "kube-gateways", admin=True).stdout)
+    assert table[0][:4] == ["istio-main", "istio", "<none>", "False"]
+    deployment = cluster.json("get", "deployment", "istio-main-istio", "-n", "kube-gateways", admin=True)
+    (owner,) = deployment["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Gateway", "istio-main", gateway["metadata"]["uid"])
+    assert deployment["spec"]["template"]["metadata"]["labels"]["gateway.networking.k8s.io/gateway-name"] == "istio-main"
+    service = cluster.json("get", "service", "istio-main-istio", "-n", "kube-gateways", admin=True)
+    assert service["spec"]["type"] == "LoadBalancer" and [p["port"] for p in service["spec"]["ports"]] == [15021, 80]
+    claim = cluster.json("get", "pvc", "topology-data-topology-monitor-0", "-n", "topology-monitor", admin=True)
+    assert claim["status"]["phase"] == "Bound" and claim["metadata"]["labels"] == {"app": "topology-monitor"}
+    routes = cluster.json("get", "httproutes", "-A", admin=True)["items"]
+    assert {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in routes} >= {
+        ("prometheus", "prometheus"), ("topology-monitor", "kube-topology-monitor")}
+
+    for ns in ("istio-system", "kube-gateways", "topology-monitor"):
+        denied = cluster.kubectl("get", "pods", "-n", ns, check=False)
+        assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), (ns, denied.stdout)

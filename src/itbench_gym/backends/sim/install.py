@@ -96,6 +96,9 @@ class Certificate:
     ca_common_name: str = ""
     #: objects ("Kind/name") whose caBundle the chart renders from this certificate's CA
     ca_bundle_in: tuple[str, ...] = ()
+    #: ConfigMaps (namespace, name, key) a controller copies the certificate into (istiod writes its
+    #: root certificate into ``istio-ca-root-cert``); filled where the manifests hold them
+    config_maps: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,16 +112,20 @@ class Release:
     templates: Mapping[str, str]
     values: Mapping[str, Any]
     certificates: tuple[Certificate, ...]
+    #: "Kind/name" of objects the chart renders without any label a selector could match
+    objects: frozenset[str] = frozenset()
 
     def owns(self, obj: Obj) -> bool:
-        """Whether the chart rendered ``obj``: it matches the selector, sits in the release namespace
-        (or is cluster-scoped), and no controller owns it."""
+        """Whether the chart rendered ``obj``: it matches the selector or is listed by kind and name, sits
+        in the release namespace (or is cluster-scoped), and no controller owns it."""
         meta = obj.get("metadata") or {}
         if meta.get("ownerReferences") or obj.get("kind") == "Namespace" or HELM_HOOK in (meta.get("annotations") or {}):
             return False
         if meta.get("namespace") not in (None, self.namespace) and obj.get("kind") not in _CROSS_NAMESPACE_KINDS:
             return False
-        return selector_from_dict(self.selector).matches(meta.get("labels") or {})
+        if f"{obj.get('kind')}/{meta.get('name')}" in self.objects:
+            return True
+        return bool(self.selector) and selector_from_dict(self.selector).matches(meta.get("labels") or {})
 
     def template_of(self, obj: Obj) -> str | None:
         kind, name = obj.get("kind", ""), (obj.get("metadata") or {}).get("name", "")
@@ -135,9 +142,11 @@ def load_releases(app_dir: Path) -> tuple[Release, ...]:
     for r in doc.get("releases") or []:
         certs = tuple(Certificate(c["secret"], c["namespace"], dict(c["keys"]), c["common_name"], tuple(c["dns_names"]),
                                   int(c["days"]), bool(c["signed_by_ca"]), str(c.get("ca_common_name") or ""),
-                                  tuple(c.get("ca_bundle_in") or ())) for c in r.get("certificates") or [])
-        out.append(Release(r["name"], r["namespace"], r["chart"], r["selector"], r.get("templates") or {},
-                           r.get("values") or {}, certs))
+                                  tuple(c.get("ca_bundle_in") or ()),
+                                  tuple((m["namespace"], m["name"], m["key"]) for m in c.get("config_maps") or []))
+                      for c in r.get("certificates") or [])
+        out.append(Release(r["name"], r["namespace"], r["chart"], r.get("selector") or {}, r.get("templates") or {},
+                           r.get("values") or {}, certs, frozenset(r.get("objects") or ())))
     return tuple(out)
 
 
@@ -153,7 +162,6 @@ def deploy(cluster: Cluster, objects: list[Obj], releases: Iterable[Release], *,
             if r.owns(obj):
                 meta = obj.setdefault("metadata", {})
                 meta.setdefault("annotations", {}).update({RELEASE_ANNOTATION: r.name, NAMESPACE_ANNOTATION: r.namespace})
-                meta.setdefault("labels", {})["app.kubernetes.io/managed-by"] = "Helm"
                 by_release[r.name].append(obj)
                 break
         if (obj.get("metadata") or {}).get("annotations", {}).get(MIRROR_SOURCE) == "file":
@@ -277,16 +285,21 @@ def _fill_certificate(objects: list[Obj], release: Release, spec: Certificate, s
                                                serialization.NoEncryption())
     encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
     bundle = base64.b64encode(_pem(ca)).decode()
-    for obj in objects:
-        if f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}" in spec.ca_bundle_in:
-            _set_ca_bundle(obj, bundle)
+    copies = {(ns, name): key for ns, name, key in spec.config_maps}
+    found = False
     for obj in objects:
         meta = obj.get("metadata") or {}
-        if obj.get("kind") == "Secret" and meta.get("name") == spec.secret and meta.get("namespace") == spec.namespace:
-            obj["data"] = encoded
-            return
-    objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": spec.secret, "namespace": spec.namespace}, "data": encoded})
+        if f"{obj.get('kind')}/{meta.get('name')}" in spec.ca_bundle_in:
+            _set_ca_bundle(obj, bundle)
+        where = (meta.get("namespace"), meta.get("name"))
+        if obj.get("kind") == "Secret" and where == (spec.namespace, spec.secret):
+            obj["data"] = {**(obj.get("data") or {}), **encoded}
+            found = True
+        elif obj.get("kind") == "ConfigMap" and where in copies:
+            obj.setdefault("data", {})[copies[where]] = _pem(cert).decode()
+    if not found:
+        objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": spec.secret, "namespace": spec.namespace}, "data": encoded})
 
 
 def _set_ca_bundle(obj: Obj, bundle: str) -> None:

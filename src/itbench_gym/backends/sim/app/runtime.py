@@ -73,6 +73,8 @@ class AppRuntime(DefaultRuntime):
             mine = view.named(pod["metadata"]["name"])
             if mine:
                 return mine[0].service
+        if pod["metadata"].get("namespace") != self.spec.namespace:
+            return None  # the cluster's own components (a gateway elsewhere may name its container as the app's does)
         name = container.get("name")
         return next((s.name for s in self.spec.services.values() if s.container == name), None)
 

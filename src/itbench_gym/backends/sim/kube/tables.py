@@ -8,6 +8,7 @@ are what an agent sees. Upstream: kubernetes ``pkg/printers/internalversion/prin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -558,22 +559,35 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Printer]] = {
 PRINTERS[("events.k8s.io", "Event")] = PRINTERS[("", "Event")]
 
 
+_FILTER = re.compile(r"""\[\?\(@\.([\w.-]+)\s*==\s*["']([^"']*)["']\)\]""")
+
+
 def _jsonpath_simple(obj: Any, path: str) -> Any:
-    """The ``.a.b[0].c`` subset of JSONPath CRDs use in ``additionalPrinterColumns``."""
-    cur = obj
-    for part in path.strip().lstrip(".").replace("[", ".[").split("."):
+    """The JSONPath subset CRDs use in ``additionalPrinterColumns``: fields, ``[n]``, ``[*]`` and
+    ``[?(@.field=="value")]``. The API server's table converter prints the first result
+    (apiextensions-apiserver ``tableconvertor``), None when there is none."""
+    text = _FILTER.sub(lambda m: "[?" + m.group(1) + "=" + m.group(2) + "]", path.strip())
+    current: list[Any] = [obj]
+    for part in text.lstrip(".").replace("[", ".[").split("."):
         if not part:
             continue
-        if part.startswith("[") and part.endswith("]"):
-            try:
-                cur = cur[int(part[1:-1])] if isinstance(cur, list) else None
-            except (ValueError, IndexError):
-                return None
-        elif isinstance(cur, dict):
-            cur = cur.get(part)
-        else:
-            return None
-    return cur
+        found: list[Any] = []
+        for cur in current:
+            if part == "[*]":
+                found += cur if isinstance(cur, list) else list(cur.values()) if isinstance(cur, dict) else []
+            elif part.startswith("[?") and part.endswith("]"):
+                key, _, want = part[2:-1].partition("=")
+                found += [item for item in cur if isinstance(item, dict) and str(item.get(key)) == want] \
+                    if isinstance(cur, list) else []
+            elif part.startswith("[") and part.endswith("]"):
+                try:
+                    found.append(cur[int(part[1:-1])] if isinstance(cur, list) else None)
+                except (ValueError, IndexError):
+                    pass
+            elif isinstance(cur, dict) and part in cur:
+                found.append(cur[part])
+        current = [c for c in found if c is not None]
+    return current[0] if current else None
 
 
 def _custom_printer(columns: list[dict[str, Any]]) -> tuple[list[Column], Printer]:

@@ -6,8 +6,8 @@ Mirrors ``pkg/controller/statefulset`` for what agents observe: pods ``<set>-0..
 ordinal is Running and Ready, scale-down and updates go from the highest ordinal down one pod at
 a time; revisions are ``ControllerRevision`` objects (``kubectl rollout history sts``). Each
 ``volumeClaimTemplates`` entry gives every pod a claim ``<template>-<set>-<ordinal>`` (created before
-the pod, labelled with the set's selector, kept when the pod goes: the retention policy's default
-``Retain``) and a volume of the template's name naming it (``stateful_set_utils.go``
+the pod, labelled with the set's selector, kept when the pod goes unless the retention policy's
+``whenDeleted: Delete`` makes the set own it) and a volume of the template's name naming it (``stateful_set_utils.go``
 ``getPersistentVolumeClaims``/``updateStorage``), so the pod waits for the claim to bind.
 
 ``Parallel`` pod management creates the missing pods in slow-start batches. Upstream sends them
@@ -43,22 +43,6 @@ def _ordinal(sts: Obj, pod: Obj) -> int | None:
     if not name.startswith(prefix) or not name[len(prefix):].isdigit():
         return None
     return int(name[len(prefix):])
-
-
-def _claim_name(sts: Obj, template: Obj, i: int) -> str:
-    return f"{(template.get('metadata') or {}).get('name', '')}-{sts['metadata']['name']}-{i}"
-
-
-def _mount_claims(sts: Obj, pod: Obj, i: int) -> None:
-    """Upstream ``updateStorage``: a volume per claim template, named as the template, first, then the
-    pod template's other volumes (one of a template's name is replaced)."""
-    templates = (sts.get("spec") or {}).get("volumeClaimTemplates") or []
-    if not templates:
-        return
-    claims = {(t.get("metadata") or {}).get("name", ""): _claim_name(sts, t, i) for t in templates}
-    spec = pod.setdefault("spec", {})
-    volumes = [{"name": n, "persistentVolumeClaim": {"claimName": c}} for n, c in claims.items()]
-    spec["volumes"] = volumes + [v for v in spec.get("volumes") or [] if v.get("name") not in claims]
 
 
 class StatefulSetController(Controller):
@@ -162,41 +146,10 @@ class StatefulSetController(Controller):
     def restore_state(self, state: Any) -> None:
         self.pods.restore(state)
 
-    def _claims(self, sts: Obj, pod_name: str, i: int) -> ApiError | None:
-        """Create the pod's missing claims from the set's ``volumeClaimTemplates`` (upstream
-        ``createPersistentVolumeClaims``: an existing claim is kept as it is)."""
-        ns = sts["metadata"].get("namespace")
-        selector = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        for template in (sts.get("spec") or {}).get("volumeClaimTemplates") or []:
-            claim_name = _claim_name(sts, template, i)
-            if self.ctx.cache.get("PersistentVolumeClaim", ns, claim_name) is not None:
-                continue
-            meta = clone(template.get("metadata") or {})
-            meta.update({"name": claim_name, "namespace": ns, "labels": {**(meta.get("labels") or {}), **selector}})
-            claim: Obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
-                          "spec": clone(template.get("spec") or {})}
-            try:
-                self.ctx.store.create(claim)
-            except ApiError as e:
-                if e.code == 409:
-                    continue
-                self.ctx.recorder.record(sts, "Warning", "FailedCreate",
-                                         f"create Claim {claim_name} for Pod {pod_name} in StatefulSet "
-                                         f"{sts['metadata']['name']} failed error: {e.message}", component=_COMPONENT)
-                return e
-            self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
-                                     f"create Claim {claim_name} Pod {pod_name} in StatefulSet {sts['metadata']['name']} success",
-                                     component=_COMPONENT)
-        return None
-
     def _create(self, sts: Obj, i: int, revision: str) -> ApiError | None:
         name = f"{sts['metadata']['name']}-{i}"
         template = (sts.get("spec") or {}).get("template") or {}
-        err = self._claims(sts, name, i)
-        if err is not None:
-            return err
         pod = self.pods.pod_from_template(sts, template, name)
-        _mount_claims(sts, pod, i)
         labels = pod["metadata"]["labels"]
         labels[REVISION_LABEL] = revision
         labels["statefulset.kubernetes.io/pod-name"] = name
@@ -204,6 +157,13 @@ class StatefulSetController(Controller):
         pod["spec"]["hostname"] = name
         if (sts.get("spec") or {}).get("serviceName"):
             pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
+        claims = self._claims(sts, i)
+        err = self._create_claims(sts, name, claims)
+        if err is not None:
+            return err
+        by_template = {c["template"]: c["claim"]["metadata"]["name"] for c in claims}
+        pod["spec"]["volumes"] = [{"name": t, "persistentVolumeClaim": {"claimName": n}} for t, n in by_template.items()] + [
+            v for v in pod["spec"].get("volumes") or [] if v.get("name") not in by_template]
         try:
             check_pod(self.ctx.store, pod, self.ctx.now())
             self.ctx.store.create(pod)
@@ -215,6 +175,53 @@ class StatefulSetController(Controller):
         self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
                                  f"create Pod {name} in StatefulSet {sts['metadata']['name']} successful",
                                  component=_COMPONENT)
+        return None
+
+    def _claims(self, sts: Obj, i: int) -> list[Obj]:
+        """The claims of ordinal ``i`` (``getPersistentVolumeClaims``): each volumeClaimTemplate named
+        ``<template>-<set>-<ordinal>`` with the selector's labels added; with ``whenDeleted: Delete`` the set
+        owns them (``updateClaimOwnerRefForSetAndPod`` for a pod within the set's replicas)."""
+        spec = sts.get("spec") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        deleted = ((spec.get("persistentVolumeClaimRetentionPolicy") or {}).get("whenDeleted") or "Retain") == "Delete"
+        out = []
+        for template in spec.get("volumeClaimTemplates") or []:
+            claim = clone(template)
+            claim.pop("status", None)
+            meta = claim.setdefault("metadata", {})
+            tname = str(meta.get("name", ""))
+            meta.update({"name": f"{tname}-{sts['metadata']['name']}-{i}", "namespace": sts["metadata"].get("namespace")})
+            meta["labels"] = {**(meta.get("labels") or {}), **selector}
+            if deleted:
+                meta["ownerReferences"] = [controller_ref(sts)]
+            claim.update({"apiVersion": "v1", "kind": "PersistentVolumeClaim"})
+            out.append({"template": tname, "claim": claim})
+        return out
+
+    def _create_claims(self, sts: Obj, pod: str, claims: list[Obj]) -> ApiError | None:
+        """``createPersistentVolumeClaims``: create the claims that do not exist yet; a claim being deleted
+        holds the pod back."""
+        set_name = sts["metadata"]["name"]
+        for entry in claims:
+            claim = entry["claim"]
+            meta = claim["metadata"]
+            current = self.ctx.cache.get("PersistentVolumeClaim", meta["namespace"], meta["name"])
+            if current is not None:
+                if is_terminating(current):
+                    return ApiError(409, "Conflict", f"pvc {meta['name']} is being deleted")
+                continue
+            try:
+                self.ctx.store.create(claim)
+            except ApiError as e:
+                if e.code == 409:
+                    continue
+                self.ctx.recorder.record(sts, "Warning", "FailedCreate",
+                                         f"create Claim {meta['name']} for Pod {pod} in StatefulSet {set_name} failed error: "
+                                         f"failed to create PVC {meta['name']}: {e.message}", component=_COMPONENT)
+                return e
+            self.ctx.recorder.record(sts, "Normal", "SuccessfulCreate",
+                                     f"create Claim {meta['name']} Pod {pod} in StatefulSet {set_name} success",
+                                     component=_COMPONENT)
         return None
 
     def _roll(self, sts: Obj, by_ordinal: dict[int, Obj], want: int, revision: str) -> None:
