@@ -376,10 +376,19 @@ def test_istio_the_shared_gateway_and_the_topology_monitor_run_on_the_shop_clust
     gateway = cluster.json("get", "gateways.gateway.networking.k8s.io", "istio-main", "-n", "kube-gateways", admin=True)
     conditions = {c["type"]: c for c in gateway["status"]["conditions"]}
     assert conditions["Accepted"]["status"] == "True"
-    # no cloud provider assigns the LoadBalancer an address, so istiod reports it pending
-    assert (conditions["Programmed"]["status"], conditions["Programmed"]["reason"]) == ("False", "AddressNotAssigned")
+    # Cloud Provider Kind gives the gateway's LoadBalancer Service the first free address of the kind network
+    # after the nodes' (172.18.0.2-5), and istiod reports the Gateway programmed at that address
+    assert (conditions["Programmed"]["status"], conditions["Programmed"]["reason"]) == ("True", "Programmed")
+    assert conditions["Programmed"]["message"] == (
+        "Resource programmed, assigned to service(s) istio-main-istio.kube-gateways.svc.cluster.local:80")
+    assert gateway["status"]["addresses"] == [{"type": "IPAddress", "value": "172.18.0.6"}]
     table = _rows(cluster.kubectl("get", "gateways.gateway.networking.k8s.io", "-n", "kube-gateways", admin=True).stdout)
-    assert table[0][:4] == ["istio-main", "istio", "<none>", "False"]
+    assert table[0][:4] == ["istio-main", "istio", "172.18.0.6", "True"]
+    service = cluster.json("get", "service", "istio-main-istio", "-n", "kube-gateways", admin=True)
+    assert service["status"]["loadBalancer"]["ingress"] == [
+        {"ip": "172.18.0.6", "ipMode": "Proxy", "ports": [{"port": 15021, "protocol": "TCP"}, {"port": 80, "protocol": "TCP"}]}]
+    (row,) = _rows(cluster.kubectl("get", "svc", "istio-main-istio", "-n", "kube-gateways", admin=True).stdout)
+    assert row[1:4] == ["LoadBalancer", service["spec"]["clusterIP"], "172.18.0.6"]
     deployment = cluster.json("get", "deployment", "istio-main-istio", "-n", "kube-gateways", admin=True)
     (owner,) = deployment["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Gateway", "istio-main", gateway["metadata"]["uid"])

@@ -406,3 +406,51 @@ def test_snapshot_restore_round_trip():
     run(cluster, clock, 30)
     assert len(pods(cluster, "web-")) == 2
     assert cluster.store.get("Deployment", NS, "web")["status"]["availableReplicas"] == 2
+
+
+def _load_balancer(name):
+    svc = service(name)
+    svc["spec"]["type"] = "LoadBalancer"
+    return svc
+
+
+def _lb_ips(cluster, name):
+    status = cluster.store.get("Service", NS, name).get("status") or {}
+    return [i["ip"] for i in (status.get("loadBalancer") or {}).get("ingress") or []]
+
+
+def test_load_balancer_services_get_kind_network_addresses_in_creation_order_and_give_them_back():
+    """Cloud Provider Kind: each LoadBalancer Service gets the lowest free address of the nodes' network
+    (nodes at 172.18.0.2-4 here), the service controller's finalizer and events; a deleted Service or one
+    that stops being a LoadBalancer frees its address and loses its status."""
+    cluster, _ = make_cluster(_load_balancer("front"), _load_balancer("admin"), service("cart"))
+    front = cluster.store.get("Service", NS, "front")
+    assert front["status"]["loadBalancer"]["ingress"] == [
+        {"ip": "172.18.0.5", "ipMode": "Proxy", "ports": [{"port": 80, "protocol": "TCP"}]}]
+    assert front["metadata"]["finalizers"] == ["service.kubernetes.io/load-balancer-cleanup"]
+    assert _lb_ips(cluster, "admin") == ["172.18.0.6"] and _lb_ips(cluster, "cart") == []
+    ensured = [(e["involvedObject"]["name"], e["source"]["component"]) for e in events(cluster, "EnsuredLoadBalancer")]
+    assert sorted(ensured) == [("admin", "service-controller"), ("front", "service-controller")]
+    assert sorted(e["involvedObject"]["name"] for e in events(cluster, "EnsuringLoadBalancer")) == ["admin", "front"]
+
+    cluster.store.delete("Service", NS, "front")
+    cluster.reconcile()
+    assert "front" not in [s["metadata"]["name"] for s in cluster.store.list("Service", NS)]
+    assert [e["involvedObject"]["name"] for e in events(cluster, "DeletedLoadBalancer")] == ["front"]
+    cluster.store.create(_load_balancer("next"))
+    cluster.reconcile()
+    assert _lb_ips(cluster, "next") == ["172.18.0.5"]  # the freed address is the lowest free one again
+
+    admin = copy.deepcopy(cluster.store.get("Service", NS, "admin"))
+    admin["spec"]["type"] = "ClusterIP"
+    for port in admin["spec"]["ports"]:
+        port.pop("nodePort", None)
+    cluster.store.update(admin)
+    cluster.reconcile()
+    admin = cluster.store.get("Service", NS, "admin")
+    assert admin["status"]["loadBalancer"] == {} and not admin["metadata"].get("finalizers")
+    assert [e["message"] for e in events(cluster, "Type")] == ["LoadBalancer -> ClusterIP"]
+    assert sorted(e["involvedObject"]["name"] for e in events(cluster, "DeletingLoadBalancer")) == ["admin", "front"]
+    cluster.store.create(_load_balancer("last"))
+    cluster.reconcile()
+    assert _lb_ips(cluster, "last") == ["172.18.0.6"]

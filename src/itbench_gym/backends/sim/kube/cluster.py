@@ -24,8 +24,10 @@ from .controllers.base import WATCHED_KINDS, Cache, Context, Controller, Key, Ti
 from .controllers.daemonset import DaemonSetController
 from .controllers.deployment import DeploymentController
 from .controllers.endpoints import EndpointsController
+from .controllers.gatewayaddress import GatewayAddressController
 from .controllers.hpa import HpaController
 from .controllers.job import CronJobController, JobController
+from .controllers.loadbalancer import LoadBalancerController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
 from .controllers.statefulset import StatefulSetController
@@ -116,6 +118,8 @@ class KubeCluster:
             self.kubelet,
             NodeController(self.ctx),
             EndpointsController(self.ctx),
+            LoadBalancerController(self.ctx),
+            GatewayAddressController(self.ctx),
             QuotaController(self.ctx),
             VolumeBinderController(self.ctx),
             self.hpa,
