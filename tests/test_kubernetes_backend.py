@@ -8,6 +8,7 @@ it, and leave the served cluster exactly as it was found.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -219,3 +220,18 @@ def test_a_cluster_without_the_app_gets_it_provisioned_and_loses_it_on_close(ser
         backend.close()
     gone = subprocess.run([kubectl_path(), *admin, "get", "namespace", "otel-demo"], capture_output=True, text=True, timeout=60)
     assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def test_a_load_balancer_address_is_not_a_change_in_the_inventory() -> None:
+    """Cloud Provider Kind's address (status) and the service controller's finalizer are the cluster's own
+    writes: an inventory taken before the address came equals one taken after."""
+    pending = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw", "namespace": "default", "uid": "u1"},
+               "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.9", "ports": [{"port": 80, "nodePort": 30080}]},
+               "status": {"loadBalancer": {}}}
+    assigned = copy.deepcopy(pending)
+    assigned["metadata"]["finalizers"] = ["service.kubernetes.io/load-balancer-cleanup"]
+    assigned["status"]["loadBalancer"] = {"ingress": [{"ip": "172.18.0.6", "ipMode": "Proxy", "ports": [{"port": 80, "protocol": "TCP"}]}]}
+    assert inventory.normal(pending) == inventory.normal(assigned)
+    key = inventory.key_of(pending)
+    assert not inventory.Inventory(("default",), {key: inventory.normal(pending)}).difference(
+        inventory.Inventory(("default",), {key: inventory.normal(assigned)}))
