@@ -2,8 +2,10 @@
 
 One object per twin holds the scraper (targets from ServiceMonitors/PodMonitors, ``up``), the
 exporters behind the targets (kube-state-metrics, node-exporter, the kubelets' cAdvisor) and the
-rule manager fed from PrometheusRule objects. The twin gives it the store, each tick's samples from
-the app model and the nodes' usage; everything else it reads from the store.
+rule manager fed from PrometheusRule objects. The twin gives it the store, each tick's cAdvisor series
+and pod expositions from the app model (the mesh's proxies, the collector's exporter with the span
+metrics) and the nodes' usage; everything else it reads from the store. Every series reaches the
+TSDB through a target.
 """
 
 from __future__ import annotations
