@@ -121,14 +121,24 @@ def _setup(base: AppModel, users: int = 50, seed: int = 7) -> tuple[AppModel, Fa
     return model, FakeCluster(clock, manifests), clock
 
 
+def _collected(model: AppModel) -> list[tuple[dict[str, str], float]]:
+    """What the app's collector holds now: its spanmetrics connector's counters (its exporter serves
+    them as of the last flush, a minute apart) and the metrics it received."""
+    out: list[tuple[dict[str, str], float]] = []
+    for run in model._collectors.runs.values():
+        out += run.spans.samples() + [(labels, value) for labels, value, _ in run.pushed.values()]
+    return out
+
+
 def _run(model: AppModel, cluster: FakeCluster, clock: SimClock, ticks: int, heal_every: int = 0) -> list[tuple[dict[str, str], float]]:
+    """Advance ``ticks`` ticks; the last one's cAdvisor series and what the collector holds then."""
     samples: list[tuple[dict[str, str], float]] = []
     for i in range(ticks):
         clock.advance(DT)
         samples = model.tick(clock.now(), DT, cluster)
         if heal_every and i % heal_every == heal_every - 1:
             cluster.restart_crashed()
-    return samples
+    return samples + _collected(model)
 
 
 def _calls(samples: list[tuple[dict[str, str], float]], status: str | None = None) -> dict[tuple[str, str], float]:

@@ -82,7 +82,9 @@ def test_doing_nothing_fails_mitigation_with_reason(env: gym.Env) -> None:
     mitigation = info["evaluation"]["mitigation"]
     assert terminated and reward == 0.0
     assert mitigation["passed"] is False
-    assert any("HighRequestErrorRate" in r and "still firing" in r for r in mitigation["reasons"]), mitigation["reasons"]
+    # the alert never clears: firing, or pending again between two of the cache's OOM cycles
+    assert any("HighRequestErrorRate" in r and ("still firing" in r or "still pending" in r) for r in mitigation["reasons"]), \
+        mitigation["reasons"]
 
 
 def test_bad_actions_are_observations(env: gym.Env) -> None:

@@ -36,11 +36,11 @@ def _cached_and_fresh(twin: Twin) -> tuple[list[tuple[dict[str, str], float]], l
     twin.clock.set(t)
     twin.cluster.tick(t)
     samples = twin.model.tick(t, SCRAPE_INTERVAL, twin.cluster)
-    usage = twin.cluster.usage().nodes
-    cached, _ = twin.monitoring.scrape(t, samples, usage)
+    usage, exposed = twin.cluster.usage().nodes, twin.model.exposed()
+    cached, _ = twin.monitoring.scrape(t, samples, usage, exposed)
     fresh = Monitoring(twin.cluster.store, Engine(TSDB()), twin.cluster.apiload.samples, twin.cluster.etcd.samples)
     fresh.node_exporter = twin.monitoring.node_exporter  # counters already at t: a second scrape at t reads the same
-    uncached, _ = fresh.scrape(t, samples, usage)
+    uncached, _ = fresh.scrape(t, samples, usage, exposed)
     return list(cached), list(uncached)
 
 
@@ -56,7 +56,8 @@ def test_a_cached_scrape_equals_an_uncached_one() -> None:
     cached, uncached = _cached_and_fresh(_twin())
     assert cached == uncached
     assert len(cached) > 4000
-    assert {lb["job"] for lb, _ in cached} >= {"kube-state-metrics", "node-exporter", "kubelet"}
+    assert {lb["job"] for lb, _ in cached} >= {"kube-state-metrics", "node-exporter", "kubelet", "otel-collector"}
+    assert any(lb["__name__"] == "traces_span_metrics_calls_total" for lb, _ in cached)
 
 
 def test_a_replaced_exporter_pod_gets_series_under_its_new_name() -> None:
@@ -139,11 +140,13 @@ def test_series_ids_are_not_reused_across_a_store_rewind() -> None:
     mon = Monitoring(twin.cluster.store, Engine(db))
     usage = twin.cluster.usage().nodes
     t = twin.clock.now()
+    (collector,) = twin.cluster.store.list("Pod", "otel-demo", label_selector="app.kubernetes.io/name=opentelemetry-collector")
 
     def scrape(*names: str) -> None:
         nonlocal t
         t += 30
-        samples, jobs = mon.scrape(t, [({"__name__": n, "job": "app"}, t) for n in names], usage)
+        served = {("otel-demo", collector["metadata"]["name"], 8888): [[({"__name__": n}, t) for n in names]]}
+        samples, jobs = mon.scrape(t, [], usage, served)
         db.append(t, samples, jobs)
 
     def configmap(name: str) -> dict[str, Any]:

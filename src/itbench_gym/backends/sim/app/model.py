@@ -14,6 +14,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
+from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.kube import oom
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
 from itbench_gym.backends.sim.traces.record import TraceTick
@@ -31,6 +33,7 @@ from itbench_gym.lang import yamltext
 from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
 from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
+from .collector import KAFKAMETRICS_SCOPE, Collectors
 from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, all_ok, lognormal, mixture
 from .httpbody import body_failure
@@ -42,7 +45,6 @@ from .network import Reach, active_chaos, chaos_selects, http_selects, reach, re
 from .process import StoreWrites, shell_script, started_env, store_writes
 from .processes import only_sleeps
 from .runtime import AppRuntime
-from .spanmetrics import SpanMetrics
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
 
 Sample = tuple[dict[str, str], float]
@@ -207,6 +209,17 @@ def catalog_products(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> t
     raise AppSpecError(f"{where}.config_map: no ConfigMap {name!r} in namespace {spec.namespace} of the manifests")
 
 
+def _kafkametrics(name: str, attrs: tuple[tuple[str, str], ...], version: str) -> dict[str, str]:
+    """A series of the collector's kafkametrics receiver as its exporter serves it (no service resource:
+    no job or instance; the receiver's scope, versioned with the collector)."""
+    return {"__name__": name, **dict(attrs), "otel_scope_name": KAFKAMETRICS_SCOPE, **({"otel_scope_version": version} if version else {})}
+
+
+def _resource_labels(name: str, job: str, instance: str, attrs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """A pod's OTLP metric as the collector's exporter serves it: ``job`` and ``instance`` from its resource."""
+    return {"__name__": name, **dict(attrs), "job": job, "instance": instance}
+
+
 def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
     """The stream of ``name`` at ``tick``: ``default_rng([seed, tick, crc32(name)])``.
 
@@ -302,7 +315,7 @@ class AppModel:
         self._log_pools = logmod.FieldPools.of(spec, self.products)
         self._solver = FlowSolver(spec)
         self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))
-        self._span = SpanMetrics(spec.buckets_ms, spec.namespace, spec.job_prefix)
+        self._collectors = Collectors(spec)
         self._cadvisor = Cadvisor()
         self._mesh_metrics = MeshTelemetry(spec)
         self._state = _State()
@@ -339,14 +352,15 @@ class AppModel:
     # -- one tick -------------------------------------------------------------------------------
 
     def tick(self, t: float, dt: float, cluster: ClusterLike, *, expose: bool = True) -> list[Sample]:
-        """Advance the model by one tick ending at ``t``; its exposition (span metrics, the app's own
-        metrics, cAdvisor's) when ``expose`` (a tick Prometheus scrapes), else nothing: building it
-        costs about as much as the model and no one reads it in between."""
+        """Advance the model by one tick ending at ``t``; the kubelets' cAdvisor series when ``expose``
+        (a tick Prometheus scrapes), else nothing: building them costs about as much as the model and
+        no one reads them in between. What the pods and the collector serve is :meth:`exposed`."""
         st = self._state
         st.tick += 1
         view = self._reader.read(cluster.store, now=t, dt=dt, ready_before=st.ready_before)
         st.ready_before = ready_pod_labels(view.all_pods)
         self._view = view
+        self._collectors.observe(view, t)
         starts, dropped = self._track_instances(view, t, dt)
         flags = self._served_flags(view)
         effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
@@ -357,7 +371,7 @@ class AppModel:
         stats = self._solver.stats(reaches, knobs)
         roots = self._load_roots(view, stats, t, dt)
         rates, client = self._solver.rates(stats, roots)
-        app_samples, consumer_roots, effect_logs = self._kafka(view, rates, client, effects, dt)
+        consumer_roots, effect_logs = self._kafka(view, rates, client, effects, dt)
         if consumer_roots:
             more_rates, more_client = self._solver.rates(stats, consumer_roots)
             for k, v in more_rates.items():
@@ -367,13 +381,14 @@ class AppModel:
         st.shares, st.pins = self._balancer.shares(view, client, st.tick, st.pins)
         self._mesh_metrics.observe(view, mesh, stats, client, st.shares, dt, _rng(self.seed, st.tick, "mesh"))
         self._record_spans(view, stats, rates, client, dt)
+        self._collectors.flush()
         usage = self._machine_oom(cluster, self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats))
         self._cadvisor.observe(usage, dt)
         node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods} if expose else {}
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs, knobs.error_log), starts))
         st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
                                                 flags=flags, instances=st.instances))
-        return self._span.samples() + app_samples + self._cadvisor.samples(usage, node_ips) if expose else []
+        return self._cadvisor.samples(usage, node_ips) if expose else []
 
     def _track_instances(self, view: ClusterView, t: float, dt: float) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
         """New container runs (their start times) and, per service, the share of its requests
@@ -568,9 +583,10 @@ class AppModel:
         return roots
 
     def _kafka(self, view: ClusterView, rates: dict[OpKey, float], client: dict[tuple[str, str, str], tuple[float, float]],
-               effects: list[tuple[Effect, Any]], dt: float) -> tuple[list[Sample], dict[OpKey, float], dict[str, float]]:
+               effects: list[tuple[Effect, Any]], dt: float) -> tuple[dict[OpKey, float], dict[str, float]]:
+        """Each topic's consumption this tick; the collector's kafkametrics receiver reads the groups' lag
+        and members, and a JVM consumer exports its client's connection closes over OTLP."""
         st = self._state
-        samples: list[Sample] = []
         roots: dict[OpKey, float] = {}
         effect_logs: dict[str, float] = {}
         for topic in self.spec.topics.values():
@@ -587,8 +603,8 @@ class AppModel:
                     host, port = resolve_address(c.address, p.env)
                     if reach(self.spec, view, p, host, port, self.spec.broker or "").ok_share > 0:
                         members += 1
-                if pods and members < len(pods):
-                    st.closes[c.service] = st.closes.get(c.service, 0.0) + (len(pods) - members) * dt / 5.0
+                    else:
+                        st.closes[p.uid] = st.closes.get(p.uid, 0.0) + dt / 5.0
                 delay = sum(float(e.get("magnitude", 0)) for e, _ in effects if e.type == "consumer_delay" and e.get("group") == c.group)
                 per_pod = min(c.max_per_second_per_pod, 1.0 / delay) if delay > 0 else c.max_per_second_per_pod
                 if delay > 0:
@@ -599,15 +615,17 @@ class AppModel:
                 # consumers that keep up leave no lag at all (not a float's residue of one)
                 st.backlog[(topic.name, c.group)] = 0.0 if consumed >= waiting else backlog + (produced - consumed) * dt
                 roots[(c.service, c.operation)] = roots.get((c.service, c.operation), 0.0) + consumed
-                lbl = {"namespace": view.namespace, "job": "otel-collector", "consumergroup": c.group, "topic": topic.name}
-                samples.append(({"__name__": "kafka_consumer_group_lag_sum_ratio", **lbl}, st.backlog[(topic.name, c.group)]))
-                samples.append(({"__name__": "kafka_consumer_group_members", "namespace": view.namespace, "job": "otel-collector",
-                                 "consumergroup": c.group}, float(members)))
+                self._collectors.receive(("lag", topic.name, c.group), partial(_kafkametrics, "kafka_consumer_group_lag_sum_ratio",
+                                                                                (("consumergroup", c.group), ("topic", topic.name))),
+                                         st.backlog[(topic.name, c.group)])
+                self._collectors.receive(("members", c.group), partial(_kafkametrics, "kafka_consumer_group_members",
+                                                                       (("consumergroup", c.group),)), float(members))
                 if self.spec.services[c.service].language in ("java", "kotlin"):
-                    samples.append(({"__name__": "kafka_consumer_connection_close_rate", "namespace": view.namespace,
-                                     "job": self.spec.job_prefix + c.service, "client_id": f"consumer-{c.group}-1"},
-                                    st.closes.get(c.service, 0.0)))
-        return samples, roots, effect_logs
+                    for p in pods:
+                        self._collectors.push(view, p, ("closes", p.uid, c.group), partial(
+                            _resource_labels, "kafka_consumer_connection_close_rate", self.spec.job_prefix + c.service, p.uid,
+                            (("client_id", f"consumer-{c.group}-1"),)), st.closes.get(p.uid, 0.0))
+        return roots, effect_logs
 
     def _record_spans(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> None:
@@ -621,33 +639,35 @@ class AppModel:
                 continue
             rng = _rng(self.seed, tick, svc.name)
             shares = self._state.shares.get(svc.name, {})
-            pod_shares = [(p.uid, shares.get(instance_key(p), 0.0) * dt) for p in pods]
+            # what a pod sends while no collector answers it is lost
+            pod_shares = [(p.uid, shares.get(instance_key(p), 0.0) * dt, spans) for p in pods
+                          if (spans := self._collectors.receiver(view, p)) is not None]
             for op in svc.operations.values():
                 r = rates.get((svc.name, op.id), 0.0)
                 s = stats[(svc.name, op.id)]
                 kind = f"SPAN_KIND_{op.kind}"
                 caught = {name: _caught_share(s, self._catchers.get((svc.name, op.id, name), ())) for name in op.internal_spans}
-                for uid, share in pod_shares:
+                for uid, share, spans in pod_shares:
                     if r > 0:
                         n_ok = int(rng.poisson(r * (1.0 - s.p_err) * share))
                         n_err = int(rng.poisson(r * s.p_err * share)) if s.p_err > 0 else 0
-                        self._span.record((svc.name, op.span, kind, "STATUS_CODE_UNSET", uid), n_ok, s.ok, rng)
-                        self._span.record((svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), n_err, s.err, rng)
+                        spans.record((svc.name, op.span, kind, "STATUS_CODE_UNSET", uid), n_ok, s.ok, rng)
+                        spans.record((svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), n_err, s.err, rng)
                         for name in op.internal_spans:
                             inner = Moments(s.ok.mean * 0.3, s.ok.var * 0.09)
                             n_caught = int(rng.binomial(n_ok, caught[name])) if caught[name] > 0 else 0
-                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err - n_caught, inner, rng)
-                            self._span.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_ERROR", uid), n_caught, inner, rng)
+                            spans.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err - n_caught, inner, rng)
+                            spans.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_ERROR", uid), n_caught, inner, rng)
                     for co in s.calls:
                         if co.call.client_span is None:
                             continue
                         ok, err = client.get((svc.name, op.id, co.call.id), (0.0, 0.0))
                         client_kind = f"SPAN_KIND_{co.call.client_kind}"
                         if ok > 0:
-                            self._span.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_UNSET", uid),
+                            spans.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_UNSET", uid),
                                               int(rng.poisson(ok * share)), co.ok, rng)
                         if err > 0:
-                            self._span.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid),
+                            spans.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid),
                                               int(rng.poisson(err * share)), co.err, rng)
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
@@ -843,20 +863,24 @@ class AppModel:
             return []
         return logmod.render(self.spec, self._log_pools, self.seed, self._state.history, pod, container, start, end)
 
-    def exposed(self) -> dict[tuple[str, str], list[Sample]]:
-        """What each pod's own /metrics serves now (the mesh's proxies, the app's call counters), by
-        (namespace, pod): scraped only where a monitor makes the pod a target."""
-        return self._mesh_metrics.exposed()
+    def exposed(self) -> dict[PodEndpoint, list[list[Sample]]]:
+        """What the pods serve now, scraped only where a monitor makes them a target: the mesh's proxies
+        and the app's call counters on their /metrics, by (namespace, pod); the collector's exporter
+        (span metrics, the pods' OTLP metrics) on its port, by (namespace, pod, port)."""
+        out: dict[PodEndpoint, list[list[Sample]]] = {pod: [samples] for pod, samples in self._mesh_metrics.exposed().items()}
+        for endpoint, runs in self._collectors.exposed().items():
+            out[endpoint] = runs
+        return out
 
     def snapshot(self) -> object:
-        return (self._state.copy(), self._span.snapshot(), self._cadvisor.snapshot(), self._mesh_metrics.snapshot())
+        return (self._state.copy(), self._collectors.snapshot(), self._cadvisor.snapshot(), self._mesh_metrics.snapshot())
 
     def restore(self, snap: object) -> None:
         if not isinstance(snap, tuple) or len(snap) != 4:
             raise TypeError("restore() takes what snapshot() returned")
-        state, span, cad, mesh = snap
+        state, collectors, cad, mesh = snap
         self._state = state.copy()
-        self._span.restore(span)
+        self._collectors.restore(collectors)
         self._cadvisor.restore(cad)
         self._mesh_metrics.restore(mesh)
         self._view = None

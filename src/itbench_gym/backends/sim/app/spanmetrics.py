@@ -1,13 +1,22 @@
-"""What the OpenTelemetry collector's spanmetrics connector exports, fed by the fluid model.
+"""What the OpenTelemetry collector's spanmetrics connector holds and hands its exporter, fed by the fluid model.
 
-Series are keyed like the connector keys them (service, span name, kind, status code, plus the
-resource's ``service.instance.id`` = pod uid, which Prometheus' OTLP ingestion turns into
-``instance``); counters are cumulative and never expire, so a pod that is replaced leaves its series
-behind and a new pod starts a new series from zero.
+One :class:`SpanMetrics` is the connector of one collector process (``collector.py``): its counters
+live in that process, so a restarted collector starts every series again from zero. Series are keyed
+like the connector keys them (service, span name, kind, status code, plus the ``namespace`` dimension
+of ITBench's config) under the spans' resource, whose ``service.instance.id`` (the pod uid the config's
+``resource`` processor inserts) tells the pods apart. Counters are cumulative and the connector hands
+every series it holds to the pipeline at each flush, changed or not (``metrics_expiration`` is 0 by
+default: never), so a pod that is replaced leaves its series behind and a new pod starts a new one.
+
+The labels are the ones the collector's ``prometheus`` exporter serves (exporter/prometheusexporter
+collector.go): the attributes, ``otel_scope_name``, ``job`` = ``service.namespace/service.name`` and
+``instance`` = ``service.instance.id``. Prometheus' scrape of the collector then turns the clashing
+``job``, ``instance`` and ``namespace`` into ``exported_*`` (``exporters/scrape.py``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -16,6 +25,8 @@ import numpy as np
 from .flow import Moments
 
 SeriesKey = tuple[str, str, str, str, str]  # service, span, kind, status, instance
+#: The instrumentation scope the connector gives its metrics (connector/spanmetricsconnector connector.go).
+SCOPE = "spanmetricsconnector"
 
 
 @dataclass
@@ -43,9 +54,11 @@ _PROBS_CACHE = 1024
 
 
 class SpanMetrics:
-    """The connector's counters; its label dicts are built once per series and shared between calls (read-only)."""
+    """The connector's counters; its label dicts are built once per series and shared between calls and,
+    through ``labels``, between the connectors of successive collector processes (read-only)."""
 
-    def __init__(self, buckets_ms: tuple[float, ...], namespace: str, job_prefix: str) -> None:
+    def __init__(self, buckets_ms: tuple[float, ...], namespace: str, job_prefix: str,
+                 labels: dict[SeriesKey, list[dict[str, str]]] | None = None) -> None:
         self.bounds = np.asarray(buckets_ms, dtype=float)
         self.les = [f"{b:g}" for b in buckets_ms] + ["+Inf"]
         self.namespace = namespace
@@ -54,7 +67,7 @@ class SpanMetrics:
         self.hist: dict[SeriesKey, _Histogram] = {}
         #: every pod of an operation records the same latency distribution in a tick
         self._probs: dict[Moments, np.ndarray] = {}
-        self._labels: dict[SeriesKey, list[dict[str, str]]] = {}
+        self._labels: dict[SeriesKey, list[dict[str, str]]] = {} if labels is None else labels
         self._order: list[SeriesKey] | None = None
 
     def record(self, key: SeriesKey, n: int, lat: Moments, rng: np.random.Generator) -> None:
@@ -82,7 +95,7 @@ class SpanMetrics:
         """A series key's label dicts in :meth:`samples` order: calls, each bucket, sum, count."""
         service, span, kind, status, instance = key
         base = {"service_name": service, "span_name": span, "span_kind": kind, "status_code": status,
-                "namespace": self.namespace, "job": self.job_prefix + service, "instance": instance}
+                "namespace": self.namespace, "otel_scope_name": SCOPE, "job": self.job_prefix + service, "instance": instance}
         return [{"__name__": "traces_span_metrics_calls_total", **base},
                 *({"__name__": "traces_span_metrics_duration_milliseconds_bucket", **base, "le": le} for le in self.les),
                 {"__name__": "traces_span_metrics_duration_milliseconds_sum", **base},
@@ -98,6 +111,12 @@ class SpanMetrics:
                 labels = self._labels[key] = self._series_labels(key)
             h = self.hist[key]
             out += zip(labels, [self.calls[key], *np.cumsum(h.buckets).tolist(), h.sum_ms, h.count], strict=True)
+        return out
+
+    def copy(self) -> SpanMetrics:
+        """An independent copy of the counters, sharing the label dicts and bucket probabilities."""
+        out = copy.copy(self)
+        out.restore(self.snapshot())
         return out
 
     def snapshot(self) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple[np.ndarray, float, float]]]:

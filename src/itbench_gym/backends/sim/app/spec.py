@@ -175,6 +175,23 @@ class Consumer:
 
 
 @dataclass(frozen=True)
+class Collector:
+    """app.yaml ``span_metrics.collector``: the app's OpenTelemetry collector, which turns the pods' OTLP
+    spans into span metrics and serves them, with the pods' OTLP metrics, to Prometheus."""
+
+    #: the labels of the collector's pods (its Deployment's selector) and the container of its process
+    selector: dict[str, str]
+    container: str
+    #: where the app's OTLP exporters send, from each pod's env
+    otlp: Address
+    #: the port of the `prometheus` exporter (the scrape target the span metrics reach Prometheus through)
+    metrics_port: int
+    #: the spanmetrics connector's ``metrics_flush_interval`` and the exporter's ``metric_expiration``
+    flush_interval_s: float
+    metric_expiration_s: float
+
+
+@dataclass(frozen=True)
 class Topic:
     name: str
     producer_service: str
@@ -250,6 +267,8 @@ class AppSpec:
     #: The load generator's env var of users started per second, and its default (Locust's: 1).
     spawn_rate_env: str | None = None
     default_spawn_rate: float = 1.0
+    #: The collector the pods' OTLP telemetry goes to (None: the app exports none).
+    collector: Collector | None = None
 
     def op(self, service: str, op_id: str) -> Operation:
         return self.services[service].operations[op_id]
@@ -284,6 +303,13 @@ def _split_target(raw: str) -> tuple[str, str]:
 
 def _address(raw: dict[str, Any]) -> Address:
     return Address(raw.get("env"), raw.get("host_env"), raw.get("port_env"), raw["default"])
+
+
+def _collector(raw: dict[str, Any] | None) -> Collector | None:
+    if raw is None:
+        return None
+    return Collector(dict(raw["selector"]), raw["container"], _address(raw["otlp"]), int(raw["metrics_port"]),
+                     float(raw["flush_interval_seconds"]), float(raw["metric_expiration_seconds"]))
 
 
 def _check_template(text: str, where: str) -> None:
@@ -525,6 +551,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         catalog=Catalog(catalog["config_map"], catalog["key"]) if catalog else None,
         log_values=LogValues(tuple(values.get("users", ())), tuple(values.get("categories", ())), dict(values.get("defaults", {}))),
         runtimes={lang: _runtime(r) for lang, r in raw.get("runtimes", {}).items()},
+        collector=_collector(raw["span_metrics"].get("collector")),
     )
     if list(spec.buckets_ms) != sorted(set(spec.buckets_ms)):
         raise AppSpecError(f"{file}: span_metrics.buckets_ms: must be strictly increasing")

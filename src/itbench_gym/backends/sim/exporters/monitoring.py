@@ -2,8 +2,10 @@
 
 One object per twin holds the scraper (targets from ServiceMonitors/PodMonitors, ``up``), the
 exporters behind the targets (kube-state-metrics, node-exporter, the kubelets' cAdvisor) and the
-rule manager fed from PrometheusRule objects. The twin gives it the store, each tick's samples from
-the app model and the nodes' usage; everything else it reads from the store.
+rule manager fed from PrometheusRule objects. The twin gives it the store, each tick's cAdvisor series
+and pod expositions from the app model (the mesh's proxies, the collector's exporter with the span
+metrics) and the nodes' usage; everything else it reads from the store. Every series reaches the
+TSDB through a target.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from itbench_gym.backends.sim.alerting import PrometheusRuleSource, RuleAwareTSD
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.promql.engine import Engine
-from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, make_labels
+from itbench_gym.backends.sim.tsdb import SampleBatch
 from itbench_gym.lang.durations import parse_prometheus_duration
 
 from .kube_state import KubeStateMetrics, resources_flag
 from .node_exporter import NodeExporter
-from .scrape import TARGET_LABEL_NAMES, Sample, ScrapeInput, Scraper, SeriesCache
+from .scrape import TARGET_LABEL_NAMES, PodEndpoint, Sample, ScrapeInput, Scraper
 from .targets import DEFAULT_INTERVAL, Target, find_prometheus
 
 #: The kubelet endpoints whose series the twin models, by path (the operator's kubelet ServiceMonitor).
@@ -45,11 +47,6 @@ def _stored(store: StoreLike, kind: str, namespace: str | None, name: str) -> Ob
     return obj
 
 
-def _as_stored(labels: Mapping[str, str]) -> SeriesRef:
-    """A model series is stored under its own labels."""
-    return SeriesRef(make_labels(labels))
-
-
 class Monitoring:
     """Scrapes and rule evaluation of the Prometheus the store describes."""
 
@@ -66,9 +63,6 @@ class Monitoring:
         self.kube_state = KubeStateMetrics()
         self.node_exporter = NodeExporter()
         self.tsdb = engine.storage
-        #: the model's own series, for the store and generation in ``_own_owner``
-        self._own = SeriesCache(_as_stored)
-        self._own_owner: tuple[TSDB, int] | None = None
         #: the last scrape's cAdvisor label dicts by id, with what the kubelet exposes of them (the same
         #: dict each scrape, so the kubelet target's cache finds it by identity)
         self._stripped: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
@@ -77,32 +71,24 @@ class Monitoring:
                                KUBELET_PATHS)
 
     # -- per tick ---------------------------------------------------------------------------------
-    def scrape(self, t: float, model_samples: Sequence[Sample], node_usage: Mapping[str, tuple[float, float]],
-               exposed: Mapping[tuple[str, str], Sequence[Sample]] | None = None) -> tuple[SampleBatch, set[str]]:
-        """The tick's series to store (for :meth:`TSDB.append`): the model's own (span metrics...) and every
-        target's, with the jobs scraped. The model's label dicts are read-only from here on (the cache
-        goes by their identity).
+    def scrape(self, t: float, cadvisor_samples: Sequence[Sample], node_usage: Mapping[str, tuple[float, float]],
+               exposed: Mapping[PodEndpoint, Sequence[Sequence[Sample]]] | None = None) -> tuple[SampleBatch, set[str]]:
+        """The tick's series of every target to store (for :meth:`TSDB.append`), with the jobs scraped.
+        The model's label dicts are read-only from here on (the cache goes by their identity).
 
-        The model's cAdvisor series (job ``kubelet``, path ``/metrics/cadvisor``) are what each
-        node's kubelet exposes: they reach the TSDB only through that node's kubelet target. ``exposed``
-        is what app pods serve on their own /metrics, by (namespace, pod): scraped through their targets.
+        The model's cAdvisor series (job ``kubelet``, path ``/metrics/cadvisor``, by ``node``) are what
+        each node's kubelet exposes: they reach the TSDB only through that node's kubelet target.
+        ``exposed`` is what the app's pods serve (:attr:`ScrapeInput.exposed`): scraped through their targets.
         """
         batch = SampleBatch(self.tsdb)
-        if self._own_owner != batch.owner:
-            self._own, self._own_owner = SeriesCache(_as_stored), batch.owner
-        own: list[Sample] = []
         cadvisor: dict[str, list[Sample]] = {}
         stripped, self._stripped = self._stripped, {}
-        for labels, value in model_samples:
-            if labels.get("job") == "kubelet" and labels.get("metrics_path") == "/metrics/cadvisor":
-                hit = stripped.get(id(labels))
-                if hit is None or hit[0] is not labels:
-                    hit = (labels, {k: v for k, v in labels.items() if k not in TARGET_LABEL_NAMES})
-                self._stripped[id(labels)] = hit
-                cadvisor.setdefault(labels.get("node", ""), []).append((hit[1], value))
-            else:
-                own.append((labels, value))
-        self._own.feed([own], batch)
+        for labels, value in cadvisor_samples:
+            hit = stripped.get(id(labels))
+            if hit is None or hit[0] is not labels:
+                hit = (labels, {k: v for k, v in labels.items() if k not in TARGET_LABEL_NAMES})
+            self._stripped[id(labels)] = hit
+            cadvisor.setdefault(labels.get("node", ""), []).append((hit[1], value))
         jobs = self.scraper.scrape(ScrapeInput(self.store, t, cadvisor, node_usage, exposed or {}), batch)
         return batch, jobs
 

@@ -32,6 +32,10 @@ Obj = dict[str, Any]
 TARGET_LABEL_NAMES = ("job", "instance", "metrics_path", "node")
 
 
+#: Where an app pod serves an exposition: (namespace, pod), or (namespace, pod, port) for one of several ports.
+PodEndpoint = tuple[str, str] | tuple[str, str, int]
+
+
 @dataclass
 class ScrapeInput:
     """What the sources read this tick, besides the store."""
@@ -42,8 +46,9 @@ class ScrapeInput:
     cadvisor: Mapping[str, list[Sample]] = field(default_factory=dict)
     #: per-container CPU cores and memory bytes by node (what the node's processes use)
     node_usage: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    #: what each pod of the app model serves on its own /metrics, by (namespace, pod)
-    exposed: Mapping[tuple[str, str], Sequence[tuple[Mapping[str, str], float]]] = field(default_factory=dict)
+    #: what the app model's pods serve, in runs: by (namespace, pod, port) for a process that serves
+    #: one exposition per port (the collector), else by (namespace, pod) on whichever port is scraped
+    exposed: Mapping[PodEndpoint, Sequence[Sequence[tuple[Mapping[str, str], float]]]] = field(default_factory=dict)
 
 
 Run = Sequence[tuple[Mapping[str, str], float]]
@@ -297,8 +302,12 @@ class Scraper:
             scraped = post = 0
             if up:
                 source = self._source_of(store, target, hosts)
-                pod_metrics = inputs.exposed.get(target.pod) if target.pod is not None else None
-                runs = source(inputs, target) if source is not None else [pod_metrics] if pod_metrics else []
+                if source is not None:
+                    runs = source(inputs, target)
+                elif target.pod is not None:
+                    runs = inputs.exposed.get((*target.pod, target.port)) or inputs.exposed.get(target.pod) or []
+                else:
+                    runs = []
                 scraped = sum(map(len, runs))
                 post = cache.exposed.feed(runs, batch)
             # a scrape costs time in proportion to what it reads; a refused connection fails at once
