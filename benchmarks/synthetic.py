@@ -5,8 +5,9 @@ a seeded random call graph (a tree grown from the frontend, plus a few extra edg
 DAG whose request rates do not multiply along paths), mixed runtimes and protocols (gRPC methods
 balanced per connection, HTTP routes per request), one Deployment and Service per service, about
 1.2 pods per service, and worker nodes in proportion to the pods. The cluster around the app is the
-shop's (kube-system, kube-prometheus-stack with its rules, metrics-server, Chaos Mesh), so the
-scraped series grow with the pods as they would on ITBench's cluster.
+shop's (every cluster file its app.yaml lists: kube-system and the tools ITBench installs), and the app
+has the shop's collector in its namespace, so the scraped series grow with the pods as they would on
+ITBench's cluster.
 """
 
 from __future__ import annotations
@@ -35,9 +36,8 @@ PODS_PER_NODE = 80
 EXTRA_CALLER = 0.15
 TWO_REPLICAS = 0.2
 LOAD_USERS = 50
-#: The cluster the shop runs on, reused as is (nodes and releases are rewritten for the synthetic app).
-CLUSTER_FILES = ("kube-system.yaml", "chaos-mesh.yaml", "kube-prometheus-stack-rules.yaml", "prometheus-operator-crds.yaml",
-                 "kube-prometheus-stack.yaml", "prometheus-operator-managed.yaml", "metrics-server.yaml")
+#: The shop's collector (its span metrics reach Prometheus through it), moved into the synthetic namespace.
+COLLECTOR_MANIFEST = Path("manifests") / "30-otel-collector.yaml"
 #: The shop's Helm release of the app itself: not deployed here.
 SHOP_RELEASE = "otel-demo"
 
@@ -71,11 +71,11 @@ def write_app(directory: Path, services: int, *, seed: int = 0) -> SyntheticApp:
     shop = envs_dir() / "astronomy-shop"
     shop_spec = yaml.safe_load((shop / "app.yaml").read_text())
     graph = _graph(rng, services)
-    pods = sum(s.replicas for s in graph) + 1
+    pods = sum(s.replicas for s in graph) + 2  # and the load generator and the collector
     workers = max(3, math.ceil(pods / PODS_PER_NODE))
     (directory / "cluster").mkdir(parents=True, exist_ok=True)
     (directory / "manifests").mkdir(exist_ok=True)
-    for name in CLUSTER_FILES:
+    for name in cluster_files(shop_spec):
         shutil.copyfile(shop / "cluster" / name, directory / "cluster" / name)
     _dump_all(directory / "cluster" / "nodes.yaml", _nodes(shop / "cluster" / "nodes.yaml", workers))
     releases = yaml.safe_load((shop / "cluster" / "releases.yaml").read_text())
@@ -83,6 +83,7 @@ def write_app(directory: Path, services: int, *, seed: int = 0) -> SyntheticApp:
     (directory / "cluster" / "releases.yaml").write_text(yaml.safe_dump(releases, sort_keys=False))
     _dump_all(directory / "manifests" / "00-namespace.yaml", [_namespace()])
     _dump_all(directory / "manifests" / "20-services.yaml", [obj for s in graph for obj in _objects(s)] + _objects(_load_generator()))
+    _dump_all(directory / COLLECTOR_MANIFEST, _collector(shop / COLLECTOR_MANIFEST))
     _dump_all(directory / "alert-rules.yaml", [_rules()])
     (directory / "app.yaml").write_text(yaml.safe_dump(_app_yaml(graph, shop_spec), sort_keys=False, width=200))
     edges = sum(len(op.get("calls", [])) for s in graph for op in s.operations)
@@ -161,7 +162,7 @@ def _app_yaml(graph: list[_Service], shop: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": f"synthetic-{len(graph)}",
         "namespace": NAMESPACE,
-        "manifests": [f"cluster/{name}" for name in ("nodes.yaml", *CLUSTER_FILES)] + ["manifests"],
+        "manifests": [f"cluster/{name}" for name in ("nodes.yaml", *cluster_files(shop))] + ["manifests"],
         "span_metrics": shop["span_metrics"],
         "images": [*shop["images"], {"pattern": f"{IMAGE_REGISTRY}/*", "architectures": ["amd64", "arm64"]}],
         "load": {"service": LOAD_SERVICE, "users_env": "LOCUST_USERS", "default_users": 1,
@@ -204,6 +205,22 @@ def _objects(s: _Service) -> list[dict[str, Any]]:
         "spec": {"type": "ClusterIP", "selector": selector, "ports": [{"name": "tcp-service", "port": 8080, "targetPort": 8080}]},
     }
     return [service, deployment]
+
+
+def cluster_files(shop_spec: dict[str, Any]) -> list[str]:
+    """The files of the cluster the shop runs on, reused as is (nodes and releases are rewritten for the synthetic app)."""
+    return [m.removeprefix("cluster/") for m in shop_spec["manifests"] if m.startswith("cluster/") and m != "cluster/nodes.yaml"]
+
+
+def _collector(path: Path) -> list[dict[str, Any]]:
+    """The shop's collector objects, in the synthetic namespace (their own and their bindings' subjects')."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for doc in docs:
+        if "namespace" in doc["metadata"]:
+            doc["metadata"]["namespace"] = NAMESPACE
+        for subject in doc.get("subjects") or []:
+            subject["namespace"] = NAMESPACE
+    return docs
 
 
 def _namespace() -> dict[str, Any]:

@@ -323,7 +323,7 @@ def test_runtime_knows_images_architectures_and_commands(base_model: AppModel) -
     assert not rt.image_known("ghcr.io/open-telemetry/demo-does-not-exist:1")
     assert rt.image_supports("ghcr.io/open-telemetry/demo:2.1.3-cart", "amd64")
     assert not rt.image_supports("docker.io/arm64v8/nginx:latest", "amd64")
-    pod: dict[str, Any] = {"metadata": {"name": "x"}, "spec": {"containers": []}}
+    pod: dict[str, Any] = {"metadata": {"name": "x", "namespace": "otel-demo"}, "spec": {"containers": []}}
     bad = {"name": "valkey-cart", "image": "valkey/valkey:8.1.3-alpine", "command": ["no-such-binary"]}
     assert "executable file not found" in (rt.start_error(pod, bad) or "")
     assert rt.start_error(pod, {**bad, "command": ["valkey-server"]}) is None

@@ -23,10 +23,11 @@ from itbench_gym.backends.sim.twin import Twin
 
 
 def _app_counts(tmp_path: Path, size: int) -> dict[str, int]:
-    """Services, running pods and series of the app after a minute in the twin."""
+    """Services, running pods and series of the app after three minutes in the twin (its collector
+    flushes the span metrics a minute after it starts, and Prometheus scrapes them after that)."""
     app = write_app(tmp_path / f"app-{size}", size, seed=size)
     twin = Twin(app.directory, seed=0)
-    twin.advance(60)
+    twin.advance(180)
     pods = twin.cluster.store.list("Pod", NAMESPACE)
     running = [p for p in pods if p["status"].get("phase") == "Running"]
     calls = twin.tsdb.series({"__name__": "traces_span_metrics_calls_total", "namespace": NAMESPACE})

@@ -12,7 +12,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -232,9 +232,10 @@ def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
-def _idle_usage(pod: dict[str, Any]) -> tuple[tuple[str, ContainerUsage], ...]:
-    """The running containers of a running pod at their CPU and memory requests (no CPU for one that
-    only sleeps), each with the uid the model knows the pod by."""
+def _idle_usage(pod: dict[str, Any], idle_of: Callable[[str], tuple[float, float] | None]) -> tuple[tuple[str, ContainerUsage], ...]:
+    """The running containers of a running pod at what their image's process uses at idle, else at
+    their CPU and memory requests (no CPU for one that only sleeps), each with the uid the model knows
+    the pod by."""
     meta, status = pod["metadata"], pod.get("status") or {}
     if status.get("phase") != "Running":
         return ()
@@ -245,9 +246,14 @@ def _idle_usage(pod: dict[str, Any]) -> tuple[tuple[str, ContainerUsage], ...]:
             continue
         res = c.get("resources") or {}
         requests, limits = res.get("requests") or {}, res.get("limits") or {}
-        idle = only_sleeps([*(c.get("command") or []), *(c.get("args") or [])])
-        cpu = 0.0 if idle else parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
-        mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
+        sleeps = only_sleeps([*(c.get("command") or []), *(c.get("args") or [])])
+        idle = idle_of(str(c.get("image", "")))
+        if idle is not None:
+            cpu, mem = idle
+        else:
+            cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
+            mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
+        cpu = 0.0 if sleeps else cpu
         restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
         uid = meta.get("uid", meta["name"])
         out.append((meta.get("uid", ""), ContainerUsage(
@@ -322,9 +328,9 @@ class AppModel:
         self._reader = ClusterReader(spec)
         self._node_cpus = Derived(_node_cpus)
         self._node_memory = Derived(_node_memory)
-        self._idle_usage = Derived(_idle_usage)
         self._view: ClusterView | None = None
         self._runtime = AppRuntime(spec, lambda: self._view)
+        self._idle_usage = Derived(partial(_idle_usage, idle_of=self._runtime.idle_usage))
         self._disk_io = load_disk_io(spec.directory)
         self._log_context = {(svc.name, op.id): _log_context(op) for svc in spec.services.values() for op in svc.operations.values()}
         self._catchers = _catchers(spec, self._log_pools.catalog)

@@ -34,6 +34,11 @@ class AppRuntime(DefaultRuntime):
     def _rule(self, image: str) -> ImageRule | None:
         return shared().rule(image, self.spec.images)
 
+    def idle_usage(self, image: str) -> tuple[float, float] | None:
+        """CPU cores and memory bytes a process of ``image`` uses at idle, when its catalogue entry says."""
+        rule = self._rule(image)
+        return rule.idle if rule is not None else None
+
     def image_known(self, image: str) -> bool:
         return self._rule(image) is not None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.utils.quantity import parse_quantity
 
 from .runtime import NO_PLATFORM, not_found
 
@@ -32,7 +33,9 @@ class ImageRule:
     fails the pull on any other node; a single manifest (``index: false``) is pulled anywhere and
     its binaries then fail with ``exec format error``. ``executables`` are what its PATH and
     entrypoint hold (None: not catalogued, every command is taken to exist); ``home`` is the
-    image's ``HOME`` (where a shell's ``~`` points; empty: the registry's ``defaultHome``).
+    image's ``HOME`` (where a shell's ``~`` points; empty: the registry's ``defaultHome``). ``idle``
+    is what a process of the image uses when nothing drives it (CPU cores, memory bytes), for images
+    whose requests are far from it (istiod requests 2Gi and idles near 150Mi); None: its requests.
     """
 
     pattern: str
@@ -40,6 +43,7 @@ class ImageRule:
     executables: tuple[str, ...] | None = None
     index: bool = True
     home: str = ""
+    idle: tuple[float, float] | None = None
 
     def has(self, executable: str) -> bool:
         return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
@@ -49,13 +53,17 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
     """Image rules from YAML entries; ``where`` names the file for errors."""
     out = []
     for i, entry in enumerate(raw):
-        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home"}
+        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home", "idle"}
         if unknown or "pattern" not in entry or "architectures" not in entry:
             raise ValueError(f"{where}: images[{i}]: needs pattern and architectures; unknown fields {sorted(unknown)}")
         executables = entry.get("executables")
+        idle = entry.get("idle")
+        if idle is not None and (not isinstance(idle, Mapping) or set(idle) != {"cpu", "memory"}):
+            raise ValueError(f"{where}: images[{i}].idle: needs exactly cpu and memory (quantities)")
         out.append(ImageRule(str(entry["pattern"]), tuple(entry["architectures"]),
                              tuple(str(e) for e in executables) if executables is not None else None,
-                             bool(entry.get("index", True)), str(entry.get("home", ""))))
+                             bool(entry.get("index", True)), str(entry.get("home", "")),
+                             (float(parse_quantity(idle["cpu"])), float(parse_quantity(idle["memory"]))) if idle is not None else None))
     return tuple(out)
 
 
