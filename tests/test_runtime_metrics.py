@@ -1,8 +1,9 @@
-"""The demo's JVM services export the Java agent's runtime metrics, which reach Prometheus through the collector.
+"""The demo's runtime metrics reach Prometheus through the collector, for the services that export them.
 
 ad and fraud-detection run the OpenTelemetry Java agent (demo 2.2.0's Dockerfiles), whose JMX runtime
-metrics the SDK exports over OTLP every minute; the collector's prometheus exporter serves them with
-the pod's ``job``/``instance``, which the scrape exposes as ``exported_job``/``exported_instance``.
+metrics the SDK exports over OTLP every minute; payment and frontend run the Node.js runtime
+instrumentation (payment at a 5 s monitoring precision). The collector's prometheus exporter serves them
+with the pod's ``job``/``instance``, which the scrape exposes as ``exported_job``/``exported_instance``.
 Everything is read through the twin's Prometheus HTTP API.
 """
 
@@ -126,3 +127,23 @@ def test_same_seed_same_runtime_metrics(shop: Shop) -> None:
     shop.backend.advance(300)
     again = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query('{__name__=~"jvm_.*"}'))
     assert first and first == again
+
+
+def test_node_services_export_the_event_loop_and_v8_heap_and_go_services_nothing_of_either(shop: Shop) -> None:
+    runtime = '{__name__=~"(jvm|nodejs|v8js)_.*", exported_job="opentelemetry-demo/%s"}'
+    for service in ("payment", "frontend"):
+        (pod,) = shop.pods(service)
+        labels = {lb["__name__"] for lb, _ in shop.query(runtime % service)}
+        assert {"nodejs_eventloop_delay_p99_seconds", "nodejs_eventloop_utilization_ratio", "nodejs_eventloop_time_seconds_total",
+                "v8js_gc_duration_seconds_count", "v8js_memory_heap_used_bytes", "v8js_memory_heap_limit_bytes"} <= labels
+        assert not any(name.startswith("jvm_") for name in labels)
+        (used, _) = shop.query(f'v8js_memory_heap_used_bytes{{exported_job="opentelemetry-demo/{service}", v8js_heap_space_name="old_space"}}')[0]
+        assert used["exported_instance"] == pod["metadata"]["uid"]
+        assert used["otel_scope_name"] == "@opentelemetry/instrumentation-runtime-node" and used["otel_scope_version"] == "0.22.0"
+    # monitorEventLoopDelay's resolution is the instrumentation's precision: 5 s in payment, the 10 ms default in frontend
+    assert shop.value('nodejs_eventloop_delay_min_seconds{exported_job="opentelemetry-demo/payment"}') == 5
+    assert shop.value('nodejs_eventloop_delay_min_seconds{exported_job="opentelemetry-demo/frontend"}') == pytest.approx(0.01)
+    heap = shop.value('sum(v8js_memory_heap_used_bytes{exported_job="opentelemetry-demo/frontend"})')
+    working_set = shop.value('container_memory_working_set_bytes{namespace="otel-demo", container="frontend"}')
+    assert 0.5 * working_set < heap < working_set
+    assert shop.query(runtime % "checkout") == [] and shop.query(runtime % "shipping") == []

@@ -749,7 +749,7 @@ class AppModel:
                               for e in full_gcs if e.get("service") == svc.name)
                     self._export_runtime(view, p, inst, ProcessState(
                         seen_mem, cpu.usage_cores, math.ceil(limit_cpu) if math.isfinite(limit_cpu) else node_cores, limit_mem,
-                        max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs), t, dt)
+                        max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s), t, dt)
                 for side, (side_mem, side_cpu) in svc.sidecars.items():
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
                 if limit_mem and mem >= limit_mem:

@@ -21,8 +21,13 @@ from .jvm import MIB
 
 #: (attribute values in the metric's label order, value)
 Point = tuple[tuple[str, ...], float]
-_QUANTITIES = frozenset({"memory_used", "memory_limit", "gc_duration", "threads", "classes_loaded", "classes_unloaded",
-                         "classes", "cpu_time", "cpus", "cpu_utilization"})
+#: what each kind of runtime model yields, by the quantity a metric names
+_QUANTITIES = {
+    "jvm": frozenset({"memory_used", "memory_limit", "gc_duration", "threads", "classes_loaded", "classes_unloaded",
+                      "classes", "cpu_time", "cpus", "cpu_utilization"}),
+    "node": frozenset({*(f"eventloop_delay_{stat}" for stat in ("min", "max", "mean", "stddev", "p50", "p90", "p99")), "eventloop_utilization", "eventloop_time", "gc_duration", "heap_used", "heap_limit",
+                       "heap_available", "heap_physical"}),
+}
 
 
 class RuntimeMetricsError(ValueError):
@@ -65,13 +70,31 @@ class JvmDef:
 
 
 @dataclass(frozen=True)
+class NodeDef:
+    #: monitorEventLoopDelay's resolution (the instrumentation's monitoringPrecision)
+    resolution_s: float
+    export_interval_s: float
+    native: float
+    #: (space, share of the heap in use, its size over its use)
+    spaces: tuple[tuple[str, float, float], ...]
+    new_space: float
+    allocation_per_request: float
+    allocation_per_s: float
+    major_per_minor: float
+    incremental_per_major: float
+    minor_pause_s: float
+    major_pause_s: float
+    incremental_pause_s: float
+
+
+@dataclass(frozen=True)
 class RuntimeDef:
     name: str
     services: tuple[str, ...]
     scope: tuple[str, str]
     export_interval_s: float
     metrics: tuple[MetricDef, ...]
-    jvm: JvmDef
+    model: JvmDef | NodeDef
 
 
 @dataclass(frozen=True)
@@ -87,15 +110,18 @@ class ProcessState:
     requests_per_s: float
     inflight: float
     full_gcs_per_s: float
+    #: the mean time work waits for the CPU (a single-threaded loop's queueing)
+    wait_s: float
 
 
 @dataclass
 class Counters:
     """A process's cumulative runtime counters (they start at zero with the process)."""
 
-    cpu_s: float = 0.0
-    #: (collector name, action) -> per-bucket counts (the last one above every bound) and the sum of pauses
-    gc: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    #: cumulative seconds: of CPU, of the event loop active and idle
+    totals: dict[str, float] = field(default_factory=dict)
+    #: a collection's attributes -> per-bucket counts (the last one above every bound) and the sum of pauses
+    gc: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
     exports: int = 0
 
 
@@ -130,9 +156,22 @@ def _jvm(raw: dict[str, Any], where: str) -> JvmDef:
                   float(_need(raw, "full_pause_ms_per_mi", where)) / 1000.0 / MIB, threads, float(_need(raw, "classes", where)))
 
 
-def _metric(raw: dict[str, Any], where: str) -> MetricDef:
+def _node(raw: dict[str, Any], where: str, interval: float) -> NodeDef:
+    spaces = tuple((str(_need(sp, "space", where)), float(_need(sp, "share", where)), float(_need(sp, "size_over_used", where)))
+                   for sp in _need(raw, "spaces", where))
+    if abs(sum(share for _, share, _ in spaces) - 1.0) > 1e-6:
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.spaces: the shares must add up to 1")
+    gc = _need(raw, "gc", where)
+    return NodeDef(float(_need(raw, "monitoring_precision_ms", where)) / 1000.0, interval, float(_need(raw, "native_mi", where)) * MIB,
+                   spaces, float(_need(raw, "new_space_mi", where)) * MIB, float(_need(raw, "allocation_kib_per_request", where)) * 1024.0,
+                   float(_need(raw, "allocation_kib_per_second", where)) * 1024.0, float(_need(gc, "major_per_minor", where)),
+                   float(_need(gc, "incremental_per_major", where)), float(_need(gc, "minor_pause_ms", where)) / 1000.0,
+                   float(_need(gc, "major_pause_ms", where)) / 1000.0, float(_need(gc, "incremental_pause_ms", where)) / 1000.0)
+
+
+def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
     quantity = str(_need(raw, "quantity", where))
-    if quantity not in _QUANTITIES:
+    if quantity not in _QUANTITIES[kind]:
         raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: unknown quantity {quantity!r}")
     buckets = tuple(float(b) for b in raw.get("histogram", ()))
     if (quantity == "gc_duration") != bool(buckets):
@@ -151,10 +190,14 @@ def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
         if unknown:
             raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.services: not services of the app: {unknown}")
         scope = _need(r, "scope", where)
+        kinds = [k for k in _QUANTITIES if k in r]
+        if len(kinds) != 1:
+            raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
+        kind, interval = kinds[0], float(_need(r, "export_interval_seconds", where))
+        model = _jvm(r[kind], f"{where}.jvm") if kind == "jvm" else _node(r[kind], f"{where}.node", interval)
         out.append(RuntimeDef(name, tuple(r["services"]), (str(_need(scope, "name", where)), str(_need(scope, "version", where))),
-                              float(_need(r, "export_interval_seconds", where)),
-                              tuple(_metric(m, f"{where}.metrics[{i}]") for i, m in enumerate(_need(r, "metrics", where))),
-                              _jvm(_need(r, "jvm", where), f"{where}.jvm")))
+                              interval, tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where))),
+                              model))
     return tuple(out)
 
 
@@ -189,20 +232,97 @@ class JvmProcess:
         survivor = min(heap - eden - old, self.limits["survivor"])
         self.used = {"eden": eden + max(heap - eden - old - survivor, 0.0), "survivor": survivor, "old": old}
 
-    def memory(self, limits: bool) -> Iterator[Point]:
-        for pool, name in self.gc.pools.items():
-            yield (name, "heap"), self.limits[pool] if limits else self.used[pool]
-        for name, used, limit in self.d.non_heap:
-            if not limits:
-                yield (name, "non_heap"), used
-            elif limit is not None:
-                yield (name, "non_heap"), limit
-
-    def collections(self) -> Iterator[tuple[tuple[str, str], float, float]]:
-        """(collector, action), collections per second, pause seconds of each."""
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """(action, collector), collections per second, pause seconds of each."""
         allocation = self.s.requests_per_s * self.d.allocation_per_request + self.d.allocation_per_s
-        yield self.gc.young, allocation / max(self.limits["eden"], 1.0), self.d.minor_pause_s
-        yield self.gc.old, self.s.full_gcs_per_s, self.used["old"] * self.d.full_pause_s_per_byte
+        yield self.gc.young[::-1], allocation / max(self.limits["eden"], 1.0), self.d.minor_pause_s
+        yield self.gc.old[::-1], self.s.full_gcs_per_s, self.used["old"] * self.d.full_pause_s_per_byte
+
+    def advance(self, c: Counters, dt: float) -> None:
+        c.totals["cpu"] = c.totals.get("cpu", 0.0) + self.s.cpu_cores * dt
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        d, s = self.d, self.s
+        if quantity in ("memory_used", "memory_limit"):
+            limits = quantity == "memory_limit"
+            for pool, name in self.gc.pools.items():
+                yield (name, "heap"), self.limits[pool] if limits else self.used[pool]
+            for name, used, limit in d.non_heap:
+                if not limits:
+                    yield (name, "non_heap"), used
+                elif limit is not None:
+                    yield (name, "non_heap"), limit
+        elif quantity == "threads":
+            for daemon, state, count in d.threads:
+                yield (daemon, state), count + (round(s.inflight) if (daemon, state) == ("true", "runnable") else 0)
+        elif quantity in ("classes_loaded", "classes"):
+            yield (), d.classes
+        elif quantity == "classes_unloaded":
+            yield (), 0.0
+        elif quantity == "cpu_time":
+            yield (), c.totals.get("cpu", 0.0)
+        elif quantity == "cpus":
+            yield (), s.cpus
+        elif quantity == "cpu_utilization":
+            yield (), min(s.cpu_cores / s.cpus, 1.0) if s.cpus > 0 else 0.0
+
+
+class NodeProcess:
+    """A Node.js process's event loop and V8 heap, from its CPU use, queueing and working set."""
+
+    def __init__(self, d: NodeDef, s: ProcessState) -> None:
+        self.d, self.s = d, s
+        #: the loop runs on one thread: the share of the time it is busy
+        self.busy = min(max(s.cpu_cores, 0.0), 1.0)
+        heap = max(s.working_set - d.native, 0.0)
+        self.used = {name: heap * share for name, share, _ in d.spaces}
+
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """(gc type,), collections per second, pause seconds of each."""
+        allocation = self.s.requests_per_s * self.d.allocation_per_request + self.d.allocation_per_s
+        minor = allocation / self.d.new_space
+        yield ("minor",), minor, self.d.minor_pause_s
+        yield ("major",), minor * self.d.major_per_minor, self.d.major_pause_s
+        yield ("incremental",), minor * self.d.major_per_minor * self.d.incremental_per_major, self.d.incremental_pause_s
+
+    def advance(self, c: Counters, dt: float) -> None:
+        c.totals["active"] = c.totals.get("active", 0.0) + self.busy * dt
+        c.totals["idle"] = c.totals.get("idle", 0.0) + (1.0 - self.busy) * dt
+
+    def _delay(self, q: float) -> float:
+        """The ``q`` quantile of the loop's timer delay: its resolution, plus, when the timer falls due
+        while the loop is busy (a ``busy`` share of samples), the rest of the busy stretch (exponential,
+        its mean making the model's queueing wait the mean extra delay)."""
+        wait = max(self.s.wait_s, 0.0)
+        if self.busy <= 0 or wait <= 0 or q <= 1.0 - self.busy:
+            return self.d.resolution_s
+        return self.d.resolution_s + wait / self.busy * math.log(self.busy / max(1.0 - q, 1e-12))
+
+    def _delays(self) -> dict[str, float]:
+        """The delay histogram's statistics over an export interval (it is reset at each export)."""
+        d, wait = self.d, max(self.s.wait_s, 0.0)
+        samples = d.export_interval_s / d.resolution_s
+        stddev = math.sqrt(max(2.0 * wait * wait / self.busy - wait * wait, 0.0)) if self.busy > 0 else 0.0
+        return {"min": self._delay(0.0), "max": self._delay(1.0 - 1.0 / max(samples, 1.0)), "mean": d.resolution_s + wait,
+                "stddev": stddev, "p50": self._delay(0.5), "p90": self._delay(0.9), "p99": self._delay(0.99)}
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        d = self.d
+        if quantity.startswith("eventloop_delay_"):
+            yield (), self._delays()[quantity.removeprefix("eventloop_delay_")]
+        elif quantity == "eventloop_utilization":
+            yield (), self.busy
+        elif quantity == "eventloop_time":
+            yield ("active",), c.totals.get("active", 0.0)
+            yield ("idle",), c.totals.get("idle", 0.0)
+        elif quantity in ("heap_used", "heap_limit", "heap_available", "heap_physical"):
+            for name, _, size_over_used in d.spaces:
+                used = self.used[name]
+                size = used * size_over_used
+                yield (name,), {"heap_used": used, "heap_limit": size, "heap_physical": size, "heap_available": size - used}[quantity]
+
+
+Process = JvmProcess | NodeProcess
 
 
 class RuntimeTelemetry:
@@ -219,10 +339,10 @@ class RuntimeTelemetry:
         r = self.of_service.get(service)
         if r is None:
             return
-        jvm = JvmProcess(r.jvm, s)
-        counters.cpu_s += s.cpu_cores * dt
+        proc: Process = JvmProcess(r.model, s) if isinstance(r.model, JvmDef) else NodeProcess(r.model, s)
+        proc.advance(counters, dt)
         hist = next((m.buckets for m in r.metrics if m.buckets), (math.inf,))
-        for key, per_s, pause in jvm.collections():
+        for key, per_s, pause in proc.collections():
             counts = counters.gc.setdefault(key, [0.0] * (len(hist) + 2))
             n = per_s * dt
             counts[_bucket(hist, pause)] += n
@@ -233,40 +353,22 @@ class RuntimeTelemetry:
         counters.exports = due
         for m in r.metrics:
             if m.buckets:
-                self._histogram(m, counters, push)
+                _histogram(m, counters, push)
                 continue
-            for attrs, value in self._points(m, r, jvm, counters, s):
+            for attrs, value in proc.points(m.quantity, counters):
                 push(m.name, tuple(zip(m.labels, attrs, strict=True)), value)
 
-    @staticmethod
-    def _histogram(m: MetricDef, c: Counters, push: Callable[[str, tuple[tuple[str, str], ...], float], None]) -> None:
-        """The collections so far as the exporter serves a histogram: whole collections per cumulative bucket."""
-        for (name, action), counts in sorted(c.gc.items()):
-            attrs = tuple(zip(m.labels, (action, name), strict=True))
-            running = 0.0
-            for bound, n in zip((*m.buckets, math.inf), counts[:-1], strict=True):
-                running += n
-                push(f"{m.name}_bucket", (*attrs, ("le", _le(bound))), float(math.floor(running + 1e-9)))
-            push(f"{m.name}_sum", attrs, counts[-1])
-            push(f"{m.name}_count", attrs, float(math.floor(running + 1e-9)))
 
-    def _points(self, m: MetricDef, r: RuntimeDef, jvm: JvmProcess, c: Counters, s: ProcessState) -> Iterator[Point]:
-        q = m.quantity
-        if q in ("memory_used", "memory_limit"):
-            yield from jvm.memory(q == "memory_limit")
-        elif q == "threads":
-            for daemon, state, count in r.jvm.threads:
-                yield (daemon, state), count + (round(s.inflight) if (daemon, state) == ("true", "runnable") else 0)
-        elif q in ("classes_loaded", "classes"):
-            yield (), r.jvm.classes
-        elif q == "classes_unloaded":
-            yield (), 0.0
-        elif q == "cpu_time":
-            yield (), c.cpu_s
-        elif q == "cpus":
-            yield (), s.cpus
-        elif q == "cpu_utilization":
-            yield (), min(s.cpu_cores / s.cpus, 1.0) if s.cpus > 0 else 0.0
+def _histogram(m: MetricDef, c: Counters, push: Callable[[str, tuple[tuple[str, str], ...], float], None]) -> None:
+    """The collections so far as the exporter serves a histogram: whole collections per cumulative bucket."""
+    for key, counts in sorted(c.gc.items()):
+        attrs = tuple(zip(m.labels, key, strict=True))
+        running = 0.0
+        for bound, n in zip((*m.buckets, math.inf), counts[:-1], strict=True):
+            running += n
+            push(f"{m.name}_bucket", (*attrs, ("le", _le(bound))), float(math.floor(running + 1e-9)))
+        push(f"{m.name}_sum", attrs, counts[-1])
+        push(f"{m.name}_count", attrs, float(math.floor(running + 1e-9)))
 
 
 def _le(bound: float) -> str:
