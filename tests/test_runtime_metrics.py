@@ -9,12 +9,14 @@ Everything is read through the twin's Prometheus HTTP API.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
+from itbench_gym.backends.sim.app import runtime_metrics
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.faults import fault_context, inject_faults
 from itbench_gym.paths import envs_dir
@@ -147,3 +149,19 @@ def test_node_services_export_the_event_loop_and_v8_heap_and_go_services_nothing
     working_set = shop.value('container_memory_working_set_bytes{namespace="otel-demo", container="frontend"}')
     assert 0.5 * working_set < heap < working_set
     assert shop.query(runtime % "checkout") == [] and shop.query(runtime % "shipping") == []
+
+
+@pytest.mark.parametrize(("where", "change", "message"), [
+    ("services", lambda r: r["runtimes"]["java-agent"].update(services=["ad", "no-such-service"]), "not services of the app"),
+    ("quantity", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(quantity="heap_used"), "unknown quantity"),
+    ("histogram", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(histogram=[1, 2]), "only it, is a histogram"),
+    ("spaces", lambda r: r["runtimes"]["runtime-node-payment"]["node"]["spaces"][2].update(share=0.9), "add up to 1"),
+    ("model", lambda r: r["runtimes"]["java-agent"].pop("jvm"), "needs one runtime model"),
+])
+def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
+    raw = copy.deepcopy(runtime_metrics._raw())
+    services = {"ad", "fraud-detection", "frontend", "payment"}
+    assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment"}
+    change(raw)
+    with pytest.raises(runtime_metrics.RuntimeMetricsError, match=message):
+        runtime_metrics.parse(raw, services)
