@@ -45,6 +45,7 @@ from .network import Reach, active_chaos, chaos_selects, http_selects, reach, re
 from .process import StoreWrites, shell_script, started_env, store_writes
 from .processes import only_sleeps
 from .runtime import AppRuntime
+from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
 
 Sample = tuple[dict[str, str], float]
@@ -76,6 +77,8 @@ class Instance:
     #: A shell loop in the container storing data through the server's client, and what it stored.
     writes: StoreWrites | None = None
     stored_bytes: float = 0.0
+    #: The runtime's cumulative counters its instrumentation exports (CPU time, collections).
+    runtime: Counters = field(default_factory=Counters)
 
 
 @dataclass
@@ -220,6 +223,11 @@ def _resource_labels(name: str, job: str, instance: str, attrs: tuple[tuple[str,
     return {"__name__": name, **dict(attrs), "job": job, "instance": instance}
 
 
+def _scoped_labels(name: str, job: str, instance: str, attrs: tuple[tuple[str, str], ...], scope: tuple[str, str]) -> dict[str, str]:
+    """A pod's OTLP metric with its instrumentation scope, as the collector's exporter serves it."""
+    return {**_resource_labels(name, job, instance, attrs), "otel_scope_name": scope[0], "otel_scope_version": scope[1]}
+
+
 def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
     """The stream of ``name`` at ``tick``: ``default_rng([seed, tick, crc32(name)])``.
 
@@ -322,6 +330,7 @@ class AppModel:
         self._solver = FlowSolver(spec)
         self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))
         self._collectors = Collectors(spec)
+        self._runtime_metrics = RuntimeTelemetry(set(spec.services))
         self._cadvisor = Cadvisor()
         self._mesh_metrics = MeshTelemetry(spec)
         self._state = _State()
@@ -685,6 +694,8 @@ class AppModel:
         rate_of: dict[str, float] = {}
         # the CPUs a container's threads can run on in parallel: its node's
         node_cpus = dict(self._node_cpus.of(list_kind(cluster.store, "Node")))
+        node_memory = dict(self._node_memory.of(list_kind(cluster.store, "Node")))
+        full_gcs = [e for e, _ in effects if e.type == "full_gc"]
         for svc in self.spec.services.values():
             runtime = self.spec.runtime(svc.name)
             shares = st.shares.get(svc.name, {})
@@ -739,6 +750,12 @@ class AppModel:
                                             f"{p.uid[:12]}-{p.container['name']}-{p.restarts}", cpu.usage_cores, seen_mem, limit_mem,
                                             p.limits.get("cpu", 0.0), cpu.cfs_periods_per_s, cpu.cfs_throttled_periods_per_s,
                                             cpu.cfs_throttled_s_per_s))
+                if svc.name in self._runtime_metrics.of_service:
+                    gcs = sum(rates.get((svc.name, str(e.get("operation"))), 0.0) * share * float(e.get("magnitude", 0.0))
+                              for e in full_gcs if e.get("service") == svc.name)
+                    self._export_runtime(view, p, inst, ProcessState(
+                        seen_mem, cpu.usage_cores, math.ceil(limit_cpu) if math.isfinite(limit_cpu) else node_cores, limit_mem,
+                        max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s), t, dt)
                 for side, (side_mem, side_cpu) in svc.sidecars.items():
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
                 if limit_mem and mem >= limit_mem:
@@ -749,6 +766,16 @@ class AppModel:
                                            message="panic: runtime error: invalid memory address or nil pointer dereference")
         st.service_rate = rate_of
         return usage + self._steady_usage(cluster, view)
+
+    def _export_runtime(self, view: ClusterView, p: PodView, inst: Instance, state: ProcessState, t: float, dt: float) -> None:
+        """The process's runtime metrics, exported through the collector its telemetry goes to."""
+        key, job = instance_key(p), self.spec.job_prefix + p.service
+        scope = self._runtime_metrics.of_service[p.service].scope
+
+        def push(name: str, attrs: tuple[tuple[str, str], ...], value: float) -> None:
+            self._collectors.push(view, p, ("runtime", key, name, attrs), partial(_scoped_labels, name, job, p.uid, attrs, scope), value)
+
+        self._runtime_metrics.observe(p.service, inst.runtime, state, t - inst.started, dt, push)
 
     def _machine_oom(self, cluster: ClusterLike, usage: list[ContainerUsage]) -> list[ContainerUsage]:
         """Containers without a memory limit can exhaust their machine: the kernel kills by badness.

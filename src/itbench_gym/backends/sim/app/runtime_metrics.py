@@ -1,0 +1,376 @@
+"""The runtime metrics a service's OpenTelemetry instrumentation exports over OTLP (``runtime_metrics.yaml``).
+
+Each tick the model hands every running process of such a service its working set, CPU use, request
+rate and the full collections its code forces; the process keeps its cumulative counters (CPU time,
+collections) for as long as it runs. Every export interval after the process started its SDK exports
+the runtime's quantities, which reach the collector process its telemetry goes to (``collector.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from itbench_gym.lang import yamltext
+
+from .jvm import MIB
+
+#: (attribute values in the metric's label order, value)
+Point = tuple[tuple[str, ...], float]
+#: what each kind of runtime model yields, by the quantity a metric names
+_QUANTITIES = {
+    "jvm": frozenset({"memory_used", "memory_limit", "gc_duration", "threads", "classes_loaded", "classes_unloaded",
+                      "classes", "cpu_time", "cpus", "cpu_utilization"}),
+    "node": frozenset({*(f"eventloop_delay_{stat}" for stat in ("min", "max", "mean", "stddev", "p50", "p90", "p99")), "eventloop_utilization", "eventloop_time", "gc_duration", "heap_used", "heap_limit",
+                       "heap_available", "heap_physical"}),
+}
+
+
+class RuntimeMetricsError(ValueError):
+    """runtime_metrics.yaml does not describe what the model can export."""
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    quantity: str
+    labels: tuple[str, ...]
+    #: a histogram's bucket bounds (empty: a gauge or a counter)
+    buckets: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class GcDef:
+    pools: dict[str, str]
+    young: tuple[str, str]
+    old: tuple[str, str]
+    new_ratio: float
+    survivor_ratio: float
+
+
+@dataclass(frozen=True)
+class JvmDef:
+    server_cpus: float
+    server_memory: float
+    collectors: dict[str, GcDef]
+    #: (pool, used bytes, limit bytes or None)
+    non_heap: tuple[tuple[str, float, float | None], ...]
+    native: float
+    allocation_per_request: float
+    allocation_per_s: float
+    minor_pause_s: float
+    full_pause_s_per_byte: float
+    #: (daemon, state, count)
+    threads: tuple[tuple[str, str, float], ...]
+    classes: float
+
+
+@dataclass(frozen=True)
+class NodeDef:
+    #: monitorEventLoopDelay's resolution (the instrumentation's monitoringPrecision)
+    resolution_s: float
+    export_interval_s: float
+    native: float
+    #: (space, share of the heap in use, its size over its use)
+    spaces: tuple[tuple[str, float, float], ...]
+    new_space: float
+    allocation_per_request: float
+    allocation_per_s: float
+    major_per_minor: float
+    incremental_per_major: float
+    minor_pause_s: float
+    major_pause_s: float
+    incremental_pause_s: float
+
+
+@dataclass(frozen=True)
+class RuntimeDef:
+    name: str
+    services: tuple[str, ...]
+    scope: tuple[str, str]
+    export_interval_s: float
+    metrics: tuple[MetricDef, ...]
+    model: JvmDef | NodeDef
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """What the model knows of one process this tick."""
+
+    working_set: float
+    cpu_cores: float
+    #: CPUs the runtime sees: its container's CPU limit rounded up, else its node's
+    cpus: float
+    memory_limit: float
+    max_heap: float
+    requests_per_s: float
+    inflight: float
+    full_gcs_per_s: float
+    #: the mean time work waits for the CPU (a single-threaded loop's queueing)
+    wait_s: float
+
+
+@dataclass
+class Counters:
+    """A process's cumulative runtime counters (they start at zero with the process)."""
+
+    #: cumulative seconds: of CPU, of the event loop active and idle
+    totals: dict[str, float] = field(default_factory=dict)
+    #: a collection's attributes -> per-bucket counts (the last one above every bound) and the sum of pauses
+    gc: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
+    exports: int = 0
+
+
+def _need(raw: Any, key: str, where: str) -> Any:
+    if not isinstance(raw, dict) or key not in raw:
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: missing {key!r}")
+    return raw[key]
+
+
+def _gc(raw: dict[str, Any], where: str) -> GcDef:
+    pools = _need(raw, "pools", where)
+    if set(pools) != {"eden", "survivor", "old"}:
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.pools: needs eden, survivor and old")
+    young, old = _need(raw, "young", where), _need(raw, "old", where)
+    return GcDef(dict(pools), (str(_need(young, "name", where)), str(_need(young, "action", where))),
+                 (str(_need(old, "name", where)), str(_need(old, "action", where))),
+                 float(_need(raw, "new_ratio", where)), float(_need(raw, "survivor_ratio", where)))
+
+
+def _jvm(raw: dict[str, Any], where: str) -> JvmDef:
+    server = _need(raw, "server_class", where)
+    collectors = {name: _gc(c, f"{where}.collectors.{name}") for name, c in _need(raw, "collectors", where).items()}
+    if set(collectors) != {"serial", "g1"}:
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.collectors: needs serial and g1")
+    non_heap = tuple((str(_need(p, "pool", where)), float(_need(p, "used_mi", where)) * MIB,
+                      float(p["limit_mi"]) * MIB if "limit_mi" in p else None) for p in _need(raw, "non_heap", where))
+    threads = tuple((str(_need(t, "daemon", where)), str(_need(t, "state", where)), float(_need(t, "count", where)))
+                    for t in _need(raw, "threads", where))
+    return JvmDef(float(_need(server, "min_cpus", where)), float(_need(server, "min_memory_mi", where)) * MIB, collectors,
+                  non_heap, float(_need(raw, "native_mi", where)) * MIB, float(_need(raw, "allocation_kib_per_request", where)) * 1024.0,
+                  float(_need(raw, "allocation_kib_per_second", where)) * 1024.0, float(_need(raw, "minor_pause_ms", where)) / 1000.0,
+                  float(_need(raw, "full_pause_ms_per_mi", where)) / 1000.0 / MIB, threads, float(_need(raw, "classes", where)))
+
+
+def _node(raw: dict[str, Any], where: str, interval: float) -> NodeDef:
+    spaces = tuple((str(_need(sp, "space", where)), float(_need(sp, "share", where)), float(_need(sp, "size_over_used", where)))
+                   for sp in _need(raw, "spaces", where))
+    if abs(sum(share for _, share, _ in spaces) - 1.0) > 1e-6:
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.spaces: the shares must add up to 1")
+    gc = _need(raw, "gc", where)
+    return NodeDef(float(_need(raw, "monitoring_precision_ms", where)) / 1000.0, interval, float(_need(raw, "native_mi", where)) * MIB,
+                   spaces, float(_need(raw, "new_space_mi", where)) * MIB, float(_need(raw, "allocation_kib_per_request", where)) * 1024.0,
+                   float(_need(raw, "allocation_kib_per_second", where)) * 1024.0, float(_need(gc, "major_per_minor", where)),
+                   float(_need(gc, "incremental_per_major", where)), float(_need(gc, "minor_pause_ms", where)) / 1000.0,
+                   float(_need(gc, "major_pause_ms", where)) / 1000.0, float(_need(gc, "incremental_pause_ms", where)) / 1000.0)
+
+
+def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
+    quantity = str(_need(raw, "quantity", where))
+    if quantity not in _QUANTITIES[kind]:
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: unknown quantity {quantity!r}")
+    buckets = tuple(float(b) for b in raw.get("histogram", ()))
+    if (quantity == "gc_duration") != bool(buckets):
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: gc_duration, and only it, is a histogram")
+    if list(buckets) != sorted(set(buckets)):
+        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.histogram: bounds must increase")
+    return MetricDef(str(_need(raw, "name", where)), quantity, tuple(str(lb) for lb in raw.get("labels", ())), buckets)
+
+
+def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
+    """runtime_metrics.yaml's runtimes, checked against the app's services."""
+    out = []
+    for name, r in _need(raw, "runtimes", "top level").items():
+        where = f"runtimes.{name}"
+        unknown = [s for s in _need(r, "services", where) if s not in services]
+        if unknown:
+            raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.services: not services of the app: {unknown}")
+        scope = _need(r, "scope", where)
+        kinds = [k for k in _QUANTITIES if k in r]
+        if len(kinds) != 1:
+            raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
+        kind, interval = kinds[0], float(_need(r, "export_interval_seconds", where))
+        model = _jvm(r[kind], f"{where}.jvm") if kind == "jvm" else _node(r[kind], f"{where}.node", interval)
+        out.append(RuntimeDef(name, tuple(r["services"]), (str(_need(scope, "name", where)), str(_need(scope, "version", where))),
+                              interval, tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where))),
+                              model))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _raw() -> Any:
+    return yamltext.load(resources.files(__package__).joinpath("runtime_metrics.yaml").read_text())
+
+
+def load(services: set[str]) -> tuple[RuntimeDef, ...]:
+    return parse(_raw(), services)
+
+
+def _bucket(bounds: tuple[float, ...], value: float) -> int:
+    return next((i for i, b in enumerate(bounds) if value <= b), len(bounds))
+
+
+class JvmProcess:
+    """A JVM's pools and collections, from the process's working set and allocation."""
+
+    def __init__(self, d: JvmDef, s: ProcessState) -> None:
+        self.d, self.s = d, s
+        server = s.cpus >= d.server_cpus and (s.memory_limit or math.inf) >= d.server_memory
+        self.gc = d.collectors["g1" if server else "serial"]
+        young = s.max_heap / (1.0 + self.gc.new_ratio)
+        self.limits = {"old": s.max_heap - young, "eden": young * self.gc.survivor_ratio / (self.gc.survivor_ratio + 2.0),
+                       "survivor": young / (self.gc.survivor_ratio + 2.0)}
+        non_heap = sum(used for _, used, _ in d.non_heap)
+        heap = min(max(s.working_set - non_heap - d.native, 0.0), s.max_heap)
+        # eden fills and empties between young collections: half full on average; the rest is the old generation's
+        eden = min(heap, self.limits["eden"] / 2.0)
+        old = min(heap - eden, self.limits["old"])
+        survivor = min(heap - eden - old, self.limits["survivor"])
+        self.used = {"eden": eden + max(heap - eden - old - survivor, 0.0), "survivor": survivor, "old": old}
+
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """(action, collector), collections per second, pause seconds of each."""
+        allocation = self.s.requests_per_s * self.d.allocation_per_request + self.d.allocation_per_s
+        yield self.gc.young[::-1], allocation / max(self.limits["eden"], 1.0), self.d.minor_pause_s
+        yield self.gc.old[::-1], self.s.full_gcs_per_s, self.used["old"] * self.d.full_pause_s_per_byte
+
+    def advance(self, c: Counters, dt: float) -> None:
+        c.totals["cpu"] = c.totals.get("cpu", 0.0) + self.s.cpu_cores * dt
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        d, s = self.d, self.s
+        if quantity in ("memory_used", "memory_limit"):
+            limits = quantity == "memory_limit"
+            for pool, name in self.gc.pools.items():
+                yield (name, "heap"), self.limits[pool] if limits else self.used[pool]
+            for name, used, limit in d.non_heap:
+                if not limits:
+                    yield (name, "non_heap"), used
+                elif limit is not None:
+                    yield (name, "non_heap"), limit
+        elif quantity == "threads":
+            for daemon, state, count in d.threads:
+                yield (daemon, state), count + (round(s.inflight) if (daemon, state) == ("true", "runnable") else 0)
+        elif quantity in ("classes_loaded", "classes"):
+            yield (), d.classes
+        elif quantity == "classes_unloaded":
+            yield (), 0.0
+        elif quantity == "cpu_time":
+            yield (), c.totals.get("cpu", 0.0)
+        elif quantity == "cpus":
+            yield (), s.cpus
+        elif quantity == "cpu_utilization":
+            yield (), min(s.cpu_cores / s.cpus, 1.0) if s.cpus > 0 else 0.0
+
+
+class NodeProcess:
+    """A Node.js process's event loop and V8 heap, from its CPU use, queueing and working set."""
+
+    def __init__(self, d: NodeDef, s: ProcessState) -> None:
+        self.d, self.s = d, s
+        #: the loop runs on one thread: the share of the time it is busy
+        self.busy = min(max(s.cpu_cores, 0.0), 1.0)
+        heap = max(s.working_set - d.native, 0.0)
+        self.used = {name: heap * share for name, share, _ in d.spaces}
+
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """(gc type,), collections per second, pause seconds of each."""
+        allocation = self.s.requests_per_s * self.d.allocation_per_request + self.d.allocation_per_s
+        minor = allocation / self.d.new_space
+        yield ("minor",), minor, self.d.minor_pause_s
+        yield ("major",), minor * self.d.major_per_minor, self.d.major_pause_s
+        yield ("incremental",), minor * self.d.major_per_minor * self.d.incremental_per_major, self.d.incremental_pause_s
+
+    def advance(self, c: Counters, dt: float) -> None:
+        c.totals["active"] = c.totals.get("active", 0.0) + self.busy * dt
+        c.totals["idle"] = c.totals.get("idle", 0.0) + (1.0 - self.busy) * dt
+
+    def _delay(self, q: float) -> float:
+        """The ``q`` quantile of the loop's timer delay: its resolution, plus, when the timer falls due
+        while the loop is busy (a ``busy`` share of samples), the rest of the busy stretch (exponential,
+        its mean making the model's queueing wait the mean extra delay)."""
+        wait = max(self.s.wait_s, 0.0)
+        if self.busy <= 0 or wait <= 0 or q <= 1.0 - self.busy:
+            return self.d.resolution_s
+        return self.d.resolution_s + wait / self.busy * math.log(self.busy / max(1.0 - q, 1e-12))
+
+    def _delays(self) -> dict[str, float]:
+        """The delay histogram's statistics over an export interval (it is reset at each export)."""
+        d, wait = self.d, max(self.s.wait_s, 0.0)
+        samples = d.export_interval_s / d.resolution_s
+        stddev = math.sqrt(max(2.0 * wait * wait / self.busy - wait * wait, 0.0)) if self.busy > 0 else 0.0
+        return {"min": self._delay(0.0), "max": self._delay(1.0 - 1.0 / max(samples, 1.0)), "mean": d.resolution_s + wait,
+                "stddev": stddev, "p50": self._delay(0.5), "p90": self._delay(0.9), "p99": self._delay(0.99)}
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        d = self.d
+        if quantity.startswith("eventloop_delay_"):
+            yield (), self._delays()[quantity.removeprefix("eventloop_delay_")]
+        elif quantity == "eventloop_utilization":
+            yield (), self.busy
+        elif quantity == "eventloop_time":
+            yield ("active",), c.totals.get("active", 0.0)
+            yield ("idle",), c.totals.get("idle", 0.0)
+        elif quantity in ("heap_used", "heap_limit", "heap_available", "heap_physical"):
+            for name, _, size_over_used in d.spaces:
+                used = self.used[name]
+                size = used * size_over_used
+                yield (name,), {"heap_used": used, "heap_limit": size, "heap_physical": size, "heap_available": size - used}[quantity]
+
+
+Process = JvmProcess | NodeProcess
+
+
+class RuntimeTelemetry:
+    """Every runtime-instrumented service's processes, exporting through ``push``."""
+
+    def __init__(self, services: set[str]) -> None:
+        self.runtimes = load(services)
+        self.of_service = {svc: r for r in self.runtimes for svc in r.services}
+
+    def observe(self, service: str, counters: Counters, s: ProcessState, age_s: float, dt: float,
+                push: Callable[[str, tuple[tuple[str, str], ...], float], None]) -> None:
+        """Advance one process's counters over ``dt``; at an export, ``push`` each series (metric name,
+        attributes, value)."""
+        r = self.of_service.get(service)
+        if r is None:
+            return
+        proc: Process = JvmProcess(r.model, s) if isinstance(r.model, JvmDef) else NodeProcess(r.model, s)
+        proc.advance(counters, dt)
+        hist = next((m.buckets for m in r.metrics if m.buckets), (math.inf,))
+        for key, per_s, pause in proc.collections():
+            counts = counters.gc.setdefault(key, [0.0] * (len(hist) + 2))
+            n = per_s * dt
+            counts[_bucket(hist, pause)] += n
+            counts[-1] += n * pause
+        due = math.floor(age_s / r.export_interval_s + 1e-9)
+        if due <= counters.exports:
+            return
+        counters.exports = due
+        for m in r.metrics:
+            if m.buckets:
+                _histogram(m, counters, push)
+                continue
+            for attrs, value in proc.points(m.quantity, counters):
+                push(m.name, tuple(zip(m.labels, attrs, strict=True)), value)
+
+
+def _histogram(m: MetricDef, c: Counters, push: Callable[[str, tuple[tuple[str, str], ...], float], None]) -> None:
+    """The collections so far as the exporter serves a histogram: whole collections per cumulative bucket."""
+    for key, counts in sorted(c.gc.items()):
+        attrs = tuple(zip(m.labels, key, strict=True))
+        running = 0.0
+        for bound, n in zip((*m.buckets, math.inf), counts[:-1], strict=True):
+            running += n
+            push(f"{m.name}_bucket", (*attrs, ("le", _le(bound))), float(math.floor(running + 1e-9)))
+        push(f"{m.name}_sum", attrs, counts[-1])
+        push(f"{m.name}_count", attrs, float(math.floor(running + 1e-9)))
+
+
+def _le(bound: float) -> str:
+    """A bound as the exporter writes it (Go's shortest decimal form)."""
+    return "+Inf" if math.isinf(bound) else f"{bound:g}"

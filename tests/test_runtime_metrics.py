@@ -1,0 +1,167 @@
+"""The demo's runtime metrics reach Prometheus through the collector, for the services that export them.
+
+ad and fraud-detection run the OpenTelemetry Java agent (demo 2.2.0's Dockerfiles), whose JMX runtime
+metrics the SDK exports over OTLP every minute; payment and frontend run the Node.js runtime
+instrumentation (payment at a 5 s monitoring precision). The collector's prometheus exporter serves them
+with the pod's ``job``/``instance``, which the scrape exposes as ``exported_job``/``exported_instance``.
+Everything is read through the twin's Prometheus HTTP API.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from itbench_gym.backends.sim.app import runtime_metrics
+from itbench_gym.backends.sim.backend import SimBackend
+from itbench_gym.faults import fault_context, inject_faults
+from itbench_gym.paths import envs_dir
+from itbench_gym.registry import get_spec
+from itbench_gym.spec import FaultRef
+from itbench_gym.spec.appfacts import load_app_facts
+
+NS = "otel-demo"
+AD = 'exported_job="opentelemetry-demo/ad"'
+FULL_GC = f'jvm_gc_duration_seconds_count{{{AD}, jvm_gc_action="end of major GC"}}'
+
+
+class Shop:
+    def __init__(self) -> None:
+        self.backend = SimBackend()
+        self.backend.start(get_spec("SRE-CacheFailure-v0"), 0)
+        self.baseline = self.backend.checkpoint()
+
+    def query(self, expr: str) -> list[tuple[dict[str, str], float]]:
+        url = self.backend.endpoints.prometheus
+        assert url is not None
+        body = requests.get(url + "/api/v1/query", params={"query": expr}, timeout=30).json()
+        assert body["status"] == "success", body
+        return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
+
+    def value(self, expr: str) -> float:
+        (result,) = self.query(expr)
+        return result[1]
+
+    def pods(self, service: str) -> list[dict[str, Any]]:
+        return list(self.backend.twin.cluster.store.list("Pod", NS, label_selector=f"opentelemetry.io/name={service}"))
+
+    def flag(self, name: str) -> None:
+        """Turn a flag on as ITBench's fault does: edit flagd's ConfigMap, restart flagd and ad."""
+        faults = [FaultRef("opentelemetry-demo-feature-flag", {
+            "flag": {"name": name, "state": "on"},
+            "kubernetesObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flagd-config", "namespace": NS}},
+        })]
+        faults += [FaultRef("restart-kubernetes-workload", {
+            "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": d, "namespace": NS}},
+        }) for d in ("flagd", "ad")]
+        inject_faults(faults, fault_context(self.backend, load_app_facts(envs_dir() / "astronomy-shop")))
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[Shop]:
+    shop = Shop()
+    yield shop
+    shop.backend.close()
+
+
+@pytest.fixture
+def shop(base: Shop) -> Shop:
+    base.backend.restore(base.baseline)
+    return base
+
+
+def test_jvm_families_carry_the_pods_and_the_collectors_labels_for_the_java_services_only(shop: Shop) -> None:
+    (ad,) = shop.pods("ad")
+    used = shop.query(f"jvm_memory_used_bytes{{{AD}}}")
+    pools = {(lb["jvm_memory_type"], lb["jvm_memory_pool_name"]) for lb, _ in used}
+    assert {("heap", "Eden Space"), ("heap", "Tenured Gen"), ("non_heap", "Metaspace")} <= pools
+    for labels, value in used:
+        assert labels["exported_instance"] == ad["metadata"]["uid"] and labels["job"] == "otel-collector"
+        assert labels["otel_scope_name"] == "io.opentelemetry.runtime-telemetry-java8" and value >= 0
+    for family in ("jvm_memory_limit_bytes", "jvm_thread_count", "jvm_class_loaded_total", "jvm_cpu_time_seconds_total",
+                   "jvm_cpu_count", "jvm_cpu_recent_utilization_ratio", "jvm_gc_duration_seconds_bucket"):
+        assert shop.query(f"{family}{{{AD}}}"), family
+    threads = shop.query(f"jvm_thread_count{{{AD}}}")
+    assert all({"jvm_thread_daemon", "jvm_thread_state"} <= set(lb) for lb, _ in threads)
+    # ITBench's ad runs at a 150m CPU limit: the JVM sees one CPU
+    assert shop.value(f"jvm_cpu_count{{{AD}}}") == 1
+    jobs = {lb["exported_job"] for lb, _ in shop.query("jvm_memory_used_bytes")}
+    assert jobs == {"opentelemetry-demo/ad", "opentelemetry-demo/fraud-detection"}
+
+
+def test_ads_heap_follows_the_containers_memory(shop: Shop) -> None:
+    heap = shop.value(f'sum(jvm_memory_used_bytes{{{AD}, jvm_memory_type="heap"}})')
+    limit = shop.value(f'sum(jvm_memory_limit_bytes{{{AD}, jvm_memory_type="heap"}})')
+    working_set = shop.value('container_memory_working_set_bytes{namespace="otel-demo", container="ad"}')
+    non_heap = shop.value(f'sum(jvm_memory_used_bytes{{{AD}, jvm_memory_type="non_heap"}})')
+    # HotSpot's default heap for a 512Mi container is a quarter of it; SerialGC's pools add up to that
+    # less one of its two survivor spaces (a tenth of the young third): one pool stands for both
+    assert limit == pytest.approx(128 * 2**20 * (1 - 1 / 30))
+    assert 0 < heap < limit
+    # the heap and the non-heap pools are most of the process's memory, measured a minute apart at most
+    assert 0.6 * working_set < heap + non_heap < working_set
+
+
+def test_manual_gc_runs_full_collections_that_the_baseline_does_not(shop: Shop) -> None:
+    shop.backend.advance(600)
+    baseline = shop.value(f"sum(increase({FULL_GC}[5m]))")
+    minor = shop.value(f'sum(increase(jvm_gc_duration_seconds_count{{{AD}, jvm_gc_action="end of minor GC"}}[5m]))')
+    assert minor > 0
+    shop.backend.restore(shop.baseline)
+    shop.flag("adManualGc")
+    shop.backend.advance(600)
+    flagged = shop.value(f"sum(increase({FULL_GC}[5m]))")
+    assert flagged > 10 * max(baseline, 1.0)
+    # each pause is a stop-the-world collection of a ~100 MiB old generation: between 0.1 s and 1 s
+    slow = shop.value(f'sum(increase(jvm_gc_duration_seconds_bucket{{{AD}, jvm_gc_action="end of major GC", le="1"}}[5m]))'
+                      f' - sum(increase(jvm_gc_duration_seconds_bucket{{{AD}, jvm_gc_action="end of major GC", le="0.1"}}[5m]))')
+    assert slow == pytest.approx(flagged, rel=0.05)
+
+
+def test_same_seed_same_runtime_metrics(shop: Shop) -> None:
+    shop.backend.advance(300)
+    first = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query('{__name__=~"jvm_.*"}'))
+    shop.backend.restore(shop.baseline)
+    shop.backend.advance(300)
+    again = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query('{__name__=~"jvm_.*"}'))
+    assert first and first == again
+
+
+def test_node_services_export_the_event_loop_and_v8_heap_and_go_services_nothing_of_either(shop: Shop) -> None:
+    runtime = '{__name__=~"(jvm|nodejs|v8js)_.*", exported_job="opentelemetry-demo/%s"}'
+    for service in ("payment", "frontend"):
+        (pod,) = shop.pods(service)
+        labels = {lb["__name__"] for lb, _ in shop.query(runtime % service)}
+        assert {"nodejs_eventloop_delay_p99_seconds", "nodejs_eventloop_utilization_ratio", "nodejs_eventloop_time_seconds_total",
+                "v8js_gc_duration_seconds_count", "v8js_memory_heap_used_bytes", "v8js_memory_heap_limit_bytes"} <= labels
+        assert not any(name.startswith("jvm_") for name in labels)
+        (used, _) = shop.query(f'v8js_memory_heap_used_bytes{{exported_job="opentelemetry-demo/{service}", v8js_heap_space_name="old_space"}}')[0]
+        assert used["exported_instance"] == pod["metadata"]["uid"]
+        assert used["otel_scope_name"] == "@opentelemetry/instrumentation-runtime-node" and used["otel_scope_version"] == "0.22.0"
+    # monitorEventLoopDelay's resolution is the instrumentation's precision: 5 s in payment, the 10 ms default in frontend
+    assert shop.value('nodejs_eventloop_delay_min_seconds{exported_job="opentelemetry-demo/payment"}') == 5
+    assert shop.value('nodejs_eventloop_delay_min_seconds{exported_job="opentelemetry-demo/frontend"}') == pytest.approx(0.01)
+    heap = shop.value('sum(v8js_memory_heap_used_bytes{exported_job="opentelemetry-demo/frontend"})')
+    working_set = shop.value('container_memory_working_set_bytes{namespace="otel-demo", container="frontend"}')
+    assert 0.5 * working_set < heap < working_set
+    assert shop.query(runtime % "checkout") == [] and shop.query(runtime % "shipping") == []
+
+
+@pytest.mark.parametrize(("where", "change", "message"), [
+    ("services", lambda r: r["runtimes"]["java-agent"].update(services=["ad", "no-such-service"]), "not services of the app"),
+    ("quantity", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(quantity="heap_used"), "unknown quantity"),
+    ("histogram", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(histogram=[1, 2]), "only it, is a histogram"),
+    ("spaces", lambda r: r["runtimes"]["runtime-node-payment"]["node"]["spaces"][2].update(share=0.9), "add up to 1"),
+    ("model", lambda r: r["runtimes"]["java-agent"].pop("jvm"), "needs one runtime model"),
+])
+def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
+    raw = copy.deepcopy(runtime_metrics._raw())
+    services = {"ad", "fraud-detection", "frontend", "payment"}
+    assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment"}
+    change(raw)
+    with pytest.raises(runtime_metrics.RuntimeMetricsError, match=message):
+        runtime_metrics.parse(raw, services)
