@@ -404,3 +404,18 @@ def test_istio_the_shared_gateway_and_the_topology_monitor_run_on_the_shop_clust
     for ns in ("istio-system", "kube-gateways", "topology-monitor"):
         denied = cluster.kubectl("get", "pods", "-n", ns, check=False)
         assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), (ns, denied.stdout)
+
+
+def test_tools_use_what_they_use_at_idle_not_what_they_request(cluster: Cluster) -> None:
+    """istiod requests 2Gi for large meshes and OpenSearch 100Mi beside a 512 MiB JVM heap: cAdvisor shows
+    their idle use (the image catalogue's), so the kind host's memory holds what it holds on ITBench's cluster."""
+    def working_set(namespace: str) -> float:
+        (series,) = _query(cluster, f'sum(container_memory_working_set_bytes{{namespace="{namespace}",container!=""}})')
+        return float(series["value"][1])
+    istiod = cluster.json("get", "deployment", "istiod", "-n", "istio-system", admin=True)
+    requested = parse_quantity(istiod["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"])
+    assert requested == 2 * 2**30 and working_set("istio-system") < requested / 4
+    assert working_set("opensearch") >= 2**30  # the committed heap and the JVM's own memory
+    (total,) = _query(cluster, 'sum(container_memory_working_set_bytes{container!=""})')
+    capacity = parse_quantity(cluster.json("get", "node", "control-plane", admin=True)["status"]["capacity"]["memory"])
+    assert float(total["value"][1]) < 0.5 * float(capacity)  # kind's nodes share one 16 GB host
