@@ -159,7 +159,7 @@ def test_node_services_export_the_event_loop_and_v8_heap_and_go_services_nothing
     ("model", lambda r: r["runtimes"]["java-agent"].pop("jvm"), "needs one runtime model"),
 ])
 def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
-    raw = copy.deepcopy(runtime_metrics._raw())
+    raw = copy.deepcopy(runtime_metrics.raw(envs_dir() / "astronomy-shop"))
     services = {"ad", "fraud-detection", "frontend", "payment"}
     assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment"}
     change(raw)

@@ -330,7 +330,7 @@ class AppModel:
         self._solver = FlowSolver(spec)
         self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))
         self._collectors = Collectors(spec)
-        self._runtime_metrics = RuntimeTelemetry(set(spec.services))
+        self._runtime_metrics = RuntimeTelemetry(spec.directory, set(spec.services))
         self._cadvisor = Cadvisor()
         self._mesh_metrics = MeshTelemetry(spec)
         self._state = _State()

@@ -1,4 +1,4 @@
-"""The runtime metrics a service's OpenTelemetry instrumentation exports over OTLP (``runtime_metrics.yaml``).
+"""The runtime metrics a service's OpenTelemetry instrumentation exports over OTLP (``runtime-metrics.yaml``).
 
 Each tick the model hands every running process of such a service its working set, CPU use, request
 rate and the full collections its code forces; the process keeps its cumulative counters (CPU time,
@@ -8,11 +8,10 @@ the runtime's quantities, which reach the collector process its telemetry goes t
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from itbench_gym.lang import yamltext
@@ -31,7 +30,7 @@ _QUANTITIES = {
 
 
 class RuntimeMetricsError(ValueError):
-    """runtime_metrics.yaml does not describe what the model can export."""
+    """runtime-metrics.yaml does not describe what the model can export."""
 
 
 @dataclass(frozen=True)
@@ -127,14 +126,14 @@ class Counters:
 
 def _need(raw: Any, key: str, where: str) -> Any:
     if not isinstance(raw, dict) or key not in raw:
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: missing {key!r}")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: missing {key!r}")
     return raw[key]
 
 
 def _gc(raw: dict[str, Any], where: str) -> GcDef:
     pools = _need(raw, "pools", where)
     if set(pools) != {"eden", "survivor", "old"}:
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.pools: needs eden, survivor and old")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.pools: needs eden, survivor and old")
     young, old = _need(raw, "young", where), _need(raw, "old", where)
     return GcDef(dict(pools), (str(_need(young, "name", where)), str(_need(young, "action", where))),
                  (str(_need(old, "name", where)), str(_need(old, "action", where))),
@@ -145,7 +144,7 @@ def _jvm(raw: dict[str, Any], where: str) -> JvmDef:
     server = _need(raw, "server_class", where)
     collectors = {name: _gc(c, f"{where}.collectors.{name}") for name, c in _need(raw, "collectors", where).items()}
     if set(collectors) != {"serial", "g1"}:
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.collectors: needs serial and g1")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.collectors: needs serial and g1")
     non_heap = tuple((str(_need(p, "pool", where)), float(_need(p, "used_mi", where)) * MIB,
                       float(p["limit_mi"]) * MIB if "limit_mi" in p else None) for p in _need(raw, "non_heap", where))
     threads = tuple((str(_need(t, "daemon", where)), str(_need(t, "state", where)), float(_need(t, "count", where)))
@@ -160,7 +159,7 @@ def _node(raw: dict[str, Any], where: str, interval: float) -> NodeDef:
     spaces = tuple((str(_need(sp, "space", where)), float(_need(sp, "share", where)), float(_need(sp, "size_over_used", where)))
                    for sp in _need(raw, "spaces", where))
     if abs(sum(share for _, share, _ in spaces) - 1.0) > 1e-6:
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.spaces: the shares must add up to 1")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.spaces: the shares must add up to 1")
     gc = _need(raw, "gc", where)
     return NodeDef(float(_need(raw, "monitoring_precision_ms", where)) / 1000.0, interval, float(_need(raw, "native_mi", where)) * MIB,
                    spaces, float(_need(raw, "new_space_mi", where)) * MIB, float(_need(raw, "allocation_kib_per_request", where)) * 1024.0,
@@ -172,27 +171,27 @@ def _node(raw: dict[str, Any], where: str, interval: float) -> NodeDef:
 def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
     quantity = str(_need(raw, "quantity", where))
     if quantity not in _QUANTITIES[kind]:
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: unknown quantity {quantity!r}")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: unknown quantity {quantity!r}")
     buckets = tuple(float(b) for b in raw.get("histogram", ()))
     if (quantity == "gc_duration") != bool(buckets):
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: gc_duration, and only it, is a histogram")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: gc_duration, and only it, is a histogram")
     if list(buckets) != sorted(set(buckets)):
-        raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.histogram: bounds must increase")
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.histogram: bounds must increase")
     return MetricDef(str(_need(raw, "name", where)), quantity, tuple(str(lb) for lb in raw.get("labels", ())), buckets)
 
 
 def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
-    """runtime_metrics.yaml's runtimes, checked against the app's services."""
+    """runtime-metrics.yaml's runtimes, checked against the app's services."""
     out = []
     for name, r in _need(raw, "runtimes", "top level").items():
         where = f"runtimes.{name}"
         unknown = [s for s in _need(r, "services", where) if s not in services]
         if unknown:
-            raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}.services: not services of the app: {unknown}")
+            raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.services: not services of the app: {unknown}")
         scope = _need(r, "scope", where)
         kinds = [k for k in _QUANTITIES if k in r]
         if len(kinds) != 1:
-            raise RuntimeMetricsError(f"runtime_metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
+            raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
         kind, interval = kinds[0], float(_need(r, "export_interval_seconds", where))
         model = _jvm(r[kind], f"{where}.jvm") if kind == "jvm" else _node(r[kind], f"{where}.node", interval)
         out.append(RuntimeDef(name, tuple(r["services"]), (str(_need(scope, "name", where)), str(_need(scope, "version", where))),
@@ -201,13 +200,19 @@ def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=1)
-def _raw() -> Any:
-    return yamltext.load(resources.files(__package__).joinpath("runtime_metrics.yaml").read_text())
+#: The app's file of its services' runtime metrics (an app without one exports none).
+FILE = "runtime-metrics.yaml"
 
 
-def load(services: set[str]) -> tuple[RuntimeDef, ...]:
-    return parse(_raw(), services)
+def raw(app_dir: Path) -> Any:
+    """The app's runtime-metrics file as YAML (None when the app has none)."""
+    path = app_dir / FILE
+    return yamltext.load(path.read_text()) if path.exists() else None
+
+
+def load(app_dir: Path, services: set[str]) -> tuple[RuntimeDef, ...]:
+    data = raw(app_dir)
+    return parse(data, services) if data is not None else ()
 
 
 def _bucket(bounds: tuple[float, ...], value: float) -> int:
@@ -328,8 +333,8 @@ Process = JvmProcess | NodeProcess
 class RuntimeTelemetry:
     """Every runtime-instrumented service's processes, exporting through ``push``."""
 
-    def __init__(self, services: set[str]) -> None:
-        self.runtimes = load(services)
+    def __init__(self, app_dir: Path, services: set[str]) -> None:
+        self.runtimes = load(app_dir, services)
         self.of_service = {svc: r for r in self.runtimes for svc in r.services}
 
     def observe(self, service: str, counters: Counters, s: ProcessState, age_s: float, dt: float,
