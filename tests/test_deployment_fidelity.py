@@ -419,3 +419,15 @@ def test_tools_use_what_they_use_at_idle_not_what_they_request(cluster: Cluster)
     (total,) = _query(cluster, 'sum(container_memory_working_set_bytes{container!=""})')
     capacity = parse_quantity(cluster.json("get", "node", "control-plane", admin=True)["status"]["capacity"]["memory"])
     assert float(total["value"][1]) < 0.5 * float(capacity)  # kind's nodes share one 16 GB host
+
+
+def test_a_process_that_logs_only_over_otlp_leaves_its_container_log_empty(cluster: Cluster) -> None:
+    """product-catalog logs through otelslog alone: `kubectl logs` shows nothing, the log store has its records."""
+    assert cluster.kubectl("logs", "deploy/product-catalog", "-n", NS, "--tail=20", admin=True).stdout == ""
+    assert cluster.kubectl("logs", "deploy/checkout", "-n", NS, "--tail=20", admin=True).stdout != ""
+    url = f"{cluster.backend.endpoints.loki}/loki/api/v1/query_range"
+    now = cluster.backend.clock.now()
+    query = {"query": '{service_name="product-catalog"}', "start": str(int((now - 600) * 1e9)), "end": str(int(now * 1e9)), "limit": "5"}
+    with urllib.request.urlopen(f"{url}?{urllib.parse.urlencode(query)}", timeout=30) as resp:
+        streams = json.load(resp)["data"]["result"]
+    assert sum(len(s["values"]) for s in streams) > 0

@@ -190,7 +190,7 @@ class SimBackend:
             auth=self._auth,
             lock=twin.lock,
             advance=self._advance_blocking,
-            log_source=twin.log_lines if logs else None,
+            log_source=twin.container_log_lines if logs else None,
             metrics=twin.cluster.usage,
             load=twin.cluster.apiload,
         )

@@ -183,7 +183,12 @@ class Twin:
             self.cluster.reseed(seed)
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
+        """Every log record of the container (the log store's view: stdout and OTLP)."""
         return self.model.log_lines(namespace, pod, container, start, end)
+
+    def container_log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
+        """The container log (what ``kubectl logs`` reads): its stdout only."""
+        return self.model.container_log_lines(namespace, pod, container, start, end)
 
     def snapshot(self) -> TwinSnapshot:
         """The whole state. The rules' snapshot comes first: it runs their deferred evaluations,

@@ -340,6 +340,8 @@ class AppModel:
         self._view: ClusterView | None = None
         self._runtime = AppRuntime(spec, lambda: self._view)
         self._idle_usage = Derived(partial(_idle_usage, idle_of=self._runtime.idle_usage))
+        #: containers whose process writes its logs only to its OTLP exporter
+        self._otlp_only_logs = frozenset(s.container for s in spec.services.values() if s.logs.destination == "otlp")
         self._disk_io = load_disk_io(spec.directory)
         self._log_context = {(svc.name, op.id): _log_context(op) for svc in spec.services.values() for op in svc.operations.values()}
         self._catchers = _catchers(spec, self._log_pools.catalog)
@@ -891,10 +893,17 @@ class AppModel:
     # -- logs and snapshots -----------------------------------------------------------------------
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
-        """The container's log lines in [start, end], identical on every call."""
+        """The container's log records in [start, end] (to stdout or its OTLP exporter), identical on every call."""
         if namespace != self.spec.namespace:
             return []
         return logmod.render(self.spec, self._log_pools, self.seed, self._state.history, pod, container, start, end)
+
+    def container_log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
+        """What the container writes to stdout (its container log): none of the records a process
+        exports only over OTLP (product-catalog's otelslog handler)."""
+        if container in self._otlp_only_logs:
+            return []
+        return self.log_lines(namespace, pod, container, start, end)
 
     def exposed(self) -> dict[PodEndpoint, list[list[Sample]]]:
         """What the pods serve now, scraped only where a monitor makes them a target: the mesh's proxies

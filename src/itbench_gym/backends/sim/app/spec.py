@@ -99,6 +99,8 @@ class LogLine:
 
 @dataclass(frozen=True)
 class Logs:
+    #: "stdout" (the container log) or "otlp" (only the OTLP exporter: the log store, not the container log)
+    destination: str = "stdout"
     startup: tuple[str, ...] = ()
     request: tuple[LogLine, ...] = ()
     errors: dict[str, str] = field(default_factory=dict)
@@ -332,6 +334,7 @@ def _logs(raw: dict[str, Any], where: str) -> Logs:
         for name, text in raw.get(key, {}).items():
             _check_template(text, f"{where}.{key}.{name}")
     return Logs(
+        destination=str(raw.get("destination", "stdout")),
         startup=tuple(raw.get("startup", [])),
         request=tuple(LogLine(x["ratio"], x["level"], x["text"], x.get("operation")) for x in raw.get("request", [])),
         errors=dict(raw.get("errors", {})),
