@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -23,6 +24,13 @@ ContextFactory = Callable[[Backend, Endpoints], ToolContext]
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT_ROOT.parent / "shared"
 
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker per core, and one more: tests/test_kubernetes_backend.py drives a twin served in
+    realtime and spends most of its minutes waiting on the wall clock, so a spare worker keeps the
+    cores busy meanwhile (``-n auto``)."""
+    return (os.cpu_count() or 1) + 1
 
 @pytest.fixture(scope="session")
 def tool_context(tmp_path_factory: pytest.TempPathFactory) -> ContextFactory:

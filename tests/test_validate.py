@@ -111,6 +111,6 @@ def test_scenarios_doc_is_up_to_date() -> None:
     rendered = render_scenarios_doc(_committed(), library)
     committed = DOC.read_text(encoding="utf-8")
     if library is None:  # without the library, the shipped part must still match
-        rendered, committed = rendered.split(LIBRARY_HEADING)[0], committed.split(LIBRARY_HEADING)[0]
+        rendered, committed = rendered.split(LIBRARY_HEADING)[0].rstrip("\n"), committed.split(LIBRARY_HEADING)[0].rstrip("\n")
     assert committed == rendered, ("regenerate with: itbench-gym docs scenarios --library ../shared/itbench "
                                    "--write docs/scenarios.md")

@@ -58,6 +58,10 @@ ALERT_POLL_SECONDS = 15.0
 CACHED_BASELINES = 4
 #: Window of the traffic probe's rates (as the span-metric alert rules use).
 TRAFFIC_WINDOW = "2m"
+#: The traffic probe averages its rates over this subquery range and step: span metrics arrive in steps
+#: (the collector's connector flushes once a minute), so one rate swings with its window's phase
+#: against the flushes (between about 2/3 and 4/3 of the traffic with 30 s scrapes); the average does not.
+TRAFFIC_SMOOTHING = "2m:15s"
 #: The baseline's golden signals and "was it restarting" look back over its last five minutes.
 BASELINE_LOOKBACK_SECONDS = 300.0
 #: The prometheus-operator resources that decide what Prometheus scrapes and which rules it evaluates
@@ -322,8 +326,8 @@ class ClusterProbe:
 
     def traffic(self) -> TrafficSample:
         ns = self._spec.namespace
-        rate = self._scalar(f"sum(rate({self._edge.selector(ns)}[{TRAFFIC_WINDOW}]))")
-        errors = self._scalar(f"sum(rate({self._edge.selector(ns, errors=True)}[{TRAFFIC_WINDOW}]))")
+        rate = self._scalar(f"avg_over_time(sum(rate({self._edge.selector(ns)}[{TRAFFIC_WINDOW}]))[{TRAFFIC_SMOOTHING}])")
+        errors = self._scalar(f"avg_over_time(sum(rate({self._edge.selector(ns, errors=True)}[{TRAFFIC_WINDOW}]))[{TRAFFIC_SMOOTHING}])")
         success = 1.0 - errors / rate if rate > 0 else 0.0
         return TrafficSample(rate=rate, success_ratio=success)
 
