@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,15 @@ ContextFactory = Callable[[Backend, Endpoints], ToolContext]
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT_ROOT.parent / "shared"
 
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One baseline cache for the session (``ITBENCH_GYM_CACHE``), fresh and shared: the controller
+    makes it before xdist starts its workers, which inherit it, as do the processes tests start."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        directory = tempfile.mkdtemp(prefix="itbench-gym-test-baselines-")
+        os.environ["ITBENCH_GYM_CACHE"] = directory
+        config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

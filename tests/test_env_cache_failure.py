@@ -114,8 +114,9 @@ def _play(seed: int) -> tuple[list[str], dict[str, Any]]:
         environment.close()
 
 
-def test_same_seed_same_actions_same_observations_and_scores() -> None:
-    SHARED_BASELINES.clear()  # the first episode builds the shared baseline, the second restores it
+def test_same_seed_same_actions_same_observations_and_scores(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path))  # an empty cache: the first episode builds
+    SHARED_BASELINES.clear()  # the shared baseline, the second restores it
     first = _play(seed=11)
     second = _play(seed=11)
     assert first == second

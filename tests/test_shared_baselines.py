@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import numpy as np
@@ -39,10 +40,13 @@ def _after(twin: Twin, seconds: float) -> tuple[dict[Any, Any], dict[Any, Any]]:
     return _objects(twin), _series(twin)
 
 
-def test_a_twin_restored_from_a_snapshot_goes_on_like_the_twin_that_took_it() -> None:
+@pytest.mark.parametrize("stored", [False, True], ids=["in-memory", "pickled"])
+def test_a_twin_restored_from_a_snapshot_goes_on_like_the_twin_that_took_it(stored: bool) -> None:
+    """...also from a pickled snapshot: what the disk cache of baselines stores (``BaselineStore``)."""
     origin = Twin(APP, seed=0)
     origin.advance(300)
-    copy = Twin(APP, seed=0, state=origin.snapshot())
+    snap = origin.snapshot()
+    copy = Twin(APP, seed=0, state=pickle.loads(pickle.dumps(snap)) if stored else snap)
     for twin in (origin, copy):
         twin.advance(300)
         twin.rules.catch_up()  # recorded series and ALERTS included, from before the snapshot too

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -21,3 +22,13 @@ def envs_dir() -> Path:
 
 def specs_dir() -> Path:
     return data_dir("scenario_specs")
+
+
+def cache_dir() -> Path:
+    """Where results worth keeping between processes go: ``$ITBENCH_GYM_CACHE``, else
+    ``$XDG_CACHE_HOME/itbench-gym`` (default ``~/.cache/itbench-gym``)."""
+    explicit = os.environ.get("ITBENCH_GYM_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "itbench-gym"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from itbench_gym.paths import cache_dir
 from itbench_gym.spec.itbench import ImportedScenario, identity_labels
 
 #: Seed of the run that decides (the alerts must then fire on every seed: ``validate`` checks).
@@ -46,15 +47,6 @@ INDEX_NOTE = "index: "
 
 class NoAlertError(RuntimeError):
     """The faults made no new alert fire within the scenario's wait: the scenario has no incident."""
-
-
-def cache_dir() -> Path:
-    """``$ITBENCH_GYM_CACHE`` or ``$XDG_CACHE_HOME/itbench-gym`` (default ``~/.cache/itbench-gym``)."""
-    explicit = os.environ.get("ITBENCH_GYM_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "itbench-gym"
 
 
 def cache_key(imported: ImportedScenario) -> str:
