@@ -37,6 +37,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
+def fresh_cache(directory: Path) -> Path:
+    """A cache folder with nothing decided yet but the session's healthy baselines (linked, not built again)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "baselines").symlink_to(Path(os.environ["ITBENCH_GYM_CACHE"]) / "baselines", target_is_directory=True)
+    return directory
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """One worker per core, and one more: tests/test_kubernetes_backend.py drives a twin served in
     realtime and spends most of its minutes waiting on the wall clock, so a spare worker keeps the

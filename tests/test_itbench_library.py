@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED
+from conftest import SHARED, fresh_cache
 from itbench_gym.spec.itbench import REMOVE_FAULTS, import_library, open_library, runnable_kubectl, with_triggering, without_unshown
 from itbench_gym.spec.loader import spec_from_document
 
@@ -199,7 +199,7 @@ def test_environment_variable_registers_ids(tmp_path: Path) -> None:
             "from itbench_gym.registry import UnsupportedScenarioError\n"
             "print('ITBench-900-NoTraces-v0' in gym.registry, 'ITBench-901-v0' in itbench_gym.scenario_ids())\n"
             "try:\n    itbench_gym.make('ITBench-901-v0')\nexcept UnsupportedScenarioError as exc:\n    print(exc.message)\n")
-    env = {**os.environ, "ITBENCH_LIBRARY": str(tmp_path), "ITBENCH_GYM_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "ITBENCH_LIBRARY": str(tmp_path), "ITBENCH_GYM_CACHE": str(fresh_cache(tmp_path / "cache"))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.splitlines() == ["True True", "not yet supported: category 'finops' (the finops task is not implemented)"]
 
@@ -209,7 +209,7 @@ def test_alerts_decided_on_the_twin_once(tmp_path: Path, monkeypatch: pytest.Mon
     """An index without alerts: the new paging alerts its faults make fire, cached by content and version."""
     from itbench_gym.validate import triggering
 
-    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path))
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(fresh_cache(tmp_path / "cache")))
     [scenario] = [s for s in import_library(LIBRARY) if s.id == "ITBench-4-v0"]
     alerts = triggering.decided_alerts(scenario)
     assert alerts and all(a["labels"].get("namespace") == "otel-demo" for a in alerts)
@@ -228,7 +228,7 @@ def test_index_alerts_that_never_fire_are_replaced_by_what_does_and_reported(tmp
     an index that adds an alert its fault cannot cause: the scenario stays runnable, and says so."""
     from itbench_gym.validate import triggering
 
-    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(fresh_cache(tmp_path / "cache")))
     quota = _foreign_index(id=903, alerts=["KubePodNotReady"], disruptions=[{"injections": [
         {"id": "insufficient-kubernetes-resource-quota", "args": {"kubernetesObject": {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ad", "namespace": "otel-demo"}}}}]}])

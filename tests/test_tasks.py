@@ -25,7 +25,8 @@ from itbench_gym.spaces import ActionSpace
 from itbench_gym.spec import ScenarioSpec, SpecError, load_spec
 from itbench_gym.tasks import TASK_KINDS, Incident, Submission, Task, make_task
 from itbench_gym.tasks.sre import ALERT_POLL_SECONDS, SRETask, poll_delay
-from itbench_gym.tools.alerts import RulePoll
+from itbench_gym.spec.model import AlertMatcher
+from itbench_gym.tools.alerts import RulePoll, RuleState
 from itbench_gym.tools.base import Tool
 from itbench_gym.tools.submit import SubmitTool
 from itbench_gym.tools.wait import WaitTool
@@ -317,3 +318,28 @@ def test_the_alert_wait_polls_when_the_rules_evaluate_next_and_never_past_its_de
     assert poll_delay(RulePoll([], None), now=1000.0, deadline=2000.0) == ALERT_POLL_SECONDS  # not evaluated yet
     assert poll_delay(RulePoll([], 990.0), now=1000.0, deadline=2000.0) == ALERT_POLL_SECONDS  # an overdue group
     assert poll_delay(RulePoll([], 1300.0), now=1000.0, deadline=1010.0) == 10.0
+
+
+def _rule(for_s: float, *alerts: dict[str, Any], name: str = "HighRequestErrorRate") -> RuleState:
+    return RuleState(name, for_s, alerts, next_evaluation=1030.0, interval=30.0)
+
+
+def _alert(state: str, active_at: str, service: str = "frontend") -> dict[str, Any]:
+    return {"labels": {"alertname": "HighRequestErrorRate", "service_name": service}, "state": state, "activeAt": active_at}
+
+
+def test_the_alert_wait_sleeps_through_evaluations_at_which_the_alerts_cannot_all_fire_yet() -> None:
+    """A rule's ``for`` bounds when its alert can fire: the wait skips the polls before that, and
+    lands on the evaluation where it could (so the incident starts when it would have)."""
+    frontend = AlertMatcher("HighRequestErrorRate", {"service_name": "frontend"})
+    quiet = RulePoll([], 1030.0, (_rule(300.0),))
+    assert poll_delay(quiet, now=1000.0, deadline=5000.0, missing=[frontend]) == 330.0  # pending at 1030 at the earliest
+    pending = RulePoll([], 1030.0, (_rule(300.0, _alert("pending", "1970-01-01T00:16:40Z")),))  # active since 1000
+    assert poll_delay(pending, now=1000.0, deadline=5000.0, missing=[frontend]) == 300.0
+    other = RulePoll([], 1030.0, (_rule(300.0, _alert("firing", "1970-01-01T00:10:00Z", service="cart")),))
+    assert poll_delay(other, now=1000.0, deadline=5000.0, missing=[frontend]) == 330.0  # another service's alert
+    firing = RulePoll([], 1030.0, (_rule(300.0, _alert("firing", "1970-01-01T00:10:00Z")), _rule(0.0, name="Other")))
+    assert poll_delay(firing, now=1000.0, deadline=5000.0, missing=[frontend, AlertMatcher("Other")]) == 30.0
+    assert poll_delay(quiet, now=1000.0, deadline=1100.0, missing=[frontend]) == 100.0  # never past the deadline
+    unknown = RulePoll([], None, (RuleState("HighRequestErrorRate", 300.0, (), None, 30.0),))
+    assert poll_delay(unknown, now=1000.0, deadline=5000.0, missing=[frontend]) == ALERT_POLL_SECONDS

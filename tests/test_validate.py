@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PROJECT_ROOT, SHARED
+from conftest import PROJECT_ROOT, SHARED, fresh_cache
 from itbench_gym.validate.catalogue import LIBRARY_HEADING, read_results, render_scenarios_doc
 from itbench_gym.validate.checks import symptoms, wrong_fix_target
 from itbench_gym.validate.run import main
@@ -92,7 +92,7 @@ CI_SAMPLE = ["SRE-CacheFailure-v0", "SRE-CordonedNode-v0", "SRE-InvalidContainer
 def test_ci_sample_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from itbench_gym.registry import load_itbench_library
 
-    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(fresh_cache(tmp_path / "cache")))
     load_itbench_library(LIBRARY)
     sample = CI_SAMPLE
     lines: list[str] = []

@@ -45,6 +45,7 @@ from itbench_gym.lang.timestamps import parse_rfc3339
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.spec.appfacts import EdgeFact, FlagsFact, GoldenSignalsFact, load_app_facts
+from itbench_gym.spec.model import AlertMatcher
 from itbench_gym.tasks.base import Task
 from itbench_gym.tasks.types import Incident, Submission
 from itbench_gym.tools.alerts import RulePoll, alert_key, fetch_alerts, poll_rules
@@ -439,11 +440,22 @@ def _decoded(value: Any) -> str:
         return ""
 
 
-def poll_delay(poll: RulePoll, now: float, deadline: float) -> float:
+def poll_delay(poll: RulePoll, now: float, deadline: float, missing: Sequence[AlertMatcher] = ()) -> float:
     """Seconds to the next poll: the rules' next evaluation (nothing they say can change before
-    it), else ``ALERT_POLL_SECONDS``; never past the deadline."""
+    it), else ``ALERT_POLL_SECONDS``; never past the deadline.
+
+    With the ``missing`` alerts given, the poll may wait longer: until the first evaluation at which
+    every one of them could be firing (``RuleState.earliest_firing``: a pending alert needs its ``for``
+    first), which no earlier poll could see. The wait then ends at the same evaluation, after fewer polls.
+    """
     due = poll.next_evaluation
     delay = due - now if due is not None and due > now else ALERT_POLL_SECONDS
+    bounds = []
+    for m in missing:
+        firings = [r.earliest_firing(m.matches, now) for r in poll.rules if r.name == m.alertname]
+        bounds.append(None if not firings or None in firings else min(t for t in firings if t is not None))
+    if bounds and None not in bounds:
+        delay = max(delay, max(t for t in bounds if t is not None) - now)
     return max(min(delay, deadline - now), 1e-3)
 
 
@@ -512,7 +524,7 @@ class SRETask(Task):
                     f"scenario {spec.id}: triggering alert(s) {', '.join(missing)} did not fire within "
                     f"{spec.alert_wait_timeout:.0f} s of the fault injection ({spec.source})"
                 )
-            probe.advance(poll_delay(poll, probe.now(), deadline))
+            probe.advance(poll_delay(poll, probe.now(), deadline, [m for m in spec.triggering_alerts if str(m) in missing]))
 
     def _baseline(self, probe: ClusterProbe, key: Hashable | None) -> Baseline:
         """The healthy baseline as the probe measures it, or as it measured it on an equal start state."""

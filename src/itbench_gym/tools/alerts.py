@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,46 @@ def fetch_alerts(prometheus_url: str, timeout: float = 30.0, *, http: requests.S
 
 
 @dataclass(frozen=True)
+class RuleState:
+    """One polled alerting rule: what bounds when it can fire next."""
+
+    name: str
+    #: its ``for`` duration (seconds)
+    for_seconds: float
+    #: its active alerts (pending and firing), as the API lists them
+    alerts: tuple[dict[str, Any], ...]
+    #: its group's next evaluation (Unix seconds) and interval; None before the group's first evaluation
+    next_evaluation: float | None
+    interval: float
+
+    def earliest_firing(self, matches: Callable[[Mapping[str, str]], bool], now: float) -> float | None:
+        """The first evaluation at or after ``now`` at which an alert of this rule that ``matches`` could
+        be firing (None when unknown): now if one is; else when its pending one has held for ``for``;
+        else ``for`` after the next evaluation, where it could first turn pending. A lower bound, so a
+        poller that sleeps until then misses nothing."""
+        if self.next_evaluation is None or self.interval <= 0:
+            return None
+        firing = pending = False
+        since = math.inf
+        for alert in self.alerts:
+            if not matches(alert.get("labels") or {}):
+                continue
+            if alert.get("state") == "firing":
+                firing = True
+            else:
+                try:
+                    since = min(since, parse_rfc3339(str(alert.get("activeAt", ""))))
+                except TimestampError:
+                    return None
+                pending = True
+        if firing:
+            return now
+        due = since + self.for_seconds if pending else self.next_evaluation + self.for_seconds
+        steps = max(0, math.ceil((due - self.next_evaluation) / self.interval - 1e-9))
+        return self.next_evaluation + steps * self.interval
+
+
+@dataclass(frozen=True)
 class RulePoll:
     """What one poll of a few alerting rules tells a poller."""
 
@@ -28,6 +69,8 @@ class RulePoll:
     alerts: list[dict[str, Any]]
     #: when their groups evaluate next (Unix seconds; None when a group has not evaluated yet)
     next_evaluation: float | None
+    #: each polled rule, with its group's timing
+    rules: tuple[RuleState, ...] = ()
 
 
 def poll_rules(prometheus_url: str, rule_names: Iterable[str], timeout: float = 30.0, *,
@@ -41,7 +84,10 @@ def poll_rules(prometheus_url: str, rule_names: Iterable[str], timeout: float = 
     groups = resp.json()["data"]["groups"]
     alerts = [a for g in groups for r in g["rules"] for a in r.get("alerts") or []]
     upcoming = [_next_evaluation(g) for g in groups]
-    return RulePoll(alerts, None if not upcoming or None in upcoming else min(t for t in upcoming if t is not None))
+    rules = tuple(RuleState(str(r.get("name", "")), float(r.get("duration") or 0.0), tuple(r.get("alerts") or ()), due,
+                            float(g.get("interval") or 0.0))
+                  for g, due in zip(groups, upcoming, strict=True) for r in g["rules"] if r.get("type") == "alerting")
+    return RulePoll(alerts, None if not upcoming or None in upcoming else min(t for t in upcoming if t is not None), rules)
 
 
 def _next_evaluation(group: Mapping[str, Any]) -> float | None:

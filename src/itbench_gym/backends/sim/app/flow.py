@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
 
 from .network import CAUSES, Reach
 from .spec import AppSpec, Call, Operation
@@ -25,8 +29,9 @@ TCP_MIN_RTO_S = 0.2
 SEGMENTS_PER_CALL = 4
 
 
-@dataclass(frozen=True)
-class Moments:
+class Moments(NamedTuple):
+    """Mean and variance of a duration in seconds (a tuple: the tick builds thousands of them)."""
+
     mean: float
     var: float
 
@@ -50,6 +55,23 @@ def lognormal_params(m: Moments) -> tuple[float, float]:
     """(mu, sigma) of the log-normal with these moments."""
     s2 = math.log1p(m.var / (m.mean * m.mean))
     return math.log(m.mean) - s2 / 2, math.sqrt(s2)
+
+
+def bucket_probs(log_bounds_ms: Sequence[float], lat: Moments) -> np.ndarray:
+    """Probability mass per histogram bucket (the last: above the largest bound) of durations that
+    follow the log-normal with moments ``lat`` (seconds); the bounds are natural logs of milliseconds."""
+    probs: np.ndarray = np.zeros(len(log_bounds_ms) + 1)
+    if lat.mean <= 0:
+        probs[0] = 1.0
+        return probs
+    mu, sigma = lognormal_params(Moments(lat.mean * 1000.0, lat.var * 1e6))
+    scale = max(sigma, 1e-4) * math.sqrt(2.0)
+    masses, below = [], 0.0
+    for cdf in [*(0.5 * (1.0 + math.erf((b - mu) / scale)) for b in log_bounds_ms), 1.0]:
+        masses.append(min(max(cdf - below, 0.0), 1.0))
+        below = cdf
+    probs = np.array(masses)
+    return probs / max(float(probs.sum()), 1e-12)
 
 
 def _phi(x: float) -> float:

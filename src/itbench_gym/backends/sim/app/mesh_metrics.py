@@ -34,7 +34,7 @@ import numpy as np
 
 from .balancing import instance_key, senders
 from .cluster_view import ClusterView, PodView
-from .flow import CallOutcome, Moments, OpKey, OpStats, lognormal_params
+from .flow import CallOutcome, Moments, OpKey, OpStats, bucket_probs
 from .mesh import MeshState, endpoints
 from .network import resolve_address
 from .spec import AppSpec
@@ -47,23 +47,11 @@ LabelKey = tuple[tuple[str, str], ...]
 #: Istio's default buckets of istio_request_duration_milliseconds.
 DURATION_BUCKETS_MS = (0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000)
 _LES = tuple(f"{b:g}" for b in DURATION_BUCKETS_MS) + ("+Inf",)
+_LOG_BOUNDS = tuple(math.log(b) for b in DURATION_BUCKETS_MS)
 UNKNOWN = "unknown"
 CLUSTER_ID = "Kubernetes"
 #: Outcomes whose failures came from no server answering: Envoy answers 503 (upstream failure) itself.
 _UPSTREAM_FAILURE = ("503", "UF")
-
-
-def _bucket_probs(lat: Moments) -> np.ndarray:
-    """Probability per duration bucket (last: above the largest bound) of a log-normal with these moments."""
-    probs: np.ndarray = np.zeros(len(_LES))
-    if lat.mean <= 0:
-        probs[0] = 1.0
-        return probs
-    mu, sigma = lognormal_params(Moments(lat.mean * 1000.0, lat.var * 1e6))
-    sigma = max(sigma, 1e-4)
-    cdf = np.array([0.5 * (1.0 + math.erf((math.log(b) - mu) / (sigma * math.sqrt(2.0)))) for b in DURATION_BUCKETS_MS])
-    probs = np.clip(np.diff(np.concatenate(([0.0], cdf, [1.0]))), 0.0, 1.0)
-    return probs / float(probs.sum())
 
 
 def _peer(prefix: str, pod: Obj | None, workload: str) -> dict[str, str]:
@@ -133,7 +121,7 @@ class MeshTelemetry:
         h = exp.histograms.get(key)
         if h is None:
             h = exp.histograms[key] = _Histogram(np.zeros(len(_LES)))
-        h.buckets += rng.multinomial(n, _bucket_probs(lat))
+        h.buckets += rng.multinomial(n, bucket_probs(_LOG_BOUNDS, lat))
         h.sum_ms += n * lat.mean * 1000.0
         h.count += n
 

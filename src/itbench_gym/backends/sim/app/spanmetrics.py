@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .flow import Moments
+from .flow import Moments, bucket_probs
 
 SeriesKey = tuple[str, str, str, str, str]  # service, span, kind, status, instance
 #: The instrumentation scope the connector gives its metrics (connector/spanmetricsconnector connector.go).
@@ -36,19 +36,6 @@ class _Histogram:
     count: float
 
 
-def _bucket_probs(bounds_ms: np.ndarray, lat: Moments) -> np.ndarray:
-    """Probability mass per bucket (last = +Inf overflow) of a lognormal with these moments."""
-    mean_ms = max(lat.mean * 1000.0, 1e-6)
-    var_ms = lat.var * 1e6
-    s2 = math.log1p(var_ms / (mean_ms * mean_ms))
-    sigma = math.sqrt(max(s2, 1e-8))
-    mu = math.log(mean_ms) - s2 / 2
-    z = (np.log(bounds_ms) - mu) / (sigma * math.sqrt(2.0))
-    cdf = 0.5 * (1.0 + np.array([math.erf(x) for x in z]))
-    probs = np.diff(np.concatenate(([0.0], cdf, [1.0])))
-    return np.clip(probs, 0.0, 1.0)
-
-
 #: How many latency distributions' bucket probabilities a :class:`SpanMetrics` keeps (a tick needs a few dozen).
 _PROBS_CACHE = 1024
 
@@ -59,7 +46,7 @@ class SpanMetrics:
 
     def __init__(self, buckets_ms: tuple[float, ...], namespace: str, job_prefix: str,
                  labels: dict[SeriesKey, list[dict[str, str]]] | None = None) -> None:
-        self.bounds = np.asarray(buckets_ms, dtype=float)
+        self.log_bounds = tuple(math.log(b) for b in buckets_ms)
         self.les = [f"{b:g}" for b in buckets_ms] + ["+Inf"]
         self.namespace = namespace
         self.job_prefix = job_prefix
@@ -84,8 +71,7 @@ class SpanMetrics:
         if probs is None:
             if len(self._probs) >= _PROBS_CACHE:
                 self._probs.clear()
-            raw = _bucket_probs(self.bounds, lat)
-            probs = self._probs[lat] = raw / max(raw.sum(), 1e-12)
+            probs = self._probs[lat] = bucket_probs(self.log_bounds, lat)
         h.buckets += rng.multinomial(n, probs)
         noise = rng.normal(0.0, math.sqrt(n * lat.var)) * 1000.0 if lat.var > 0 else 0.0
         h.sum_ms += max(n * lat.mean * 1000.0 + noise, 0.0)
