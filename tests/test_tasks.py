@@ -23,9 +23,9 @@ from itbench_gym.env import ITBenchEnv
 from itbench_gym.evaluation.reward import ScoreReward, SparseReward
 from itbench_gym.spaces import ActionSpace
 from itbench_gym.spec import ScenarioSpec, SpecError, load_spec
+from itbench_gym.spec.model import AlertMatcher
 from itbench_gym.tasks import TASK_KINDS, Incident, Submission, Task, make_task
 from itbench_gym.tasks.sre import ALERT_POLL_SECONDS, SRETask, poll_delay
-from itbench_gym.spec.model import AlertMatcher
 from itbench_gym.tools.alerts import RulePoll, RuleState
 from itbench_gym.tools.base import Tool
 from itbench_gym.tools.submit import SubmitTool
