@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
@@ -156,55 +157,81 @@ ExposedKey = tuple[tuple[str, str], ...]
 DROPPED = SeriesRef(())
 
 
+@dataclass(frozen=True)
+class _RunEntry:
+    """What a run's label dicts resolved to: held with the dicts, so their ids stay theirs."""
+
+    labels: tuple[Mapping[str, str], ...]
+    refs: list[SeriesRef]
+    #: which samples are kept (None: all of them)
+    kept: tuple[bool, ...] | None
+
+
 class SeriesCache:
     """Exposed samples -> their series' handles, so a series' labels are worked out once, not every scrape.
 
     ``resolve`` turns an exposed label set into its handle (or :data:`DROPPED`) and must depend on
-    the labels alone. Lookups go by identity first (a run seen last scrape is taken whole, values
-    included; a label dict seen last scrape maps to its handle), then by the labels' items, as
-    Prometheus' scrape cache goes by a series' text.
+    the labels alone. Lookups go by identity first: a run whose label dicts are the very dicts, in
+    order, of a run of the last scrape takes that run's handles whole (sources build new values
+    each scrape around the same label dicts); a label dict seen last scrape maps to its handle; then
+    by the labels' items, as Prometheus' scrape cache goes by a series' text.
     """
 
     def __init__(self, resolve: Callable[[Mapping[str, str]], SeriesRef]) -> None:
         self._resolve = resolve
         self._by_items: dict[ExposedKey, SeriesRef] = {}
-        # the last scrape's runs and label dicts by id (held, so no id is reused while listed)
-        self._by_run: dict[int, tuple[Run, list[SeriesRef], list[float]]] = {}
-        self._by_id: dict[int, tuple[Mapping[str, str], SeriesRef]] = {}
+        # the last scrape's runs by their label dicts' ids (each entry holds its dicts, so no id is reused)
+        self._by_run: dict[tuple[int, ...], _RunEntry] = {}
 
     def feed(self, runs: Sequence[Run], batch: SampleBatch) -> int:
         """Add the samples of ``runs`` to ``batch`` under their series; how many were kept."""
-        by_run, by_id, by_items = self._by_run, self._by_id, self._by_items
-        runs_now: dict[int, tuple[Run, list[SeriesRef], list[float]]] = {}
-        ids_now: dict[int, tuple[Mapping[str, str], SeriesRef]] = {}
+        by_run, by_items = self._by_run, self._by_items
+        by_id: dict[int, tuple[Mapping[str, str], SeriesRef]] | None = None  # built at the first run not seen whole
+        runs_now: dict[tuple[int, ...], _RunEntry] = {}
         kept = 0
         for run in runs:
-            done = by_run.get(id(run))
-            if done is None or done[0] is not run:
+            if not run:
+                continue
+            labels_seq, values = zip(*run, strict=True)
+            key = tuple(map(id, labels_seq))
+            entry = by_run.get(key)
+            if entry is None:
+                if by_id is None:
+                    by_id = {}
+                    for old in by_run.values():
+                        by_id.update(zip(map(id, old.labels), zip(old.labels, _expanded(old), strict=True), strict=True))
                 refs: list[SeriesRef] = []
-                values: list[float] = []
-                for labels, value in run:
+                mask: list[bool] = []
+                for labels in labels_seq:
                     hit = by_id.get(id(labels))
                     if hit is None or hit[0] is not labels:
-                        key = tuple(labels.items())
-                        ref = by_items.get(key)
+                        items = tuple(labels.items())
+                        ref = by_items.get(items)
                         if ref is None:
-                            ref = by_items[key] = self._resolve(labels)
-                        hit = (labels, ref)
-                    ids_now[id(labels)] = hit
-                    if hit[1] is not DROPPED:
-                        refs.append(hit[1])
-                        values.append(value)
-                done = (run, refs, values)
-            runs_now[id(run)] = done
-            batch.series += done[1]
-            batch.values += done[2]
-            kept += len(done[1])
-        self._by_run, self._by_id = runs_now, ids_now
+                            ref = by_items[items] = self._resolve(labels)
+                    else:
+                        ref = hit[1]
+                    mask.append(ref is not DROPPED)
+                    if ref is not DROPPED:
+                        refs.append(ref)
+                entry = _RunEntry(labels_seq, refs, None if all(mask) else tuple(mask))
+            runs_now[key] = entry
+            batch.series += entry.refs
+            batch.values += values if entry.kept is None else compress(values, entry.kept)
+            kept += len(entry.refs)
+        self._by_run = runs_now
         if len(by_items) > 2 * sum(map(len, runs)) + 64:
             keys = {tuple(labels.items()) for run in runs for labels, _ in run}
             self._by_items = {k: v for k, v in by_items.items() if k in keys}
         return kept
+
+
+def _expanded(entry: _RunEntry) -> list[SeriesRef]:
+    """A run's handle for each of its samples (:data:`DROPPED` for the dropped ones)."""
+    if entry.kept is None:
+        return entry.refs
+    refs = iter(entry.refs)
+    return [next(refs) if keep else DROPPED for keep in entry.kept]
 
 
 @dataclass
