@@ -44,6 +44,19 @@ def fresh_cache(directory: Path) -> Path:
     return directory
 
 
+#: The longest modules, longest first: ``--dist loadfile`` hands modules out in collection order, so
+#: starting these first keeps a long one from running alone at the end while the other workers idle.
+LONGEST_MODULES = ("test_kubernetes_backend.py", "test_env_cache_failure.py", "test_mitigation_hacks.py",
+                   "test_validate.py", "test_runner.py", "test_hostile_agent.py", "test_itbench_library.py",
+                   "test_static_checks.py", "test_shared_baselines.py", "test_modalities.py", "test_kube_bounded.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest modules first (``LONGEST_MODULES``); the tests of a module keep their order."""
+    rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """One worker per core, and one more: tests/test_kubernetes_backend.py drives a twin served in
     realtime and spends most of its minutes waiting on the wall clock, so a spare worker keeps the
