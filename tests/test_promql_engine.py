@@ -189,3 +189,52 @@ def test_large_range_query_is_vectorised() -> None:
         db.append_refs(15 * k, refs, np.full(500, float(k)))
     res = Engine(db).range("sum(rate(c_total[5m]))", 600, 15 * 239, 15)
     assert res.series[0][2] == pytest.approx(np.full(len(res.series[0][2]), 500 / 15))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sums_by_accumulation_equal_the_member_fold_bit_for_bit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sum`` folds every group at once with two cumulative sums; Prometheus adds member by member
+    (Kahan–Neumaier). Values of mixed magnitude and sign, members absent at some steps: the same bits."""
+    from itbench_gym.backends.sim.promql import aggregation
+    from itbench_gym.backends.sim.promql.errors import Annotations
+    from itbench_gym.backends.sim.promql.values import Block
+
+    rng = np.random.default_rng(seed)
+    rows, steps = 60, 7
+    values = rng.choice([1.0, -1.0], (rows, steps)) * 10.0 ** rng.integers(-8, 17, (rows, steps)) * rng.random((rows, steps))
+    block = Block([(("g", str(rng.integers(0, 5))), ("i", str(i))) for i in range(rows)], values,
+                  rng.random((rows, steps)) < 0.8, np.ones(rows, dtype=bool))
+
+    def total(grouping: list[str]) -> Block:
+        return aggregation.aggregate("sum", block, grouping, False, None, Annotations(), "")
+
+    fast = {grouping: total(list(grouping)) for grouping in ((), ("g",))}
+    monkeypatch.setattr(aggregation, "_ACCUMULATION_LIMIT", 0)  # the member-by-member fold
+    for grouping, got in fast.items():
+        want = total(list(grouping))
+        assert got.labels == want.labels
+        assert np.array_equal(got.present, want.present)
+        assert got.values[got.present].tobytes() == want.values[want.present].tobytes()
+
+
+@pytest.mark.parametrize("expr", ["sum_over_time(m[10m])", "deriv(m[10m])", "predict_linear(m[10m], 3600)"])
+def test_window_sums_by_accumulation_equal_the_sample_fold_bit_for_bit(expr: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Window sums (``sum_over_time``, the regressions of ``deriv`` and ``predict_linear``) fold every
+    window at once; Prometheus adds sample by sample (Kahan–Neumaier). Same bits, windows of any length."""
+    from itbench_gym.backends.sim.promql import window_funcs
+
+    rng = np.random.default_rng(7)
+    db = TSDB()
+    t = 0.0
+    for _ in range(300):
+        t += float(rng.choice([15.0, 30.0, 45.0]))
+        db.append(t, [({"__name__": "m", "i": str(i)}, float(rng.choice([1.0, -1.0]) * 10.0 ** rng.integers(-6, 15) * rng.random()))
+                      for i in range(8) if rng.random() < 0.9])
+
+    def evaluate() -> list[tuple[tuple[tuple[str, str], ...], bytes]]:
+        res = Engine(db).range(expr, 900, t, 30)
+        return [(lb, vs.tobytes()) for lb, _, vs in res.series]
+
+    fast = evaluate()
+    monkeypatch.setattr(window_funcs, "_windows_sums", lambda win, columns: None)  # the sample-by-sample fold
+    assert fast == evaluate()

@@ -18,9 +18,11 @@ from ..tsdb import Labels
 from .errors import Annotations, PromQLError
 from .functions import valid_label_name
 from .values import LABEL_CACHE_SIZE, Block
-from .window_funcs import kahan_inc, quantile_rows
+from .window_funcs import kahan_cumsum, kahan_inc, quantile_rows
 
 _INT64_MAX = 9.223372036854775807e18
+#: Largest (groups x members x steps) a sum is padded to for the fold by accumulation.
+_ACCUMULATION_LIMIT = 1 << 20
 
 
 @functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
@@ -85,6 +87,9 @@ def aggregate(
         out = _quantile(block, gid, g, param)  # type: ignore[arg-type]
         np.logical_or.at(seen, gid, block.present)
         return _result(keys, out, seen, drop)
+    folded = _fold_by_accumulation(op, block, gid, g)
+    if folded is not None:
+        return _result(keys, folded[0], folded[1], drop)
     rank, _ = _ranks(gid)
     value = np.zeros((g, n))
     comp = np.zeros((g, n))
@@ -170,6 +175,41 @@ def aggregate(
         else:
             out = value
     return _result(keys, out, seen, drop)
+
+
+def _fold_by_accumulation(op: str, block: Block, gid: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``count``, ``group`` and ``sum`` of every group at once: (values, seen), or None where only the
+    member-by-member fold is exact.
+
+    A sum is the member fold's Kahan–Neumaier sum bit for bit (:func:`kahan_cumsum`) over the members
+    padded into (groups, steps, members), absent ones as 0.0. Adding 0.0 changes nothing only when no
+    value is -0.0, and the fold resets its compensation at an infinite total, so those inputs, and
+    groups too large to pad, take the member fold.
+    """
+    n = block.values.shape[1]
+    if op in ("count", "group"):
+        count = np.zeros((g, n))
+        np.add.at(count, gid, block.present)
+        seen = count > 0
+        return (count if op == "count" else seen.astype(np.float64)), seen
+    if op != "sum":
+        return None
+    used = np.where(block.present, block.values, 0.0)
+    if not np.isfinite(used).all() or (np.signbit(used) & (used == 0)).any():
+        return None
+    rank, _ = _ranks(gid)
+    members = int(rank.max()) + 1
+    if g * members * n > _ACCUMULATION_LIMIT:
+        return None
+    x = np.zeros((g, n, members))
+    x[gid, :, rank] = used
+    seen = np.zeros((g, n), dtype=bool)
+    np.logical_or.at(seen, gid, block.present)
+    sums = kahan_cumsum(x)
+    if sums is None:
+        return None
+    total, comp = sums
+    return total[..., -1] + comp[..., -1], seen
 
 
 def _result(keys: list[Labels], values: np.ndarray, seen: np.ndarray, drop: np.ndarray) -> Block:

@@ -6,13 +6,15 @@ match signature the right-hand side is folded into one (value, present, source r
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import numpy.typing as npt
 
 from ..tsdb import Labels, format_labels
 from .ast import COMPARISON_OPS, Binary
 from .errors import PromQLError
-from .values import Block, merge_same_labels, without_name
+from .values import LABEL_CACHE_SIZE, Block, merge_same_labels, without_name
 
 ARITH_OPS = frozenset({"+", "-", "*", "/", "%", "^", "atan2"})
 
@@ -70,7 +72,9 @@ def vector_scalar(op: str, block: Block, s: np.ndarray, swap: bool, return_bool:
     return Block(block.labels, arith(op, lhs, rhs), block.present, np.ones(len(block), dtype=bool))
 
 
-def _signature(lb: Labels, on: bool, names: list[str]) -> Labels:
+@functools.lru_cache(maxsize=LABEL_CACHE_SIZE)
+def _signature(lb: Labels, on: bool, names: tuple[str, ...]) -> Labels:
+    """The labels a series is matched on; cached, as rules match the same series at every evaluation."""
     if on:
         keep = set(names)
         return tuple(p for p in lb if p[0] in keep)
@@ -78,30 +82,45 @@ def _signature(lb: Labels, on: bool, names: list[str]) -> Labels:
     return tuple(p for p in lb if p[0] not in drop)
 
 
-def _sig_index(block: Block, on: bool, names: list[str]) -> tuple[dict[Labels, list[int]], list[Labels]]:
-    groups: dict[Labels, list[int]] = {}
-    sigs = []
-    for i, lb in enumerate(block.labels):
-        sig = _signature(lb, on, names)
-        sigs.append(sig)
-        groups.setdefault(sig, []).append(i)
-    return groups, sigs
+class _Signatures:
+    """A block's match signatures numbered in order of first appearance: ``ids[row]`` is its number."""
+
+    def __init__(self, block: Block, on: bool, names: list[str]) -> None:
+        self.index: dict[Labels, int] = {}
+        by = tuple(names)
+        self.ids = np.array([self.index.setdefault(_signature(lb, on, by), len(self.index)) for lb in block.labels],
+                            dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def lookup(self, other: _Signatures) -> np.ndarray:
+        """For each of ``other``'s signature numbers, this block's number of the same signature (-1: none)."""
+        return np.array([self.index.get(sig, -1) for sig in other.index], dtype=np.int64)
+
+    def any_present(self, block: Block) -> np.ndarray:
+        """(signatures, steps): whether any series of the signature is present at the step."""
+        out = np.zeros((len(self), block.values.shape[1]), dtype=bool)
+        np.logical_or.at(out, self.ids, block.present)
+        return out
+
+
+def _translate(ids: np.ndarray, table: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """``rows`` (per signature of another block) read through ``table`` (its numbers here; -1: all False)."""
+    none = np.zeros((1, n), dtype=bool)
+    padded = np.concatenate([rows, none]) if len(rows) else none
+    mapped = table[ids] if len(ids) else ids
+    return padded[np.where(mapped >= 0, mapped, len(rows))]
 
 
 def set_op(node: Binary, lhs: Block, rhs: Block) -> Block:
     n = lhs.values.shape[1]
-    r_groups, _ = _sig_index(rhs, node.on, node.matching)
-    _, l_sigs = _sig_index(lhs, node.on, node.matching)
-    r_any = {sig: rhs.present[rows].any(axis=0) for sig, rows in r_groups.items()}
-    none = np.zeros(n, dtype=bool)
+    l_sigs, r_sigs = _Signatures(lhs, node.on, node.matching), _Signatures(rhs, node.on, node.matching)
     if node.op in ("and", "unless"):
-        match = np.array([r_any.get(sig, none) for sig in l_sigs], dtype=bool).reshape(len(lhs), n)
+        match = _translate(l_sigs.ids, r_sigs.lookup(l_sigs), r_sigs.any_present(rhs), n)
         present = lhs.present & (match if node.op == "and" else ~match)
         return Block(lhs.labels, lhs.values, present, lhs.drop_name).compact()
-    l_groups, _ = _sig_index(lhs, node.on, node.matching)
-    l_any = {sig: lhs.present[rows].any(axis=0) for sig, rows in l_groups.items()}
-    _, r_sigs = _sig_index(rhs, node.on, node.matching)
-    taken = np.array([l_any.get(sig, none) for sig in r_sigs], dtype=bool).reshape(len(rhs), n)
+    taken = _translate(r_sigs.ids, l_sigs.lookup(r_sigs), l_sigs.any_present(lhs), n)
     right = Block(rhs.labels, rhs.values, rhs.present & ~taken, rhs.drop_name).compact()
     out = Block(
         lhs.labels + right.labels,
@@ -113,36 +132,36 @@ def set_op(node: Binary, lhs: Block, rhs: Block) -> Block:
 
 
 def _fold_one_side(
-    block: Block, groups: dict[Labels, list[int]], active: np.ndarray, one_side: str, on: bool, names: list[str]
-) -> dict[Labels, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per signature: values, presence and source row of the 'one' side; duplicates are an error."""
-    out = {}
-    for sig, rows in groups.items():
-        pres = block.present[rows]
-        if len(rows) > 1:
-            dup = (pres.sum(axis=0) > 1) & active
-            if dup.any():
-                step = int(np.argmax(dup))
-                present_rows = [rows[i] for i in range(len(rows)) if pres[i, step]]
-                a, b = (format_labels(block.labels[r]) for r in present_rows[:2])
-                a, b = sorted([a, b])
-                matched = format_labels(_match_labels(block.labels[present_rows[1]], on, names))
-                raise PromQLError(
-                    f"found duplicate series for the match group {matched} on the {one_side} hand-side of the "
-                    f"operation: [{a}, {b}];many-to-many matching not allowed: matching labels must be unique on one side"
-                )
-        src = np.where(pres.any(axis=0), np.asarray(rows)[np.argmax(pres, axis=0)], -1)
-        vals = block.values[np.maximum(src, 0), np.arange(block.values.shape[1])]
-        out[sig] = (vals, src >= 0, src)
-    return out
+    block: Block, sigs: _Signatures, active: np.ndarray, one_side: str, on: bool, names: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per signature and step: the value and presence of the 'one' side's series (the first present
+    in input order); two present at an active step are an error."""
+    rows, n = block.values.shape
+    counts = np.zeros((len(sigs), n), dtype=np.int64)
+    np.add.at(counts, sigs.ids, block.present)
+    if ((counts > 1) & active).any():
+        _raise_duplicate(block, sigs, active, one_side, on, names)
+    src = np.full((len(sigs), n), rows, dtype=np.int64)
+    np.minimum.at(src, sigs.ids, np.where(block.present, np.arange(rows)[:, None], rows))
+    found = src < rows
+    values = block.values[np.where(found, src, 0), np.arange(n)] if rows else np.zeros((len(sigs), n))
+    return values, found
 
 
-def _match_labels(lb: Labels, on: bool, names: list[str]) -> Labels:
-    if on:
-        keep = set(names)
-        return tuple(p for p in lb if p[0] in keep)
-    drop = set(names) | {"__name__"}
-    return tuple(p for p in lb if p[0] not in drop)
+def _raise_duplicate(block: Block, sigs: _Signatures, active: np.ndarray, one_side: str, on: bool, names: list[str]) -> None:
+    """The error of the first signature (in order of appearance) with two series at an active step."""
+    for number in range(len(sigs)):
+        rows = np.nonzero(sigs.ids == number)[0]
+        dup = (block.present[rows].sum(axis=0) > 1) & active
+        if dup.any():
+            step = int(np.argmax(dup))
+            present_rows = [int(r) for r in rows if block.present[r, step]]
+            a, b = sorted(format_labels(block.labels[r]) for r in present_rows[:2])
+            matched = format_labels(_signature(block.labels[present_rows[1]], on, tuple(names)))
+            raise PromQLError(
+                f"found duplicate series for the match group {matched} on the {one_side} hand-side of the "
+                f"operation: [{a}, {b}];many-to-many matching not allowed: matching labels must be unique on one side"
+            )
 
 
 def _result_labels(lb: Labels, node: Binary, delayed: bool, rhs_lb: Labels | None) -> Labels:
@@ -168,51 +187,47 @@ def vector_vector(node: Binary, lhs: Block, rhs: Block, delayed: bool) -> Block:
     n = lhs.values.shape[1]
     swapped = node.card == "one-to-many"
     many, one = (rhs, lhs) if swapped else (lhs, rhs)
-    one_groups, _ = _sig_index(one, node.on, node.matching)
-    _, many_sigs = _sig_index(many, node.on, node.matching)
+    one_sigs, many_sigs = _Signatures(one, node.on, node.matching), _Signatures(many, node.on, node.matching)
     active = np.asarray(many.present.any(axis=0) & one.present.any(axis=0))
-    folded = _fold_one_side(one, one_groups, active, "left" if swapped else "right", node.on, node.matching)
-    labels: list[Labels] = []
-    values: list[np.ndarray] = []
-    present: list[np.ndarray] = []
-    none = (np.zeros(n), np.zeros(n, dtype=bool), np.full(n, -1))
+    folded, found = _fold_one_side(one, one_sigs, active, "left" if swapped else "right", node.on, node.matching)
+    table = one_sigs.lookup(many_sigs)
     if node.card == "one-to-one":
-        matched_count: dict[Labels, np.ndarray] = {}
-        for i, sig in enumerate(many_sigs):
-            ov, op_, _ = folded.get(sig, none)
-            hit = many.present[i] & op_
-            matched_count[sig] = matched_count.get(sig, np.zeros(n, dtype=np.int64)) + hit
-            labels.append(_result_labels(many.labels[i], node, delayed, None))
-            values.append(ov)
-            present.append(hit)
-        for cnt in matched_count.values():
-            if (cnt > 1).any():
-                raise PromQLError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
-        rows_many = np.arange(len(many))
+        hit = many.present & _translate(many_sigs.ids, table, found, n)
+        matched = np.zeros((len(many_sigs), n), dtype=np.int64)
+        np.add.at(matched, many_sigs.ids, hit)
+        if (matched > 1).any():
+            raise PromQLError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
+        mapped = table[many_sigs.ids] if len(many) else many_sigs.ids
+        other_v = np.concatenate([folded, np.zeros((1, n))])[np.where(mapped >= 0, mapped, len(folded))]
+        labels = [_result_labels(lb, node, delayed, None) for lb in many.labels]
+        many_v, pres = many.values, hit
     else:
-        rows_many_l = []
-        for i, sig in enumerate(many_sigs):
-            for j in one_groups.get(sig, []):
-                hit = many.present[i] & one.present[j]
-                if not hit.any():
+        labels, values, present, rows_many_l = [], [], [], []
+        one_rows: dict[int, list[int]] = {}
+        for j, number in enumerate(one_sigs.ids.tolist()):
+            one_rows.setdefault(number, []).append(j)
+        for i, number in enumerate(many_sigs.ids.tolist()):
+            for j in one_rows.get(int(table[number]), []):
+                row_hit = many.present[i] & one.present[j]
+                if not row_hit.any():
                     continue
                 labels.append(_result_labels(many.labels[i], node, delayed, one.labels[j]))
                 values.append(one.values[j])
-                present.append(hit)
+                present.append(row_hit)
                 rows_many_l.append(i)
-        rows_many = np.asarray(rows_many_l, dtype=np.int64)
-        seen: dict[tuple[Labels, Labels], np.ndarray] = {}
+        seen: dict[tuple[int, Labels], np.ndarray] = {}
         for k, lb in enumerate(labels):
-            key = (many_sigs[rows_many[k]], lb)
+            key = (int(many_sigs.ids[rows_many_l[k]]), lb)
             prev = seen.get(key)
             if prev is not None and (prev & present[k]).any():
                 raise PromQLError("multiple matches for labels: grouping labels must ensure unique matches")
             seen[key] = present[k] if prev is None else prev | present[k]
+        if not labels:
+            return Block.empty(n)
+        many_v = many.values[np.asarray(rows_many_l, dtype=np.int64)]
+        other_v, pres = np.array(values), np.array(present)
     if not labels:
         return Block.empty(n)
-    many_v = many.values[rows_many]
-    other_v = np.array(values)
-    pres = np.array(present)
     lv, rv = (other_v, many_v) if swapped else (many_v, other_v)
     if node.op in COMPARISON_OPS:
         keep = compare(node.op, lv, rv)

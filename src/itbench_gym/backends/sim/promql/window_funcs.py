@@ -97,6 +97,38 @@ def kahan_inc(inc: np.ndarray, total: np.ndarray, c: np.ndarray) -> tuple[np.nda
     return t, c2
 
 
+def kahan_cumsum(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every running Kahan–Neumaier sum along the last axis from 0, bit for bit what :func:`kahan_inc`
+    gives element by element in order: (totals, compensations), each with a leading 0 entry.
+
+    ``np.cumsum`` adds in order, so the running totals are the loop's; each step's compensation term
+    follows from two consecutive totals, and a second ``cumsum`` adds the terms in order. None when a
+    total is not finite (there the loop resets its compensation): callers fold element by element.
+    """
+    zeros = np.zeros((*x.shape[:-1], 1))
+    with np.errstate(all="ignore"):
+        total = np.cumsum(np.concatenate([zeros, x], axis=-1), axis=-1)
+        if not np.isfinite(total).all():
+            return None
+        before, after = total[..., :-1], total[..., 1:]
+        term = np.where(np.abs(before) >= np.abs(x), (before - after) + x, (x - after) + before)
+        return total, np.cumsum(np.concatenate([zeros, term], axis=-1), axis=-1)
+
+
+def _windows_sums(win: Win, columns: tuple[np.ndarray, ...]) -> list[np.ndarray] | None:
+    """Each (windows, samples) array's compensated sum over every window's samples (a prefix of its
+    row), as the column-by-column fold computes it; None where only that fold is exact."""
+    rows = np.arange(len(win.cnt))
+    out = []
+    for x in columns:
+        sums = kahan_cumsum(x)
+        if sums is None:
+            return None
+        total, comp = sums
+        out.append(total[rows, win.cnt] + comp[rows, win.cnt])
+    return out
+
+
 def _errstate() -> np.errstate:
     return np.errstate(all="ignore")
 
@@ -169,23 +201,13 @@ def idelta(win: Win) -> tuple[np.ndarray, np.ndarray]:
 
 def _regression(win: Win, intercept_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with _errstate():
-        m = len(win.cnt)
-        z = np.zeros(m)
-        sx, cx, sy, cy, sxy, cxy, sx2, cx2 = z, z, z, z, z, z, z, z
         init = win.v[:, 0]
-        const = np.ones(m, dtype=bool)
-        for k in range(win.v.shape[1]):
-            ok = win.mask[:, k]
-            f = np.where(ok, win.v[:, k], 0.0)
-            x = np.where(ok, (win.t[:, k] - intercept_t) / 1e3, 0.0)
-            if k:
-                const &= ~ok | (win.v[:, k] == init)
-            sx, cx = _masked_inc(ok, x, sx, cx)
-            sy, cy = _masked_inc(ok, f, sy, cy)
-            sxy, cxy = _masked_inc(ok, x * f, sxy, cxy)
-            sx2, cx2 = _masked_inc(ok, x * x, sx2, cx2)
+        const = (~win.mask[:, 1:] | (win.v[:, 1:] == init[:, None])).all(axis=1)
+        f = np.where(win.mask, win.v, 0.0)
+        x = np.where(win.mask, (win.t - intercept_t[:, None]) / 1e3, 0.0)
+        sums = _windows_sums(win, (x, f, x * f, x * x))
+        sx, sy, sxy, sx2 = sums if sums is not None else _regression_sums(win, intercept_t)
         n = win.cnt.astype(np.float64)
-        sx, sy, sxy, sx2 = sx + cx, sy + cy, sxy + cxy, sx2 + cx2
         cov = sxy - sx * sy / n
         var = sx2 - sx * sx / n
         slope = cov / var
@@ -194,6 +216,22 @@ def _regression(win: Win, intercept_t: np.ndarray) -> tuple[np.ndarray, np.ndarr
         slope = np.where(const, np.where(inf0, np.nan, 0.0), slope)
         intercept = np.where(const, np.where(inf0, np.nan, init), intercept)
         return slope, intercept
+
+
+def _regression_sums(win: Win, intercept_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Σx, Σy, Σxy, Σx² of the windows' samples, folded column by column (any values, infinities too)."""
+    m = len(win.cnt)
+    z = np.zeros(m)
+    sx, cx, sy, cy, sxy, cxy, sx2, cx2 = z, z, z, z, z, z, z, z
+    for k in range(win.v.shape[1]):
+        ok = win.mask[:, k]
+        f = np.where(ok, win.v[:, k], 0.0)
+        x = np.where(ok, (win.t[:, k] - intercept_t) / 1e3, 0.0)
+        sx, cx = _masked_inc(ok, x, sx, cx)
+        sy, cy = _masked_inc(ok, f, sy, cy)
+        sxy, cxy = _masked_inc(ok, x * f, sxy, cxy)
+        sx2, cx2 = _masked_inc(ok, x * x, sx2, cx2)
+    return sx + cx, sy + cy, sxy + cxy, sx2 + cx2
 
 
 def _masked_inc(ok: np.ndarray, inc: np.ndarray, total: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -227,6 +265,9 @@ def changes(win: Win) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------- *_over_time
 def sum_over_time(win: Win) -> tuple[np.ndarray, np.ndarray]:
     with _errstate():
+        sums = _windows_sums(win, (np.where(win.mask, win.v, 0.0),))
+        if sums is not None:
+            return sums[0], win.cnt >= 1
         m = len(win.cnt)
         total, c = np.zeros(m), np.zeros(m)
         for k in range(win.v.shape[1]):
