@@ -16,6 +16,7 @@ import itbench_gym
 from itbench_gym.agents import OracleAgent, run_episode
 from itbench_gym.agents.oracle import ground_truth_report
 from itbench_gym.backends.sim.baselines import SHARED_BASELINES
+from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS
 
 SCENARIO = "SRE-CacheFailure-v0"
 
@@ -118,6 +119,7 @@ def test_same_seed_same_actions_same_observations_and_scores(monkeypatch: pytest
     monkeypatch.setenv("ITBENCH_GYM_CACHE", str(tmp_path))  # an empty cache: the first episode builds
     SHARED_BASELINES.clear()  # the shared baseline, the second restores it
     first = _play(seed=11)
+    SHARED_INCIDENTS.clear()  # the second injects again, on the restored baseline
     second = _play(seed=11)
     assert first == second
     assert first[1]["mitigation"]["passed"] is True

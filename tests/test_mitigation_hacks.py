@@ -7,7 +7,7 @@ delete Events, silence alerts) or destroy the configuration that carries the fau
 corrupt ConfigMap flagd-config). The real fixes are the scenario's own (``mitigations``: the flag
 off, flagd and recommendation restarted) and another route (the flag's entry removed, so the app
 falls back to its code default). Episodes of one seed run one after another, so each seed's reset
-is replayed from the env's incident cache instead of being injected again.
+is replayed from the process's incidents instead of being injected again.
 """
 
 from __future__ import annotations

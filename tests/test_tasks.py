@@ -259,12 +259,16 @@ def test_the_env_refuses_parts_that_do_not_fit(tmp_path: Path) -> None:
         env.close()
 
 
-# -- incidents owned by the backend ------------------------------------------------------------------
+# -- incidents shared by the backends of a process ---------------------------------------------------
 
 
-def test_the_backend_owns_incident_checkpoints() -> None:
+def test_incidents_are_shared_by_every_backend_of_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from itbench_gym.backends.sim import backend as sim_backend
+    from itbench_gym.backends.sim.incidents import IncidentCache
+
+    monkeypatch.setattr(sim_backend, "SHARED_INCIDENTS", IncidentCache(size=4))
     spec = itbench_gym.get_spec(SCENARIO)
-    backend = SimBackend()
+    backend, other = SimBackend(), SimBackend()
     try:
         backend.start(spec, 0)
         assert backend.restore_incident("nothing saved") is None
@@ -272,14 +276,39 @@ def test_the_backend_owns_incident_checkpoints() -> None:
         backend.save_incident("first", "record 1")
         backend.advance(60)
         assert backend.restore_incident("first") == "record 1" and backend.clock.now() == at
-        for key in range(4):  # the oldest of five is dropped
-            backend.save_incident(key, key)
-        assert backend.restore_incident("first") is None and backend.restore_incident(0) == 0
         backend.close()
-        backend.start(spec, 0)
-        assert backend.restore_incident(0) is None  # close drops them
+        assert other.restore_incident("first") == "record 1" and other.clock.now() == at  # close keeps them
+        for key in range(4):  # the oldest of five is dropped
+            other.save_incident(key, key)
+        assert other.restore_incident("first") is None and other.restore_incident(0) == 0
+        assert SimBackend(PROJECT_ROOT / "tests").restore_incident(0) is None  # another apps' folder: another key
     finally:
         backend.close()
+        other.close()
+
+
+def test_an_incident_replays_on_another_backend_exactly_as_on_its_own() -> None:
+    """A second env of the process resets a seed the first set up without injecting, and what both see
+    from then on is the same."""
+    spec = itbench_gym.get_spec(SCENARIO)
+    first, second = SRETask(spec), SRETask(spec)
+    backends = SimBackend(), SimBackend()
+    query = 'sum by (service_name) (rate(traces_span_metrics_calls_total{status_code="STATUS_CODE_ERROR"}[2m]))'
+    try:
+        incident = first.setup(backends[0], 7)
+        assert second.setup(backends[1], 7) is incident
+        seen = []
+        for task, backend in zip((first, second), backends, strict=True):
+            backend.advance(300)
+            assert task._probe is not None
+            seen.append((backend.clock.now(), task.firing_alerts(), task._probe.vector_at(query, "service_name", backend.clock.now()),
+                         sorted((p.name, p.phase, p.ready) for p in task._probe.pods().pods)))
+        assert seen[0] == seen[1] and seen[0][1] and seen[0][2]
+    finally:
+        for task in (first, second):
+            task.close()
+        for backend in backends:
+            backend.close()
 
 
 def test_sre_incidents_replay_across_tasks_and_envs_sharing_a_backend() -> None:

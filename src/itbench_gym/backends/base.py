@@ -92,8 +92,9 @@ class Backend(Protocol):
 
     def save_incident(self, key: Hashable, incident: object) -> None:
         """Checkpoint the incident just set up, with the task's record of it, under ``key``; a backend
-        that cannot snapshot keeps nothing. The backend owns these (and drops them on ``close``), so a
-        token can never be replayed on a backend that did not take it."""
+        that cannot snapshot keeps nothing. The twin keeps them for every twin of the process (its
+        snapshots are immutable and restore into any twin of the same app); the key must name
+        everything the incident depends on (the task's whole spec and the seed)."""
         ...
 
     def restore_incident(self, key: Hashable) -> object | None:

@@ -1,4 +1,4 @@
-"""``SimBackend``: the embedded twin behind loopback servers, with baselines and incidents cached."""
+"""``SimBackend``: the embedded twin behind loopback servers, with baselines and incidents shared in the process."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from werkzeug.exceptions import NotFound
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
+from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS, SavedIncident
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.loki import make_loki_app
@@ -30,7 +31,6 @@ HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 HIDDEN_API_GROUPS = ("chaos-mesh.org",)
 #: Twins one backend keeps (one per app and scenario environment), least recently used dropped first.
 _CACHED_TWINS = 4
-_CACHED_INCIDENTS = 4
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
@@ -66,8 +66,6 @@ class SimBackend:
         self._envs_root = envs_root or envs_dir()
         self._twins: OrderedDict[BaselineKey, Twin] = OrderedDict()
         self._baseline_key: BaselineKey | None = None
-        #: Incidents set up by tasks, by the task's key: the twin's state with the task's record of it.
-        self._incidents: OrderedDict[Hashable, tuple[SimCheckpoint, object]] = OrderedDict()
         self._twin: Twin | None = None
         self._spec: ScenarioSpec | None = None
         self._deadline: float | None = None
@@ -112,8 +110,8 @@ class SimBackend:
 
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``."""
-        app_dir = self._envs_root / spec.app
-        key = BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load, spec.hpa)
+        key = self._baseline_key_of(spec)
+        app_dir = Path(key.app_dir)
         built: list[Twin] = []
 
         def build() -> TwinSnapshot:
@@ -129,13 +127,20 @@ class SimBackend:
             twin = Twin(app_dir, seed=seed, clock=self._clock, load=spec.load, state=snap)
         elif not built:
             twin.restore(snap)
+        self._keep_twin(key, twin)
         twin.reseed(seed)
+        self._baseline_key = key
+        return self._activate(twin, spec)
+
+    def _baseline_key_of(self, spec: ScenarioSpec) -> BaselineKey:
+        app_dir = self._envs_root / spec.app
+        return BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load, spec.hpa)
+
+    def _keep_twin(self, key: BaselineKey, twin: Twin) -> None:
         self._twins[key] = twin
         self._twins.move_to_end(key)
-        self._baseline_key = key
         while len(self._twins) > _CACHED_TWINS:
             self._twins.popitem(last=False)
-        return self._activate(twin, spec)
 
     @property
     def baseline_key(self) -> BaselineKey | None:
@@ -154,19 +159,24 @@ class SimBackend:
         return self._activate(token.twin, token.spec)
 
     def save_incident(self, key: Hashable, incident: object) -> None:
-        self._incidents[key] = (self.checkpoint(), incident)
-        self._incidents.move_to_end(key)
-        while len(self._incidents) > _CACHED_INCIDENTS:
-            self._incidents.popitem(last=False)
+        """Keep the incident for every backend of the process (``incidents.py``): its snapshot is immutable."""
+        assert self._twin is not None and self._spec is not None
+        SHARED_INCIDENTS.put(self._incident_key(key), SavedIncident(self._spec, self._twin.snapshot(), incident))
 
     def restore_incident(self, key: Hashable) -> object | None:
-        saved = self._incidents.get(key)
+        saved = SHARED_INCIDENTS.get(self._incident_key(key))
         if saved is None:
             return None
-        self._incidents.move_to_end(key)
-        checkpoint, incident = saved
-        self.restore(checkpoint)
-        return incident
+        key, snap = self._baseline_key_of(saved.spec), saved.snapshot
+        twin = self._twins.get(key) or Twin(Path(key.app_dir), seed=snap.seed, clock=self._clock, load=saved.spec.load, state=snap)
+        twin.restore(snap)  # exactly the state saved (a new twin has reseeded since)
+        self._keep_twin(key, twin)
+        self._baseline_key = None
+        self._activate(twin, saved.spec)
+        return saved.record
+
+    def _incident_key(self, key: Hashable) -> Hashable:
+        return str(self._envs_root.resolve()), key
 
     def _activate(self, twin: Twin, spec: ScenarioSpec) -> Endpoints:
         """Make ``twin`` the one the servers answer for, with the scenario's modalities.
@@ -254,5 +264,4 @@ class SimBackend:
         self._endpoints = self._served = None
         self._twins.clear()
         self._baseline_key = None
-        self._incidents.clear()
         self._twin = None
