@@ -105,22 +105,21 @@ class _Signatures:
         return out
 
 
-def _translate(ids: np.ndarray, table: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """``rows`` (per signature of another block) read through ``table`` (its numbers here; -1: all False)."""
-    none = np.zeros((1, n), dtype=bool)
-    padded = np.concatenate([rows, none]) if len(rows) else none
-    mapped = table[ids] if len(ids) else ids
+def _translate(ids: np.ndarray, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row of a block (its signature numbers ``ids``): the row of ``rows`` (one per signature of
+    another block) that ``table`` maps its signature to, zeros (False) where it maps to none (-1)."""
+    padded = np.concatenate([rows, np.zeros((1, rows.shape[1]), dtype=rows.dtype)])
+    mapped = table[ids]
     return padded[np.where(mapped >= 0, mapped, len(rows))]
 
 
 def set_op(node: Binary, lhs: Block, rhs: Block) -> Block:
-    n = lhs.values.shape[1]
     l_sigs, r_sigs = _Signatures(lhs, node.on, node.matching), _Signatures(rhs, node.on, node.matching)
     if node.op in ("and", "unless"):
-        match = _translate(l_sigs.ids, r_sigs.lookup(l_sigs), r_sigs.any_present(rhs), n)
+        match = _translate(l_sigs.ids, r_sigs.lookup(l_sigs), r_sigs.any_present(rhs))
         present = lhs.present & (match if node.op == "and" else ~match)
         return Block(lhs.labels, lhs.values, present, lhs.drop_name).compact()
-    taken = _translate(r_sigs.ids, l_sigs.lookup(r_sigs), l_sigs.any_present(lhs), n)
+    taken = _translate(r_sigs.ids, l_sigs.lookup(r_sigs), l_sigs.any_present(lhs))
     right = Block(rhs.labels, rhs.values, rhs.present & ~taken, rhs.drop_name).compact()
     out = Block(
         lhs.labels + right.labels,
@@ -192,13 +191,12 @@ def vector_vector(node: Binary, lhs: Block, rhs: Block, delayed: bool) -> Block:
     folded, found = _fold_one_side(one, one_sigs, active, "left" if swapped else "right", node.on, node.matching)
     table = one_sigs.lookup(many_sigs)
     if node.card == "one-to-one":
-        hit = many.present & _translate(many_sigs.ids, table, found, n)
+        hit = many.present & _translate(many_sigs.ids, table, found)
         matched = np.zeros((len(many_sigs), n), dtype=np.int64)
         np.add.at(matched, many_sigs.ids, hit)
         if (matched > 1).any():
             raise PromQLError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
-        mapped = table[many_sigs.ids] if len(many) else many_sigs.ids
-        other_v = np.concatenate([folded, np.zeros((1, n))])[np.where(mapped >= 0, mapped, len(folded))]
+        other_v = _translate(many_sigs.ids, table, folded)
         labels = [_result_labels(lb, node, delayed, None) for lb in many.labels]
         many_v, pres = many.values, hit
     else:
