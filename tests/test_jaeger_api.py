@@ -45,13 +45,13 @@ def backend(started: tuple[SimBackend, Endpoints]) -> SimBackend:
 @pytest.fixture(scope="module")
 def client(backend: SimBackend) -> Client:
     tw = backend.twin
-    return Client(make_jaeger_app(tw.model, backend.clock, tw.lock))
+    return Client(make_jaeger_app(tw.apps.instances, backend.clock, tw.lock))
 
 
 @pytest.fixture(scope="module")
 def server(backend: SimBackend) -> Iterator[ServerHandle]:
     tw = backend.twin
-    with serve(make_jaeger_app(tw.model, backend.clock, tw.lock)) as handle:
+    with serve(make_jaeger_app(tw.apps.instances, backend.clock, tw.lock)) as handle:
         yield handle
 
 

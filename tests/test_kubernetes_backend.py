@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +75,20 @@ def _oracle(backend: Any, scenario: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario_gets_the_sim_verdict_and_leaves_nothing_behind(served: dict[str, Any], scenario: str) -> None:
-    namespaces = [*scenario_namespaces(get_spec(scenario)), "default"]
+    """The Chaos Mesh scenario runs in a namespace set of its own (a parallel worker's), the others in the app's."""
+    config = _config(served)
+    if scenario == "SRE-PodFailure-v0":
+        config = config.for_worker(5)
+    spec = get_spec(scenario)
+    namespaces = [*scenario_namespaces(spec), *scenario_namespaces(KubernetesBackend(config).place(spec)), "default"]
     before = _found(served, namespaces)
-    backend = KubernetesBackend(_config(served))
+    backend = KubernetesBackend(config)
     real = _oracle(backend, scenario)
     sim = _oracle("sim", scenario)
     assert real["passed"] is sim["passed"] is True, (real["mitigation"]["reasons"], sim["mitigation"]["reasons"])
-    assert real["diagnosis"] == sim["diagnosis"]
+    # the same scores and matches; the entities named in the set's namespace
+    placed = backend.place(spec).namespace
+    assert json.loads(json.dumps(real["diagnosis"]).replace(f'"{placed}/', f'"{spec.namespace}/')) == sim["diagnosis"]
     left = before.difference(_found(served, namespaces))
     assert not left, left.summary()
 
@@ -148,22 +157,49 @@ def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
     backend.close()
 
 
-def test_a_batch_runs_on_the_cluster_one_episode_at_a_time(served: dict[str, Any], tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parallel_workers_each_run_in_a_namespace_set_and_see_only_their_own(served: dict[str, Any], tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two episodes at once on one served twin (``--workers 2``): each in its own namespace set, whose
+    agent sees its own pods and is forbidden the other's; both graded; nothing left behind."""
+    scenario = "SRE-DeletedService-v0"
+    homes = [*scenario_namespaces(get_spec(scenario)), "default"]
+    sets = [f"{ns}-w{i}" for ns in scenario_namespaces(get_spec(scenario)) for i in (0, 1)]
+    before = _found(served, [*homes, *sets])
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump({"kubeconfig": served["admin_kubeconfig"], "prometheus": served["prometheus"],
                                       "ready_timeout": 300}))
     monkeypatch.setenv(ENV_VAR, str(config))
-    with pytest.raises(ValueError, match="one episode at a time on one cluster"):
-        run_batch("noop", ["SRE-DeletedService-v0"], workers=2, backend="kubernetes", out=tmp_path / "refused", echo=lambda _: None)
-    result = run_batch("noop", ["SRE-DeletedService-v0"], backend="kubernetes", out=tmp_path / "run", echo=lambda _: None)
-    assert (result.ran, result.errors) == (1, 0)
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    result = run_batch("neighbour_agents:LooksNextDoor", [scenario], runs=2, workers=2, backend="kubernetes",
+                       out=tmp_path / "run", echo=lambda _: None)
+    assert (result.ran, result.errors) == (2, 0)
     with ResultStore.open_existing(tmp_path / "run") as store:
-        (row,) = store.results()
-    assert row["agent"] == "noop@kubernetes"
-    evaluation = row["evaluation"]
-    assert evaluation["passed"] is False and evaluation["diagnosis"]["fl_pass"] is False
-    assert any("HighRequestErrorRate" in r and "still firing" in r for r in evaluation["mitigation"]["reasons"])
+        rows = list(store.results())
+        steps = store.path
+    seen = set()
+    with closing(sqlite3.connect(steps)) as db:
+        for row in rows:
+            own, other, everything = db.execute("SELECT action, exit_status, observation FROM steps WHERE run=? ORDER BY idx LIMIT 3",
+                                                (row["run"],)).fetchall()
+            seen.add(own[0].split()[-1])
+            assert own[1] == 0 and "NAME" in own[2], own
+            assert other[1] != 0 and "forbidden" in other[2], other
+            assert everything[1] != 0 and "forbidden" in everything[2], everything
+    for row in rows:
+        evaluation = row["evaluation"]
+        assert evaluation["passed"] is False
+        assert any("HighRequestErrorRate" in r and "still firing" in r for r in evaluation["mitigation"]["reasons"])
+    assert seen == {"otel-demo-w0", "otel-demo-w1"}
+    left = before.difference(_found(served, [*homes, *sets]))
+    assert not left, left.summary()
+
+
+def test_a_scenario_that_changes_what_every_episode_shares_is_refused_a_namespace_set() -> None:
+    backend = KubernetesBackend(ClusterConfig(namespace_suffix="w0"))
+    with pytest.raises(BackendError, match=r"cordoned-kubernetes-worker-node cannot run in a namespace set.*cordons a worker Node"):
+        backend.place(get_spec("SRE-CordonedNode-v0"))
+    placed = backend.place(get_spec("SRE-PodFailure-v0"))
+    assert (placed.namespace, scenario_namespaces(placed)) == ("otel-demo-w0", ["otel-demo-w0", "chaos-mesh-w0"])
 
 
 def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def _isolated_cases() -> dict[str, Any]:
     import resource
 
     engine = Engine(_tsdb())
-    logs = LokiEngine(LineSource(), "otel-demo")
+    logs = LokiEngine(LineSource())
     out: dict[str, Any] = {}
 
     def promql(name: str, query: str) -> None:
@@ -541,7 +541,7 @@ def twin() -> Iterator[tuple[SimBackend, Endpoints]]:
 ])
 def test_jaeger_bad_input_is_a_400(twin: tuple[SimBackend, Endpoints], query: str, fragment: str) -> None:
     backend, _ = twin
-    client = Client(make_jaeger_app(backend.twin.model, backend.clock, backend.twin.lock))
+    client = Client(make_jaeger_app(backend.twin.apps.instances, backend.clock, backend.twin.lock))
     resp = client.get("/api/traces?" + query)
     body = json.loads(resp.data)
     assert resp.status_code == 400 and body["data"] is None

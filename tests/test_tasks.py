@@ -127,6 +127,9 @@ class SnapshotlessBackend:
     def endpoints(self) -> Endpoints:
         return Endpoints(kubeconfig=self._root / "agent" / "kubeconfig", kube_cache_dir=self._root / "cache", prometheus=None)
 
+    def place(self, spec: ScenarioSpec) -> ScenarioSpec:
+        return spec
+
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         self.started.append(seed)
         self._clock.reset(1_000.0 + seed)

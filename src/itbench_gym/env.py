@@ -127,11 +127,14 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         if reward_fn is not None and reward_mode is not None:
             raise ValueError("give reward_fn or reward_mode, not both")
-        self.scenario = _scenario(scenario, task)
+        self.backend: Backend = _make_backend(backend) if isinstance(backend, str) else backend
+        self.scenario = self.backend.place(_scenario(scenario, task))
+        if task is not None and self.scenario != task.spec:
+            raise ValueError(f"the backend runs scenario {self.scenario.id} in namespace {self.scenario.namespace}, not "
+                             f"{task.spec.namespace} as the task given says: leave task= out and the env builds it there")
         self.task: Task = task if task is not None else make_task(self.scenario)
         self.render_mode = render_mode
         self.reward_fn: Reward = reward_fn if reward_fn is not None else make_reward(reward_mode or "sparse")
-        self.backend: Backend = _make_backend(backend) if isinstance(backend, str) else backend
         self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
         self.max_steps = max_steps or self.scenario.budget.max_steps
         self.max_sim_seconds = float(max_sim_seconds or self.scenario.budget.max_sim_seconds)

@@ -66,6 +66,12 @@ class Backend(Protocol):
         """Where the agent's tools reach the environment that ``start`` or a restore made current."""
         ...
 
+    def place(self, spec: ScenarioSpec) -> ScenarioSpec:
+        """The scenario as this backend runs it: ``spec`` itself, or moved to the namespaces the
+        backend gives its episodes (a real cluster shared by parallel episodes). The env builds its
+        task from this spec; BackendError says why the backend cannot run the scenario there."""
+        ...
+
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         """Provision the environment and settle its healthy baseline (no fault yet)."""
         ...

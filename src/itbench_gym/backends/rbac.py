@@ -58,18 +58,36 @@ def agent_service_account() -> ServiceAccountRef:
     return ServiceAccountRef(meta["namespace"], meta["name"])
 
 
-def agent_rbac_objects(namespaces: Iterable[str]) -> list[Obj]:
-    """The objects that give the agent its access to ``namespaces`` (cluster-scoped ones once)."""
+def agent_rbac_objects(namespaces: Iterable[str], account: ServiceAccountRef | None = None) -> list[Obj]:
+    """The objects that give the agent its access to ``namespaces`` (cluster-scoped ones once).
+
+    With ``account``, an episode's own agent in a namespace set beside other episodes: that
+    ServiceAccount instead of ITBench's, and only the per-namespace grants. The cluster-wide verbs
+    (patching Nodes, PriorityClasses) serve faults that change what every episode shares, which a
+    namespace set does not run, and an agent holding them could change its neighbours' cluster.
+    """
     wanted = list(dict.fromkeys(namespaces))
     for ns in wanted:
         if not isinstance(ns, str) or not ns or ns == NAMESPACE_PLACEHOLDER:
             raise ValueError(f"agent_rbac_objects: invalid namespace {ns!r}")
+    default = agent_service_account()
     out: list[Obj] = []
     per_namespace = [d for d in _documents() if d["metadata"].get("namespace") == NAMESPACE_PLACEHOLDER]
-    out.extend(copy.deepcopy(d) for d in _documents() if d not in per_namespace)
+    once = [d for d in _documents() if d not in per_namespace]
+    if account is not None:
+        once = [d for d in once if d["kind"] == "ServiceAccount"]
+    for doc in once:
+        out.append(copy.deepcopy(doc))
     for ns in wanted:
         for doc in per_namespace:
             obj = copy.deepcopy(doc)
             obj["metadata"]["namespace"] = ns
             out.append(obj)
+    if account is not None and account != default:
+        for obj in out:
+            if obj["kind"] == "ServiceAccount":
+                obj["metadata"].update(namespace=account.namespace, name=account.name)
+            for subject in obj.get("subjects") or []:
+                if subject.get("kind") == "ServiceAccount" and (subject.get("namespace"), subject.get("name")) == (default.namespace, default.name):
+                    subject.update(namespace=account.namespace, name=account.name)
     return out

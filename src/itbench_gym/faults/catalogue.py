@@ -10,6 +10,9 @@ fixed names, such as ResourceQuota ``memory``), so a ground truth may name them 
 Optionally ``workarounds``: fixes within the agent's grant for a fault whose removal is not (ITBench's
 agent may not relabel a Namespace), as ``{id, description, argv}`` with ``argv`` a kubectl command
 line whose items are literals or ``{arg: <dotted path>}``; an imported scenario lists them first.
+Optionally ``cluster_wide``: what the fault changes that every episode on a cluster shares (a Node,
+a cluster-scoped object, the API server), in words: such a fault cannot run in an episode's own
+namespace set beside other episodes (``KubernetesBackend`` with a ``namespace_suffix`` refuses it).
 
 Besides each fault's JSON Schema, the catalogue declares which arguments *name* something in the
 app (``x-ref``), so that loading a scenario checks it against ``envs/<app>/`` (manifests, app.yaml,
@@ -84,6 +87,8 @@ class FaultDefinition:
     args_schema: Mapping[str, Any]
     creates: tuple[Mapping[str, Any], ...] = ()
     workarounds: tuple[Mapping[str, Any], ...] = ()
+    #: What the fault changes that every episode on the cluster shares (None: only its namespaces).
+    cluster_wide: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ def catalogue() -> dict[str, FaultDefinition]:
         d = yaml.safe_load(file.read_text())
         args = _inline(d["args"], fragments, file.name)
         out[file.stem] = FaultDefinition(file.stem, d["description"], d["category"], d["operation"], args,
-                                         tuple(d.get("creates") or ()), tuple(d.get("workarounds") or ()))
+                                         tuple(d.get("creates") or ()), tuple(d.get("workarounds") or ()), d.get("cluster_wide"))
     for definition in out.values():
         check_declarations(definition)
     return out

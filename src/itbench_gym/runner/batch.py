@@ -130,17 +130,16 @@ def run_batch(
 ) -> BatchResult:
     """Run the agent on every (scenario, run); every finished episode is in ``out`` before the next is reported.
 
-    ``backend="kubernetes"`` plays the episodes on the cluster ``$ITBENCH_GYM_CLUSTER`` configures, one at
-    a time (each episode uses the app's own namespace, so two at once would see each other's faults);
-    its results are stored under a label of their own (``<agent>@kubernetes``) and a resume must use it too.
+    ``backend="kubernetes"`` plays the episodes on the cluster ``$ITBENCH_GYM_CLUSTER`` configures: one at
+    a time in the scenario's own namespaces, or with ``workers`` above 1 each worker in a namespace set of
+    its own (``ClusterConfig.for_worker``; a scenario whose faults change what every episode shares is
+    then an error episode saying so); its results are stored under a label of their own
+    (``<agent>@kubernetes``) and a resume must use it too.
     """
     if runs < 1:
         raise ValueError(f"--runs must be at least 1, got {runs}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
-    if backend != "sim" and workers > 1:
-        raise ValueError(f"--backend {backend} runs one episode at a time on one cluster (every episode uses the app's "
-                         f"namespace); use --workers 1")
     ids = select_scenarios(scenarios)
     info = agent_info(agent, label, backend)
     libraries = tuple(filter(None, os.environ.get("ITBENCH_LIBRARY", "").split(os.pathsep)))

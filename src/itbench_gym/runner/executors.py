@@ -14,7 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from itbench_gym.runner.jobs import Job, error_record, play
+from itbench_gym.runner.jobs import Job, error_record, play, with_free_slot
 from itbench_gym.runner.store import EpisodeRecord
 
 EXECUTORS = ("process", "ray")
@@ -63,7 +63,7 @@ class ProcessPool:
             running: dict[Future[EpisodeRecord], Job] = {}
             while queue or running:
                 while queue and len(running) < width:
-                    job = queue.popleft()
+                    job = with_free_slot(queue.popleft(), running.values())
                     running[pool.submit(play, job)] = job
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in sorted(finished, key=lambda f: f.exception() is not None):
@@ -105,12 +105,14 @@ class RayCluster:
         try:
             remote = ray.remote(num_cpus=1)(play)
             queue: list[Job] = list(jobs)
-            running: list[Any] = []
+            running: dict[Any, Job] = {}
             while queue or running:
                 while queue and len(running) < self.width:
-                    running.append(remote.remote(queue.pop(0)))
-                done, running = ray.wait(running, num_returns=1)
+                    job = with_free_slot(queue.pop(0), running.values())
+                    running[remote.remote(job)] = job
+                done, _ = ray.wait(list(running), num_returns=1)
                 for ref in done:
+                    del running[ref]
                     yield ray.get(ref)
         finally:
             if started:

@@ -10,7 +10,8 @@ import hashlib
 import os
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from itbench_gym.runner.store import EpisodeRecord
@@ -46,6 +47,24 @@ class Job:
     libraries: tuple[str, ...] = ()
     #: ``make``'s backend: ``"sim"`` (the twin) or ``"kubernetes"`` (the cluster ``$ITBENCH_GYM_CLUSTER`` configures).
     backend: str = "sim"
+    #: Which of the batch's parallel workers runs it, unique among the jobs in flight (None: one at a
+    #: time); on a cluster the episode runs in that worker's namespace set (``ClusterConfig.for_worker``).
+    slot: int | None = None
+
+
+def with_free_slot(job: Job, running: Iterable[Job]) -> Job:
+    """``job`` in the lowest slot no job in flight holds."""
+    taken = {j.slot for j in running}
+    return replace(job, slot=next(i for i in range(len(taken) + 1) if i not in taken))
+
+
+def _backend(job: Job) -> Any:
+    """``make``'s backend for the job: on a cluster shared by parallel workers, the worker's namespace set."""
+    if job.backend != "kubernetes" or job.slot is None:
+        return job.backend
+    from itbench_gym.backends.kubernetes import ClusterConfig, KubernetesBackend
+
+    return KubernetesBackend(ClusterConfig.from_environment().for_worker(job.slot))
 
 
 def play(job: Job) -> EpisodeRecord:
@@ -62,7 +81,7 @@ def play(job: Job) -> EpisodeRecord:
     env = None
     agent: Any = None
     try:
-        env = itbench_gym.make(job.scenario, backend=job.backend)
+        env = itbench_gym.make(job.scenario, backend=_backend(job))
         agent = load_agent(job.agent)(env)
         info = run_episode(env, agent, seed=job.seed)
         episode = env.unwrapped.episode  # type: ignore[attr-defined]

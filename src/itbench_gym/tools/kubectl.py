@@ -15,7 +15,8 @@ from itbench_gym.tools.kubectl_argv import KubectlArgvError, KubectlInvocation, 
 from itbench_gym.tools.sandbox import MAX_CAPTURE_BYTES, run_confined
 
 _SHELL_TOKENS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1", "$(", "`"}
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S)
+#: A here-document ending the command line (``<<EOF ... EOF``): its body is the command's stdin.
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S)
 _WALL_TIMEOUT_SECONDS = 120.0
 
 
@@ -55,7 +56,7 @@ class KubectlTool:
             text = args.get("text", args.get("command", ""))
             if not isinstance(text, str):
                 raise ToolInputError("argument 'text' must be a string")
-            heredoc = _HEREDOC.search(text)
+            heredoc = HEREDOC.search(text)
             if heredoc:
                 if stdin is not None:
                     raise ToolInputError("give stdin either as a heredoc or as the 'stdin' argument, not both")

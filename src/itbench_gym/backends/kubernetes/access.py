@@ -14,17 +14,16 @@ from kubernetes import dynamic
 
 from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.kubernetes.provision import provision
-from itbench_gym.backends.rbac import agent_rbac_objects, agent_service_account
+from itbench_gym.backends.rbac import ServiceAccountRef, agent_rbac_objects
 
 
-def grant(objects: dynamic.DynamicClient, namespaces: list[str]) -> list[str]:
+def grant(objects: dynamic.DynamicClient, namespaces: list[str], account: ServiceAccountRef | None = None) -> list[str]:
     """Create the agent's RBAC objects that are missing; what was created (a harness log)."""
-    return provision(objects, agent_rbac_objects(namespaces))
+    return provision(objects, agent_rbac_objects(namespaces, account))
 
 
-def agent_kubeconfig(objects: dynamic.DynamicClient, path: Path, namespace: str, seconds: int) -> Path:
+def agent_kubeconfig(objects: dynamic.DynamicClient, path: Path, namespace: str, seconds: int, account: ServiceAccountRef) -> Path:
     """A kubeconfig for the agent's ServiceAccount (a fresh TokenRequest token) on the admin's server."""
-    account = agent_service_account()
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}
     answer = objects.request("post", f"/api/v1/namespaces/{account.namespace}/serviceaccounts/{account.name}/token", body=body)
     token = str(answer.status.token)

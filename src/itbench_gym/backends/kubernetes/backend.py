@@ -7,6 +7,13 @@ as on the twin. Time is the cluster's own (Prometheus' ``time()``). Nothing can 
 every reset injects afresh. Before the next episode and on close the cluster is put back to an
 inventory taken before (:mod:`.inventory`): the next episode reuses the deployed app (warm), and
 close leaves the cluster as it was found, or says what it could not put back.
+
+With a ``namespace_suffix`` (``ClusterConfig.for_worker``) every episode runs in a namespace set of
+its own — each namespace the scenario names gets ``-<suffix>``, the app is provisioned there, its
+agent is a ServiceAccount of that set with rights in it alone — so backends with different
+suffixes run episodes on one cluster at once without seeing each other's objects. A scenario whose
+faults change what every episode shares (``cluster_wide`` in the fault catalogue, or a namespace
+outside the set) is refused there.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ from itbench_gym.backends.base import BackendError, Endpoints
 from itbench_gym.backends.kubernetes import access, inventory, provision
 from itbench_gym.backends.kubernetes.clock import ClusterClock
 from itbench_gym.backends.kubernetes.config import ClusterConfig
-from itbench_gym.backends.rbac import agent_service_account
+from itbench_gym.backends.rbac import ServiceAccountRef, agent_service_account
 from itbench_gym.clock import Clock, WallClock
+from itbench_gym.faults.catalogue import catalogue
 from itbench_gym.lang import yamltext
 from itbench_gym.paths import envs_dir
+from itbench_gym.spec.relocate import relocate_spec
 from itbench_gym.workdirs import WorkDir
 
 if TYPE_CHECKING:
@@ -53,6 +62,22 @@ def scenario_namespaces(spec: ScenarioSpec) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def named_namespaces(value: Any) -> Iterator[str]:
+    """Every namespace a fault's arguments name: ``namespace`` fields and ``namespaces`` lists
+    (objects' metadata, Chaos Mesh selectors)."""
+    if isinstance(value, Mapping):
+        for key, v in value.items():
+            if key == "namespace" and isinstance(v, str):
+                yield v
+            elif key == "namespaces" and isinstance(v, list):
+                yield from (n for n in v if isinstance(n, str))
+            else:
+                yield from named_namespaces(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from named_namespaces(v)
+
+
 class KubernetesBackend:
     """A real cluster through a kubeconfig (see the module doc); ``config`` defaults to ``$ITBENCH_GYM_CLUSTER``."""
 
@@ -71,6 +96,8 @@ class KubernetesBackend:
         self._app_namespaces: list[str] = []
         #: what provisioning, access and cleanup did (the harness's log, never the agent's)
         self.log: list[str] = []
+        #: in a namespace set nothing cluster-scoped but the set's Namespaces is the episode's to change
+        self._cluster_kinds = ("Namespace",) if self.config.namespace_suffix else inventory.CLUSTER_KINDS
 
     # -- the contract ----------------------------------------------------------------------------
     @property
@@ -93,29 +120,58 @@ class KubernetesBackend:
     def baseline_key(self) -> Hashable | None:
         return None
 
+    def place(self, spec: ScenarioSpec) -> ScenarioSpec:
+        """The scenario in this backend's namespace set (``<namespace>-<suffix>``), or as it is without a suffix."""
+        suffix = self.config.namespace_suffix
+        if suffix is None:
+            return spec
+        known = catalogue()
+        for fault in spec.faults:
+            shared = known[fault.id].cluster_wide if fault.id in known else None
+            if shared:
+                raise BackendError(f"scenario {spec.id}: fault {fault.id} cannot run in a namespace set beside other "
+                                   f"episodes: {shared}; run it without namespace_suffix (one episode at a time)")
+        try:
+            placed = relocate_spec(spec, {ns: f"{ns}-{suffix}" for ns in scenario_namespaces(spec)})
+        except ValueError as exc:
+            raise BackendError(f"scenario {spec.id}: cannot move it to namespace set -{suffix}: {exc}") from None
+        own = set(scenario_namespaces(placed))
+        for fault in placed.faults:
+            outside = sorted(set(named_namespaces(fault.args)) - own)
+            if outside:
+                raise BackendError(f"scenario {spec.id}: fault {fault.id} acts in namespace(s) {', '.join(outside)}, which every "
+                                   "episode on the cluster shares; run it without namespace_suffix (one episode at a time)")
+        return placed
+
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         objects = self._connect()
         namespaces = scenario_namespaces(spec)
+        account = self._account(spec)
         if self._ready is not None:
             self._put_back(self._ready, "before the next episode")
-        self._cover(objects, namespaces)
+        self._cover(objects, [*namespaces, account.namespace])
         app_dir = self._envs_root / spec.app
-        self.log += provision.provision(objects, provision.app_objects(app_dir))
-        self.log += access.grant(objects, namespaces)
+        self.log += provision.provision(objects, provision.app_objects(app_dir, spec.namespace))
+        self.log += provision.provision(objects, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
+        self.log += access.grant(objects, namespaces, account if self.config.namespace_suffix else None)
         if spec.namespace not in self._app_namespaces:
             self._app_namespaces.append(spec.namespace)
         self._wait_ready()
         assert self._workdir is not None
         agent = self._workdir.subdir("agent")
-        access.agent_kubeconfig(objects, agent / "kubeconfig", spec.namespace, self.config.token_seconds)
+        access.agent_kubeconfig(objects, agent / "kubeconfig", spec.namespace, self.config.token_seconds, account)
         self._endpoints = Endpoints(
             kubeconfig=agent / "kubeconfig", kube_cache_dir=self._workdir.subdir("kube-cache"),
             prometheus=self.config.prometheus, loki=self.config.loki, jaeger=self.config.jaeger,
             grafana=self.config.grafana, alertmanager=self.config.alertmanager,
         )
         assert self._found is not None
-        self._ready = inventory.take(objects, self._found.namespaces)
+        self._ready = inventory.take(objects, self._found.namespaces, self._cluster_kinds)
         return self._endpoints
+
+    def _account(self, spec: ScenarioSpec) -> ServiceAccountRef:
+        """ITBench's agent account, or in a namespace set one of the set's own (``<app namespace>/agent``)."""
+        return ServiceAccountRef(spec.namespace, "agent") if self.config.namespace_suffix else agent_service_account()
 
     def advance(self, seconds: float) -> None:
         self._clock.advance(seconds)
@@ -176,23 +232,22 @@ class KubernetesBackend:
 
     def _cover(self, objects: dynamic.DynamicClient, namespaces: list[str]) -> None:
         """Record the cluster as found for namespaces not recorded yet (the cluster-scoped kinds the first time)."""
-        account = agent_service_account().namespace
-        wanted = list(dict.fromkeys([*namespaces, account]))
+        wanted = list(dict.fromkeys(namespaces))
         if self._found is None:
-            self._found = inventory.take(objects, wanted)
+            self._found = inventory.take(objects, wanted, self._cluster_kinds)
             return
         new = [ns for ns in wanted if ns not in self._found.namespaces]
         if new:
-            more = inventory.take(objects, new)
+            more = inventory.take(objects, new, self._cluster_kinds)
             namespaced = {k: v for k, v in more.objects.items() if k[2] in new or (k[1] == "Namespace" and k[3] in new)}
             self._found = inventory.Inventory((*self._found.namespaces, *new), {**self._found.objects, **namespaced})
 
     def _put_back(self, baseline: inventory.Inventory, when: str) -> None:
         assert self._objects is not None
-        now = inventory.take(self._objects, baseline.namespaces)
+        now = inventory.take(self._objects, baseline.namespaces, self._cluster_kinds)
         self.log += inventory.restore(self._objects, baseline, now)
         self._wait_ready()
-        left = baseline.difference(inventory.take(self._objects, baseline.namespaces))
+        left = baseline.difference(inventory.take(self._objects, baseline.namespaces, self._cluster_kinds))
         if left:
             raise BackendError(f"the cluster is not back at its baseline {when}: {left.summary()}")
 

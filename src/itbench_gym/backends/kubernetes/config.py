@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -45,6 +45,9 @@ class ClusterConfig:
     ready_timeout: float = 900.0
     #: Lifetime of the agent's token (the API server's minimum is ten minutes).
     token_seconds: int = 3600
+    #: Run each episode in a namespace set of its own (``<namespace>-<suffix>``), so that episodes of
+    #: backends with different suffixes run on one cluster at once; None: the scenario's namespaces.
+    namespace_suffix: str | None = None
 
     def __post_init__(self) -> None:
         if self.kubeconfig is not None and not isinstance(self.kubeconfig, Path):
@@ -77,6 +80,10 @@ class ClusterConfig:
         """The file ``$ITBENCH_GYM_CLUSTER`` names, or the defaults (the usual kubeconfig, no tool URLs)."""
         path = os.environ.get(ENV_VAR)
         return cls.load(path) if path else cls()
+
+    def for_worker(self, slot: int) -> ClusterConfig:
+        """This configuration for the ``slot``-th of parallel workers: its own namespace set (``w<slot>``)."""
+        return replace(self, namespace_suffix=f"w{slot}")
 
     def kubeconfig_path(self) -> Path:
         if self.kubeconfig is not None:

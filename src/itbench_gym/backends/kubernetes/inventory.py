@@ -126,11 +126,14 @@ def _resources(client: dynamic.DynamicClient) -> list[Any]:
     return out
 
 
-def take(client: dynamic.DynamicClient, namespaces: Iterable[str]) -> Inventory:
-    """The inventory of ``namespaces`` (and the cluster-scoped kinds) as the cluster is now."""
+def take(client: dynamic.DynamicClient, namespaces: Iterable[str], cluster_kinds: Iterable[str] = CLUSTER_KINDS) -> Inventory:
+    """The inventory of ``namespaces`` (and of ``cluster_kinds``, Namespaces only those named) as the cluster is now."""
     wanted = tuple(dict.fromkeys(namespaces))
+    kinds = frozenset(cluster_kinds)
     objects: dict[Key, Obj] = {}
     for resource in _resources(client):
+        if not resource.namespaced and resource.kind not in kinds:
+            continue
         if resource.namespaced:
             items = [i for ns in wanted for i in _items(resource, ns)]
         else:

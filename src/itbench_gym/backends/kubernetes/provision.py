@@ -20,6 +20,7 @@ from itbench_gym.backends.sim.app.model import load_manifests
 from itbench_gym.backends.sim.app.spec import load_spec
 from itbench_gym.backends.sim.install import INSTALL_ORDER
 from itbench_gym.backends.sim.twin import APP_RULES, app_rule_objects
+from itbench_gym.spec.relocate import relocate_objects, relocate_rules
 
 Obj = dict[str, Any]
 
@@ -30,10 +31,15 @@ def _in_app(obj: Obj, namespace: str) -> bool:
     return bool(meta.get("namespace") == namespace or (obj["kind"] == "Namespace" and meta["name"] == namespace))
 
 
-def app_objects(app_dir: Path) -> list[Obj]:
-    """The app's Namespace, everything in it, and its alert rules, in Helm's install order."""
+def app_objects(app_dir: Path, namespace: str | None = None) -> list[Obj]:
+    """The app's Namespace, everything in it, and its alert rules, in Helm's install order; moved to
+    ``namespace`` when given (an episode's namespace set), its rules then watching that namespace."""
     spec = load_spec(app_dir)
-    objects = [o for o in load_manifests(spec) if _in_app(o, spec.namespace)] + app_rule_objects(app_dir / APP_RULES)
+    objects = [o for o in load_manifests(spec) if _in_app(o, spec.namespace)]
+    rules = app_rule_objects(app_dir / APP_RULES)
+    if namespace is not None and namespace != spec.namespace:
+        objects, rules = relocate_objects(objects, {spec.namespace: namespace}), relocate_rules(rules, {spec.namespace: namespace})
+    objects += rules
     order = {kind: i for i, kind in enumerate(INSTALL_ORDER)}
     return sorted(objects, key=lambda o: order.get(o["kind"], len(order)))
 

@@ -108,6 +108,10 @@ class SimBackend:
             raise RuntimeError("the backend has not been started")
         return self._servers[0].url
 
+    def place(self, spec: ScenarioSpec) -> ScenarioSpec:
+        """Every scenario runs where it says: each env has a twin of its own."""
+        return spec
+
     def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
         """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``."""
         key = self._baseline_key_of(spec)
@@ -205,8 +209,8 @@ class SimBackend:
             load=twin.cluster.apiload,
         )
         self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
-        self._jaeger_switch.target = make_jaeger_app(twin.model, self._clock, twin.lock) if traces else None
-        self._loki_switch.target = make_loki_app(twin.model, self._clock, twin.lock, namespace) if logs else None
+        self._jaeger_switch.target = make_jaeger_app(twin.apps.instances, self._clock, twin.lock) if traces else None
+        self._loki_switch.target = make_loki_app(twin.apps, self._clock, twin.lock, namespace) if logs else None
         self._endpoints = replace(self._served, loki=self._served.loki if logs else None,
                                   jaeger=self._served.jaeger if traces else None)
         kube_url = self._servers[0].url

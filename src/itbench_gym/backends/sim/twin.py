@@ -21,6 +21,7 @@ from typing import Any
 from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
+from itbench_gym.backends.sim.app.fleet import AppFleet
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
 from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
@@ -54,7 +55,8 @@ class TwinSnapshot:
 
 
 class Twin:
-    """One simulated cluster with one application; thread-safe through ``lock``.
+    """One simulated cluster with one application (installed once, run wherever it is deployed:
+    ``app/fleet.py``); thread-safe through ``lock``.
 
     Built either by deploying the app (``seed`` drives every random choice from the start) or from
     another twin's ``state`` of the same app, which skips the deployment: the new twin continues
@@ -66,8 +68,10 @@ class Twin:
         self.clock = clock or SimClock()
         self.lock = threading.RLock()
         self.seed = seed
+        #: the app as installed, in its own namespace; ``apps`` adds every copy deployed elsewhere
         self.model = AppModel.load(app_dir, seed=seed)
-        self.cluster = KubeCluster(self.clock, runtime=self.model.runtime(), seed=seed)
+        self.apps = AppFleet(self.model)
+        self.cluster = KubeCluster(self.clock, runtime=self.apps.runtime(), seed=seed)
         self.tsdb = RuleAwareTSDB()
         self.engine = Engine(self.tsdb)
         self.monitoring = Monitoring(self.cluster.store, self.engine, self.cluster.apiload.samples, self.cluster.etcd.samples)
@@ -168,9 +172,9 @@ class Twin:
         self.cluster.etcd.tick(t, SCRAPE_INTERVAL, self.cluster.apiload.writes_per_s)
         interval = self.monitoring.scrape_interval()
         scraped = math.floor(t / interval + 1e-9) > math.floor((t - SCRAPE_INTERVAL) / interval + 1e-9)
-        model_samples = self.model.tick(t, SCRAPE_INTERVAL, self.cluster, expose=scraped)
+        model_samples = self.apps.tick(t, SCRAPE_INTERVAL, self.cluster, expose=scraped)
         if scraped:
-            samples, jobs = self.monitoring.scrape(t, model_samples, self.cluster.usage().nodes, self.model.exposed())
+            samples, jobs = self.monitoring.scrape(t, model_samples, self.cluster.usage().nodes, self.apps.exposed())
             self.tsdb.append(t, samples, jobs)
         self._next_tick = t + SCRAPE_INTERVAL
 
@@ -179,16 +183,16 @@ class Twin:
         this seed's incident (noise, pod names, connection pins, chaos picks, logs and traces)."""
         with self.lock:
             self.seed = seed
-            self.model.reseed(seed)
+            self.apps.reseed(seed)
             self.cluster.reseed(seed)
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """Every log record of the container (the log store's view: stdout and OTLP)."""
-        return self.model.log_lines(namespace, pod, container, start, end)
+        return self.apps.log_lines(namespace, pod, container, start, end)
 
     def container_log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """The container log (what ``kubectl logs`` reads): its stdout only."""
-        return self.model.container_log_lines(namespace, pod, container, start, end)
+        return self.apps.container_log_lines(namespace, pod, container, start, end)
 
     def snapshot(self) -> TwinSnapshot:
         """The whole state. The rules' snapshot comes first: it runs their deferred evaluations,
@@ -203,7 +207,7 @@ class Twin:
                 cluster=self.cluster.snapshot(),
                 tsdb=self.tsdb.snapshot(),
                 rules=rules,
-                model=self.model.snapshot(),
+                model=self.apps.snapshot(),
             )
 
     def restore(self, snap: TwinSnapshot) -> None:
@@ -213,10 +217,10 @@ class Twin:
             self.cluster.restore(snap.cluster)
             self.tsdb.restore(snap.tsdb)
             self.monitoring.restore(snap.rules)
-            self.model.restore(snap.model)
+            self.apps.restore(snap.model)
             self.cluster.store.quota_bytes, self.cluster.store.event_quota_bytes = snap.store_quotas
             self.seed = snap.seed
-            self.model.reseed(snap.seed)
+            self.apps.reseed(snap.seed)
 
 
 def app_rule_objects(path: Path) -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,8 @@ import numpy as np
 
 from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
-from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
-from itbench_gym.backends.sim.kube import oom
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
@@ -34,16 +32,16 @@ from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
 from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
 from .collector import KAFKAMETRICS_SCOPE, Collectors
-from .cpu import BACKGROUND_WAKEUPS_PER_PERIOD, CFS_PERIOD_S, CpuDemand, CpuState, cpu_tick
+from .cpu import CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, all_ok, lognormal, mixture
 from .httpbody import body_failure
 from .jvm import JvmCode, heap_stress_bytes, max_heap_bytes, script_rules
 from .jvm import outcome as jvm_outcome
+from .machines import Machines, stress_bytes
 from .mesh import MeshState, admit
 from .mesh_metrics import MeshTelemetry
 from .network import Reach, active_chaos, chaos_selects, http_selects, reach, request_body_patch, resolve_address
 from .process import StoreWrites, shell_script, started_env, store_writes
-from .processes import only_sleeps
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
@@ -240,38 +238,6 @@ def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
-def _idle_usage(pod: dict[str, Any], idle_of: Callable[[str], tuple[float, float] | None]) -> tuple[tuple[str, ContainerUsage], ...]:
-    """The running containers of a running pod at what their image's process uses at idle, else at
-    their CPU and memory requests (no CPU for one that only sleeps), each with the uid the model knows
-    the pod by."""
-    meta, status = pod["metadata"], pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return ()
-    running = {c.get("name") for c in status.get("containerStatuses") or [] if "running" in (c.get("state") or {})}
-    out: list[tuple[str, ContainerUsage]] = []
-    for c in pod["spec"].get("containers") or []:
-        if c.get("name") not in running:
-            continue
-        res = c.get("resources") or {}
-        requests, limits = res.get("requests") or {}, res.get("limits") or {}
-        sleeps = only_sleeps([*(c.get("command") or []), *(c.get("args") or [])])
-        idle = idle_of(str(c.get("image", "")))
-        if idle is not None:
-            cpu, mem = idle
-        else:
-            cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
-            mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
-        cpu = 0.0 if sleeps else cpu
-        restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
-        uid = meta.get("uid", meta["name"])
-        out.append((meta.get("uid", ""), ContainerUsage(
-            meta["namespace"], meta["name"], uid, c["name"], c.get("image", ""), pod["spec"].get("nodeName", ""),
-            f"{uid[:12]}-{c['name']}-{restarts}", cpu, mem, parse_quantity(limits["memory"]) if "memory" in limits else 0.0,
-            parse_quantity(limits["cpu"]) if "cpu" in limits else 0.0,
-            (1.0 - math.exp(-BACKGROUND_WAKEUPS_PER_PERIOD)) / CFS_PERIOD_S if "cpu" in limits else 0.0)))
-    return tuple(out)
-
-
 def _log_context(op: Operation) -> dict[str, str]:
     """What an operation's request lines say about it: method and path (its route, else a POST of
     its id) and the first service it calls."""
@@ -320,7 +286,9 @@ def _num(v: Any) -> float:
 
 
 class AppModel:
-    def __init__(self, spec: AppSpec, manifests: list[dict[str, Any]], seed: int) -> None:
+    def __init__(self, spec: AppSpec, manifests: list[dict[str, Any]], seed: int, *, machines: Machines | None = None) -> None:
+        """``machines``: the node-level part shared with the app's other instances (``fleet.py``); by
+        default this instance's own, which ``tick`` runs after the app's step."""
         self.spec = spec
         self.seed = seed
         self._manifests = manifests
@@ -331,15 +299,14 @@ class AppModel:
         self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))
         self._collectors = Collectors(spec)
         self._runtime_metrics = RuntimeTelemetry(spec.directory, set(spec.services))
-        self._cadvisor = Cadvisor()
         self._mesh_metrics = MeshTelemetry(spec)
         self._state = _State()
         self._reader = ClusterReader(spec)
         self._node_cpus = Derived(_node_cpus)
         self._node_memory = Derived(_node_memory)
         self._view: ClusterView | None = None
-        self._runtime = AppRuntime(spec, lambda: self._view)
-        self._idle_usage = Derived(partial(_idle_usage, idle_of=self._runtime.idle_usage))
+        self._runtime = AppRuntime(spec, self.view_of)
+        self.machines = machines or Machines(self._runtime.idle_usage)
         #: containers whose process writes its logs only to its OTLP exporter
         self._otlp_only_logs = frozenset(s.container for s in spec.services.values() if s.logs.destination == "otlp")
         self._disk_io = load_disk_io(spec.directory)
@@ -361,6 +328,12 @@ class AppModel:
     def runtime(self) -> AppRuntime:
         return self._runtime
 
+    def view_of(self, namespace: str) -> ClusterView | bool:
+        """The last tick's view of ``namespace`` when the app runs there (True before the first tick)."""
+        if namespace != self.spec.namespace:
+            return False
+        return self._view if self._view is not None else True
+
     def reseed(self, seed: int) -> None:
         """Draw noise, connection pins, log lines and traces from ``seed`` (``Twin.reseed``)."""
         self.seed = seed
@@ -369,9 +342,16 @@ class AppModel:
     # -- one tick -------------------------------------------------------------------------------
 
     def tick(self, t: float, dt: float, cluster: ClusterLike, *, expose: bool = True) -> list[Sample]:
-        """Advance the model by one tick ending at ``t``; the kubelets' cAdvisor series when ``expose``
-        (a tick Prometheus scrapes), else nothing: building them costs about as much as the model and
-        no one reads them in between. What the pods and the collector serve is :meth:`exposed`."""
+        """Advance the model and its machines by one tick ending at ``t``; the kubelets' cAdvisor
+        series when ``expose`` (a tick Prometheus scrapes), else nothing: building them costs about as
+        much as the model and no one reads them in between. What the pods and the collector serve is
+        :meth:`exposed`."""
+        usage = self.step(t, dt, cluster)
+        return self.machines.settle(cluster, usage, self.modelled(), self.stresses(), dt, self.node_ips() if expose else None)
+
+    def step(self, t: float, dt: float, cluster: ClusterLike) -> list[ContainerUsage]:
+        """The app's part of a tick: its request flow, telemetry and logs, and the usage of its own
+        containers (those at their limit killed); the machines then settle the whole cluster."""
         st = self._state
         st.tick += 1
         view = self._reader.read(cluster.store, now=t, dt=dt, ready_before=st.ready_before)
@@ -399,13 +379,27 @@ class AppModel:
         self._mesh_metrics.observe(view, mesh, stats, client, st.shares, dt, _rng(self.seed, st.tick, "mesh"))
         self._record_spans(view, stats, rates, client, dt)
         self._collectors.flush()
-        usage = self._machine_oom(cluster, self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats))
-        self._cadvisor.observe(usage, dt)
-        node_ips = {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in view.pods} if expose else {}
+        usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs, knobs.error_log), starts))
         st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
                                                 flags=flags, instances=st.instances))
-        return self._cadvisor.samples(usage, node_ips) if expose else []
+        return usage
+
+    def modelled(self) -> set[tuple[str, str]]:
+        """The containers this instance drives, as (pod uid, container): the app's and their sidecars."""
+        view = self._view
+        if view is None:
+            return set()
+        out = {(p.uid, p.container["name"]) for p in view.pods}
+        return out | {(p.uid, side) for p in view.pods for side in self.spec.services[p.service].sidecars}
+
+    def stresses(self) -> list[dict[str, Any]]:
+        """The StressChaos experiments the last tick saw (cluster-wide)."""
+        return [o for o in self._view.chaos if o["kind"] == "StressChaos"] if self._view is not None else []
+
+    def node_ips(self) -> dict[str, str]:
+        """The address of each node this instance's pods run on (cAdvisor's ``instance``)."""
+        return {p.node: p.pod.get("status", {}).get("hostIP", p.node) for p in self._view.pods} if self._view is not None else {}
 
     def _track_instances(self, view: ClusterView, t: float, dt: float) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
         """New container runs (their start times) and, per service, the share of its requests
@@ -506,7 +500,7 @@ class AppModel:
                     burn[svc.name] = burn.get(svc.name, 0.0) + float(cpu.get("workers", 0)) * float(cpu.get("load", 100)) / 100.0
                     memory = stress.get("memory") or {}
                     if memory:
-                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + self._stress_bytes(str(memory.get("size", "0")), pods[0].limits.get("memory", 0.0) if pods else 0.0)
+                        mem_add[svc.name] = mem_add.get(svc.name, 0.0) + stress_bytes(str(memory.get("size", "0")), pods[0].limits.get("memory", 0.0) if pods else 0.0)
             for obj in view.chaos:
                 j = obj.get("spec") or {}
                 if obj["kind"] != "JVMChaos" or not chaos_selects(j.get("selector"), view.namespace, labels):
@@ -543,17 +537,6 @@ class AppModel:
             if wait.mean > 0:
                 k.queue_wait[svc.name] = wait
         return k, burn, mem_add
-
-    def _stress_bytes(self, size: str, limit: float) -> float:
-        """A memory stressor's ``size``: bytes, or a percentage of the container's limit (the node's
-        memory, 16 GiB here, without one)."""
-        if size.endswith("%"):
-            return float(size[:-1]) / 100.0 * (limit or 16 * 1024 * MI)
-        units = {"GB": 1e9, "MB": 1e6, "KB": 1e3, "GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1.0}
-        for u, mult in units.items():
-            if size.endswith(u):
-                return float(size[: -len(u)]) * mult
-        return float(size or 0)
 
     def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]], mesh: MeshState) -> dict[tuple[str, str, str], Reach]:
         redirects = {(e.get("service"), e.get("operation"), e.get("call")): e.get("address") for e, _ in effects if e.type == "redirect"}
@@ -762,12 +745,12 @@ class AppModel:
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
                 if limit_mem and mem >= limit_mem:
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="OOMKilled", exit_code=137)
-                    self._cadvisor.record_oom(view.namespace, p.name, p.container["name"])
+                    self.machines.cadvisor.record_oom(view.namespace, p.name, p.container["name"])
                 elif inst.panic_calls and any(rates.get((svc.name, c.rsplit("/", 1)[0]), 0.0) * share > 0 for c in inst.panic_calls):
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="Error", exit_code=2,
                                            message="panic: runtime error: invalid memory address or nil pointer dereference")
         st.service_rate = rate_of
-        return usage + self._steady_usage(cluster, view)
+        return usage
 
     def _export_runtime(self, view: ClusterView, p: PodView, inst: Instance, state: ProcessState, t: float, dt: float) -> None:
         """The process's runtime metrics, exported through the collector its telemetry goes to."""
@@ -778,67 +761,6 @@ class AppModel:
             self._collectors.push(view, p, ("runtime", key, name, attrs), partial(_scoped_labels, name, job, p.uid, attrs, scope), value)
 
         self._runtime_metrics.observe(p.service, inst.runtime, state, t - inst.started, dt, push)
-
-    def _machine_oom(self, cluster: ClusterLike, usage: list[ContainerUsage]) -> list[ContainerUsage]:
-        """Containers without a memory limit can exhaust their machine: the kernel kills by badness.
-        The usage of the containers that survive (a killed one reports nothing)."""
-        uses = [oom.Use(u.namespace, u.pod, u.container, u.node, u.memory_bytes) for u in usage]
-        pods: dict[tuple[str, str], dict[str, Any]] = {}
-
-        def pod(namespace: str, name: str) -> dict[str, Any] | None:
-            if not pods:
-                pods.update(((p["metadata"].get("namespace", ""), p["metadata"]["name"]), p) for p in list_kind(cluster.store, "Pod"))
-            return pods.get((namespace, name))
-
-        killed = set()
-        for u in oom.victims(uses, list_kind(cluster.store, "Node"), pod):
-            cluster.kill_container(u.namespace, u.pod, u.container, reason="OOMKilled", exit_code=137)
-            self._cadvisor.record_oom(u.namespace, u.pod, u.container)
-            killed.add((u.namespace, u.pod, u.container))
-        return [u for u in usage if (u.namespace, u.pod, u.container) not in killed] if killed else usage
-
-    def _steady_usage(self, cluster: ClusterLike, view: ClusterView) -> list[ContainerUsage]:
-        """Containers the behaviour model does not describe (the cluster's system and observability
-        components, the collector) idle at their CPU and memory requests."""
-        modelled = {(p.uid, p.container["name"]) for p in view.pods}
-        modelled |= {(p.uid, side) for p in view.pods for side in self.spec.services[p.service].sidecars}
-        out: list[ContainerUsage] = []
-        stresses = [o for o in view.chaos if o["kind"] == "StressChaos"]
-        for running in self._idle_usage.of(list_kind(cluster.store, "Pod")):
-            for uid, u in running:
-                if (uid, u.container) in modelled:
-                    continue
-                stressed = self._stressed(u, stresses) if stresses else u
-                if stressed is not u:
-                    u = stressed
-                    if u.memory_limit and u.memory_bytes > u.memory_limit:
-                        cluster.kill_container(u.namespace, u.pod, u.container, reason="OOMKilled", exit_code=137)
-                        self._cadvisor.record_oom(u.namespace, u.pod, u.container)
-                        continue
-                cluster.set_usage(u.namespace, u.pod, u.container, cpu_cores=u.cpu_cores, memory_bytes=u.memory_bytes)
-                out.append(u)
-        return out
-
-    def _stressed(self, u: ContainerUsage, stresses: list[dict[str, Any]]) -> ContainerUsage:
-        """A container the behaviour model does not describe under the StressChaos experiments injected
-        into its pod: stress-ng's CPU workers in its cgroup (throttled at its CPU limit) and the memory its
-        workers hold."""
-        cpu, mem = u.cpu_cores, u.memory_bytes
-        for obj in stresses:
-            records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
-            if not any(r.get("id") == f"{u.namespace}/{u.pod}" and r.get("phase") == "Injected" for r in records):
-                continue
-            names = (obj.get("spec") or {}).get("containerNames")
-            if names and u.container not in names:
-                continue
-            stress = (obj.get("spec") or {}).get("stressors") or {}
-            workers = stress.get("cpu") or {}
-            cpu += float(workers.get("workers", 0)) * float(workers.get("load", 100)) / 100.0
-            if stress.get("memory"):
-                mem += self._stress_bytes(str(stress["memory"].get("size", "0")), u.memory_limit)
-        if u.cpu_limit:
-            cpu = min(cpu, u.cpu_limit)
-        return replace(u, cpu_cores=cpu, memory_bytes=mem) if (cpu, mem) != (u.cpu_cores, u.memory_bytes) else u
 
     def _log_activity(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       effects: list[tuple[Effect, Any]], effect_logs: dict[str, float],
@@ -915,7 +837,7 @@ class AppModel:
         return out
 
     def snapshot(self) -> object:
-        return (self._state.copy(), self._collectors.snapshot(), self._cadvisor.snapshot(), self._mesh_metrics.snapshot())
+        return (self._state.copy(), self._collectors.snapshot(), self.machines.snapshot(), self._mesh_metrics.snapshot())
 
     def restore(self, snap: object) -> None:
         if not isinstance(snap, tuple) or len(snap) != 4:
@@ -923,7 +845,7 @@ class AppModel:
         state, collectors, cad, mesh = snap
         self._state = state.copy()
         self._collectors.restore(collectors)
-        self._cadvisor.restore(cad)
+        self.machines.restore(cad)
         self._mesh_metrics.restore(mesh)
         self._view = None
 

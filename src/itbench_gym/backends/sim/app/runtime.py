@@ -3,13 +3,15 @@ processes take to start, and whether probes and init containers succeed.
 
 Answers come from ``app.yaml`` (the image catalogue, start-up times, listening ports), the
 cluster-wide registry (``kube/registry.yaml``), the process model (``processes.py``: what a command
-line does) and the latest cluster view the model saw, so an init container that waits for Kafka
-finishes only once Kafka is reachable, exactly like ``until nc -z kafka 9092`` would.
+line does) and the latest view the model saw of the pod's namespace, so an init container that
+waits for Kafka finishes only once Kafka is reachable from there, exactly like ``until nc -z kafka
+9092`` would. One runtime serves every namespace the app runs in (``fleet.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from itbench_gym.backends.sim.kube.registry import ImageRule, shared
@@ -20,12 +22,16 @@ from .network import reach
 from .processes import Process
 from .spec import AppSpec
 
+#: The latest view of a namespace the app runs in, or why there is none: it has no instance there
+#: (``False``) or its instance has not ticked yet (``True``).
+ViewOf = Callable[[str], ClusterView | bool]
+
 
 class AppRuntime(DefaultRuntime):
-    def __init__(self, spec: AppSpec, view: Callable[[], ClusterView | None]) -> None:
+    def __init__(self, spec: AppSpec, view_of: ViewOf) -> None:
         super().__init__()
         self.spec = spec
-        self._view = view
+        self._view_of = view_of
         #: container name -> start-up seconds of the first service running a container so named
         self._startup_by_container: dict[str, float] = {}
         for svc in spec.services.values():
@@ -73,13 +79,13 @@ class AppRuntime(DefaultRuntime):
         return self._startup_by_container.get(name, 1.0) if isinstance(name, str) else 1.0
 
     def _service_of(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
-        view = self._view()
-        if view is not None:
+        view = self._view_of(str(pod["metadata"].get("namespace", "")))
+        if view is False:
+            return None  # the cluster's own components (a gateway elsewhere may name its container as the app's does)
+        if not isinstance(view, bool):
             mine = view.named(pod["metadata"]["name"])
             if mine:
                 return mine[0].service
-        if pod["metadata"].get("namespace") != self.spec.namespace:
-            return None  # the cluster's own components (a gateway elsewhere may name its container as the app's does)
         name = container.get("name")
         return next((s.name for s in self.spec.services.values() if s.container == name), None)
 
@@ -128,7 +134,7 @@ class AppRuntime(DefaultRuntime):
         long_running = container.get("restartPolicy") == "Always" or (
             container.get("name") not in {c.get("name") for c in spec.get("initContainers") or []}
             and spec.get("restartPolicy", "Always") == "Always")
-        done = Process(argv, home, files, self._reachable).outcome()
+        done = Process(argv, home, files, partial(self._reachable, str(pod["metadata"].get("namespace", "")))).outcome()
         if done is None:
             return None
         if long_running:
@@ -136,7 +142,8 @@ class AppRuntime(DefaultRuntime):
             return done if done[1] != 0 else None
         return max(done[0], self._init_run), done[1]
 
-    def _reachable(self, host: str, port: int) -> bool:
-        view = self._view()
+    def _reachable(self, namespace: str, host: str, port: int) -> bool:
+        """Whether a process in ``namespace`` connects to ``host:port`` (unknown before the model's first look)."""
+        view = self._view_of(namespace)
         # a connection check (``nc -z``) only connects: a server's authentication never stops it
-        return view is None or reach(self.spec, view, None, host, port, host, handshake=False).ok_share > 0
+        return isinstance(view, bool) or reach(self.spec, view, None, host, port, host, handshake=False).ok_share > 0

@@ -97,7 +97,7 @@ class LokiAPI(RoutedApp):
     """Request handlers; ``__call__`` makes it a WSGI app."""
 
     def __init__(self, source: LogSource, clock: Clock, lock: AbstractContextManager[Any], namespace: str) -> None:
-        self.engine = Engine(source, namespace)  # each query runs under Loki's limits (see .limits)
+        self.engine = Engine(source)  # each query runs under Loki's limits (see .limits)
         self.source = source
         self.clock = clock
         self.lock = lock

@@ -97,20 +97,18 @@ def format_labels(labels: Labels | Key) -> str:
 
 
 class Engine:
-    """LogQL over one namespace's logs; ``timeout`` is each query's wall-clock budget (None: no deadline)."""
+    """LogQL over the log store (every stream ``source`` holds, of any namespace); ``timeout`` is each
+    query's wall-clock budget (None: no deadline)."""
 
-    def __init__(self, source: LogSource, namespace: str, timeout: float | None = QUERY_TIMEOUT_S) -> None:
+    def __init__(self, source: LogSource, timeout: float | None = QUERY_TIMEOUT_S) -> None:
         self.source = source
-        self.namespace = namespace
         self.timeout = timeout
 
     # -- selection --------------------------------------------------------------------------
     def select_streams(self, matchers: tuple[A.Matcher, ...], start: float, end: float) -> list[tuple[StreamInfo, Labels]]:
-        """Streams of the namespace that existed in [start, end] and match every matcher, with their labels."""
+        """Streams that existed in [start, end] and match every matcher, with their labels."""
         out = []
         for info in self.source.log_streams(start, end):
-            if info.namespace != self.namespace:
-                continue
             labels = stream_labels(info)
             if all(m.matches(labels.get(m.name, "")) for m in matchers):
                 out.append((info, labels))

@@ -38,7 +38,7 @@ _TAILS = ("", " x", " (x)", " 1")
 MAX_SCAN_CHARS = 512
 
 
-def _tokens(query: str) -> list[tuple[int, int]]:
+def tokens(query: str) -> list[tuple[int, int]]:
     """(start, end) of every token."""
     spans = []
     pos = 0
@@ -84,7 +84,7 @@ def locate(query: str, deadline: Deadline | None = None) -> tuple[int, str] | No
     """
     if len(query) > MAX_SCAN_CHARS:
         return None
-    spans = _tokens(query)
+    spans = tokens(query)
     for i, (start, end) in enumerate(spans):
         if deadline is not None and deadline.expired:
             return None

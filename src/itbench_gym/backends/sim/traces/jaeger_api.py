@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
@@ -106,13 +107,15 @@ def _param_error(name: str, exc: BadParam) -> BadParam:
 
 
 class JaegerAPI(RoutedApp):
-    """Request handlers over one app model; :func:`make_jaeger_app` builds it."""
+    """Request handlers over the app's instances (each copy of the app exports its traces to the one
+    Jaeger, told apart by their ids and pods); :func:`make_jaeger_app` builds it."""
 
-    def __init__(self, model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock) -> None:
-        self.model = model
+    def __init__(self, models: Callable[[], Sequence[AppModel]], clock: Clock, lock: threading.RLock | threading.Lock) -> None:
+        self.models = models
         self.clock = clock
         self.lock = lock
-        self.synth = TraceSynth(model.spec, model.seed, model.products, flag_variants(model.spec, model.manifests()))
+        #: each instance's synthesiser, remade when its seed changes (a reseeded incident)
+        self._synths: dict[str, TraceSynth] = {}
         self.url_map = Map([
             Rule("/api/services", endpoint="services", methods=["GET"]),
             Rule("/api/services/<service>/operations", endpoint="service_operations", methods=["GET"]),
@@ -122,6 +125,13 @@ class JaegerAPI(RoutedApp):
             Rule("/api/dependencies", endpoint="dependencies", methods=["GET"]),
         ], strict_slashes=False)
 
+    def _synth(self, model: AppModel) -> TraceSynth:
+        synth = self._synths.get(model.spec.namespace)
+        if synth is None or synth.seed != model.seed or synth.spec is not model.spec:
+            synth = TraceSynth(model.spec, model.seed, model.products, flag_variants(model.spec, model.manifests()))
+            self._synths[model.spec.namespace] = synth
+        return synth
+
     def bad_request(self, request: Request, message: str, status: int = 400) -> Response:
         return _error(status, message)
 
@@ -130,10 +140,10 @@ class JaegerAPI(RoutedApp):
 
     def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         with self.lock:
-            ticks = self.model.trace_ticks()
+            stores = [_Store(self._synth(m), m.trace_ticks()) for m in self.models()]
             now = self.clock.now()
         try:
-            body, status = getattr(self, endpoint)(request, ticks, now, **args)
+            body, status = getattr(self, endpoint)(request, stores, now, **args)
         except ApiFailure as exc:
             return _error(exc.status, str(exc))
         indent = 4 if request.args.get("prettyPrint", "") not in ("", "false") else None
@@ -141,31 +151,30 @@ class JaegerAPI(RoutedApp):
 
     # ------------------------------------------------------------------ endpoints
 
-    def services(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
-        names = sorted(operations(self.model.spec, ticks, self.synth))
+    def services(self, request: Request, stores: list[_Store], now: float) -> tuple[dict[str, Any], int]:
+        names = sorted(_operations(stores))
         return _envelope(names, total=len(names)), 200
 
-    def service_operations(self, request: Request, ticks: tuple[TraceTick, ...], now: float, service: str) -> tuple[dict[str, Any], int]:
-        names = sorted({name for name, _ in operations(self.model.spec, ticks, self.synth).get(service, ())})
+    def service_operations(self, request: Request, stores: list[_Store], now: float, service: str) -> tuple[dict[str, Any], int]:
+        names = sorted({name for name, _ in _operations(stores).get(service, ())})
         return _envelope(names, total=len(names)), 200
 
-    def operations(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+    def operations(self, request: Request, stores: list[_Store], now: float) -> tuple[dict[str, Any], int]:
         service = request.args.get("service", "")
         if not service:
             raise BadParam("parameter 'service' is required")
         kind = request.args.get("spanKind", "")
-        ops = sorted(operations(self.model.spec, ticks, self.synth).get(service, ()))
+        ops = sorted(_operations(stores).get(service, ()))
         data = [{"name": name, "spanKind": k} for name, k in ops if not kind or k == kind]
         return _envelope(data, total=len(data)), 200
 
-    def trace(self, request: Request, ticks: tuple[TraceTick, ...], now: float, trace_id: str) -> tuple[dict[str, Any], int]:
-        tid = parse_trace_id(trace_id)
-        trace = find_trace(self.synth, ticks, tid)
-        if trace is None:
+    def trace(self, request: Request, stores: list[_Store], now: float, trace_id: str) -> tuple[dict[str, Any], int]:
+        found = _find_trace(stores, parse_trace_id(trace_id))
+        if found is None:
             raise TraceNotFound()
-        return _envelope([trace_json(self.model.spec, trace)]), 200
+        return _envelope([found]), 200
 
-    def search(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+    def search(self, request: Request, stores: list[_Store], now: float) -> tuple[dict[str, Any], int]:
         args = request.args
         end = self._micros(args.get("end", ""), "end", now)
         lookback = args.get("lookback", "")
@@ -197,18 +206,21 @@ class JaegerAPI(RoutedApp):
         if ids:
             found, errors = [], []
             for tid in ids:
-                trace = find_trace(self.synth, ticks, tid)
+                trace = _find_trace(stores, tid)
                 if trace is None:
                     errors.append({"msg": "trace not found", "traceID": f"{tid:032x}"})
                 else:
-                    found.append(trace_json(self.model.spec, trace))
+                    found.append(trace)
             return _envelope(found, errors=errors or None), 200
         query = TraceQuery(service=service, operation=args.get("operation", ""), tags=tags, start=start, end=end,
                            min_duration=min_d, max_duration=max_d, limit=limit)
-        traces = find_traces(self.synth, ticks, query)
-        return _envelope([trace_json(self.model.spec, t) for t in traces]), 200
+        # each store's most recent, then the most recent of all (one store: its own order, unchanged)
+        traces = [(t.start, store, t) for store in stores for t in find_traces(store.synth, store.ticks, query)]
+        if len(stores) > 1:
+            traces = sorted(traces, key=lambda x: x[0], reverse=True)[:limit]
+        return _envelope([trace_json(store.synth.spec, t) for _, store, t in traces]), 200
 
-    def dependencies(self, request: Request, ticks: tuple[TraceTick, ...], now: float) -> tuple[dict[str, Any], int]:
+    def dependencies(self, request: Request, stores: list[_Store], now: float) -> tuple[dict[str, Any], int]:
         end = now
         if request.args.get("endTs", ""):
             try:
@@ -222,8 +234,11 @@ class JaegerAPI(RoutedApp):
             except BadParam as exc:
                 raise _param_error("lookback", exc) from None
         service = request.args.get("service", "")
-        links = [{"parent": p, "child": c, "callCount": n} for p, c, n in dependencies(self.synth, ticks, end - lookback, end)
-                 if not service or service in (p, c)]
+        counts: dict[tuple[str, str], int] = {}
+        for store in stores:
+            for p, c, n in dependencies(store.synth, store.ticks, end - lookback, end):
+                counts[(p, c)] = counts.get((p, c), 0) + n
+        links = [{"parent": p, "child": c, "callCount": n} for (p, c), n in counts.items() if not service or service in (p, c)]
         return _envelope(links), 200
 
     # ------------------------------------------------------------------ parameters
@@ -305,6 +320,30 @@ def _error(status: int, message: str) -> Response:
     return Response(body + "\n", status=status, mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"})
 
 
-def make_jaeger_app(model: AppModel, clock: Clock, lock: threading.RLock | threading.Lock) -> JaegerAPI:
-    """The Jaeger query API over ``model``'s recorded ticks."""
-    return JaegerAPI(model, clock, lock)
+class _Store(NamedTuple):
+    """One app instance's traces: its synthesiser and its recorded ticks."""
+
+    synth: TraceSynth
+    ticks: tuple[TraceTick, ...]
+
+
+def _operations(stores: list[_Store]) -> dict[str, set[tuple[str, str]]]:
+    out: dict[str, set[tuple[str, str]]] = {}
+    for store in stores:
+        for service, names in operations(store.synth.spec, store.ticks, store.synth).items():
+            out.setdefault(service, set()).update(names)
+    return out
+
+
+def _find_trace(stores: list[_Store], trace_id: int) -> dict[str, Any] | None:
+    """The trace as Jaeger's JSON, from the instance whose synthesiser made the id."""
+    for store in stores:
+        trace = find_trace(store.synth, store.ticks, trace_id)
+        if trace is not None:
+            return trace_json(store.synth.spec, trace)
+    return None
+
+
+def make_jaeger_app(models: Callable[[], Sequence[AppModel]], clock: Clock, lock: threading.RLock | threading.Lock) -> JaegerAPI:
+    """The Jaeger query API over the recorded ticks of the instances ``models`` gives (``AppFleet.instances``)."""
+    return JaegerAPI(models, clock, lock)
