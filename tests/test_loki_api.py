@@ -105,6 +105,8 @@ def test_labels_values_and_series(client: Client) -> None:
     assert {"service_name", "namespace", "pod", "container", "app", "job", "k8s_pod_name"} <= set(body["data"])
     assert "detected_level" not in body["data"]  # structured metadata, not an index label
     _, body = get(client, "/loki/api/v1/label/service_name/values", start=str(T0), end=str(T0 + 100))
+    assert body["data"] == ["checkout", "frontend", "frontend-proxy", "x"]  # every namespace's streams
+    _, body = get(client, "/loki/api/v1/label/service_name/values", query='{namespace="otel-demo"}', start=str(T0), end=str(T0 + 100))
     assert body["data"] == ["checkout", "frontend", "frontend-proxy"]
     _, body = get(client, "/loki/api/v1/label/pod/values", query='{app=~"front.*"}', start=str(T0), end=str(T0 + 100))
     assert body["data"] == ["frontend-1", "frontend-proxy-1"]
