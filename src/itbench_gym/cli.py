@@ -260,6 +260,30 @@ def cmd_promqltest(args: argparse.Namespace) -> int:
     return promqltest_main([str(f) for f in args.files])
 
 
+def cmd_conformance(args: argparse.Namespace) -> int:
+    """Run an upstream policy test corpus against the twin's engine: 0 when every evaluated case passes."""
+    from itbench_gym.policy.conformance import format_report
+
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        print(f"itbench-gym conformance {args.engine}: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.engine == "kyverno":
+        from itbench_gym.policy.kyverno.conformance import run_kyverno_suites
+
+        result = run_kyverno_suites(args.paths)
+    else:
+        from itbench_gym.policy.gatekeeper.suites import run_gatekeeper_suites
+
+        result = run_gatekeeper_suites(args.paths)
+    if not result.suites:
+        print(f"itbench-gym conformance {args.engine}: no test suite under {', '.join(map(str, args.paths))} "
+              f"({'kyverno-test.yaml' if args.engine == 'kyverno' else 'suite.yaml'} files)", file=sys.stderr)
+        return 2
+    print(format_report(result))
+    return 1 if result.failures or result.errors else 0
+
+
 def cmd_bench(argv: Sequence[str]) -> int:
     """The performance harness of a source checkout (``benchmarks/`` beside ``src/``), as ``python -m benchmarks``."""
     import importlib
@@ -383,6 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
     # Parsed by the harness itself (main() hands it everything after `bench`): listed here for --help.
     sub.add_parser("bench", add_help=False, help="run the performance harness of a source checkout and write benchmarks.json/.md "
                    "(`itbench-gym bench --help`; same options as `python -m benchmarks`)")
+
+    conf = sub.add_parser("conformance", help="run Kyverno kyverno-test.yaml or Gatekeeper suite.yaml suites against the "
+                          "twin's policy engines; per-case failures, then `N passed, M failed, K skipped`")
+    conf.add_argument("engine", choices=("kyverno", "gatekeeper"))
+    conf.add_argument("paths", nargs="+", type=Path, help="suite files, or folders searched for them")
+    conf.set_defaults(func=cmd_conformance)
 
     ptest = sub.add_parser("promqltest", help="run Prometheus promqltest files against the twin's PromQL engine")
     ptest.add_argument("files", nargs="+", type=Path)

@@ -1,0 +1,1 @@
+"""Policy engines (Kyverno, Gatekeeper/Rego) and their conformance reporting."""

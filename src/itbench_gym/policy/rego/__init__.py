@@ -1,0 +1,5 @@
+"""Rego evaluation with OPA semantics for v0 and v1 syntax, behind one adapter (see ``engine``)."""
+
+from itbench_gym.policy.rego.engine import RegoBackend, RegoEngine, RegoError, RegoVersion
+
+__all__ = ["RegoBackend", "RegoEngine", "RegoError", "RegoVersion"]

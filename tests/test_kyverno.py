@@ -1,0 +1,389 @@
+"""Kyverno engine semantics (anchors, operators, wildcards, variables, autogen) and corpus conformance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from itbench_gym.policy.conformance import format_report
+from itbench_gym.policy.kyverno import Admission, evaluate_policy, load_policy, run_kyverno_suites
+from itbench_gym.policy.kyverno.conditions import check
+from itbench_gym.policy.kyverno.pattern import match_pattern
+from itbench_gym.policy.kyverno.variables import Context, VariableError, substitute
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "kyverno"
+# Skips allowed in the corpus run: unsupported features, missing input files, and rules that do not apply
+# to the resource (which `kyverno test` itself reports as "excluded" rather than comparing).
+UNSUPPORTED_REASONS = ("rules are not supported", "input file not found", "patched or generated resources", "is not supported", "excluded")
+
+
+def pod(spec: dict[str, Any], name: str = "p", namespace: str = "default", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "spec": spec}
+
+
+def policy(rule: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    rule = {"name": "r", "match": {"any": [{"resources": {"kinds": ["Pod"]}}]}, **rule}
+    return {
+        "apiVersion": "kyverno.io/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "p", "annotations": annotations or {}},
+        "spec": {"rules": [rule]},
+    }
+
+
+def status(rule: dict[str, Any], resource: dict[str, Any], rule_name: str = "r", operation: str = "CREATE") -> str:
+    results = evaluate_policy(load_policy(policy(rule)), resource, Admission(operation), {}, {})
+    return next(r.status for r in results if r.rule == rule_name)
+
+
+def outcome(resource: Any, pattern: Any) -> str:
+    failure = match_pattern(resource, pattern)
+    return "pass" if failure is None else "skip" if failure.skip else "fail"
+
+
+# --- string operators and wildcards in pattern leaves -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "pattern", "expected"),
+    [
+        ("nginx:1.2", "*:*", "pass"),
+        ("nginx", "*:*", "fail"),
+        ("abc", "a?c", "pass"),
+        ("", "?*", "fail"),
+        ("prod", "!default", "pass"),
+        ("default", "!default", "fail"),
+        ("b", "a | b", "pass"),
+        (5, ">3", "pass"),
+        (5, "<=4", "fail"),
+        (150, "100-200", "pass"),
+        (250, "100-200 | 500-600", "fail"),
+        (250, "100!-200", "pass"),
+        ("512Mi", "<1Gi", "pass"),
+        ("2Gi", "<=1Gi", "fail"),
+        ("1024Mi", "1Gi", "pass"),
+        ("250m", ">=0.25", "pass"),
+        (3, ">1 & <5", "pass"),
+        (True, True, "pass"),
+        ("true", True, "fail"),
+        (2, 2, "pass"),
+    ],
+)
+def test_leaf_operators(value: Any, pattern: Any, expected: str) -> None:
+    assert outcome({"f": value}, {"f": pattern}) == expected
+
+
+def test_star_needs_the_field_and_missing_fields_fail() -> None:
+    assert outcome({"a": {"b": 1}}, {"a": "*"}) == "pass"
+    assert outcome({}, {"a": "*"}) == "fail"
+    assert outcome({}, {"a": "?*"}) == "fail"
+
+
+def test_scalar_pattern_applies_to_each_list_item() -> None:
+    assert outcome({"groups": [150, 550]}, {"groups": "100-200 | 500-600"}) == "pass"
+    assert outcome({"groups": [150, 300]}, {"groups": "100-200 | 500-600"}) == "fail"
+
+
+def test_wildcard_keys_expand_over_resource_keys() -> None:
+    assert outcome({"labels": {"app.kubernetes.io/name": "x"}}, {"labels": {"app.kubernetes.io/*": "?*"}}) == "pass"
+    assert outcome({"labels": {"team": "x"}}, {"labels": {"app.kubernetes.io/*": "?*"}}) == "fail"
+
+
+# --- anchors -----------------------------------------------------------------------------------------
+
+
+def test_conditional_anchor_skips_when_condition_fails() -> None:
+    pattern = {"spec": {"(hostNetwork)": True, "hostPID": False}}
+    assert outcome({"spec": {"hostNetwork": False, "hostPID": True}}, pattern) == "skip"
+    assert outcome({"spec": {"hostPID": True}}, pattern) == "skip"
+    assert outcome({"spec": {"hostNetwork": True, "hostPID": True}}, pattern) == "fail"
+    assert outcome({"spec": {"hostNetwork": True, "hostPID": False}}, pattern) == "pass"
+
+
+def test_conditional_anchor_in_array_applies_per_item() -> None:
+    pattern = {"containers": [{"(name)": "web*", "image": "*:*"}]}
+    assert outcome({"containers": [{"name": "web1", "image": "a:1"}, {"name": "db", "image": "b"}]}, pattern) == "pass"
+    assert outcome({"containers": [{"name": "web1", "image": "a"}]}, pattern) == "fail"
+    assert outcome({"containers": [{"name": "db", "image": "b"}]}, pattern) == "skip"
+
+
+def test_equality_anchor_checks_only_present_keys() -> None:
+    pattern = {"=(securityContext)": {"=(privileged)": False}}
+    assert outcome({}, pattern) == "pass"
+    assert outcome({"securityContext": {}}, pattern) == "pass"
+    assert outcome({"securityContext": {"privileged": True}}, pattern) == "fail"
+
+
+def test_negation_anchor_forbids_key() -> None:
+    assert outcome({"spec": {"volumes": [{"hostPath": {}}]}}, {"spec": {"=(volumes)": [{"X(hostPath)": "null"}]}}) == "fail"
+    assert outcome({"spec": {"volumes": [{"emptyDir": {}}]}}, {"spec": {"=(volumes)": [{"X(hostPath)": "null"}]}}) == "pass"
+
+
+def test_existence_anchor_needs_one_matching_item() -> None:
+    pattern = {"^(containers)": [{"image": "nginx*"}]}
+    assert outcome({"containers": [{"image": "busybox"}, {"image": "nginx:1"}]}, pattern) == "pass"
+    assert outcome({"containers": [{"image": "busybox"}]}, pattern) == "fail"
+
+
+def test_global_anchor_skips_whole_rule() -> None:
+    pattern = {"spec": {"containers": [{"<(image)": "corp.io/*"}], "imagePullSecrets": [{"name": "regcred"}]}}
+    assert outcome({"spec": {"containers": [{"image": "docker.io/x"}], "imagePullSecrets": []}}, pattern) == "skip"
+    assert outcome({"spec": {"containers": [{"image": "corp.io/x"}], "imagePullSecrets": [{"name": "other"}]}}, pattern) == "fail"
+
+
+def test_add_if_not_present_anchor_is_ignored_in_validation() -> None:
+    assert outcome({}, {"+(dnsPolicy)": "None"}) == "pass"
+
+
+# --- conditions ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "operator", "value", "expected"),
+    [
+        ("nginx:latest", "Equals", "*:latest", True),
+        ("a", "NotEquals", "a", False),
+        ("1Gi", "Equals", "1024Mi", True),
+        (["a", "b"], "AnyIn", ["b", "c"], True),
+        (["a", "b"], "AllIn", ["b", "c"], False),
+        (["a", "b"], "AnyNotIn", ["a", "b"], False),
+        (["x", "y"], "AllNotIn", ["a", "b"], True),
+        ("default", "In", '["default", "test"]', True),
+        ("kube-system", "AnyIn", ["kube-*"], True),
+        (5, "AnyIn", "1-10", True),
+        (5, "AnyIn", ["1-10"], False),
+        (None, "AnyNotIn", ["a"], False),
+        (None, "NotEquals", "a", False),
+        ("2h", "GreaterThan", "90m", True),
+        ("500m", "LessThan", "1", True),
+        (3, "GreaterThanOrEquals", "3", True),
+        ("1.22.0", "LessThan", "1.24.1", True),
+        ("5000h", "DurationGreaterThan", "4380h", True),
+    ],
+)
+def test_condition_operators(key: Any, operator: str, value: Any, expected: bool) -> None:
+    assert check(key, operator, value) is expected
+
+
+def test_deny_conditions_fail_the_rule() -> None:
+    rule = {
+        "validate": {
+            "message": "no host ports",
+            "deny": {
+                "conditions": {
+                    "any": [
+                        {"key": "{{ request.object.spec.containers[].ports[].hostPort || `[]` }}", "operator": "AnyNotIn", "value": [0]}
+                    ]
+                }
+            },
+        }
+    }
+    assert status(rule, pod({"containers": [{"name": "c", "ports": [{"hostPort": 80}]}]})) == "fail"
+    assert status(rule, pod({"containers": [{"name": "c"}]})) == "pass"
+
+
+def test_preconditions_skip_and_treat_missing_variables_as_empty() -> None:
+    rule = {
+        "preconditions": {"all": [{"key": "{{ request.object.metadata.labels.tier }}", "operator": "Equals", "value": "web"}]},
+        "validate": {"pattern": {"spec": {"hostNetwork": False}}},
+    }
+    assert status(rule, pod({"hostNetwork": True})) == "skip"
+    assert status(rule, pod({"hostNetwork": True}, labels={"tier": "web"})) == "fail"
+    assert status(rule, pod({"hostNetwork": True}, labels={"tier": "web"}), operation="UPDATE") == "fail"
+
+
+# --- variables ------------------------------------------------------------------------------------------
+
+
+def test_variables_keep_types_and_nest() -> None:
+    ctx = Context({"request": {"object": {"spec": {"replicas": 3}}, "namespace": "prod"}, "dict": {"prod": ["a"]}})
+    assert substitute("{{ request.object.spec.replicas }}", ctx) == 3
+    assert substitute("n={{ request.object.spec.replicas }}", ctx) == "n=3"
+    assert substitute('{{ dict."{{request.namespace}}" }}', ctx) == ["a"]
+    assert substitute("{{ to_upper('{{request.namespace}}') }}", ctx) == "PROD"
+    with pytest.raises(VariableError):
+        substitute("{{ request.object.spec.missing }}", ctx)
+    assert substitute("{{ request.object.spec.missing || 'x' }}", ctx) == "x"
+
+
+def test_missing_keys_error_only_on_plain_paths() -> None:
+    ctx = Context({"element": {"verbs": ["get"]}, "request": {"object": {"spec": {"containers": [{"name": "a"}]}}}})
+    assert substitute("{{ element.resourceNames[] }}", ctx) is None
+    assert substitute("{{ request.object.spec.containers[].resources.keys(@)[] }}", ctx) == []
+    with pytest.raises(VariableError):
+        substitute("{{ element.resourceNames }}", ctx)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("split('a:b', ':')", ["a", "b"]),
+        ("regex_match('^v[0-9]+$', 'v12')", True),
+        ("regex_replace_all('^(docker.io/)?(.*)$', 'docker.io/nginx', '$2')", "nginx"),
+        ('label_match(`{"app": "x"}`, `{"app": "x", "b": "c"}`)', True),
+        ("divide('2Gi', '512Mi')", 4),
+        ("add(`1`, `2`)", 3),
+        ("truncate('abcdef', `3`)", "abc"),
+        ("base64_decode('aGk=')", "hi"),
+        ("parse_json('{\"a\": 1}').a", 1),
+        ("parse_yaml('a: [1, 2]').a[1]", 2),
+        ("semver_compare('1.4.2', '>=1.2.0 <2.0.0')", True),
+        ("items(`{\"a\": 1}`, 'k', 'v')", [{"k": "a", "v": 1}]),
+        ("object_from_lists(['a'], [`1`])", {"a": 1}),
+        ("time_since('', '2020-01-01T00:00:00Z', '2020-01-02T01:00:00Z')", "25h0m0s"),
+    ],
+)
+def test_custom_jmespath_functions(expression: str, expected: Any) -> None:
+    assert substitute("{{ " + expression + " }}", Context({})) == expected
+
+
+# --- foreach, match, autogen ---------------------------------------------------------------------------
+
+
+def test_foreach_checks_every_element() -> None:
+    rule = {
+        "validate": {
+            "foreach": [
+                {
+                    "list": "request.object.spec.containers",
+                    "deny": {"conditions": {"all": [{"key": "{{ element.image }}", "operator": "Equals", "value": "*:latest"}]}},
+                }
+            ]
+        }
+    }
+    assert status(rule, pod({"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:latest"}]})) == "fail"
+    assert status(rule, pod({"containers": [{"name": "a", "image": "x:1"}]})) == "pass"
+    assert status(rule, pod({"containers": []})) == "skip"
+
+
+def test_match_kinds_namespaces_and_exclude() -> None:
+    rule = {
+        "match": {"any": [{"resources": {"kinds": ["apps/v1/Deployment"], "namespaces": ["prod-*"]}}]},
+        "exclude": {"any": [{"resources": {"names": ["legacy-*"]}}]},
+        "validate": {"pattern": {"spec": {"replicas": ">1"}}},
+    }
+    pol = load_policy(policy(rule))
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "prod-eu"}, "spec": {"replicas": 1}}
+    assert evaluate_policy(pol, deploy, Admission(), {}, {})[0].status == "fail"
+    assert (
+        evaluate_policy(pol, {**deploy, "metadata": {"name": "legacy-web", "namespace": "prod-eu"}}, Admission(), {}, {})[0].status
+        == "skip"
+    )
+    assert evaluate_policy(pol, {**deploy, "metadata": {"name": "web", "namespace": "dev"}}, Admission(), {}, {})[0].status == "skip"
+
+
+def test_autogen_rules_check_pod_templates() -> None:
+    pol = load_policy(policy({"validate": {"pattern": {"spec": {"=(hostNetwork)": False}}}}))
+    assert [r["name"] for r in pol.rules] == ["r", "autogen-r", "autogen-cronjob-r"]
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"spec": {"hostNetwork": True}}},
+    }
+    results = {r.rule: r.status for r in evaluate_policy(pol, deploy, Admission(), {}, {})}
+    assert results == {"r": "skip", "autogen-r": "fail", "autogen-cronjob-r": "skip"}
+    off = load_policy(policy({"validate": {"pattern": {"spec": {}}}}, annotations={"pod-policies.kyverno.io/autogen-controllers": "none"}))
+    assert [r["name"] for r in off.rules] == ["r"]
+
+
+def test_unscored_policy_warns_and_mutate_is_unsupported() -> None:
+    doc = policy({"validate": {"pattern": {"spec": {"hostNetwork": False}}}}, annotations={"policies.kyverno.io/scored": "false"})
+    assert evaluate_policy(load_policy(doc), pod({"hostNetwork": True}), Admission(), {}, {})[0].status == "warn"
+    mutate = load_policy(policy({"mutate": {"patchStrategicMerge": {}}}))
+    assert "r" in mutate.unsupported and not mutate.rules
+
+
+def test_user_info_in_exclude() -> None:
+    rule = {
+        "exclude": {"any": [{"clusterRoles": ["cluster-admin"]}]},
+        "validate": {"pattern": {"spec": {"hostNetwork": False}}},
+    }
+    pol = load_policy(policy(rule))
+    resource = pod({"hostNetwork": True})
+    assert evaluate_policy(pol, resource, Admission(), {}, {})[0].status == "fail"
+    assert evaluate_policy(pol, resource, Admission(cluster_roles=("cluster-admin",)), {}, {})[0].status == "skip"
+
+
+def test_cel_validation_is_unsupported() -> None:
+    pol = load_policy(policy({"validate": {"cel": {"expressions": [{"expression": "true"}]}}}))
+    assert pol.unsupported["r"] == "validate.cel is not supported"
+
+
+# --- runner ---------------------------------------------------------------------------------------------
+
+
+def test_bad_suite_files_become_failures_not_exceptions(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kyverno-test.yaml").write_text("results: [\n")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "policy.yaml").write_text("kind: ClusterPolicy\nmetadata: {name: p}\nspec: {rules: [{name: r}]}\n")
+    (tmp_path / "b" / "kyverno-test.yaml").write_text(
+        "policies: [policy.yaml]\nresources: []\nresults: [{policy: p, rule: r, kind: Pod, resources: [x], result: pass}]\n"
+    )
+    result = run_kyverno_suites([tmp_path])
+    assert len(result.failures) == 2 and result.passed == 0
+    assert any("policy.yaml" in e for e in result.errors)
+    assert format_report(result).splitlines()[-1] == "0 passed, 2 failed, 0 skipped"
+
+
+def test_suite_with_exception_mocked_api_call_and_operation(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(
+        """
+apiVersion: kyverno.io/v1
+kind: ClusterPolicy
+metadata: {name: quota}
+spec:
+  rules:
+  - name: max-pods
+    match: {any: [{resources: {kinds: [Pod]}}]}
+    context:
+    - name: count
+      apiCall: {urlPath: "/api/v1/namespaces/{{request.namespace}}/pods", jmesPath: "items | length(@)"}
+    preconditions: {all: [{key: "{{request.operation}}", operator: NotEquals, value: DELETE}]}
+    validate: {deny: {conditions: {all: [{key: "{{count}}", operator: GreaterThanOrEquals, value: 2}]}}}
+"""
+    )
+    (tmp_path / "exception.yaml").write_text(
+        """
+apiVersion: kyverno.io/v2
+kind: PolicyException
+metadata: {name: allow-system}
+spec:
+  exceptions: [{policyName: quota, ruleNames: [max-pods]}]
+  match: {any: [{resources: {kinds: [Pod], namespaces: [kube-system]}}]}
+"""
+    )
+    (tmp_path / "resources.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: kube-system}\n"
+    )
+    (tmp_path / "kyverno-test.yaml").write_text(
+        """
+policies: [policy.yaml]
+resources: [resources.yaml]
+exceptions: [exception.yaml]
+apiCallResponses:
+- urlPath: /api/v1/namespaces/default/pods
+  response: {body: {items: [1, 2]}}
+- urlPath: /api/v1/namespaces/kube-system/pods
+  response: {body: {items: [1, 2, 3]}}
+results:
+- {policy: quota, rule: max-pods, kind: Pod, resources: [a], result: fail}
+- {policy: quota, rule: max-pods, kind: Pod, resources: [a], result: skip, operation: DELETE}
+- {policy: quota, rule: max-pods, kind: Pod, resources: [kube-system/b], result: skip}
+"""
+    )
+    result = run_kyverno_suites([tmp_path / "kyverno-test.yaml"])
+    assert (result.passed, result.failures, result.skipped) == (3, [], []), format_report(result)
+
+
+def test_corpus_conformance() -> None:
+    if not CORPUS.is_dir():
+        pytest.skip(f"Kyverno conformance corpus not present at {CORPUS}")
+    result = run_kyverno_suites([CORPUS])
+    report = format_report(result)
+    assert result.passed > 0, report
+    assert result.pass_ratio >= 0.95, report
+    assert all(any(r in k.reason for r in UNSUPPORTED_REASONS) for k in result.skipped), report
