@@ -5,7 +5,9 @@ from typing import Any
 from itbench_gym.tools.alerts import AlertsTool
 from itbench_gym.tools.base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.kubectl import KubectlTool
+from itbench_gym.tools.kyverno_cli import KyvernoCliTool
 from itbench_gym.tools.logql import LogQLTool
+from itbench_gym.tools.opa import OpaTool
 from itbench_gym.tools.promql import PromQLTool
 from itbench_gym.tools.submit import SubmitTool
 from itbench_gym.tools.topology import TopologyTool
@@ -29,7 +31,9 @@ __all__ = [
     "MAX_OUTPUT_CHARS",
     "AlertsTool",
     "KubectlTool",
+    "KyvernoCliTool",
     "LogQLTool",
+    "OpaTool",
     "PromQLTool",
     "SubmitTool",
     "Tool",

@@ -74,11 +74,13 @@ def run_kyverno_suites(paths: Sequence[Path]) -> ConformanceResult:
     return ConformanceResult([run_suite(p) for p in find_suites(paths)])
 
 
-def _load_yaml_docs(path: Path) -> list[Any]:
+def load_yaml_docs(path: Path) -> list[Any]:
+    """Every non-empty document of a YAML file (libyaml's loader when present: the corpus is large)."""
     return [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_LOADER) if d is not None]
 
 
-def _resource_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
+def resource_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
+    """The Kubernetes objects among ``docs``, the items of ``*List`` documents included."""
     for doc in docs:
         if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
             yield from (i for i in doc["items"] if isinstance(i, dict))
@@ -188,7 +190,7 @@ class _Suite:
 
     def _load_exceptions(self, path: Path) -> None:
         try:
-            docs = _load_yaml_docs(path)
+            docs = load_yaml_docs(path)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             self.outcome.errors.append(f"{path}: cannot read policy exceptions: {exc}")
             return
@@ -200,7 +202,7 @@ class _Suite:
 
     def _load_policy_file(self, path: Path) -> None:
         try:
-            docs = _load_yaml_docs(path)
+            docs = load_yaml_docs(path)
         except FileNotFoundError:
             self.outcome.errors.append(f"{path}: policy file not found")
             return
@@ -224,7 +226,7 @@ class _Suite:
 
     def _load_resource_file(self, path: Path) -> None:
         try:
-            self.resources.extend(with_default_namespace(r) for r in _resource_docs(_load_yaml_docs(path)))
+            self.resources.extend(with_default_namespace(r) for r in resource_docs(load_yaml_docs(path)))
         except FileNotFoundError:
             self.missing_inputs.append(str(path))
             self.outcome.errors.append(f"{path}: resource file not found")

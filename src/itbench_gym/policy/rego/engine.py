@@ -91,12 +91,18 @@ class RegoEngine:
         except Exception as exc:
             raise _error_from(exc, None) from None
 
+    def result_set(self, query: str) -> dict[str, Any]:
+        """The whole result set as OPA's API returns it: ``{"result": [{"expressions": [{"value", "text",
+        "location"}], "bindings": {...}}]}``, no ``result`` key when undefined (``opa eval`` shows it all)."""
+        try:
+            raw: dict[str, Any] = json.loads(self._engine.eval_query_as_json(query))
+        except Exception as exc:  # the binding raises RuntimeError (and others) for any failure
+            raise _error_from(exc, None) from None
+        return raw
+
     def evaluate(self, query: str) -> list[Any]:
         """The value of each expression of each result: ``[]`` when undefined, else one entry per result."""
-        try:
-            raw = json.loads(self._engine.eval_query_as_json(query))
-        except Exception as exc:
-            raise _error_from(exc, None) from None
+        raw = self.result_set(query)
         results: list[Any] = []
         for result in raw.get("result", []):
             values = [expr.get("value") for expr in result.get("expressions", [])]
