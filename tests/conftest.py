@@ -46,7 +46,7 @@ def fresh_cache(directory: Path) -> Path:
 
 #: The longest modules, longest first: ``--dist loadfile`` hands modules out in collection order, so
 #: starting these first keeps a long one from running alone at the end while the other workers idle.
-LONGEST_MODULES = ("test_kubernetes_backend.py", "test_env_cache_failure.py", "test_mitigation_hacks.py",
+LONGEST_MODULES = ("test_kubernetes_backend.py", "test_kubernetes_parallel.py", "test_env_cache_failure.py", "test_mitigation_hacks.py",
                    "test_validate.py", "test_runner.py", "test_hostile_agent.py", "test_itbench_library.py",
                    "test_static_checks.py", "test_shared_baselines.py", "test_modalities.py", "test_kube_bounded.py")
 
@@ -146,6 +146,41 @@ def shop_twin() -> Iterator[ShopTwin]:
     twin = ShopTwin()
     yield twin
     twin.close()
+
+
+#: Simulated seconds per wall second of a twin served in realtime: fast enough for CI, slow enough that
+#: the agent's own wall time (each kubectl call) costs the incident about what a step costs on the twin.
+SERVE_SPEED = 30
+
+
+@contextlib.contextmanager
+def served_realtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The healthy SRE-CacheFailure-v0 cluster served in realtime at ``SERVE_SPEED`` (the real-cluster backend's tests)."""
+    with served_twin(tmp_path_factory.mktemp("serve-realtime"), "SRE-CacheFailure-v0", "--realtime", "--speed", str(SERVE_SPEED)) as line:
+        yield line
+
+
+def cluster_config(served: dict[str, Any]) -> Any:
+    """A ``ClusterConfig`` for a served twin: its admin kubeconfig and every tool URL."""
+    from itbench_gym.backends.kubernetes import ClusterConfig
+
+    return ClusterConfig(kubeconfig=served["admin_kubeconfig"], prometheus=served["prometheus"], loki=served["loki"],
+                         jaeger=served["jaeger"], grafana=served["grafana"], alertmanager=served["alertmanager"],
+                         ready_timeout=300)
+
+
+def cluster_inventory(served: dict[str, Any], namespaces: list[str]) -> Any:
+    """The served cluster's inventory of ``namespaces`` (what a test compares before and after)."""
+    from kubernetes import config as kube_config
+    from kubernetes import dynamic
+
+    from itbench_gym.backends.kubernetes import inventory
+
+    api = kube_config.new_client_from_config(config_file=served["admin_kubeconfig"])
+    try:
+        return inventory.take(dynamic.DynamicClient(api), namespaces)
+    finally:
+        api.close()
 
 
 @contextlib.contextmanager

