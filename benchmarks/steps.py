@@ -80,8 +80,8 @@ def _measure(unwrapped: Any, env: Any, runs: int, section: Section) -> None:
         medians[name] = _median(row)
 
     prom = Client(make_prometheus_app(twin.engine, twin.tsdb, twin.rules, clock))
-    loki = Client(make_loki_app(twin.model, clock, twin.lock, ns))
-    jaeger = Client(make_jaeger_app(twin.model, clock, twin.lock))
+    loki = Client(make_loki_app(twin.apps, clock, twin.lock, ns))
+    jaeger = Client(make_jaeger_app(twin.apps.instances, clock, twin.lock))
     now = clock.now()
     instant = {"query": PROMQL, "time": now}
     ranged = {"query": PROMQL, "start": now - 1800, "end": now, "step": PROMQL_STEP}
