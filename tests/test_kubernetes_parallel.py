@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,13 @@ def test_a_scenario_that_changes_what_every_episode_shares_is_refused_a_namespac
         backend.place(get_spec("SRE-CordonedNode-v0"))
     placed = backend.place(get_spec("SRE-PodFailure-v0"))
     assert (placed.namespace, scenario_namespaces(placed)) == ("otel-demo-w0", ["otel-demo-w0", "chaos-mesh-w0"])
+    # a Chaos Mesh selector naming the cluster's own namespace (its pods map) stays outside any set
+    chaos = placed.faults[0].args
+    on_kube_system = {**chaos, "scheduleSpec": {**chaos["scheduleSpec"], "podChaos": {
+        **chaos["scheduleSpec"]["podChaos"], "selector": {"pods": {"kube-system": ["coredns-0"]}}}}}
+    spec = get_spec("SRE-PodFailure-v0")
+    with pytest.raises(BackendError, match=r"acts in namespace\(s\) kube-system, which every episode on the cluster shares"):
+        backend.place(replace(spec, faults=(replace(spec.faults[0], args=on_kube_system),)))
 
 
 def test_cluster_check_names_what_the_cluster_lacks(served: dict[str, Any], tmp_path: Path) -> None:

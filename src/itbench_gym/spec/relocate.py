@@ -117,6 +117,14 @@ def relocate_rules(objects: Iterable[Mapping[str, Any]], mapping: Mapping[str, s
     return relocate_objects(objects, mapping)
 
 
+def named_namespaces(value: Any) -> set[str]:
+    """Every namespace structured data (a fault's arguments, manifests) names, read exactly where the
+    relocation reads one: what a namespace set must hold for the data to stay inside it."""
+    recorder = _Recorder()
+    recorder.data(value, str)
+    return recorder.seen
+
+
 def _checked(mapping: Mapping[str, str]) -> dict[str, str]:
     """The mapping, if every target is a namespace name and no two sources share one."""
     sources: dict[str, str] = {}
@@ -410,6 +418,19 @@ class _Relocator:
                     names_namespaces = any(r.lower() in _NAMESPACE_RESOURCES for r in token.split(","))
             i += 1
         return out
+
+
+class _Recorder(_Relocator):
+    """A relocation that moves nothing and remembers every value it reads as a namespace."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.seen: set[str] = set()
+
+    def name(self, value: Any) -> Any:
+        if isinstance(value, str):
+            self.seen.add(value)
+        return value
 
 
 def _code_tokens(expr: str) -> list[tuple[int, int]]:

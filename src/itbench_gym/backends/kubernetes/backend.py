@@ -34,7 +34,7 @@ from itbench_gym.clock import Clock, WallClock
 from itbench_gym.faults.catalogue import catalogue
 from itbench_gym.lang import yamltext
 from itbench_gym.paths import envs_dir
-from itbench_gym.spec.relocate import relocate_spec
+from itbench_gym.spec.relocate import named_namespaces, relocate_spec
 from itbench_gym.workdirs import WorkDir
 
 if TYPE_CHECKING:
@@ -60,22 +60,6 @@ def scenario_namespaces(spec: ScenarioSpec) -> list[str]:
     for fault in spec.faults:
         found.extend(walk(fault.args))
     return list(dict.fromkeys(found))
-
-
-def named_namespaces(value: Any) -> Iterator[str]:
-    """Every namespace a fault's arguments name: ``namespace`` fields and ``namespaces`` lists
-    (objects' metadata, Chaos Mesh selectors)."""
-    if isinstance(value, Mapping):
-        for key, v in value.items():
-            if key == "namespace" and isinstance(v, str):
-                yield v
-            elif key == "namespaces" and isinstance(v, list):
-                yield from (n for n in v if isinstance(n, str))
-            else:
-                yield from named_namespaces(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from named_namespaces(v)
 
 
 class KubernetesBackend:
@@ -137,7 +121,7 @@ class KubernetesBackend:
             raise BackendError(f"scenario {spec.id}: cannot move it to namespace set -{suffix}: {exc}") from None
         own = set(scenario_namespaces(placed))
         for fault in placed.faults:
-            outside = sorted(set(named_namespaces(fault.args)) - own)
+            outside = sorted(named_namespaces(fault.args) - own)
             if outside:
                 raise BackendError(f"scenario {spec.id}: fault {fault.id} acts in namespace(s) {', '.join(outside)}, which every "
                                    "episode on the cluster shares; run it without namespace_suffix (one episode at a time)")
