@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from itbench_gym.tools.base import ToolInputError, require_text
+from itbench_gym.tools.base import ToolInputError, ToolResult, bound_output, require_text
 
 _SHELL_TOKENS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1"}
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -184,4 +184,21 @@ def read_text(path: Path, shown: str) -> str:
 
 
 # --- opa ------------------------------------------------------------------------------------------------
+
+
+def run_cli(program: str, argv: list[str], usage: str, commands: Mapping[str, Callable[[list[str]], tuple[str, int]]]) -> ToolResult:
+    """A CLI's dispatch as cobra does it: help, an unknown command, a command line the command rejects
+    (``Error: ...``, exit status 1), and the command's own text and exit status, bounded."""
+    data = {"argv": [program, *argv]}
+    if not argv or argv[0] in ("help", "-h", "--help"):
+        return ToolResult(text=usage, data=data)
+    handler = commands.get(argv[0])
+    if handler is None:
+        return ToolResult(text=f"Error: unknown command \"{argv[0]}\" for \"{program}\"\nRun '{program} --help' for usage.",
+                          exit_status=1, data=data)
+    try:
+        text, status = handler(argv[1:])
+    except CommandLineError as exc:
+        text, status = f"Error: {exc}", 1
+    return ToolResult(text=bound_output(text.rstrip("\n")), exit_status=status, data=data)
 

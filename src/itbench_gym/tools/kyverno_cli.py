@@ -16,6 +16,7 @@ and CEL policy kinds (the engine evaluates validate rules only), git sources.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,8 @@ from itbench_gym.policy.conformance import ConformanceResult
 from itbench_gym.policy.kyverno import Admission, Policy, PolicyError, RuleResult, evaluate_policy, find_suites, load_policy, run_suite
 from itbench_gym.policy.kyverno.conformance import UNSUPPORTED_POLICY_KINDS, load_yaml_docs, resource_docs, with_default_namespace
 from itbench_gym.policy.kyverno.engine import SCORED_ANNOTATION
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
-from itbench_gym.tools.cli_args import CommandLineError, command_argv, command_parameters, parse_flags, walk_files, workspace_path
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult
+from itbench_gym.tools.cli_args import CommandLineError, command_argv, command_parameters, parse_flags, run_cli, walk_files, workspace_path
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 _APPLY_FLAGS = {"resource": "value", "resources": "value", "policy-report": "bool", "audit-warn": "bool", "help": "bool"}
@@ -75,21 +76,11 @@ class KyvernoCliTool:
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         argv = command_argv(args, "kyverno")
-        data = {"argv": ["kyverno", *argv]}
-        if not argv or argv[0] in ("help", "-h", "--help"):
-            return ToolResult(text=USAGE, data=data)
-        command, rest = argv[0], argv[1:]
-        if command not in ("apply", "test"):
-            return ToolResult(text=f"Error: unknown command \"{command}\" for \"kyverno\"\nRun 'kyverno --help' for usage.", exit_status=1, data=data)
-        for token in rest:
+        for token in argv[1:]:
             name = token.removeprefix("--").partition("=")[0]
             if token.startswith("--") and name in _UNSUPPORTED_FLAGS:
                 raise ToolInputError(f"flag --{name} is not available: {_UNSUPPORTED_FLAGS[name]}")
-        try:
-            text, status = self._apply(rest, ctx) if command == "apply" else self._test(rest, ctx)
-        except CommandLineError as exc:
-            text, status = f"Error: {exc}", 1
-        return ToolResult(text=bound_output(text.rstrip("\n")), exit_status=status, data=data)
+        return run_cli("kyverno", argv, USAGE, {"apply": partial(self._apply, ctx=ctx), "test": partial(self._test, ctx=ctx)})
 
     def _apply(self, argv: list[str], ctx: ToolContext) -> tuple[str, int]:
         flags = parse_flags(argv, _APPLY_FLAGS, _APPLY_SHORT)

@@ -18,19 +18,21 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from itbench_gym.policy.rego import RegoEngine, RegoError, RegoVersion
-from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output
+from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.cli_args import (
     CommandLineError,
     command_argv,
     command_parameters,
     parse_flags,
     read_text,
+    run_cli,
     walk_files,
     workspace_path,
 )
@@ -135,20 +137,9 @@ class OpaTool:
     cost_seconds = 0.5
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        argv = command_argv(args, "opa")
-        data = {"argv": ["opa", *argv]}
-        if not argv or argv[0] in ("help", "-h", "--help"):
-            return ToolResult(text=USAGE, data=data)
-        command, rest = argv[0], argv[1:]
-        if command == "version":
-            return ToolResult(text="Version: 1.x (Rego evaluated in-process by regorus; no opa binary)", data=data)
-        if command not in ("eval", "check"):
-            return ToolResult(text=f"Error: unknown command \"{command}\" for \"opa\"\nRun 'opa --help' for usage.", exit_status=1, data=data)
-        try:
-            text, status = self._eval(rest, ctx) if command == "eval" else self._check(rest, ctx)
-        except CommandLineError as exc:
-            text, status = f"Error: {exc}", 1
-        return ToolResult(text=bound_output(text.rstrip("\n")), exit_status=status, data=data)
+        return run_cli("opa", command_argv(args, "opa"), USAGE, {
+            "eval": partial(self._eval, ctx=ctx), "check": partial(self._check, ctx=ctx),
+            "version": lambda _: ("Version: 1.x (Rego evaluated in-process by regorus; no opa binary)", 0)})
 
     def _eval(self, argv: list[str], ctx: ToolContext) -> tuple[str, int]:
         for name, reason in _UNSUPPORTED_EVAL.items():
