@@ -13,6 +13,7 @@ from werkzeug.exceptions import NotFound
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
+from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
 from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS, SavedIncident
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
@@ -39,9 +40,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 class SimCheckpoint:
     """A whole twin's state plus the scenario it serves."""
 
-    twin: Twin
+    twin: AnyTwin
     spec: ScenarioSpec
-    snapshot: TwinSnapshot
+    snapshot: AnySnapshot
 
 
 class _Switch:
@@ -64,9 +65,9 @@ class SimBackend:
         self._clock = SimClock()
         self._kube_port = kube_port
         self._envs_root = envs_root or envs_dir()
-        self._twins: OrderedDict[BaselineKey, Twin] = OrderedDict()
+        self._twins: OrderedDict[BaselineKey, AnyTwin] = OrderedDict()
         self._baseline_key: BaselineKey | None = None
-        self._twin: Twin | None = None
+        self._twin: AnyTwin | None = None
         self._spec: ScenarioSpec | None = None
         self._deadline: float | None = None
         self._kube_switch = _Switch()
@@ -97,7 +98,7 @@ class SimBackend:
         return self._endpoints
 
     @property
-    def twin(self) -> Twin:
+    def twin(self) -> AnyTwin:
         if self._twin is None:
             raise RuntimeError("the backend has not been started")
         return self._twin
@@ -116,11 +117,11 @@ class SimBackend:
         """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``."""
         key = self._baseline_key_of(spec)
         app_dir = Path(key.app_dir)
-        built: list[Twin] = []
+        built: list[AnyTwin] = []
 
-        def build() -> TwinSnapshot:
+        def build() -> AnySnapshot:
             self._clock.reset(SIM_EPOCH)
-            fresh = Twin(app_dir, seed=BASELINE_SEED, clock=self._clock, load=spec.load, hpa=spec.hpa)
+            fresh = self._new_twin(app_dir, BASELINE_SEED, spec)
             fresh.advance(spec.baseline_seconds)
             built.append(fresh)
             return fresh.snapshot()
@@ -128,7 +129,7 @@ class SimBackend:
         snap = SHARED_BASELINES.get(key, build)
         twin = built[0] if built else self._twins.get(key)
         if twin is None:
-            twin = Twin(app_dir, seed=seed, clock=self._clock, load=spec.load, state=snap)
+            twin = self._new_twin(app_dir, seed, spec, snap)
         elif not built:
             twin.restore(snap)
         self._keep_twin(key, twin)
@@ -136,11 +137,19 @@ class SimBackend:
         self._baseline_key = key
         return self._activate(twin, spec)
 
+    def _new_twin(self, env_dir: Path, seed: int, spec: ScenarioSpec, state: AnySnapshot | None = None) -> AnyTwin:
+        """The environment's twin on this backend's clock: the app's, or a cluster-only one (``clustertwin.py``)."""
+        if is_cluster_env(env_dir):
+            assert state is None or isinstance(state, ClusterTwinSnapshot)
+            return ClusterTwin(env_dir, seed=seed, clock=self._clock, state=state)
+        assert state is None or isinstance(state, TwinSnapshot)
+        return Twin(env_dir, seed=seed, clock=self._clock, load=spec.load, hpa=spec.hpa, state=state)
+
     def _baseline_key_of(self, spec: ScenarioSpec) -> BaselineKey:
         app_dir = self._envs_root / spec.app
         return BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load, spec.hpa)
 
-    def _keep_twin(self, key: BaselineKey, twin: Twin) -> None:
+    def _keep_twin(self, key: BaselineKey, twin: AnyTwin) -> None:
         self._twins[key] = twin
         self._twins.move_to_end(key)
         while len(self._twins) > _CACHED_TWINS:
@@ -172,7 +181,7 @@ class SimBackend:
         if saved is None:
             return None
         key, snap = self._baseline_key_of(saved.spec), saved.snapshot
-        twin = self._twins.get(key) or Twin(Path(key.app_dir), seed=snap.seed, clock=self._clock, load=saved.spec.load, state=snap)
+        twin = self._twins.get(key) or self._new_twin(Path(key.app_dir), snap.seed, saved.spec, snap)
         twin.restore(snap)  # exactly the state saved (a new twin has reseeded since)
         self._keep_twin(key, twin)
         self._baseline_key = None
@@ -182,7 +191,7 @@ class SimBackend:
     def _incident_key(self, key: Hashable) -> Hashable:
         return str(self._envs_root.resolve()), key
 
-    def _activate(self, twin: Twin, spec: ScenarioSpec) -> Endpoints:
+    def _activate(self, twin: AnyTwin, spec: ScenarioSpec) -> Endpoints:
         """Make ``twin`` the one the servers answer for, with the scenario's modalities.
 
         A masked modality is a component the scenario's cluster does not have, not a tool that
@@ -208,11 +217,15 @@ class SimBackend:
             metrics=twin.cluster.usage,
             load=twin.cluster.apiload,
         )
-        self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
-        self._jaeger_switch.target = make_jaeger_app(twin.apps.instances, self._clock, twin.lock) if traces else None
-        self._loki_switch.target = make_loki_app(twin.apps, self._clock, twin.lock, namespace) if logs else None
-        self._endpoints = replace(self._served, loki=self._served.loki if logs else None,
-                                  jaeger=self._served.jaeger if traces else None)
+        if isinstance(twin, Twin):
+            self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
+            self._jaeger_switch.target = make_jaeger_app(twin.apps.instances, self._clock, twin.lock) if traces else None
+            self._loki_switch.target = make_loki_app(twin.apps, self._clock, twin.lock, namespace) if logs else None
+            self._endpoints = replace(self._served, loki=self._served.loki if logs else None,
+                                      jaeger=self._served.jaeger if traces else None)
+        else:  # a cluster without monitoring: no Prometheus, Grafana, Alertmanager, Loki or Jaeger to serve
+            self._prom_switch.target = self._jaeger_switch.target = self._loki_switch.target = None
+            self._endpoints = replace(self._served, prometheus=None, grafana=None, alertmanager=None, loki=None, jaeger=None)
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
         write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=namespace)

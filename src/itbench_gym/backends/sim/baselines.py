@@ -33,6 +33,7 @@ import numpy as np
 from filelock import FileLock
 
 import itbench_gym
+from itbench_gym.backends.sim.clustertwin import AnySnapshot, ClusterTwinSnapshot
 from itbench_gym.backends.sim.twin import TwinSnapshot
 from itbench_gym.paths import cache_dir
 from itbench_gym.spec.model import LoadOptions
@@ -101,7 +102,7 @@ class BaselineStore:
         self.directory = directory
         self._keep = keep
 
-    def get(self, key: BaselineKey, build: Callable[[], TwinSnapshot]) -> TwinSnapshot:
+    def get(self, key: BaselineKey, build: Callable[[], AnySnapshot]) -> AnySnapshot:
         """The stored baseline of ``key``, or ``build()``'s, stored; one process builds, the others wait."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{key_digest(key)}{_SUFFIX}"
@@ -112,7 +113,7 @@ class BaselineStore:
                 self._save(path, snap)
         return snap
 
-    def _load(self, path: Path) -> TwinSnapshot | None:
+    def _load(self, path: Path) -> AnySnapshot | None:
         try:
             with path.open("rb") as f:
                 snap = pickle.load(f)
@@ -121,13 +122,13 @@ class BaselineStore:
         except Exception as exc:  # any unreadable file is rebuilt, whatever broke it
             log.warning("baseline cache %s is unreadable (%s); building it again", path, exc)
             return None
-        if not isinstance(snap, TwinSnapshot):
+        if not isinstance(snap, (TwinSnapshot, ClusterTwinSnapshot)):
             log.warning("baseline cache %s holds a %s, not a baseline; building it again", path, type(snap).__name__)
             return None
         os.utime(path)  # recently used: kept longest
         return snap
 
-    def _save(self, path: Path, snap: TwinSnapshot) -> None:
+    def _save(self, path: Path, snap: AnySnapshot) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -157,9 +158,9 @@ class BaselineCache:
         self._size = size
         self._store = store
         self._lock = threading.Lock()
-        self._snapshots: OrderedDict[BaselineKey, TwinSnapshot] = OrderedDict()
+        self._snapshots: OrderedDict[BaselineKey, AnySnapshot] = OrderedDict()
 
-    def get(self, key: BaselineKey, build: Callable[[], TwinSnapshot]) -> TwinSnapshot:
+    def get(self, key: BaselineKey, build: Callable[[], AnySnapshot]) -> AnySnapshot:
         """The baseline of ``key``, calling ``build`` when no cache has it (one builder at a time)."""
         with self._lock:
             snap = self._snapshots.get(key)

@@ -1,7 +1,7 @@
 """Incidents shared by every twin in the process: a (scenario, seed) set up once replays in any env.
 
 A task's incident (its faults injected, its alerts waited for) is the twin's state at that moment plus
-the task's record of it. Both are immutable: a :class:`~itbench_gym.backends.sim.twin.TwinSnapshot`
+the task's record of it. Both are immutable: a :class:`~itbench_gym.backends.sim.twin.TwinSnapshot` (or a cluster-only twin's)
 restores copy-on-write into any twin of the same app, as a shared baseline does. So a vector env's other
 copies, a second env in a notebook or a batch worker's next episode reset a seed the process has already
 set up in milliseconds instead of injecting it again. Keys name the apps' folder and the task's key,
@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from itbench_gym.backends.sim.twin import TwinSnapshot
+from itbench_gym.backends.sim.clustertwin import AnySnapshot
 from itbench_gym.spec import ScenarioSpec
 
 #: Incidents kept (least recently used dropped first): a vector env's copies and gymnasium's env checker
@@ -29,7 +29,7 @@ class SavedIncident:
     """The scenario served, the twin's state when its incident began, and the task's record of it."""
 
     spec: ScenarioSpec
-    snapshot: TwinSnapshot
+    snapshot: AnySnapshot
     record: object
 
 

@@ -352,8 +352,15 @@ def _resolve_owners(store: Any, obj: Obj) -> None:
 
 
 def _operator_outputs(store: Any, objects: list[Obj]) -> None:
-    """Fill what prometheus-operator generates for each Prometheus it runs a StatefulSet for."""
-    for prom in store.list("Prometheus", api_version="monitoring.coreos.com/v1"):
+    """Fill what prometheus-operator generates for each Prometheus it runs a StatefulSet for (none on a
+    cluster without the operator's CRDs)."""
+    try:
+        proms = store.list("Prometheus", api_version="monitoring.coreos.com/v1")
+    except ApiError as e:
+        if e.code != 404:
+            raise
+        return
+    for prom in proms:
         meta = prom["metadata"]
         base, ns = f"prometheus-{meta['name']}", meta["namespace"]
         spec = prom.get("spec") or {}

@@ -210,7 +210,9 @@ class Twin:
                 model=self.apps.snapshot(),
             )
 
-    def restore(self, snap: TwinSnapshot) -> None:
+    def restore(self, snap: object) -> None:
+        if not isinstance(snap, TwinSnapshot):
+            raise TypeError(f"an app's twin cannot restore a {type(snap).__name__}")
         with self.lock:
             self.clock.reset(snap.now)
             self._next_tick = snap.next_tick

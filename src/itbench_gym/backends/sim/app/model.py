@@ -167,9 +167,15 @@ def ramped_users(users: float, rate: float, since: float, until: float) -> float
 
 
 def load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
+    return read_manifests(spec.directory, spec.manifests)
+
+
+def read_manifests(directory: Path, entries: Iterable[str]) -> list[dict[str, Any]]:
+    """The objects of an environment's manifest files and folders (``entries``, relative to
+    ``directory``), nodes first, then namespaces, then the rest in file order."""
     files: list[Path] = []
-    for entry in spec.manifests:
-        path = spec.directory / entry
+    for entry in entries:
+        path = directory / entry
         files += sorted(path.glob("*.yaml")) if path.is_dir() else [path]
     out: list[dict[str, Any]] = []
     for f in files:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from itbench_gym.backends.sim.kube.registry import ImageRule, shared
-from itbench_gym.backends.sim.kube.runtime import DefaultRuntime, FileReader, ProbeKind
+from itbench_gym.backends.sim.kube.registry import RegistryRuntime, shared
+from itbench_gym.backends.sim.kube.runtime import FileReader, ProbeKind
 
 from .cluster_view import ClusterView
 from .network import reach
@@ -27,37 +27,15 @@ from .spec import AppSpec
 ViewOf = Callable[[str], ClusterView | bool]
 
 
-class AppRuntime(DefaultRuntime):
+class AppRuntime(RegistryRuntime):
     def __init__(self, spec: AppSpec, view_of: ViewOf) -> None:
-        super().__init__()
+        super().__init__(spec.images)
         self.spec = spec
         self._view_of = view_of
         #: container name -> start-up seconds of the first service running a container so named
         self._startup_by_container: dict[str, float] = {}
         for svc in spec.services.values():
             self._startup_by_container.setdefault(svc.container, svc.startup_seconds)
-
-    def _rule(self, image: str) -> ImageRule | None:
-        return shared().rule(image, self.spec.images)
-
-    def idle_usage(self, image: str) -> tuple[float, float] | None:
-        """CPU cores and memory bytes a process of ``image`` uses at idle, when its catalogue entry says."""
-        rule = self._rule(image)
-        return rule.idle if rule is not None else None
-
-    def image_known(self, image: str) -> bool:
-        return self._rule(image) is not None
-
-    def image_supports(self, image: str, arch: str) -> bool:
-        rule = self._rule(image)
-        return rule is not None and arch in rule.architectures
-
-    def pull_error(self, image: str, arch: str) -> str | None:
-        return shared().pull_error(image, arch, self.spec.images)
-
-    def binary_runs(self, image: str, arch: str) -> bool:
-        rule = self._rule(image)
-        return rule is None or arch in rule.architectures
 
     def start_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
         """containerd's error when the command's executable is not in the image (runc 1.2+ wording)."""

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
-from .runtime import NO_PLATFORM, not_found
+from .runtime import NO_PLATFORM, DefaultRuntime, not_found
 
 _DATA = Path(__file__).with_name("registry.yaml")
 
@@ -117,3 +117,34 @@ def split_reference(image: str) -> tuple[str, str, str]:
 def shared() -> Registry:
     raw = yaml.safe_load(_DATA.read_text())
     return Registry(parse_images(raw["images"], str(_DATA)), dict(raw.get("missing") or {}), str(raw["defaultHome"]))
+
+
+class RegistryRuntime(DefaultRuntime):
+    """A runtime whose images are the registry's (``first``, then the cluster-wide catalogue): a
+    reference no registry serves fails to pull as containerd words it, whatever runs the images."""
+
+    def __init__(self, first: Sequence[ImageRule] = ()) -> None:
+        super().__init__()
+        self.first = tuple(first)
+
+    def _rule(self, image: str) -> ImageRule | None:
+        return shared().rule(image, self.first)
+
+    def idle_usage(self, image: str) -> tuple[float, float] | None:
+        """CPU cores and memory bytes a process of ``image`` uses at idle, when its catalogue entry says."""
+        rule = self._rule(image)
+        return rule.idle if rule is not None else None
+
+    def image_known(self, image: str) -> bool:
+        return self._rule(image) is not None
+
+    def image_supports(self, image: str, arch: str) -> bool:
+        rule = self._rule(image)
+        return rule is not None and arch in rule.architectures
+
+    def pull_error(self, image: str, arch: str) -> str | None:
+        return shared().pull_error(image, arch, self.first)
+
+    def binary_runs(self, image: str, arch: str) -> bool:
+        rule = self._rule(image)
+        return rule is None or arch in rule.architectures
