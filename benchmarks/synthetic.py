@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from kubernetes.utils.quantity import parse_quantity
 
 from itbench_gym.paths import envs_dir
 
@@ -246,10 +247,22 @@ def _rules() -> dict[str, Any]:
 
 def _nodes(shop_nodes: Path, workers: int) -> list[dict[str, Any]]:
     """The shop's control plane plus ``workers`` copies of its first worker, each with its own name,
-    pod CIDR, address and machine ids (the shop's own workers keep theirs: the cluster's pinned pods name them)."""
+    pod CIDR, address and machine ids (the shop's own workers keep theirs: the cluster's pinned pods name them).
+
+    kind's nodes are containers of one host whose memory and CPUs each reports as its capacity (the
+    twin's OOM killer counts them together: ``kube/oom.py``). The shop's host fits the shop; an app
+    with more workers than the shop gets a host larger in proportion, as one would run it on, or the
+    host's OOM killer would take the cluster's own pods (a 300-service app overruns 16 GB)."""
     docs = [d for d in yaml.safe_load_all(shop_nodes.read_text()) if d]
-    control = [d for d in docs if "node-role.kubernetes.io/control-plane" in d["metadata"]["labels"]]
-    template = next(d for d in docs if d not in control)
+    control = [copy.deepcopy(d) for d in docs if "node-role.kubernetes.io/control-plane" in d["metadata"]["labels"]]
+    shop_workers = [d for d in docs if "node-role.kubernetes.io/control-plane" not in d["metadata"]["labels"]]
+    template = copy.deepcopy(shop_workers[0])
+    scale = max(1.0, workers / len(shop_workers))
+    for node in (*control, template):
+        for field in ("capacity", "allocatable"):
+            amounts = node["status"][field]
+            amounts["memory"] = f"{math.ceil(float(parse_quantity(amounts['memory'])) * scale / 1024)}Ki"
+            amounts["cpu"] = str(math.ceil(float(parse_quantity(amounts["cpu"])) * scale))
     out = list(control)
     for k in range(1, workers + 1):
         node = copy.deepcopy(template)

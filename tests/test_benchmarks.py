@@ -20,6 +20,7 @@ from benchmarks.synthetic import FRONTEND, NAMESPACE, write_app
 
 from itbench_gym.backends.sim.app.model import AppModel
 from itbench_gym.backends.sim.twin import Twin
+from itbench_gym.paths import envs_dir
 
 
 def _app_counts(tmp_path: Path, size: int) -> dict[str, int]:
@@ -101,3 +102,18 @@ def harness_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     harness.add_arguments(parser)
     return parser.parse_args(argv)
+
+
+def test_a_large_synthetic_app_runs_on_a_host_large_enough_for_it(tmp_path: Path) -> None:
+    """kind's nodes share one host's memory (the twin's OOM killer counts them together): a 400-service
+    app on the shop's 16 GB host would have the host's OOM killer take the cluster's own pods."""
+    import yaml
+    from kubernetes.utils.quantity import parse_quantity
+
+    shop = [d for d in yaml.safe_load_all((envs_dir() / "astronomy-shop" / "cluster" / "nodes.yaml").read_text()) if d]
+    app = write_app(tmp_path / "big", 400, seed=1)
+    nodes = [d for d in yaml.safe_load_all((app.directory / "cluster" / "nodes.yaml").read_text()) if d]
+    host = {float(parse_quantity(n["status"]["capacity"]["memory"])) for n in nodes}
+    assert len(nodes) == app.nodes and len(host) == 1, "every kind node reports the one host's memory"
+    shop_host = float(parse_quantity(shop[0]["status"]["capacity"]["memory"]))
+    assert host.pop() >= shop_host * (app.nodes - 1) / (len(shop) - 1) > shop_host
