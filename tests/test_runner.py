@@ -142,7 +142,7 @@ def test_the_leaderboard_has_the_papers_columns(noop_run: Path) -> None:
     board = leaderboard.load([noop_run], k_values=(1, 2))
     text = leaderboard.markdown_report(board)
     for column in ("diagnosis pass@1", "FL-NTAM", "FPC-NTAM", "MTTD (s)", "mitigation pass@1", "MTTR (s)",
-                   "RC entity@3", "component id", "pass@2", "## By complexity", "## By class"):
+                   "RC entity@3", "component id", "pass@2", "## SRE", "### SRE by complexity", "### SRE by class"):
         assert column in text
     noop_row = next(line for line in text.splitlines() if line.startswith("| noop | 2 | 1 |"))
     assert "0.000 ± 0.000" in noop_row and "∞ ×2" in noop_row  # never resolved: MTTD/MTTR infinite

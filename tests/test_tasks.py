@@ -58,10 +58,12 @@ def test_the_task_kind_defaults_to_the_domain_and_can_be_named(tmp_path: Path) -
 
 def test_the_schema_allows_exactly_the_kinds_make_task_builds() -> None:
     schema = json.loads((SRC / "spec" / "scenario.schema.json").read_text())
-    assert tuple(schema["properties"]["metadata"]["properties"]["task"]["enum"]) == TASK_KINDS
-    ciso = replace(itbench_gym.get_spec(SCENARIO), domain="ciso", task="ciso")
-    with pytest.raises(ValueError, match="no task of kind 'ciso'; available: sre"):
-        make_task(ciso)
+    compliance = json.loads((SRC / "spec" / "compliance.schema.json").read_text())
+    kinds = (*schema["properties"]["metadata"]["properties"]["task"]["enum"], compliance["properties"]["metadata"]["properties"]["task"]["const"])
+    assert kinds == TASK_KINDS
+    finops = replace(itbench_gym.get_spec(SCENARIO), domain="finops", task="finops")
+    with pytest.raises(ValueError, match="no task of kind 'finops'; available: sre, ciso"):
+        make_task(finops)
 
 
 def test_tasks_and_the_env_see_only_the_backend_contract() -> None:
@@ -220,7 +222,9 @@ def test_an_env_runs_any_task_on_any_backend(tmp_path: Path) -> None:
         _, reward, terminated, _, info = env.step({"tool": "submit", "args": {"entities": [], "compliant": True}})
         assert terminated and reward == 1.0 and info["evaluation"] == {"posture": True, "passed": True, "reward": 1.0}
         submission = task.submissions[-1]
-        assert submission == Submission({"entities": [], "compliant": True}, None, 1_034.0, ("wait 30", submission.commands[1]))
+        assert submission == Submission({"entities": [], "compliant": True}, None, 1_034.0, ("wait 30", submission.commands[1]),
+                                        submission.workspace)
+        assert submission.workspace is not None and submission.workspace.name == "workspace"  # where the agent's files are
         env.reset(seed=4)
         assert backend.started == [4, 4]  # no snapshots: set up again
         check_env(env, skip_render_check=True)

@@ -20,7 +20,7 @@ from itbench_gym.evaluation.reward import Reward, RewardMode, episode_reward, ma
 from itbench_gym.spaces import ActionSpace, FreeText
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.tasks import Incident, Submission, Task, make_task
-from itbench_gym.tools import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult, default_tools
+from itbench_gym.tools import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolInputError, ToolResult
 from itbench_gym.workdirs import WorkDir
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,12 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     containers' logs are empty) or no Jaeger (``traces`` says so; ``topology`` shows no call edges
     from traces).
 
+    In a CISO scenario (``CISO-<Class>-<Control>-v0``) the agent is a compliance engineer: ``reset``
+    sets up one of the scenario's cases on ITBench's CISO cluster (kind with Kyverno) or RHEL 9 host —
+    misconfigured resources or settings, or none — and the agent turns the CIS requirement into a
+    Kyverno policy, or a fetch script or Ansible playbook plus a Rego policy, which are graded as ITBench
+    grades them (``itbench_gym.evaluation.ciso``).
+
     ## Action Space
     A string command ``"<tool> <arguments>"`` (e.g. ``"kubectl get pods -n otel-demo"``,
     ``"promql up"``, ``"alerts"``, ``"wait 60"``, ``"submit {...}"``) or a tool call
@@ -75,7 +81,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     ``step`` (steps taken).
 
     ## Rewards
-    0 on every step but the last. On ``submit`` (or when the budget runs out) the episode is evaluated
+    0 on every step but the last. A CISO episode's evaluation has ``passed`` (the class's verdict) and
+    the time to process; its one part is ``assessment``. On ``submit`` (or when the budget runs out) the episode is evaluated
     (``info["evaluation"]``: fault-localisation pass@1, NTAM, entity and propagation scores, the
     mitigation verdict with its reasons, MTTD, MTTR) and the reward is ``reward_fn(evaluation)`` over
     the task's typed evaluation (``itbench_gym.evaluation``: ``SparseReward``, ``ScoreReward(weights)``),
@@ -100,12 +107,14 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     The env composes injected parts and builds each one that is not given. ``scenario`` (a spec or its
     id; may be left out when ``task`` is given), ``task`` (a ``Task`` that sets the scenario up and
     grades it; default ``make_task(spec)``, e.g. ``SRETask``), ``backend`` (``"sim"``, ``"kubernetes"`` or a ``Backend``),
-    ``tools`` (a list of tools; default: kubectl, promql, logql, traces, alerts, topology, wait, submit),
+    ``tools`` (a list of tools; default: the task's — SRE: kubectl, promql, logql, traces, alerts, topology,
+    wait, submit; CISO: kubectl, write_file, read_file, list_files, the class's policy tools (kyverno,
+    bash for fetch scripts, opa, ansible-playbook), wait, submit),
     ``reward_fn`` (a ``Reward``) or ``reward_mode`` (default ``"sparse"``), ``max_steps`` and
     ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).
 
     ## Version History
-    * v0: first release — SRE scenarios on the embedded twin.
+    * v0: first release — SRE scenarios on the embedded twin; CISO compliance scenarios.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -135,7 +144,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         self.task: Task = task if task is not None else make_task(self.scenario)
         self.render_mode = render_mode
         self.reward_fn: Reward = reward_fn if reward_fn is not None else make_reward(reward_mode or "sparse")
-        self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else default_tools())}
+        self.tools: dict[str, Tool] = {t.name: t for t in (tools if tools is not None else self.task.default_tools())}
         self.max_steps = max_steps or self.scenario.budget.max_steps
         self.max_sim_seconds = float(max_sim_seconds or self.scenario.budget.max_sim_seconds)
         self.action_space = ActionSpace(tuple(self.tools), self.task.example_actions())
@@ -186,6 +195,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         self._incident = self.task.setup(self.backend, episode_seed)
         self._endpoints = self.backend.endpoints
         self._fresh_workspace()
+        assert self._workdir is not None
+        self.task.prepare_workspace(self._workdir.path / "workspace")
         self._start_time = self._incident.started_at
         self.backend.set_time_limit(self._start_time + self.max_sim_seconds)
         self._episode = Episode(
@@ -314,10 +325,12 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         record the evaluation and return the reward."""
         assert self._episode is not None
         commands = tuple(s.action for s in self._episode.steps)
+        workspace = self._workdir.path / "workspace" if self._workdir is not None else None
         if submitted is not None:
-            submission = Submission(submitted.data.get("report"), submitted.data.get("report_error"), self.backend.clock.now(), commands)
+            submission = Submission(submitted.data.get("report"), submitted.data.get("report_error"), self.backend.clock.now(), commands,
+                                    workspace)
         else:
-            submission = Submission(None, "no report submitted before the budget ran out", None, commands)
+            submission = Submission(None, "no report submitted before the budget ran out", None, commands, workspace)
         evaluation = self.task.evaluate(submission)
         reward = episode_reward(self.reward_fn, evaluation)
         self._episode.evaluation = {**evaluation.to_dict(), "reward": reward}

@@ -14,7 +14,8 @@ available (pods left in back-off by the incident). Either way it then waits unti
 recovered (the triggering alerts quiet, every service's p95 latency near its baseline:
 :meth:`OracleAgent._recovered`) and submits the ground-truth report. Objects the agent's credential
 cannot reach (the injection machinery: Chaos Mesh) stay as they are and are listed in
-:attr:`OracleAgent.unreachable`: such a scenario's mitigation is not the agent's to make.
+:attr:`OracleAgent.unreachable`: such a scenario's mitigation is not the agent's to make. A compliance
+(CISO) scenario's oracle is its spec's own answer, played by :class:`~itbench_gym.agents.answer.AnswerAgent`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from itbench_gym.agents.answer import AnswerAgent
 from itbench_gym.agents.base import Observation, ScriptedAgent
 from itbench_gym.env import ITBenchEnv
 from itbench_gym.faults.context import Change, restorable
@@ -133,6 +135,9 @@ class OracleAgent(ScriptedAgent):
 
     def script(self) -> Generator[Any, Observation, None]:
         spec = self._spec
+        if spec.compliance is not None:  # a CISO scenario: its spec's oracle answer
+            yield from AnswerAgent(spec.compliance.oracle).script()
+            return
         yield f"kubectl get pods -n {spec.namespace}"
         entry = self._mitigation
         if entry is None or entry.get("revert_faults"):

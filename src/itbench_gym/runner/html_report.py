@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from itbench_gym.runner.leaderboard import Leaderboard, table_cells
+from itbench_gym.runner.leaderboard import Leaderboard, ciso_cells, table_cells
 
 COMPLEXITIES = ("easy", "medium", "hard")
 STYLE = """
@@ -114,7 +114,10 @@ def by_complexity(board: Leaderboard) -> str:
 
 
 def _table_html(board: Leaderboard, by: Sequence[str] = ()) -> str:
-    header, rows = table_cells(board, by)
+    return _rows_html(board, *table_cells(board, by))
+
+
+def _rows_html(board: Leaderboard, header: list[str], rows: list[tuple[str, list[str]]]) -> str:
     if not rows:
         return "<p>No finished episodes.</p>"
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
@@ -129,13 +132,16 @@ def render(board: Leaderboard, title: str = "itbench_gym leaderboard") -> str:
     body = [f"<h1>{html.escape(title)}</h1>",
             "<p>Mean ± standard error over episodes; pass@k (unbiased) over scenarios. Rows in grey italics are "
             "privileged agents (they read the ground truth) and are not ranked.</p>",
-            "<h2>Overall</h2>", _table_html(board)]
-    if board.results:
-        body += ["<h2>By complexity</h2>", _table_html(board, ("complexity",)),
+            "<h2>SRE</h2>", _table_html(board)]
+    if board.of_domain("sre"):
+        body += ["<h2>SRE by complexity</h2>", _table_html(board, ("complexity",)),
                  f'<img alt="pass rates by complexity" src="{by_complexity(board)}">',
                  "<h2>Episodes</h2>", f'<img alt="scenario by run success grid" src="{success_grid(board)}">',
                  f'<img alt="time to resolution" src="{resolution_times(board)}">',
-                 "<h2>By class</h2>", _table_html(board, ("class",))]
+                 "<h2>SRE by class</h2>", _table_html(board, ("class",))]
+    if board.of_domain("ciso"):
+        body += ["<h2>CISO</h2>", "<p>pass@1 per class as the paper's Table 5 reports it; TTP: simulated seconds from the "
+                 "hand-over to the submit.</p>", _rows_html(board, *ciso_cells(board))]
     if board.errors:
         body += ["<h2>Episodes that did not finish</h2><ul>"]
         body += [f"<li>{html.escape(f'{a} · {s} run {r}: {e.splitlines()[0]}')}</li>" for a, s, r, e in board.errors]

@@ -6,6 +6,10 @@ MTTD, mitigation pass@1, MTTR — each mean ± standard error — plus pass@k of
 per-incident metrics: root-cause entity F1, root-cause entity@k and component identification.
 Tables: overall, per complexity, per class. Privileged agents (the oracle) are listed apart, never
 ranked.
+
+CISO columns (ITBench paper, Table 5): pass@1 of each class (kyverno, k8s-opa, rhel9-opa,
+kyverno-update) and over all of them, and the time to process (TTP: simulated seconds from the
+hand-over to the submit), each mean ± standard error, plus pass@k.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ SRE_COLUMNS: dict[str, str] = {
     "RC entity@3": "diagnosis.root_cause_at_k.3",
     "component id": "diagnosis.component_identification",
 }
-TIME_COLUMNS = frozenset({"MTTD (s)", "MTTR (s)"})
+#: The CISO classes in the paper's order, each a pass@1 column.
+CISO_CLASSES = ("kyverno", "k8s-opa", "rhel9-opa", "kyverno-update")
+TTP_COLUMN = "TTP (s)"
+TIME_COLUMNS = frozenset({"MTTD (s)", "MTTR (s)", TTP_COLUMN})
 #: The column an agent is ranked by.
 RANK_BY = "diagnosis pass@1"
 
@@ -42,11 +49,15 @@ class Leaderboard:
     k_values: tuple[int, ...]
     errors: tuple[tuple[str, str, int, str], ...]
 
+    def of_domain(self, domain: str) -> tuple[dict[str, Any], ...]:
+        return tuple(r for r in self.results if r.get("domain", "sre") == domain)
+
     def table(self, by: Sequence[str] = ()) -> list[GroupSummary]:
-        """Summaries grouped by agent and ``by`` (``complexity``, ``class``), best agent first."""
-        if not self.results:
+        """SRE summaries grouped by agent and ``by`` (``complexity``, ``class``), best agent first."""
+        sre = self.of_domain("sre")
+        if not sre:
             return []
-        groups = summarise(self.results, by=("agent", *by), metrics=SRE_COLUMNS, k_values=self._ks())
+        groups = summarise(sre, by=("agent", *by), metrics=SRE_COLUMNS, k_values=self._ks())
         privileged = {a.label for a in self.agents if a.privileged}
 
         def order(s: GroupSummary) -> tuple[Any, ...]:
@@ -69,6 +80,32 @@ class Leaderboard:
 
     def is_privileged(self, label: str) -> bool:
         return any(a.label == label and a.privileged for a in self.agents)
+
+
+def ciso_cells(board: Leaderboard) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The CISO table's header and rows: per agent, pass@1 of each class and overall, TTP, pass@k."""
+    results = board.of_domain("ciso")
+    if not results:
+        return [], []
+    ks = board._ks()
+    overall = {str(s.key["agent"]): s for s in summarise(results, by=("agent",), metrics={TTP_COLUMN: "ttp_seconds"}, k_values=ks)}
+    per_class = {(str(s.key["agent"]), str(s.key["class"])): s for s in summarise(results, by=("agent", "class"), metrics={})}
+    header = ["agent", "episodes", "scenarios", *(f"{c} pass@1" for c in CISO_CLASSES), "pass@1", TTP_COLUMN, *(f"pass@{k}" for k in ks if k != 1)]
+
+    def rank(agent: str) -> tuple[bool, float, str]:
+        return board.is_privileged(agent), -(overall[agent].pass_at_k[1].mean or 0.0) if 1 in overall[agent].pass_at_k else 0.0, agent
+
+    rows = []
+    for agent in sorted(overall, key=rank):
+        s = overall[agent]
+        cells = [agent, str(s.episodes), str(s.scenarios)]
+        for c in CISO_CLASSES:
+            group = per_class.get((agent, c))
+            cells.append(group.pass_at_k[1].format() if group is not None else "—")
+        cells += [s.pass_at_k[1].format() if 1 in s.pass_at_k else "—", cell(s.metrics[TTP_COLUMN], TTP_COLUMN)]
+        cells += [s.pass_at_k[k].format() for k in ks if k != 1]
+        rows.append((agent, cells))
+    return header, rows
 
 
 def load(folders: Iterable[Path | str], k_values: Sequence[int] = (1,)) -> Leaderboard:
@@ -106,8 +143,11 @@ def table_cells(board: Leaderboard, by: Sequence[str] = ()) -> tuple[list[str], 
 
 
 def markdown_table(board: Leaderboard, by: Sequence[str] = ()) -> str:
-    """One Markdown table: a row per agent (and group), the paper's columns, pass@k."""
-    header, rows = table_cells(board, by)
+    """One Markdown table: a row per agent (and group), the paper's SRE columns, pass@k."""
+    return _markdown(board, *table_cells(board, by))
+
+
+def _markdown(board: Leaderboard, header: list[str], rows: list[tuple[str, list[str]]]) -> str:
     if not rows:
         return "(no finished episodes)"
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -120,10 +160,14 @@ def markdown_table(board: Leaderboard, by: Sequence[str] = ()) -> str:
 def markdown_report(board: Leaderboard) -> str:
     """The whole report: overall, per complexity, per class, and the episodes that failed to run."""
     parts = ["# Leaderboard", "", "Mean ± standard error over episodes; pass@k (unbiased) over scenarios. "
-             "Privileged agents read the ground truth and are not ranked.", "",
-             "## Overall", "", markdown_table(board), "",
-             "## By complexity", "", markdown_table(board, ("complexity",)), "",
-             "## By class", "", markdown_table(board, ("class",))]
+             "Privileged agents read the ground truth and are not ranked."]
+    if board.of_domain("sre"):
+        parts += ["", "## SRE", "", markdown_table(board), "",
+                  "### SRE by complexity", "", markdown_table(board, ("complexity",)), "",
+                  "### SRE by class", "", markdown_table(board, ("class",))]
+    if board.of_domain("ciso"):
+        parts += ["", "## CISO", "", "pass@1 per class as the paper's Table 5 reports it; TTP: simulated seconds from the hand-over "
+                  "to the submit.", "", _markdown(board, *ciso_cells(board))]
     if board.errors:
         parts += ["", "## Episodes that did not finish", ""]
         parts += [f"- {agent} · {scenario} run {run}: {error.splitlines()[0]}" for agent, scenario, run, error in board.errors]

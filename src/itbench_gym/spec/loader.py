@@ -95,7 +95,11 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 @lru_cache(maxsize=1)
 def _id_pattern() -> re.Pattern[str]:
-    return re.compile(_schema()["properties"]["metadata"]["properties"]["id"]["pattern"])
+    """An id either schema allows (an SRE-style scenario's or a compliance scenario's)."""
+    from itbench_gym.spec import compliance
+
+    patterns = [schema["properties"]["metadata"]["properties"]["id"]["pattern"] for schema in (_schema(), compliance.schema())]
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 
 def read_spec_id(path: Path | str) -> tuple[str, str | None] | None:
@@ -123,8 +127,12 @@ def _json_path(parts: Iterable[Any]) -> str:
 
 
 def schema_problems(doc: Any) -> list[SpecProblem]:
-    """Every schema violation, most specific first within a field, in document order."""
-    errors = sorted(_validator().iter_errors(doc), key=lambda e: (_order(e.absolute_path), -len(e.absolute_path), str(e.message)))
+    """Every schema violation, most specific first within a field, in document order (a compliance
+    scenario against ``compliance.schema.json``, any other against ``scenario.schema.json``)."""
+    from itbench_gym.spec import compliance
+
+    found = compliance.schema_errors(doc) if compliance.is_compliance_document(doc) else _validator().iter_errors(doc)
+    errors = sorted(found, key=lambda e: (_order(e.absolute_path), -len(e.absolute_path), str(e.message)))
     out: list[SpecProblem] = []
     for err in errors:
         problem = SpecProblem(_json_path(err.absolute_path), _message(err))
@@ -159,11 +167,14 @@ def check_document(doc: Any, *, envs: Path | None = None) -> list[SpecProblem]:
     # which registering ids at import must not pay for.
     from itbench_gym.evaluation.groundtruth import GroundTruthError, parse_ground_truth
     from itbench_gym.faults.catalogue import fault_args_problems
+    from itbench_gym.spec import compliance
     from itbench_gym.spec.references import check_references
 
     problems = schema_problems(doc)
     if problems:
         return _in_file_order(problems)
+    if compliance.is_compliance_document(doc):
+        return [SpecProblem(path, message) for path, message in compliance.semantic_problems(doc, envs or envs_dir())]
     gt_problems: list[tuple[str, str]] = []
     try:
         parse_ground_truth(doc["ground_truth"], where="ground_truth", strict=True)
@@ -203,7 +214,11 @@ def _in_file_order(problems: list[SpecProblem]) -> list[SpecProblem]:
     return sorted(problems, key=lambda p: _SECTIONS.get(p.path.split(".")[0].split("[")[0], len(_SECTIONS)))
 
 
-def _build(doc: dict[str, Any], source: Path) -> ScenarioSpec:
+def _build(doc: dict[str, Any], source: Path, envs: Path | None = None) -> ScenarioSpec:
+    from itbench_gym.spec import compliance
+
+    if compliance.is_compliance_document(doc):
+        return compliance.build(doc, source, envs or envs_dir())
     meta = doc["metadata"]
     env = doc["environment"]
     factors = meta["complexity"]["factors"]
@@ -269,7 +284,7 @@ def spec_from_document(doc: Any, source: Path | str, *, envs: Path | None = None
     problems = check_document(doc, envs=envs)
     if problems:
         raise SpecError(source, problems=problems)
-    return _build(doc, Path(source))
+    return _build(doc, Path(source), envs)
 
 
 def load_spec(path: Path | str, *, envs: Path | None = None) -> ScenarioSpec:

@@ -28,13 +28,16 @@ def complexity_level(score: float) -> str:
 @dataclass(frozen=True)
 class Complexity:
     level: str
-    technologies: int
-    propagation_length: int
-    resolution_steps: int
+    #: Eq. 6's factors; None for tasks the paper levels by class, not by a propagation chain (CISO).
+    technologies: int | None = None
+    propagation_length: int | None = None
+    resolution_steps: int | None = None
 
     @property
-    def score(self) -> float:
-        """Eq. 6 of the ITBench paper over this scenario's factors."""
+    def score(self) -> float | None:
+        """Eq. 6 of the ITBench paper over this scenario's factors (None without factors)."""
+        if self.technologies is None or self.propagation_length is None or self.resolution_steps is None:
+            return None
         return complexity_score(self.technologies, self.propagation_length, self.resolution_steps)
 
 
@@ -88,6 +91,54 @@ class LoadOptions:
 
 
 @dataclass(frozen=True)
+class ComplianceCase:
+    """One starting state of a compliance scenario: what a seed sets up and whether it complies."""
+
+    id: str
+    compliant: bool
+    weight: float
+    #: Kubernetes objects applied in the scenario's namespace.
+    objects: tuple[Mapping[str, Any], ...] = ()
+    #: Host model changes (``itbench_gym.hosts``) for the rhel9-opa class.
+    changes: tuple[Mapping[str, Any], ...] = ()
+    #: The resource whose PolicyReport is graded (apiVersion, kind, namespace, name), kyverno classes.
+    target: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Files written into the agent's workspace, then tool actions, as an agent would: how the
+    oracle solves a compliance scenario and how a plausible wrong answer fails it."""
+
+    files: Mapping[str, str]
+    actions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ComplianceSpec:
+    """The CISO part of a scenario (``kind: ComplianceScenario``)."""
+
+    #: kyverno, k8s-opa, rhel9-opa or kyverno-update (ITBench's four CISO classes).
+    cls: str
+    benchmark: str
+    control: str
+    title: str
+    #: The requirement in ITBench's words; the prompt wraps it in the class's template.
+    goal: str
+    cases: tuple[ComplianceCase, ...]
+    oracle: Answer
+    wrong: Answer
+    #: Objects present before the misconfiguration (kyverno-update: the policies to edit).
+    existing: tuple[Mapping[str, Any], ...] = ()
+    #: envs/<host>: the host model the rhel9-opa class assesses.
+    host: str | None = None
+    #: kyverno-update: the policy whose report on the target is graded, and those that must not change.
+    policy: str | None = None
+    unchanged_policies: tuple[str, ...] = ()
+    itbench_scenario: str | None = None
+
+
+@dataclass(frozen=True)
 class ScenarioSpec:
     id: str
     name: str
@@ -116,6 +167,8 @@ class ScenarioSpec:
     tags: tuple[str, ...] = ()
     #: ``{"itbench_scenario": n, "differences": ...}`` when adapted from, not reproducing, a library scenario.
     derived_from: Mapping[str, Any] | None = None
+    #: The CISO part, for compliance scenarios (``task == "ciso"``).
+    compliance: ComplianceSpec | None = None
 
     @property
     def grades_mitigation(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from pathlib import Path
 
 from itbench_gym.backends.base import Backend
 from itbench_gym.paths import envs_dir
@@ -40,6 +41,16 @@ class Task(abc.ABC):
         """Commands that make sense in this scenario, in its namespace: what ``action_space.sample()``
         draws and a prompt may show. By default the app's ``examples`` (``envs/<app>/app.yaml``)."""
         return load_app_facts(envs_dir() / self.spec.app).example_actions(self.spec.namespace)
+
+    def default_tools(self) -> list[Tool]:
+        """The tools an agent gets when the env is given none: the SRE toolbox by default."""
+        from itbench_gym.tools import default_tools
+
+        return default_tools()
+
+    def prepare_workspace(self, workspace: Path) -> None:
+        """Put what the task hands the agent into its fresh, empty workspace (none by default)."""
+        return None
 
     def firing_alerts(self) -> list[str]:
         """Alerts firing now (``alertname{label=value,...}``, sorted) for the observation; a task

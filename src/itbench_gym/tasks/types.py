@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from itbench_gym.evaluation.mitigation import Baseline
@@ -47,6 +48,8 @@ class Submission:
     submitted_at: float | None
     #: The episode's actions in order (graded for destructive commands).
     commands: tuple[str, ...]
+    #: The agent's workspace as the episode left it (CISO grading reads the policies and scripts there).
+    workspace: Path | None = None
 
 
 __all__ = ["Evaluation", "Incident", "Submission"]

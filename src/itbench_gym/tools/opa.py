@@ -138,37 +138,8 @@ class OpaTool:
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         return run_cli("opa", command_argv(args, "opa"), USAGE, {
-            "eval": partial(self._eval, ctx=ctx), "check": partial(self._check, ctx=ctx),
+            "eval": partial(eval_command, ctx.workspace), "check": partial(self._check, ctx=ctx),
             "version": lambda _: ("Version: 1.x (Rego evaluated in-process by regorus; no opa binary)", 0)})
-
-    def _eval(self, argv: list[str], ctx: ToolContext) -> tuple[str, int]:
-        for name, reason in _UNSUPPORTED_EVAL.items():
-            if any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv):
-                raise ToolInputError(f"flag --{name} is not available: {reason}")
-        flags = parse_flags(argv, _EVAL_FLAGS, _EVAL_SHORT)
-        if flags.enabled("help"):
-            return USAGE, 0
-        fmt = flags.last("format", "json")
-        if fmt not in _FORMATS:
-            raise CommandLineError(f"invalid argument \"{fmt}\" for \"-f, --format\" flag: must be one of {', '.join(_FORMATS)}")
-        if not flags.args:
-            raise CommandLineError("specify query argument or --stdin")
-        if len(flags.args) > 1:
-            raise CommandLineError(f"accepts at most 1 arg(s), received {len(flags.args)}")
-        query = flags.args[0]
-        version: RegoVersion = "v0" if flags.enabled("v0-compatible") else "v1"
-        try:
-            engine, sources = _load(ctx.workspace, flags.every("data"), version)
-            if flags.given("input"):
-                engine.set_input(_document(ctx.workspace, flags.last("input", "")))
-            result = engine.result_set(query)
-        except _Failed as exc:
-            return _show_errors(exc.errors, fmt), 1
-        except RegoError as exc:
-            return _show_errors([_from_rego(exc, sources, at_eval=True)], fmt), 1
-        defined = bool(result.get("result"))
-        status = 1 if (flags.enabled("fail") and not defined) or (flags.enabled("fail-defined") and defined) else 0
-        return _present(result.get("result") or [], fmt), status
 
     def _check(self, argv: list[str], ctx: ToolContext) -> tuple[str, int]:
         flags = parse_flags(argv, _CHECK_FLAGS, _CHECK_SHORT)
@@ -198,6 +169,39 @@ class OpaTool:
         if not errors:
             return "", 0
         return _show_errors(errors, "json" if fmt == "json" else "pretty"), 1
+
+
+def eval_command(workspace: Path, argv: list[str]) -> tuple[str, int]:
+    """``opa eval ARGS`` in ``workspace``: its output and exit status (what the tool shows and the CISO
+    grader reads, as ITBench's evaluator reads the real binary's). A rejected command line raises
+    ``CommandLineError`` or ``ToolInputError``."""
+    for name, reason in _UNSUPPORTED_EVAL.items():
+        if any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv):
+            raise ToolInputError(f"flag --{name} is not available: {reason}")
+    flags = parse_flags(argv, _EVAL_FLAGS, _EVAL_SHORT)
+    if flags.enabled("help"):
+        return USAGE, 0
+    fmt = flags.last("format", "json")
+    if fmt not in _FORMATS:
+        raise CommandLineError(f"invalid argument \"{fmt}\" for \"-f, --format\" flag: must be one of {', '.join(_FORMATS)}")
+    if not flags.args:
+        raise CommandLineError("specify query argument or --stdin")
+    if len(flags.args) > 1:
+        raise CommandLineError(f"accepts at most 1 arg(s), received {len(flags.args)}")
+    query = flags.args[0]
+    version: RegoVersion = "v0" if flags.enabled("v0-compatible") else "v1"
+    try:
+        engine, sources = _load(workspace, flags.every("data"), version)
+        if flags.given("input"):
+            engine.set_input(_document(workspace, flags.last("input", "")))
+        result = engine.result_set(query)
+    except _Failed as exc:
+        return _show_errors(exc.errors, fmt), 1
+    except RegoError as exc:
+        return _show_errors([_from_rego(exc, sources, at_eval=True)], fmt), 1
+    defined = bool(result.get("result"))
+    status = 1 if (flags.enabled("fail") and not defined) or (flags.enabled("fail-defined") and defined) else 0
+    return _present(result.get("result") or [], fmt), status
 
 
 def _load(workspace: Path, values: list[str], version: RegoVersion) -> tuple[RegoEngine, dict[str, str]]:

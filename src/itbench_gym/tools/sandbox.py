@@ -14,7 +14,11 @@ import os
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -92,14 +96,20 @@ def run_confined(
     else:
         command = list(argv)
         popen_env = full_env
+    return _execute(command, cwd=workspace, env=popen_env, stdin=stdin, timeout=timeout, clock=clock)
+
+
+def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: str | None, timeout: float,
+             clock: float | None) -> Completed:
+    """Start ``command`` in its own session, feed it ``stdin``, collect its output; kill its group when done."""
     shim = ClockShim(clock) if clock is not None else None
     proc = (shim.popen if shim is not None else subprocess.Popen)(
-        command,
+        list(command),
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=workspace,
-        env=popen_env,
+        cwd=cwd,
+        env=dict(env),
         start_new_session=True,
     )
     try:
@@ -195,3 +205,313 @@ def _bwrap_argv(
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", *argv]
+
+
+# -- the rooted sandbox: agent playbooks and scripts ------------------------------------------------
+#
+# An agent's playbook or shell script is a program the agent wrote, not a command line a grammar could
+# check, so it only ever runs here: fresh user/mount/pid/ipc/uts/network namespaces (the network one has
+# only a loopback interface), a root filesystem built for the run — the real /usr and the Python running
+# this package read-only, the host model's tree (a throwaway copy) at /etc, /var, /boot..., a /dev with
+# null, zero and urandom, a private /tmp — and the workspace as the one persistent writable place.
+# Without bubblewrap and namespaces it does not run at all (``require_isolation``).
+
+#: Top-level folders of the real system shown read-only (as the links they are where /usr is merged).
+_SYSTEM_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: Files of the real /etc that the dynamic linker and Debian's alternatives links (awk, ...) need.
+_ETC_PLUMBING = ("/etc/ld.so.cache", "/etc/alternatives")
+#: Devices a program may open; anything else under /dev does not exist.
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom")
+#: What root's login shell on RHEL searches.
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Capabilities kept inside the user namespace: root reads 0600/0000 files of its tree (/etc/shadow) as on
+#: a real host. No CAP_SYS_ADMIN, so no mount can be changed; read-only binds stay read-only.
+_CAPS = ("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
+
+
+#: Size of the sandbox's /tmp (and a quarter of it for /dev/shm): memory a program can fill with files.
+_TMPFS_BYTES = 512 * 2**20
+
+
+@functools.cache
+def _bwrap_options() -> str:
+    """bwrap's help text, to use options that older releases lack (``--size`` came with 0.8) only where present."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return ""
+    try:
+        return subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _tmpfs(path: str, size: int) -> list[str]:
+    """A private tmpfs at ``path``, world-writable with the sticky bit and bounded in size where bwrap can."""
+    options = _bwrap_options()
+    return [*(["--perms", "1777"] if "--perms" in options else []), *(["--size", str(size)] if "--size" in options else []),
+            "--tmpfs", path]
+
+
+@dataclass(frozen=True)
+class Relay:
+    """A TCP port on the sandbox's loopback that reaches one loopback ``host:port`` outside, and nothing else."""
+
+    port: int
+    target_host: str
+    target_port: int
+
+
+@dataclass(frozen=True)
+class RootLayout:
+    """What a rooted sandbox shows besides the real /usr: ``tree``'s top-level folders, read-write."""
+
+    #: A materialised host tree (``hosts.root``): its ``etc``, ``var``, ``boot``... become /etc, /var, /boot;
+    #: its ``proc/sys`` is shown (read-only) as /proc/sys.
+    tree: Path
+    hostname: str
+    #: Folder shown read-only at /usr/local (commands the layout adds).
+    local: Path | None = None
+    #: (file, absolute path inside) bound read-only over what is there, e.g. a command over /usr/bin/X.
+    overlays: Sequence[tuple[Path, str]] = ()
+    #: More host paths shown at their own path, read-only and read-write.
+    read_only: Sequence[Path] = ()
+    writable: Sequence[Path] = ()
+
+
+@functools.cache
+def _isolation_problem() -> str | None:
+    """Why a program cannot run fully isolated here (checked once), or None when it can."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    probe = [bwrap, "--unshare-all", "--die-with-parent", "--uid", "0", "--gid", "0", "--cap-drop", "ALL",
+             *[a for cap in _CAPS for a in ("--cap-add", cap)], "--ro-bind", "/", "/", "--tmpfs", "/dev",
+             "--dev-bind", "/dev/null", "/dev/null", "--proc", "/proc", "true"]
+    try:
+        done = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not start: {exc}"
+    if done.returncode != 0:
+        return f"bubblewrap cannot create user and network namespaces here: {done.stderr.strip() or done.returncode}"
+    return None
+
+
+def isolation_available() -> bool:
+    """Whether ``run_rooted`` can run here (bubblewrap with user and network namespaces, not turned off)."""
+    return os.environ.get(SANDBOX_ENV, "auto") != "none" and _isolation_problem() is None
+
+
+def require_isolation() -> None:
+    """Raise SandboxUnavailable unless agent programs can run in the rooted sandbox (never run them without)."""
+    refusal = ("agent-written playbooks and scripts run only inside the bubblewrap sandbox (no network, a modelled "
+               "root filesystem); they are refused rather than run on this machine")
+    if os.environ.get(SANDBOX_ENV, "auto") == "none":
+        raise SandboxUnavailable(f"{SANDBOX_ENV}=none: {refusal}")
+    problem = _isolation_problem()
+    if problem is not None:
+        raise SandboxUnavailable(f"{problem}: {refusal}")
+
+
+def run_rooted(
+    argv: Sequence[str],
+    *,
+    workspace: Path,
+    layout: RootLayout,
+    env: Mapping[str, str],
+    timeout: float,
+    stdin: str | None = None,
+    relay: Relay | None = None,
+    clock: float | None = None,
+) -> Completed:
+    """Run ``argv`` (``argv[0]`` a path inside the sandbox) with ``workspace`` as cwd in a rooted sandbox.
+
+    No network except ``relay``; raises SandboxUnavailable where that cannot be guaranteed. ``env`` is
+    the program's whole environment on top of a root login's (PATH, HOME=/root, TMPDIR=/tmp, LANG).
+    """
+    require_isolation()
+    full_env = {"PATH": ROOT_PATH, "HOME": "/root", "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
+                "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb", **env}
+    with _RelayServer(relay) as relay_dir:
+        command = list(argv)
+        if relay is not None and relay_dir is not None:
+            command = [sys.executable, "-I", "-S", "-c", _INNER_RELAY, str(relay.port), str(relay_dir / "relay.sock"), *argv]
+        return _execute(_rooted_argv(command, workspace, layout, full_env, relay_dir), cwd=workspace, env={},
+                        stdin=stdin, timeout=timeout, clock=clock)
+
+
+def _python_paths() -> list[str]:
+    """The folders of the Python running this package (venv and base installation), unless under /usr."""
+    found: list[str] = []
+    for prefix in sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                          os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}):
+        if prefix.startswith("/usr/") or prefix == "/usr" or any(prefix.startswith(p + "/") for p in found):
+            continue
+        found.append(prefix)
+    return found
+
+
+def _rooted_argv(argv: Sequence[str], workspace: Path, layout: RootLayout, env: Mapping[str, str],
+                 relay_dir: Path | None) -> list[str]:
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--uid", "0", "--gid", "0",
+           "--hostname", layout.hostname, "--cap-drop", "ALL", *[a for cap in _CAPS for a in ("--cap-add", cap)],
+           "--clearenv", "--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_TOP:
+        real = Path("/") / name
+        if real.is_symlink():
+            cmd += ["--symlink", os.readlink(real), f"/{name}"]
+        elif real.is_dir():
+            cmd += ["--ro-bind", str(real), f"/{name}"]
+    from itbench_gym.hosts.root import RESERVED_TOP
+
+    for entry in sorted(layout.tree.iterdir()):
+        if entry.name in RESERVED_TOP:
+            continue
+        if entry.is_symlink():
+            cmd += ["--symlink", os.readlink(entry), f"/{entry.name}"]
+        elif entry.is_dir():
+            cmd += ["--bind", str(entry), f"/{entry.name}"]
+    if (layout.tree / "etc").is_dir():
+        for path in _ETC_PLUMBING:
+            cmd += ["--ro-bind-try", path, path]
+    cmd += ["--proc", "/proc"]
+    if (layout.tree / "proc" / "sys").is_dir():
+        cmd += ["--ro-bind", str(layout.tree / "proc" / "sys"), "/proc/sys"]
+    cmd += ["--tmpfs", "/dev"]
+    for device in _DEVICES:
+        cmd += ["--dev-bind", device, device]
+    cmd += [*_tmpfs("/dev/shm", _TMPFS_BYTES // 4), "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/proc/self/fd/0",
+            "/dev/stdin", "--symlink", "/proc/self/fd/1", "/dev/stdout", "--symlink", "/proc/self/fd/2", "/dev/stderr",
+            *_tmpfs("/tmp", _TMPFS_BYTES)]
+    if layout.local is not None:
+        if not Path("/usr/local").is_dir():
+            raise SandboxUnavailable("this machine has no /usr/local folder to show the host's own commands in")
+        cmd += ["--ro-bind", str(layout.local), "/usr/local"]
+    for source, inside in layout.overlays:
+        cmd += ["--ro-bind", str(source), inside]
+    for prefix in _python_paths():
+        cmd += ["--ro-bind", prefix, prefix]
+    for shown in layout.read_only:
+        cmd += ["--ro-bind", str(shown), str(shown)]
+    for shown in layout.writable:
+        cmd += ["--bind", str(shown), str(shown)]
+    if relay_dir is not None:
+        cmd += ["--ro-bind", str(relay_dir), str(relay_dir)]
+    cmd += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace), "--remount-ro", "/"]
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    return [*cmd, "--", *argv]
+
+
+#: Runs first inside the sandbox when a relay is asked for: listens on 127.0.0.1:PORT and carries each
+#: connection over the Unix socket SOCK (the only way out of the network namespace), then runs the program.
+_INNER_RELAY = """
+import socket, subprocess, sys, threading
+port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+def serve(client):
+    upstream = socket.socket(socket.AF_UNIX)
+    try:
+        upstream.connect(path)
+    except OSError:
+        client.close()
+        return
+    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+    pump(upstream, client)
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", port))
+listener.listen(64)
+def accept():
+    while True:
+        client, _ = listener.accept()
+        threading.Thread(target=serve, args=(client,), daemon=True).start()
+threading.Thread(target=accept, daemon=True).start()
+try:
+    sys.exit(subprocess.call(argv))
+except OSError as exc:
+    sys.stderr.write(f"{argv[0]}: {exc.strerror}\\n")
+    sys.exit(127)
+"""
+
+
+class _RelayServer:
+    """Outside end of a ``Relay``: a Unix socket in a private folder; each connection goes on to the target."""
+
+    def __init__(self, relay: Relay | None) -> None:
+        self.relay = relay
+        self.folder: Path | None = None
+        self.listener: socket.socket | None = None
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> Path | None:
+        if self.relay is None:
+            return None
+        if self.relay.target_host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"a relay only reaches a loopback address, not {self.relay.target_host}")
+        self.folder = Path(tempfile.mkdtemp(prefix="itbench-relay-"))
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(self.folder / "relay.sock"))
+        self.listener.listen(64)
+        threading.Thread(target=self._accept, daemon=True, name="sandbox-relay").start()
+        return self.folder
+
+    def _accept(self) -> None:
+        assert self.listener is not None and self.relay is not None
+        while True:
+            try:
+                inside, _ = self.listener.accept()
+            except OSError:
+                return  # closed: the run is over
+            try:
+                outside = socket.create_connection((self.relay.target_host, self.relay.target_port), timeout=10)
+                outside.settimeout(None)
+            except OSError:
+                inside.close()
+                continue
+            with self.lock:
+                self.open += [inside, outside]
+            threading.Thread(target=_pump, args=(inside, outside), daemon=True).start()
+            threading.Thread(target=_pump, args=(outside, inside), daemon=True).start()
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        with self.lock:
+            for sock in self.open:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass

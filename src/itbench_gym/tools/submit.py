@@ -8,6 +8,7 @@ what is wrong, where, and how to fix it; the agent can submit again. Reading is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,3 +67,41 @@ def _payload(args: Any) -> Any:
     except Exception:  # an exotic mapping: let parse_report say what it cannot read
         pass
     return args
+
+
+class AssessmentSubmitTool:
+    """``submit`` for compliance (CISO) episodes: ITBench grades the policies, scripts and playbooks the
+    agent produced, so the report is the agent's stated posture and any notes, never required."""
+
+    name = "submit"
+    description = (
+        "Finish the episode when your policy (and script or playbook) is in place: optionally state the posture you "
+        "found, e.g. `submit {\"compliant\": false, \"summary\": \"nginx-deployment shares the host network\"}`. "
+        "Grading runs your artefacts against the system as it is now."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "compliant": {"type": "boolean", "description": "Whether the system meets the requirement, as you found it."},
+            "summary": {"type": "string"},
+            "text": {"type": "string", "description": "The same as text: JSON, or prose."},
+        },
+    }
+    cost_seconds = 0.0
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        payload = _payload(args)
+        report: Any = payload
+        if isinstance(payload, str):
+            try:
+                report = json.loads(payload) if payload.strip() else {}
+            except ValueError:
+                report = {"summary": payload.strip()}
+        if not isinstance(report, Mapping):
+            report = {"summary": str(report)}
+        claim = report.get("compliant")
+        if claim is not None and not isinstance(claim, bool):
+            return ToolResult(text=f"submit: \"compliant\" must be true or false, got {claim!r}; submit again",
+                              exit_status=REJECTED, data={"report": None, "report_error": "compliant is not a boolean"})
+        return ToolResult(text="submitted; the episode ends and your artefacts are evaluated",
+                          data={"report": dict(report), "report_error": None}, ends_episode=True)

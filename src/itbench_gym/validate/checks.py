@@ -107,6 +107,10 @@ def validate_scenario(target: str, seeds: Sequence[int]) -> ScenarioResult:
         return ScenarioResult(target, "unsupported", exc.message)
     except SpecError as exc:
         return ScenarioResult(target, "invalid", "; ".join(str(p) for p in exc.problems))
+    if spec.compliance is not None:
+        from itbench_gym.validate.compliance import validate_compliance
+
+        return validate_compliance(spec, seeds)
     scenario_id = spec.id
     entry = library_entry(scenario_id)
     info: dict[str, Any] = {

@@ -20,8 +20,8 @@ import yaml
 
 from ..conformance import CaseFailure, ConformanceResult, SkippedCase, SuiteOutcome
 from .engine import Policy, PolicyError, RuleResult, evaluate_policy, load_policy
-from .match import Admission, block_matches, is_cluster_scoped, resource_namespace
-from .values import wildcard_match
+from .exceptions import apply_exceptions
+from .match import Admission, is_cluster_scoped, resource_namespace
 
 SUITE_FILE = "kyverno-test.yaml"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: parsing dominates the run time
@@ -272,15 +272,7 @@ class _Suite:
 
     def _apply_exceptions(self, policy: Policy, result: RuleResult, resource: dict[str, Any], admission: Admission) -> RuleResult:
         """A PolicyException naming this policy and rule, and matching the resource, turns the result into a skip."""
-        for exception in self.exceptions:
-            spec = exception.get("spec") or {}
-            named = any(
-                e.get("policyName") == policy.name and any(wildcard_match(str(r), result.rule) for r in e.get("ruleNames") or [])
-                for e in spec.get("exceptions") or []
-            )
-            if named and block_matches(spec.get("match"), resource, admission):
-                return RuleResult(result.rule, "skip", "rule skipped due to policy exception", result.matched)
-        return result
+        return apply_exceptions(self.exceptions, policy, result, resource, admission)
 
 
 def run_suite(path: Path) -> SuiteOutcome:

@@ -36,7 +36,7 @@ from werkzeug.wrappers import Request, Response
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
-from . import bodies, errors, openapi, protobuf, rbac, tables
+from . import bodies, errors, openapi, protobuf, rbac, tables, webhooks
 from .apiload import ApiLoad
 from .auth import Auth, BoundAccount, Identity
 from .resources import ResourceType, split_api_version
@@ -621,9 +621,10 @@ class KubeApp:
             warnings = self._field_validation(req, rt, body)
             if rt.group == rbac.GROUP:
                 self.authz.check_write(attrs, rt.kind, body, None)
-            obj = self.store.create(body, dry_run=_dry_run(req))
+            with webhooks.requested_by(self.store, ident.username, ident.groups) as warned:
+                obj = self.store.create(body, dry_run=_dry_run(req))
             self._after_write(rt)
-        return _warn(_json(obj, 201), warnings)
+        return _warn(_json(obj, 201), warnings + warned)
 
     def _update(self, req: Request, ident: Identity, rt: ResourceType, r: Route, attrs: rbac.Attributes) -> Response:
         body = _body(req)
@@ -643,9 +644,10 @@ class KubeApp:
             warnings = self._field_validation(req, rt, body)
             if rt.group == rbac.GROUP:
                 self.authz.check_write(attrs, rt.kind, body, self.store.get_stored(rt, r.namespace, r.name or ""))
-            obj = self.store.update(body, subresource=r.sub, dry_run=_dry_run(req))
+            with webhooks.requested_by(self.store, ident.username, ident.groups) as warned:
+                obj = self.store.update(body, subresource=r.sub, dry_run=_dry_run(req))
             self._after_write(rt)
-        return _warn(_json(obj), warnings)
+        return _warn(_json(obj), warnings + warned)
 
     def _patch(self, req: Request, ident: Identity, rt: ResourceType, r: Route, attrs: rbac.Attributes) -> Response:
         raw = req.get_data(cache=False)
@@ -671,9 +673,10 @@ class KubeApp:
                 except errors.ApiError:
                     old = None
                 self.authz.check_write(attrs, rt.kind, patch(True), old)
-            obj = patch(_dry_run(req))
+            with webhooks.requested_by(self.store, ident.username, ident.groups) as warned:
+                obj = patch(_dry_run(req))
             self._after_write(rt)
-        return _warn(_json(obj), warnings)
+        return _warn(_json(obj), warnings + warned)
 
     def _field_validation(self, req: Request, rt: ResourceType, body: Any) -> list[str]:
         """``fieldValidation=Strict`` refuses unknown fields (kubectl's default); ``Warn`` reports them."""
@@ -718,12 +721,13 @@ class KubeApp:
             stored = self.store.get_stored(rt, namespace, name)
             if not self._visible(ident, rt, stored):
                 raise errors.not_found(rt.group, rt.plural, name)
-            obj = self.store.delete(rt.kind, namespace, name, api_version=rt.api_version,
-                                    propagation_policy=opts.get("propagationPolicy") or "Background",
-                                    grace_period_seconds=opts.get("gracePeriodSeconds"),
-                                    preconditions=opts.get("preconditions"), dry_run=bool(opts.get("dryRun")))
+            with webhooks.requested_by(self.store, ident.username, ident.groups) as warned:
+                obj = self.store.delete(rt.kind, namespace, name, api_version=rt.api_version,
+                                        propagation_policy=opts.get("propagationPolicy") or "Background",
+                                        grace_period_seconds=opts.get("gracePeriodSeconds"),
+                                        preconditions=opts.get("preconditions"), dry_run=bool(opts.get("dryRun")))
             self._after_write(rt)
-        return _json(obj)
+        return _warn(_json(obj), warned)
 
     def _delete_collection(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
         if "deletecollection" not in rt.verbs:

@@ -24,9 +24,14 @@ from .controllers.base import WATCHED_KINDS, Cache, Context, Controller, Key, Ti
 from .controllers.daemonset import DaemonSetController
 from .controllers.deployment import DeploymentController
 from .controllers.endpoints import EndpointsController
+from .controllers.gatekeeper import GatekeeperEngine, GatekeeperTemplateController
+from .controllers.gatekeeper_audit import GatekeeperAuditController
 from .controllers.gatewayaddress import GatewayAddressController
 from .controllers.hpa import HpaController
 from .controllers.job import CronJobController, JobController
+from .controllers.kyverno import KyvernoAdmission, PolicyCache
+from .controllers.kyverno_reports import KyvernoReportsController
+from .controllers.kyverno_webhook import KyvernoWebhookController
 from .controllers.loadbalancer import LoadBalancerController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
@@ -40,6 +45,7 @@ from .nodes import NodeController
 from .runtime import ContainerRuntime, DefaultRuntime
 from .scheduler import SchedulerController
 from .store import DEFAULT_EVENT_QUOTA_BYTES, DEFAULT_QUOTA_BYTES, ObjectStore, StoreSnapshot
+from .webhooks import WebhookDispatcher
 
 Obj = dict[str, Any]
 
@@ -107,6 +113,13 @@ class KubeCluster:
         #: etcd's disk (``etcd.py``): its syncs and commits, and what a write waits for its save
         self.etcd = Etcd(self.store)
         self.apiload = ApiLoad(self.store, etcd=self.etcd)
+        #: the API server's validating-webhook admission, which the policy engines below serve
+        self.webhooks = WebhookDispatcher(self.store)
+        self.store.webhooks = self.webhooks
+        kyverno_policies = PolicyCache(self.store)
+        kyverno_reports = KyvernoReportsController(self.ctx, kyverno_policies)
+        kyverno_admission = KyvernoAdmission(self.store, kyverno_policies, kyverno_reports.record_admission)
+        gatekeeper = GatekeeperEngine(self.store)
         self.controllers: list[Controller] = [
             DeploymentController(self.ctx),
             self.replicasets,
@@ -124,6 +137,10 @@ class KubeCluster:
             VolumeBinderController(self.ctx),
             self.hpa,
             *chaos_controllers(self.ctx, self.kill_container),
+            KyvernoWebhookController(self.ctx, self.webhooks, kyverno_policies, kyverno_admission),
+            kyverno_reports,
+            GatekeeperTemplateController(self.ctx, self.webhooks, gatekeeper),
+            GatekeeperAuditController(self.ctx, gatekeeper),
         ]
         self._by_name = {c.name: c for c in self.controllers}
         for kind in WATCHED_KINDS:

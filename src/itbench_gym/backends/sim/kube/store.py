@@ -36,6 +36,7 @@ from itbench_gym.lang.timestamps import rfc3339
 from . import admission, errors, rbac
 from .resources import ResourceRegistry, ResourceType
 from .selectors import fields_match, parse_field_selector, parse_label_selector
+from .webhooks import WebhookDispatcher
 
 Obj = dict[str, Any]
 Key = tuple[tuple[str, str], str, str]  # (storage key, namespace or "", name)
@@ -149,6 +150,8 @@ class ObjectStore:
         self._log: deque[WatchEvent] = deque(maxlen=WATCH_LOG_SIZE)
         self._log_floor = 0  # events with rv <= floor are no longer in the log
         self._finishing: set[str] = set()  # namespaces whose last Events are being removed
+        #: dynamic admission (``webhooks.py``): every write passes the validating webhooks when set
+        self.webhooks: WebhookDispatcher | None = None
         self._rebuild_indexes()
         for ns in system_namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -197,6 +200,8 @@ class ObjectStore:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
+        if self.webhooks is not None:
+            self.webhooks.admit("CREATE", stype, new, None, None, dry_run)
         if dry_run:
             meta["resourceVersion"] = str(self._rv)
             return self.registry.convert(new, rt)
@@ -273,7 +278,7 @@ class ObjectStore:
         old = self._get_stored(rt, ns, meta["name"])
         self._check_precondition(rt, old, meta.get("resourceVersion"))
         new = self._merge_update(stype, old, incoming, subresource)
-        out = self._commit_update(stype, old, new, dry_run=dry_run)
+        out = self._commit_update(stype, old, new, dry_run=dry_run, subresource=subresource)
         return clone(self.registry.convert(out, rt))
 
     def patch(
@@ -360,6 +365,8 @@ class ObjectStore:
                                       f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
                                       f"ResourceVersion in object meta: {old['metadata']['resourceVersion']}")
         stype = self.registry.storage_type(rt)
+        if self.webhooks is not None:
+            self.webhooks.admit("DELETE", stype, None, old, None, dry_run)
         if dry_run:
             return clone(self.registry.convert(old, rt))
         out = self._delete(stype, old, propagation_policy, grace_period_seconds)
@@ -558,7 +565,8 @@ class ObjectStore:
                 new.pop("status", None)
         return new
 
-    def _commit_update(self, stype: ResourceType, old: Obj, new: Obj, *, dry_run: bool = False) -> Obj:
+    def _commit_update(self, stype: ResourceType, old: Obj, new: Obj, *, dry_run: bool = False,
+                       subresource: str | None = None) -> Obj:
         admission.default(stype, new, self._alloc)
         admission.validate(stype, new, old)
         meta = new["metadata"]
@@ -569,6 +577,8 @@ class ObjectStore:
         if admission.has_generation(stype, new) and admission.spec_changed(old, new):
             meta["generation"] = int(old["metadata"].get("generation", 0)) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if self.webhooks is not None:
+            self.webhooks.admit("UPDATE", stype, new, old, subresource, dry_run)
         if _same(old, new):
             return old
         if dry_run:

@@ -1,0 +1,429 @@
+"""OPA Gatekeeper in the twin: the ConstraintTemplate controller and the validating webhook.
+
+As upstream's ``deploy/gatekeeper.yaml`` installs it (``envs/ciso-kind/cluster/gatekeeper.yaml``),
+facts from open-policy-agent/gatekeeper v3.17.2. While ``gatekeeper-controller-manager`` is available
+each ConstraintTemplate is compiled and turned into the constraint CRD
+``<kind lower case>.constraints.gatekeeper.sh`` (frameworks ``crds.CreateCRD``: cluster-scoped,
+versions v1beta1 (storage) and v1alpha1, categories constraint/constraints, label
+``gatekeeper.sh/constraint: "yes"``, printer columns enforcement-action and total-violations, the
+template's parameter schema under ``spec.parameters``); its status gets ``created`` and one ``byPod``
+entry per running Gatekeeper pod (id, observedGeneration, operations from the pod's ``--operation``
+flags, templateUID, and ``ingest_error`` errors for a template that does not compile). Deleting a
+template deletes its CRD and so its constraints.
+
+The webhook ``validation.gatekeeper.sh`` (``gatekeeper-webhook-service``, path ``/v1/admit``) reviews
+CREATE and UPDATE requests against every constraint (pkg/webhook/policy.go): violations of
+``deny`` constraints (the default) refuse the request with 403 Forbidden and one ``[name] message``
+line each, ``warn`` ones come back as warnings, ``dryrun`` ones only show in audit. Gatekeeper's own
+templates and constraints are checked too (a template that does not compile, parameters that do not
+fit the schema). Namespaces exempt by ``--exempt-namespace=gatekeeper-system`` or by the ``config``
+Config's ``match`` (processes ``webhook``/``*``) are not reviewed. Rego and match evaluation are
+``itbench_gym.policy.gatekeeper``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from itbench_gym.policy.gatekeeper import (
+    Constraint,
+    ConstraintEvaluator,
+    ConstraintTemplate,
+    GatekeeperError,
+    Violation,
+    review_of,
+)
+from itbench_gym.policy.rego import RegoError
+
+from ..errors import ApiError
+from ..store import ObjectStore, clone
+from ..webhooks import AdmissionRequest, AdmissionResponse, WebhookDispatcher
+from .base import Context, Controller, Key
+from .kyverno import deployment_available
+
+Obj = dict[str, Any]
+_T = TypeVar("_T")
+
+NAMESPACE = "gatekeeper-system"
+CONTROLLER_MANAGER = "gatekeeper-controller-manager"
+AUDIT = "gatekeeper-audit"
+SERVICE = "gatekeeper-webhook-service"
+ADMIT_PATH = "/v1/admit"
+ADMIT_LABEL_PATH = "/v1/admitlabel"
+TEMPLATE_GROUP = "templates.gatekeeper.sh"
+CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
+CONSTRAINT_VERSION = "v1beta1"
+CONFIG_GROUP = "config.gatekeeper.sh"
+CONFIG_NAME = "config"
+IGNORE_LABEL = "admission.gatekeeper.sh/ignore"
+#: pkg/util/enforcement_action.go's supported list (``scoped`` is accepted but its per-point actions are not modelled)
+ACTIONS = ("deny", "dryrun", "warn", "scoped")
+
+
+def is_template(obj: Obj) -> bool:
+    return obj.get("kind") == "ConstraintTemplate" and str(obj.get("apiVersion", "")).startswith(TEMPLATE_GROUP + "/")
+
+
+def is_constraint(obj: Obj) -> bool:
+    return str(obj.get("apiVersion", "")).startswith(CONSTRAINT_GROUP + "/")
+
+
+def crd_name(kind: str) -> str:
+    return f"{kind.lower()}.{CONSTRAINT_GROUP}"
+
+
+def enforcement_action(constraint: Obj) -> str:
+    return str((constraint.get("spec") or {}).get("enforcementAction") or "deny")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A template Gatekeeper accepted, or why it did not."""
+
+    template: ConstraintTemplate | None
+    error: str = ""
+
+
+class GatekeeperEngine:
+    """The OPA client Gatekeeper's pods share: compiled templates and per-constraint evaluators.
+
+    The Rego engine may only be used, and dropped, on the thread that created it, while the API server
+    serves each request on a thread of its own: evaluators live and die on one worker thread and
+    never leave it (callers name a constraint by its object).
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        #: caches by name, valid while the stored object is the same one (stored objects are replaced,
+        #: never changed; a restored store may reuse a resourceVersion for other content)
+        self._templates: dict[str, tuple[Obj, Compiled]] = {}
+        self._evaluators: dict[str, tuple[Obj, str, ConstraintEvaluator | None]] = {}
+        self._worker = _Worker()
+        weakref.finalize(self, _release, self._worker, self._evaluators)
+
+    def _on_worker(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return self._worker.call(fn, *args)
+
+    def compile(self, obj: Obj) -> Compiled:
+        """The template as Gatekeeper ingests it (cached by resourceVersion)."""
+        return self._on_worker(self._compile, obj)
+
+    def _compile(self, obj: Obj) -> Compiled:
+        key = str(obj["metadata"]["name"])
+        cached = self._templates.get(key)
+        if cached is not None and cached[0] is obj:
+            return cached[1]
+        try:
+            template = ConstraintTemplate.from_object(obj)
+            ConstraintEvaluator(template, Constraint(template.kind, "compile-check"))
+            compiled = Compiled(template)
+        except (GatekeeperError, RegoError) as exc:
+            compiled = Compiled(None, str(exc))
+        self._templates[key] = (obj, compiled)
+        return compiled
+
+    def templates(self) -> dict[str, ConstraintTemplate]:
+        """Compiled templates by constraint kind."""
+        out: dict[str, ConstraintTemplate] = {}
+        for obj in _list(self.store, "ConstraintTemplate", f"{TEMPLATE_GROUP}/v1"):
+            compiled = self.compile(obj)
+            if compiled.template is not None:
+                out[compiled.template.kind] = compiled.template
+        return out
+
+    def constraints(self) -> list[tuple[Obj, ConstraintTemplate]]:
+        """Every constraint whose template compiles and which fits it, with that template."""
+        out = []
+        templates = self.templates()
+        for rt in self.store.registry.all():
+            if rt.group != CONSTRAINT_GROUP or rt.version != CONSTRAINT_VERSION or rt.kind not in templates:
+                continue
+            for obj in self.store.list_stored(rt):
+                if self._on_worker(self._evaluator, obj, templates[rt.kind]) is not None:
+                    out.append((obj, templates[rt.kind]))
+        return out
+
+    def violations(self, constraint: Obj, template: ConstraintTemplate, review_doc: Obj, inventory: list[Obj]) -> list[Violation]:
+        """The constraint's violations for one review; a malformed result fails closed, as upstream."""
+        return self._on_worker(self._violations, constraint, template, review_doc, inventory)
+
+    def _violations(self, constraint: Obj, template: ConstraintTemplate, review_doc: Obj, inventory: list[Obj]) -> list[Violation]:
+        evaluator = self._evaluator(constraint, template)
+        if evaluator is None:
+            return []
+        try:
+            return evaluator.review(review_doc, inventory)
+        except GatekeeperError as exc:
+            return [Violation(str(exc))]
+
+    def _evaluator(self, obj: Obj, template: ConstraintTemplate) -> ConstraintEvaluator | None:
+        key = f"{obj.get('kind')}/{obj['metadata']['name']}"
+        cached = self._evaluators.get(key)
+        if cached is not None and cached[0] is obj and cached[1] == template.rego:
+            return cached[2]
+        try:
+            evaluator: ConstraintEvaluator | None = ConstraintEvaluator(template, Constraint.from_object(obj, template))
+        except (GatekeeperError, RegoError):
+            evaluator = None
+        self._evaluators[key] = (obj, template.rego, evaluator)
+        return evaluator
+
+    def inventory(self) -> list[Obj]:
+        """``data.inventory``: what the Config syncs, plus the Namespaces matching reads."""
+        wanted = {("", "v1", "Namespace")}
+        config = self.config()
+        for entry in ((config.get("spec") or {}).get("sync") or {}).get("syncOnly") or []:
+            wanted.add((str(entry.get("group", "")), str(entry.get("version", "")), str(entry.get("kind", ""))))
+        out: list[Obj] = []
+        for group, version, kind in sorted(wanted):
+            out += _list(self.store, kind, f"{group}/{version}" if group else version)
+        return out
+
+    def config(self) -> Obj:
+        try:
+            return self.store.get_stored(self.store.registry.by_kind("Config", f"{CONFIG_GROUP}/v1alpha1"), NAMESPACE,
+                                         CONFIG_NAME)
+        except ApiError:
+            return {}
+
+    def exempt(self, namespace: str, process: str) -> bool:
+        """Namespaces a process leaves out: the exempt namespace, and the Config's ``match`` entries."""
+        if not namespace:
+            return False
+        if namespace == NAMESPACE:
+            return True
+        for entry in (self.config().get("spec") or {}).get("match") or []:
+            processes = entry.get("processes") or []
+            if "*" not in processes and process not in processes:
+                continue
+            for pattern in entry.get("excludedNamespaces") or []:
+                pattern = str(pattern)
+                if pattern == namespace or pattern.endswith("*") and namespace.startswith(pattern[:-1]):
+                    return True
+        return False
+
+
+def _list(store: ObjectStore, kind: str, api_version: str) -> list[Obj]:
+    try:
+        return store.list_stored(store.registry.by_kind(kind, api_version))
+    except ApiError:
+        return []
+
+
+class _Worker:
+    """A daemon thread running the calls handed to it one after the other (started on first use)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        if threading.current_thread() is self._thread:  # e.g. a finalizer that runs on this very thread
+            return fn(*args)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="gatekeeper-rego", daemon=True)
+            self._thread.start()
+        done: Future[_T] = Future()
+        self._jobs.put((lambda: fn(*args), done))
+        return done.result()
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, done = job
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # handed back to the caller, as a thread pool does
+                done.set_exception(exc)
+
+
+def _release(worker: _Worker, evaluators: dict[str, Any]) -> None:
+    """Drop the evaluators on the thread that made them, then end it."""
+    worker.call(evaluators.clear)
+    worker.stop()
+
+
+class GatekeeperWebhook:
+    """The controller manager's admission handler."""
+
+    def __init__(self, engine: GatekeeperEngine) -> None:
+        self.engine = engine
+
+    def register(self, dispatcher: WebhookDispatcher) -> None:
+        dispatcher.register(NAMESPACE, SERVICE, ADMIT_PATH, self.admit)
+        dispatcher.register(NAMESPACE, SERVICE, ADMIT_LABEL_PATH, self.admit_label)
+
+    def admit_label(self, req: AdmissionRequest) -> AdmissionResponse:
+        """Only the exempt namespace may carry the ignore label."""
+        labels = (req.subject.get("metadata") or {}).get("labels") or {}
+        if IGNORE_LABEL in labels and req.name != NAMESPACE:
+            return _denied(f"Only exempt namespace can have the {IGNORE_LABEL} label")
+        return AdmissionResponse(True)
+
+    def admit(self, req: AdmissionRequest) -> AdmissionResponse:
+        if is_template(req.subject):
+            compiled = self.engine.compile(req.subject) if req.obj is not None else Compiled(None)
+            return _denied(compiled.error) if compiled.error else AdmissionResponse(True)
+        if is_constraint(req.subject):
+            return self._check_constraint(req)
+        if self.engine.exempt(req.namespace, "webhook"):
+            return AdmissionResponse(True)
+        doc = review_of({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req.review()})
+        inventory = self.engine.inventory()
+        denials, warnings = [], []
+        for constraint, template in self.engine.constraints():
+            action = enforcement_action(constraint)
+            for violation in self.engine.violations(constraint, template, doc, inventory):
+                line = f"[{constraint['metadata']['name']}] {violation.msg}"
+                if action == "deny":
+                    denials.append(line)
+                elif action == "warn":
+                    warnings.append(line)
+        if denials:
+            return AdmissionResponse(False, {"code": 403, "reason": "Forbidden", "message": "\n".join(denials)},
+                                     tuple(warnings))
+        return AdmissionResponse(True, {}, tuple(warnings))
+
+    def _check_constraint(self, req: AdmissionRequest) -> AdmissionResponse:
+        if req.obj is None:
+            return AdmissionResponse(True)
+        template = self.engine.templates().get(req.kind)
+        if template is None:
+            return AdmissionResponse(True)
+        try:
+            Constraint.from_object(req.obj, template)
+        except GatekeeperError as exc:
+            return _denied(str(exc))
+        action = enforcement_action(req.obj)
+        if action not in ACTIONS:
+            return _denied(f'unrecognized enforcementAction: "{action}" is not within the supported list [{" ".join(ACTIONS)}]')
+        return AdmissionResponse(True)
+
+
+def _denied(message: str) -> AdmissionResponse:
+    return AdmissionResponse(False, {"code": 403, "reason": "Forbidden", "message": message})
+
+
+def gatekeeper_pods(store: ObjectStore) -> list[tuple[str, list[str]]]:
+    """(pod name, operations) of every running Gatekeeper pod, by name."""
+    out = []
+    for pod in _list(store, "Pod", "v1"):
+        meta = pod["metadata"]
+        if meta.get("namespace") != NAMESPACE or (meta.get("labels") or {}).get("gatekeeper.sh/system") != "yes":
+            continue
+        if (pod.get("status") or {}).get("phase") != "Running" or meta.get("deletionTimestamp"):
+            continue
+        ops: set[str] = set()
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            for arg in c.get("args") or []:
+                if str(arg).startswith("--operation="):
+                    ops.add(str(arg).split("=", 1)[1])
+        out.append((str(meta["name"]), sorted(ops)))
+    return sorted(out)
+
+
+class GatekeeperTemplateController(Controller):
+    """The ConstraintTemplate controller: constraint CRDs and template status."""
+
+    name = "gatekeeper-templates"
+
+    def __init__(self, ctx: Context, dispatcher: WebhookDispatcher, engine: GatekeeperEngine) -> None:
+        super().__init__(ctx)
+        self.engine = engine
+        GatekeeperWebhook(engine).register(dispatcher)
+        ctx.store.subscribe(self._on_event)
+
+    def _on_event(self, event: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if is_template(obj):
+            self.enqueue(("", str(meta["name"])))
+        elif obj.get("kind") == "Pod" and meta.get("namespace") == NAMESPACE or (
+                obj.get("kind") == "Deployment" and meta.get("namespace") == NAMESPACE):
+            for template in _list(self.ctx.store, "ConstraintTemplate", f"{TEMPLATE_GROUP}/v1"):
+                self.enqueue(("", str(template["metadata"]["name"])))
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        return ()
+
+    def sync(self, key: Key) -> None:
+        if not deployment_available(self.ctx.store, CONTROLLER_MANAGER, NAMESPACE):
+            return
+        store = self.ctx.store
+        try:
+            obj = store.get("ConstraintTemplate", None, key[1], f"{TEMPLATE_GROUP}/v1")
+        except ApiError:
+            return  # the CRD went with the template's deletion (below)
+        if obj["metadata"].get("deletionTimestamp"):
+            return
+        compiled = self.engine.compile(obj)
+        created = False
+        if compiled.template is not None:
+            self._ensure_crd(obj, compiled.template)
+            created = True
+        status = clone(obj.get("status") or {})
+        status["created"] = created
+        status["byPod"] = [self._by_pod(obj, pod, ops, compiled.error) for pod, ops in gatekeeper_pods(store)]
+        self.write_status(obj, status)
+
+    def _by_pod(self, obj: Obj, pod: str, ops: list[str], error: str) -> Obj:
+        entry: Obj = {"id": pod, "observedGeneration": obj["metadata"].get("generation", 1), "operations": ops,
+                      "templateUID": obj["metadata"]["uid"]}
+        if error:
+            entry["errors"] = [{"code": "ingest_error", "message": error}]
+        return entry
+
+    def _ensure_crd(self, obj: Obj, template: ConstraintTemplate) -> None:
+        names = ((obj.get("spec") or {}).get("crd") or {}).get("spec", {}).get("names") or {}
+        parameters: Obj = dict(template.parameters_schema or {"x-kubernetes-preserve-unknown-fields": True})
+        schema = {"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+            "spec": {"type": "object", "properties": {
+                "enforcementAction": {"type": "string"},
+                "match": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "parameters": parameters}},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+        columns = [
+            {"name": "enforcement-action", "type": "string", "description": "Type of enforcement action",
+             "jsonPath": ".spec.enforcementAction"},
+            {"name": "total-violations", "type": "integer", "description": "Total number of violations",
+             "jsonPath": ".status.totalViolations"},
+        ]
+        plural = template.kind.lower()
+        crd_names: Obj = {"kind": template.kind, "listKind": template.kind + "List", "plural": plural, "singular": plural,
+                          "categories": ["constraint", "constraints"]}
+        if names.get("shortNames"):
+            crd_names["shortNames"] = list(names["shortNames"])
+        desired: Obj = {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name(template.kind),
+                         "labels": {**((obj["metadata"].get("labels")) or {}), "gatekeeper.sh/constraint": "yes"},
+                         "ownerReferences": [{"apiVersion": f"{TEMPLATE_GROUP}/v1", "kind": "ConstraintTemplate",
+                                              "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"group": CONSTRAINT_GROUP, "names": crd_names, "scope": "Cluster", "preserveUnknownFields": False,
+                     "versions": [
+                         {"name": version, "served": True, "storage": version == CONSTRAINT_VERSION,
+                          "schema": {"openAPIV3Schema": schema}, "subresources": {"status": {}},
+                          "additionalPrinterColumns": columns}
+                         for version in (CONSTRAINT_VERSION, "v1alpha1")]},
+        }
+        store = self.ctx.store
+        try:
+            current = store.get("CustomResourceDefinition", None, desired["metadata"]["name"])
+        except ApiError:
+            store.create(desired)
+            return
+        if current.get("spec") == desired["spec"]:
+            return
+        updated = clone(current)
+        updated["spec"] = desired["spec"]
+        store.update(updated)
+
