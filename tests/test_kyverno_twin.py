@@ -245,3 +245,25 @@ def test_background_false_policy_reports_nothing_from_scans(twin: PolicyTwin) ->
     twin.run(3700)  # past a periodic background scan
     assert not [r for rep in _reports(twin) for r in rep["results"] if r["policy"] == "admission-only"]
     twin.kubectl("delete", "clusterpolicy", "admission-only")
+
+
+def test_a_replicaset_whose_pods_are_refused_backs_off(twin: PolicyTwin) -> None:
+    """An Enforce policy on Pods alone (autogen off) lets the Deployment in and refuses its pods: the
+    ReplicaSet keeps its first ReplicaFailure condition (upstream's SetCondition), so it retries on its
+    back-off, not every time its own status changes."""
+    policy = json.loads(json.dumps(HOST_NAMESPACES))
+    policy["metadata"].update(name="enforce-pods-only", annotations={"pod-policies.kyverno.io/autogen-controllers": "none"})
+    policy["spec"]["validationFailureAction"] = "Enforce"
+    twin.apply(policy)
+    try:
+        twin.apply(deployment("refused-pods", True))
+        twin.run(120)
+        failed = [e for e in twin.cluster.store.list("Event", NS)
+                  if e["reason"] == "FailedCreate" and e["involvedObject"]["name"].startswith("refused-pods-")]
+        assert failed and sum(int(e.get("count") or 1) for e in failed) < 40
+        rs = next(r for r in twin.cluster.store.list("ReplicaSet", NS) if r["metadata"]["name"].startswith("refused-pods-"))
+        failure = {c["type"]: c for c in rs["status"]["conditions"]}["ReplicaFailure"]
+        assert failure["reason"] == "FailedCreate" and "was blocked due to the following policies" in failure["message"]
+    finally:
+        twin.kubectl("delete", "clusterpolicy", "enforce-pods-only")
+        twin.kubectl("delete", "deployment", "refused-pods", "-n", NS)

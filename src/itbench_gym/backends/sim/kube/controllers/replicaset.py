@@ -116,12 +116,15 @@ class ReplicaSetController(Controller):
         conditions = [c for c in (rs.get("status") or {}).get("conditions") or [] if c.get("type") != "ReplicaFailure"]
         if error is not None:
             old = condition(rs, "ReplicaFailure") or {}
-            conditions.append({
+            # Upstream's SetCondition keeps a condition whose status and reason are unchanged, message
+            # and all: a refusal naming each new pod does not rewrite the status (and resync) every time.
+            kept = old if (old.get("status"), old.get("reason")) == ("True", "FailedCreate") else None
+            conditions.append(kept or {
                 "type": "ReplicaFailure",
                 "status": "True",
                 "reason": "FailedCreate",
                 "message": error,
-                "lastTransitionTime": old.get("lastTransitionTime") or rfc3339(now),
+                "lastTransitionTime": rfc3339(now),
             })
         if conditions:
             status["conditions"] = conditions
