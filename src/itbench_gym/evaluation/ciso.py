@@ -13,7 +13,9 @@ ITBench's evaluators (itbench-hub/ITBench-Scenarios ``ciso/*/evaluation``, ``pla
 
 ITBench always injects a misconfiguration. Here a seed may set up a compliant case, where the same
 check must show compliance: a scoped report with passes and no failure, ``true`` from the Rego query,
-the graded policy's ``pass`` (a report must exist: no result is not evidence of compliance).
+the graded policy's ``pass`` (a report must exist: no result is not evidence of compliance) — and, since
+an unedited policy passes a resource that meets the new requirement too, the policy as deployed must
+fail the resources of the scenario's non-compliant cases (evaluated with the package's Kyverno engine).
 """
 
 from __future__ import annotations
@@ -123,6 +125,26 @@ def grade_policy_result(reports: Sequence[Obj], target: Mapping[str, str], polic
     if ok:
         return Verdict(True, (f"policy {policy!r} reports {expected!r} for {ref}, as expected",))
     return Verdict(False, (f"policy {policy!r} reports {', '.join(repr(g) for g in got)} for {ref}, expected {expected!r}",))
+
+
+def grade_probes(policy: Obj | None, name: str, probes: Sequence[Obj]) -> Verdict:
+    """kyverno-update, compliant case: the graded policy as deployed must detect the violations the
+    requirement is about — each probe (a non-compliant case's resource) fails one of its rules.
+    Otherwise a compliant resource passes an unedited policy and doing nothing would pass."""
+    from itbench_gym.policy.kyverno import Admission, PolicyError, evaluate_policy, load_policy
+
+    if policy is None:
+        return Verdict(False, (f"policy {name!r} is gone",))
+    try:
+        loaded = load_policy(dict(policy))
+    except PolicyError as exc:
+        return Verdict(False, (f"policy {name!r} cannot be evaluated: {exc}",))
+    missed = [f"{o['kind']} {o['metadata']['name']}" for o in probes
+              if not any(r.matched and r.status == "fail" for r in evaluate_policy(loaded, dict(o), Admission(), {}, {}))]
+    if missed:
+        return Verdict(False, (f"policy {name!r} as deployed does not detect {', '.join(missed)} (resources violating the new "
+                               "requirement): it was not updated",))
+    return Verdict(True, (f"policy {name!r} as deployed detects the violations of the new requirement",))
 
 
 def holds_fields(expected: Any, actual: Any) -> bool:

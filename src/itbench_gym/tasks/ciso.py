@@ -26,6 +26,7 @@ from itbench_gym.evaluation.ciso import (
     CISOEvaluation,
     Verdict,
     grade_policy_result,
+    grade_probes,
     grade_rego_output,
     grade_reports,
     grade_unchanged,
@@ -223,8 +224,13 @@ class CISOTask(Task):
             tasks["generate_assessment_posture"] = verdict.passed
         elif cls == "kyverno-update":
             assert case.target is not None and self.compliance.policy is not None
+            policies = self._list(POLICIES)
             result = grade_policy_result(self._list(REPORTS), case.target, self.compliance.policy, case.compliant)
-            kept = grade_unchanged(self._deployed, self._list(POLICIES), self.compliance.unchanged_policies)
+            if case.compliant:
+                graded = next((p for p in policies if (p.get("metadata") or {}).get("name") == self.compliance.policy), None)
+                probed = grade_probes(graded, self.compliance.policy, self._probes())
+                result = Verdict(result.passed and probed.passed, result.reasons + probed.reasons)
+            kept = grade_unchanged(self._deployed, policies, self.compliance.unchanged_policies)
             verdict = Verdict(result.passed and kept.passed, result.reasons + kept.reasons)
             tasks["violation_detected" if not case.compliant else "compliance_confirmed"] = result.passed
             tasks["untouched_policies_unchanged"] = kept.passed
@@ -239,6 +245,18 @@ class CISOTask(Task):
         ttp = submission.submitted_at - incident.started_at if submission.submitted_at is not None else None
         return CISOEvaluation(self.spec.id, cls, case.id, case.compliant, verdict.passed, verdict.reasons, tasks, ttp,
                               submission.submitted_at is not None, submission.report_error if submission.submitted_at is None else None)
+
+    def _probes(self) -> list[Obj]:
+        """The resources of the scenario's non-compliant cases, in its namespace (kyverno-update's probes)."""
+        out = []
+        for case in self.compliance.cases:
+            if case.compliant or case.target is None:
+                continue
+            for obj in case.objects:
+                meta = obj.get("metadata") or {}
+                if (obj.get("kind"), meta.get("name")) == (case.target["kind"], case.target["name"]):
+                    out.append({**obj, "metadata": {**meta, "namespace": meta.get("namespace", self.spec.namespace)}})
+        return out
 
     def _list(self, plurals: Sequence[str]) -> list[Obj]:
         """Every object of the Kyverno / policy-report kinds named by plural, cluster-wide, as the admin."""
