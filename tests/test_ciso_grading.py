@@ -3,13 +3,21 @@ the leaderboard's CISO columns, and the tools a CISO agent writes its artefacts 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from itbench_gym.backends.base import Endpoints
-from itbench_gym.evaluation.ciso import grade_policy_result, grade_rego_output, grade_reports, grade_unchanged, holds_fields
+from itbench_gym.evaluation.ciso import (
+    grade_policy_result,
+    grade_probes,
+    grade_rego_output,
+    grade_reports,
+    grade_unchanged,
+    holds_fields,
+)
 from itbench_gym.runner import leaderboard
 from itbench_gym.runner.store import AgentInfo, EpisodeRecord, ResultStore
 from itbench_gym.tools.base import ToolContext, ToolInputError
@@ -135,3 +143,17 @@ def test_the_assessment_submit_takes_an_optional_posture(tmp_path: Path) -> None
         "summary": "the cluster shares the host network"}
     rejected = AssessmentSubmitTool().run({"compliant": "no"}, ctx)
     assert not rejected.ends_episode and rejected.exit_status == 2
+
+
+def test_an_unedited_policy_cannot_confirm_a_compliant_case_of_the_update_class() -> None:
+    existing = {"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": "p"}, "spec": {"rules": [{
+        "name": "no-escalation", "match": {"any": [{"resources": {"kinds": ["Pod"]}}]},
+        "validate": {"message": "m", "pattern": {"spec": {"containers": [{"securityContext": {"allowPrivilegeEscalation": False}}]}}}}]}}
+    edited = json.loads(json.dumps(existing))
+    edited["spec"]["rules"].append({"name": "non-root", "match": {"any": [{"resources": {"kinds": ["Pod"]}}]},
+                                    "validate": {"message": "m", "pattern": {"spec": {"containers": [{"securityContext": {"runAsNonRoot": True}}]}}}})
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "root", "namespace": "paa"}, "spec": {"containers": [
+        {"name": "c", "image": "nginx", "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": False}}]}}
+    assert "was not updated" in grade_probes(existing, "p", [probe]).reasons[0]
+    assert grade_probes(edited, "p", [probe]).passed
+    assert "is gone" in grade_probes(None, "p", [probe]).reasons[0]
