@@ -130,6 +130,8 @@ def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
     backend = KubernetesBackend(ClusterConfig.load(bad))
     with pytest.raises(BackendError, match=r"missing.yaml: cannot read the kubeconfig"):
         backend.start(get_spec("SRE-CacheFailure-v0"), 0)
+    with pytest.raises(BackendError, match=r"CISO-Kyverno-5.2.5-v0: CISO scenarios run on the embedded twin only so far"):
+        backend.place(get_spec("CISO-Kyverno-5.2.5-v0"))
     backend.close()
 
 

@@ -106,6 +106,9 @@ class KubernetesBackend:
 
     def place(self, spec: ScenarioSpec) -> ScenarioSpec:
         """The scenario in this backend's namespace set (``<namespace>-<suffix>``), or as it is without a suffix."""
+        if spec.compliance is not None:
+            raise BackendError(f"scenario {spec.id}: CISO scenarios run on the embedded twin only so far (backend='sim'); "
+                               "a real cluster would need Kyverno installed and a RHEL 9 host reachable over SSH")
         suffix = self.config.namespace_suffix
         if suffix is None:
             return spec
