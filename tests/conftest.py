@@ -48,7 +48,8 @@ def fresh_cache(directory: Path) -> Path:
 #: starting these first keeps a long one from running alone at the end while the other workers idle.
 LONGEST_MODULES = ("test_kubernetes_backend.py", "test_kubernetes_parallel.py", "test_env_cache_failure.py", "test_mitigation_hacks.py",
                    "test_validate.py", "test_runner.py", "test_hostile_agent.py", "test_itbench_library.py",
-                   "test_static_checks.py", "test_shared_baselines.py", "test_modalities.py", "test_kube_bounded.py")
+                   "test_static_checks.py", "test_shared_baselines.py", "test_modalities.py", "test_kube_bounded.py",
+                   "test_ciso_rhel9_library.py", "test_rhel9_host.py", "test_ciso_episodes.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
