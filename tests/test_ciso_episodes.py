@@ -19,11 +19,14 @@ from itbench_gym.runner import leaderboard
 from itbench_gym.runner.batch import run_batch
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.tasks.ciso import draw_case
+from itbench_gym.tools.sandbox import isolation_available
 from itbench_gym.validate.checks import validate_scenario
 
 KYVERNO = "CISO-Kyverno-5.2.5-v0"
 OPA = "CISO-K8sOPA-5.2.5-v0"
 UPDATE = "CISO-KyvernoUpdate-RootTrustedRegistry-v0"
+#: Agent-written fetch scripts run only in the rooted sandbox: without it they are refused, never run.
+needs_sandbox = pytest.mark.skipif(not isolation_available(), reason="bubblewrap with user and network namespaces is not available here")
 
 
 def seed_of(spec: ScenarioSpec, compliant: bool) -> int:
@@ -87,6 +90,7 @@ def test_a_policy_for_another_control_does_not_detect_the_violation(kyverno_env:
     assert not evaluation["passed"] and "does not detect the violation" in evaluation["reasons"][0]
 
 
+@needs_sandbox
 def test_a_k8s_opa_episode_runs_the_agents_script_and_rego_again_at_grading() -> None:
     env = itbench_gym.make(OPA).unwrapped
     assert isinstance(env, ITBenchEnv) and env.scenario.compliance is not None
@@ -127,6 +131,7 @@ def test_the_update_class_fails_an_edit_of_the_policy_that_must_stay_unchanged()
         env.close()
 
 
+@needs_sandbox
 def test_validate_proves_a_compliance_scenario_case_by_case() -> None:
     result = validate_scenario(OPA, [0])
     assert result.status == "passed", result.reason
@@ -134,6 +139,7 @@ def test_validate_proves_a_compliance_scenario_case_by_case() -> None:
     assert len(result.seeds) == len(result.info["cases"])
 
 
+@needs_sandbox
 def test_ciso_results_appear_in_the_leaderboard_with_the_papers_columns(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = run_batch("oracle", [KYVERNO, OPA], runs=1, out=out, echo=lambda _line: None)
