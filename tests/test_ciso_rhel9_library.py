@@ -28,17 +28,13 @@ Doc = dict[str, Any]
 
 FILES = sorted((specs_dir() / "ciso").glob("rhel9-opa-*.yaml"))
 HOST = envs_dir() / "rhel9-host" / "host.yaml"
-#: Another engineer is adding the Kyverno manifest the cluster environment names; not this library's problem.
-PENDING_CLUSTER_FILE = "cluster/kyverno.yaml"
 ACTIONS = ("ansible-playbook playbook.yml -i inventory.ansible.ini",
            "opa eval -d policy.rego -i collected_data.json 'data.check.result' --format raw")
 REGO_ARGV = ["--data", "policy.rego", "--input", "collected_data.json", "data.check.result", "--format", "raw"]
-#: The sample run for real, each with a non-compliant case its wrong answer misses (ITBench's own X11
-#: scenario; a sysctl one, runtime vs persisted; a package and socket one).
+#: The sample run for real in CI, with a non-compliant case its wrong answer misses (ITBench's own X11
+#: scenario); `itbench-gym validate 'CISO-RHEL9OPA*'` runs every scenario (about 20 minutes).
 SAMPLE = {
     "rhel9-opa-5.2.12-ssh-x11-forwarding.yaml": "drop-in-yes",
-    "rhel9-opa-3.3.8-tcp-syn-cookies.yaml": "sysctl-conf-0",
-    "rhel9-opa-2.2.13-telnet-server.yaml": "installed-socket-disabled",
 }
 
 
@@ -60,8 +56,7 @@ def test_the_library_has_at_least_twenty_scenarios_and_the_sample_is_in_it() -> 
 def test_scenario_is_valid(path: Path) -> None:
     doc = _doc(path)
     assert [e.message for e in compliance.schema_errors(doc)] == []
-    problems = [p for p in compliance.semantic_problems(doc, envs_dir()) if PENDING_CLUSTER_FILE not in p[1]]
-    assert problems == []
+    assert compliance.semantic_problems(doc, envs_dir()) == []
     meta = doc["metadata"]
     control = meta["control"]["id"]
     assert (meta["class"], meta["complexity"]) == ("rhel9-opa", "medium")
