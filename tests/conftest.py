@@ -53,9 +53,8 @@ LONGEST_MODULES = ("test_kubernetes_backend.py", "test_kubernetes_parallel.py", 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest modules first (``LONGEST_MODULES``); the tests of a module keep their order. xdist keeps this
-    order only without its own reordering by test count (``--no-loadscope-reorder`` in pyproject's addopts):
-    the realtime modules have few tests and would otherwise start last."""
+    """Longest modules first (``LONGEST_MODULES``); the tests of a module keep their order. pytest-xdist 3.8
+    reorders loadfile modules by test count unless ``--no-loadscope-reorder`` is given."""
     rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
