@@ -81,11 +81,11 @@ def test_a_gateway_shows_its_symptoms_at_its_envoy_deployment() -> None:
         env.close()
 
 
-#: The CI sample, within CI's time: one scenario of each family of faults (flags and restarts, scheduling,
-#: containers, services, Chaos Mesh imported from the library); each family's mechanisms have their own
-#: tests, and the whole set is `itbench-gym validate` (docs/scenarios.md).
-CI_SAMPLE = ["SRE-CacheFailure-v0", "SRE-CordonedNode-v0", "SRE-InvalidContainerCommand-v0", "SRE-ServiceTargetPort-v0",
-             "ITBench-18-v0"]
+#: The CI sample, within CI's time: scheduling, containers and Chaos Mesh imported from the library. The
+#: flag family's scenario (SRE-CacheFailure-v0) is validated hack by hack in test_mitigation_hacks.py and
+#: the services family on the real-cluster backend in test_kubernetes_backend.py (SRE-DeletedService-v0);
+#: each family's mechanisms have their own tests, and the whole set is `itbench-gym validate` (docs/scenarios.md).
+CI_SAMPLE = ["SRE-CordonedNode-v0", "SRE-InvalidContainerCommand-v0", "ITBench-18-v0"]
 
 
 @pytest.mark.skipif(not (LIBRARY / "scenarios").is_dir(), reason="../shared/itbench is not present")

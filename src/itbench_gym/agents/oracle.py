@@ -11,8 +11,8 @@ those of the workloads the scenario's restart waiters restarted whose pods read 
 or Secret (their processes copied it at start: flagd's flag file) — restarting others would only cost
 a cold start (a JVM's JIT warm-up) —, waits, and restarts the Deployments that are still not
 available (pods left in back-off by the incident). Either way it then waits until the system has
-recovered (the triggering alerts quiet, every service's p95 latency near its baseline:
-:meth:`OracleAgent._recovered`) and submits the ground-truth report. Objects the agent's credential
+recovered (the triggering alerts quiet, every service's p95 latency near its baseline and its
+request rate above the graded floor: :meth:`OracleAgent._recovered`) and submits the ground-truth report. Objects the agent's credential
 cannot reach (the injection machinery: Chaos Mesh) stay as they are and are listed in
 :attr:`OracleAgent.unreachable`: such a scenario's mitigation is not the agent's to make. A compliance
 (CISO) scenario's oracle is its spec's own answer, played by :class:`~itbench_gym.agents.answer.AnswerAgent`.
@@ -186,8 +186,10 @@ class OracleAgent(ScriptedAgent):
             yield f"wait {self._settle:g}"
 
     def _recovered(self) -> bool:
-        """Whether the triggering alerts are quiet and every service's p95 latency is back near its
-        baseline (the dashboards an SRE watches after a fix; a cold JVM takes minutes to warm up)."""
+        """Whether the triggering alerts are quiet and every service's p95 latency and request rate are
+        back near its baseline (the dashboards an SRE watches after a fix; a cold JVM takes minutes to
+        warm up, and a queue's consumers or a page's callees serve a trickle until users come back)."""
+        from itbench_gym.evaluation.mitigation import Tolerances
         from itbench_gym.tasks.sre import ClusterProbe
 
         incident, facts = self._env.incident, load_app_facts(envs_dir() / self._spec.app)
@@ -201,9 +203,12 @@ class OracleAgent(ScriptedAgent):
             probe.close()
         if any(m.matches(a) for m in self._spec.triggering_alerts for a in firing):
             return False
+        graded = Tolerances()
         for name, before in incident.baseline.services.items():
             now = signals.get(name)
             if now is not None and now.p95_ms > before.p95_ms * RECOVERED_LATENCY_FACTOR + RECOVERED_LATENCY_MS:
+                return False
+            if before.rate >= graded.min_rate and not (now is not None and now.rate >= (1 - graded.service_traffic) * before.rate):
                 return False
         return True
 
