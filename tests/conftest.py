@@ -33,6 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
     makes it before xdist starts its workers, which inherit it, as do the processes tests start."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         directory = tempfile.mkdtemp(prefix="itbench-gym-test-baselines-")
+        (Path(directory) / "baselines").mkdir()  # what ``fresh_cache`` links to, before any baseline is built
         os.environ["ITBENCH_GYM_CACHE"] = directory
         config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 

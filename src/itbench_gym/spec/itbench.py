@@ -220,7 +220,7 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
     app_schema = library.application_schema(str(apps[0]))
     if app_schema is not None and (theirs := _schema_problems(app_schema, app_args)):
         raise _Invalid(f"invalid index: environment.applications[0].args break ITBench's own schema: {theirs}")
-    environment = _environment(app_args)
+    environment = _environment(app_args, str(index.get("category") or "sre"))
     entries = _flatten(index.get("disruptions"))
     if not entries:
         raise _Invalid("invalid index: no injections")
@@ -294,13 +294,14 @@ def _flatten(disruptions: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _environment(args: Any) -> dict[str, Any]:
+def _environment(args: Any, category: str) -> dict[str, Any]:
     """The scenario's ``environment`` options from ITBench's application ``args`` (``schemas/applications/``):
     ``autoscaling.kubernetes.hpa`` and ``loadGeneration`` (users, userSpawnRate); an option the twin cannot
-    honour makes the scenario unsupported, with the option named."""
+    honour makes the scenario unsupported, with the option named. A FinOps scenario's cluster runs
+    OpenCost (ITBench sets ``tools.finops.enabled`` for its FinOps category)."""
     if not isinstance(args, Mapping):
         raise _Invalid(f"invalid index: environment.applications[0].args must be an object, got {args!r}")
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"tools": {"finops": {"enabled": True}}} if category == "finops" else {}
     for key, value in args.items():
         if key == "autoscaling":
             out["autoscaling"] = copy.deepcopy(dict(value))

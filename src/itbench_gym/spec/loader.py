@@ -244,6 +244,7 @@ def _build(doc: dict[str, Any], source: Path, envs: Path | None = None) -> Scena
         load=LoadOptions(**env.get("load", {})),
         baseline_seconds=float(env.get("baseline_seconds", 600)),
         hpa=bool(env.get("autoscaling", {}).get("kubernetes", {}).get("hpa", False)),
+        finops=bool(env.get("tools", {}).get("finops", {}).get("enabled", False)),
         faults=tuple(FaultRef(id=f["id"], args=f["args"]) for f in doc["faults"]),
         triggering_alerts=tuple(
             AlertMatcher(alertname=a["alertname"], labels=dict(a.get("labels", {})))

@@ -164,6 +164,8 @@ class ScenarioSpec:
     itbench_scenario: int | None = None
     #: ``environment.autoscaling.kubernetes.hpa``: the app is installed with its HorizontalPodAutoscalers.
     hpa: bool = False
+    #: ``environment.tools.finops.enabled``: the cluster also runs OpenCost (``spec/finops.py``).
+    finops: bool = False
     tags: tuple[str, ...] = ()
     #: ``{"itbench_scenario": n, "differences": ...}`` when adapted from, not reproducing, a library scenario.
     derived_from: Mapping[str, Any] | None = None

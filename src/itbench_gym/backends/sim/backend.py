@@ -143,11 +143,11 @@ class SimBackend:
             assert state is None or isinstance(state, ClusterTwinSnapshot)
             return ClusterTwin(env_dir, seed=seed, clock=self._clock, state=state)
         assert state is None or isinstance(state, TwinSnapshot)
-        return Twin(env_dir, seed=seed, clock=self._clock, load=spec.load, hpa=spec.hpa, state=state)
+        return Twin(env_dir, seed=seed, clock=self._clock, load=spec.load, hpa=spec.hpa, finops=spec.finops, state=state)
 
     def _baseline_key_of(self, spec: ScenarioSpec) -> BaselineKey:
         app_dir = self._envs_root / spec.app
-        return BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load, spec.hpa)
+        return BaselineKey(str(app_dir.resolve()), spec.baseline_seconds, spec.load, spec.hpa, spec.finops)
 
     def _keep_twin(self, key: BaselineKey, twin: AnyTwin) -> None:
         self._twins[key] = twin

@@ -52,12 +52,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BaselineKey:
     """What a healthy baseline depends on: the app's folder, how long it runs, how its load generator
-    runs, whether the app was installed with its HPAs."""
+    runs, whether the app was installed with its HPAs and whether the cluster runs OpenCost."""
 
     app_dir: str
     seconds: float
     load: LoadOptions
     hpa: bool = False
+    finops: bool = False
 
 
 def _tree_digest(root: Path, skip: Path | None = None) -> str:
@@ -87,7 +88,7 @@ def _envs_digest(envs_root: Path) -> str:
 def key_digest(key: BaselineKey) -> str:
     """The name a baseline is stored under: changes whenever anything that could change it does."""
     app_dir = Path(key.app_dir)
-    parts = (_code_digest(), _envs_digest(app_dir.parent), app_dir.name, repr(key.seconds), repr(key.load), repr(key.hpa))
+    parts = (_code_digest(), _envs_digest(app_dir.parent), app_dir.name, repr(key.seconds), repr(key.load), repr(key.hpa), repr(key.finops))
     return hashlib.blake2b("\0".join(parts).encode(), digest_size=20).hexdigest()
 
 

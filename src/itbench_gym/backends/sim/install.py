@@ -114,6 +114,8 @@ class Release:
     certificates: tuple[Certificate, ...]
     #: "Kind/name" of objects the chart renders without any label a selector could match
     objects: frozenset[str] = frozenset()
+    #: the scenario install option the release comes with (``spec/finops.py``); "" for every cluster
+    option: str = ""
 
     def owns(self, obj: Obj) -> bool:
         """Whether the chart rendered ``obj``: it matches the selector or is listed by kind and name, sits
@@ -132,8 +134,9 @@ class Release:
         return self.templates.get(f"{kind}/{name}") or self.templates.get(kind)
 
 
-def load_releases(app_dir: Path) -> tuple[Release, ...]:
-    """The releases of ``app_dir``'s ``cluster/releases.yaml`` (none when the app has no such file)."""
+def load_releases(app_dir: Path, options: frozenset[str] = frozenset()) -> tuple[Release, ...]:
+    """The releases of ``app_dir``'s ``cluster/releases.yaml`` (none when the app has no such file):
+    those of every cluster and those of the install ``options`` the scenario turns on."""
     path = app_dir / RELEASES_FILE
     if not path.exists():
         return ()
@@ -145,8 +148,11 @@ def load_releases(app_dir: Path) -> tuple[Release, ...]:
                                   tuple(c.get("ca_bundle_in") or ()),
                                   tuple((m["namespace"], m["name"], m["key"]) for m in c.get("config_maps") or []))
                       for c in r.get("certificates") or [])
+        option = str(r.get("option") or "")
+        if option and option not in options:
+            continue
         out.append(Release(r["name"], r["namespace"], r["chart"], r.get("selector") or {}, r.get("templates") or {},
-                           r.get("values") or {}, certs, frozenset(r.get("objects") or ())))
+                           r.get("values") or {}, certs, frozenset(r.get("objects") or ()), option))
     return tuple(out)
 
 

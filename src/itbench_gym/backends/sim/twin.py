@@ -22,6 +22,7 @@ from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.fleet import AppFleet
+from itbench_gym.backends.sim.app.model import read_manifests
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
 from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
@@ -30,6 +31,7 @@ from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.autoscaling import hpa_objects
+from itbench_gym.spec.finops import FINOPS_OPTION, finops_manifests
 from itbench_gym.spec.model import LoadOptions
 
 SCRAPE_INTERVAL = 15.0
@@ -64,7 +66,7 @@ class Twin:
     """
 
     def __init__(self, app_dir: Path, *, seed: int, clock: SimClock | None = None, load: LoadOptions | None = None,
-                 state: TwinSnapshot | None = None, hpa: bool = False) -> None:
+                 state: TwinSnapshot | None = None, hpa: bool = False, finops: bool = False) -> None:
         self.clock = clock or SimClock()
         self.lock = threading.RLock()
         self.seed = seed
@@ -84,7 +86,10 @@ class Twin:
                 return
             self._room_to_deploy()
             manifests = self._with_load(self.model.manifests(), load or LoadOptions())
-            deploy(self.cluster, manifests, load_releases(app_dir), seed=seed)
+            # ITBench's tools.finops.enabled: OpenCost, after everything the cluster always runs
+            tools = read_manifests(app_dir, finops_manifests(app_dir)) if finops else []
+            options = frozenset({FINOPS_OPTION} if finops else ())
+            deploy(self.cluster, manifests + tools, load_releases(app_dir, options), seed=seed)
             if hpa:
                 self.cluster.apply(hpa_objects(app_dir, manifests, self.model.spec.namespace))
             self.cluster.apply(app_rule_objects(app_dir / APP_RULES))

@@ -1,7 +1,7 @@
 """The cluster's Prometheus as prometheus-operator runs it: scrape what it discovers, evaluate what it loads.
 
 One object per twin holds the scraper (targets from ServiceMonitors/PodMonitors, ``up``), the
-exporters behind the targets (kube-state-metrics, node-exporter, the kubelets' cAdvisor) and the
+exporters behind the targets (kube-state-metrics, node-exporter, the kubelets' cAdvisor, OpenCost) and the
 rule manager fed from PrometheusRule objects. The twin gives it the store, each tick's cAdvisor series
 and pod expositions from the app model (the mesh's proxies, the collector's exporter with the span
 metrics) and the nodes' usage; everything else it reads from the store. Every series reaches the
@@ -23,6 +23,7 @@ from itbench_gym.lang.durations import parse_prometheus_duration
 
 from .kube_state import KubeStateMetrics, resources_flag
 from .node_exporter import NodeExporter
+from .opencost import OpenCost, OpenCostSnapshot
 from .scrape import TARGET_LABEL_NAMES, PodEndpoint, Sample, ScrapeInput, Scraper
 from .targets import DEFAULT_INTERVAL, Target, find_prometheus
 
@@ -37,6 +38,7 @@ class MonitoringSnapshot:
     rule_source: tuple[Any, ...] | None
     jobs: frozenset[str]
     nodes: object
+    opencost: OpenCostSnapshot
 
 
 def _stored(store: StoreLike, kind: str, namespace: str | None, name: str) -> Obj | None:
@@ -62,12 +64,13 @@ class Monitoring:
         self.rule_source = PrometheusRuleSource(store)
         self.kube_state = KubeStateMetrics()
         self.node_exporter = NodeExporter()
+        self.opencost = OpenCost()
         self.tsdb = engine.storage
         #: the last scrape's cAdvisor label dicts by id, with what the kubelet exposes of them (the same
         #: dict each scrape, so the kubelet target's cache finds it by identity)
         self._stripped: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
         self.scraper = Scraper({"kube-state-metrics": self._kube_state, "node-exporter": self._node, "cadvisor": self._cadvisor,
-                                "kube-apiserver": self._apiserver, "etcd": self._etcd},
+                                "kube-apiserver": self._apiserver, "etcd": self._etcd, "opencost": self._opencost},
                                KUBELET_PATHS)
 
     # -- per tick ---------------------------------------------------------------------------------
@@ -125,6 +128,11 @@ class Monitoring:
         pods = sum(1 for p in list_kind(inputs.store, "Pod") if (p.get("spec") or {}).get("nodeName") == node_name)
         return [self.node_exporter.collect(node, inputs.now, cpu, mem, pods)]
 
+    def _opencost(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
+        pod = self._target_pod(target) or {}
+        container: Obj | None = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == target.container), None)
+        return [self.opencost.collect(inputs, pod, container)] if container is not None else []
+
     def _apiserver(self, inputs: ScrapeInput, target: Target) -> list[list[Sample]]:
         return [self.apiserver()] if self.apiserver is not None else []
 
@@ -137,12 +145,13 @@ class Monitoring:
     # -- snapshots --------------------------------------------------------------------------------
     def snapshot(self) -> MonitoringSnapshot:
         return MonitoringSnapshot(self.rules.snapshot(), self.rule_source.snapshot(), self.scraper.snapshot(),
-                                  self.node_exporter.snapshot())
+                                  self.node_exporter.snapshot(), self.opencost.snapshot())
 
     def restore(self, snap: MonitoringSnapshot) -> None:
         self.rules.restore(snap.rules)
         self.rule_source.restore(snap.rule_source)
         self.scraper.restore(snap.jobs)
         self.node_exporter.restore(snap.nodes)  # type: ignore[arg-type]
+        self.opencost.restore(snap.opencost)
         # resourceVersions are handed out again after a rewind: series cached by version are void
         self.kube_state = KubeStateMetrics()

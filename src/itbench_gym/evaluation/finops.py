@@ -1,0 +1,73 @@
+"""FinOps measures of a namespace and the paper's proximity to optimal.
+
+The four measures are read from Prometheus as an agent would read them, through ITBench's own recording
+rules where it defines one (``alert-rules/opencost.yaml.j2``):
+
+- hourly CPU cost: ``container_namespace_node:container_cpu_allocation_cost_per_node:avg5m`` summed over
+  the namespace (OpenCost's allocation, max(request, usage), times the node's price per vCPU-hour);
+- hourly memory cost: ``container_namespace_node:container_memory_allocation_gigabytes_cost_per_node:avg5m``
+  summed likewise (GiB allocated times the price per GiB-hour);
+- CPU efficiency: the namespace's CPU usage over its CPU requests (cAdvisor's usage rate over
+  kube-state-metrics' requests, the ratio ITBench's ``workload.efficiency`` rules take per container);
+- memory efficiency: working set over memory requests, likewise.
+
+Proximity is the paper's ``1 − |observed − optimal| / optimal``, floored at 0 (a cost three times the
+optimum is as far as one ten times it: both are no closer) and 1 when both are 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+
+#: One PromQL instant query's value (the sum of its samples; NaN when it returns none).
+Query = Callable[[str], float]
+
+CPU_COST = "container_namespace_node:container_cpu_allocation_cost_per_node:avg5m"
+RAM_COST = "container_namespace_node:container_memory_allocation_gigabytes_cost_per_node:avg5m"
+
+
+def _queries(namespace: str) -> dict[str, str]:
+    ns = f'namespace="{namespace}"'
+    return {
+        "cpu_cost_hourly": f"sum({CPU_COST}{{{ns}}})",
+        "ram_cost_hourly": f"sum({RAM_COST}{{{ns}}})",
+        "cpu_efficiency": (f'sum(rate(container_cpu_usage_seconds_total{{{ns}, container!=""}}[5m])) / '
+                           f'sum(kube_pod_container_resource_requests{{{ns}, resource="cpu", job="kube-state-metrics"}})'),
+        "ram_efficiency": (f'sum(container_memory_working_set_bytes{{{ns}, container!=""}}) / '
+                           f'sum(kube_pod_container_resource_requests{{{ns}, resource="memory", job="kube-state-metrics"}})'),
+    }
+
+
+@dataclass(frozen=True)
+class CostMeasures:
+    """A namespace's hourly CPU and memory cost ($/h) and its CPU and memory efficiency (usage / requests)."""
+
+    cpu_cost_hourly: float
+    ram_cost_hourly: float
+    cpu_efficiency: float
+    ram_efficiency: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def measure(query: Query, namespace: str) -> CostMeasures:
+    """The four measures of ``namespace`` now, from the PromQL ``query`` function."""
+    return CostMeasures(**{name: query(expr) for name, expr in _queries(namespace).items()})
+
+
+def proximity(observed: float, optimal: float) -> float:
+    """``1 − |observed − optimal| / optimal`` in [0, 1]; NaN when either is unknown."""
+    if not (math.isfinite(observed) and math.isfinite(optimal)):
+        return math.nan
+    if optimal == 0:
+        return 1.0 if observed == 0 else 0.0
+    return max(0.0, 1.0 - abs(observed - optimal) / abs(optimal))
+
+
+def proximities(observed: CostMeasures, optimal: CostMeasures) -> Mapping[str, float]:
+    """Each measure's proximity to its optimum, by measure name."""
+    mine, best = observed.to_dict(), optimal.to_dict()
+    return {name: proximity(mine[name], best[name]) for name in mine}
