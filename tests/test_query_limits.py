@@ -50,6 +50,7 @@ from itbench_gym.registry import get_spec
 from itbench_gym.tools.base import ToolInputError, ToolResult
 from itbench_gym.tools.durations import parse_duration, require_text
 from itbench_gym.tools.logql import LogQLTool
+from itbench_gym.tools.opencost import OpenCostTool
 from itbench_gym.tools.promql import PromQLTool
 from itbench_gym.tools.traces import TracesTool
 
@@ -565,6 +566,7 @@ def _outcome(tool: Any, args: dict[str, Any], ctx: Any) -> ToolResult | ToolInpu
 @pytest.mark.parametrize("tool, base, names", [
     (PromQLTool(), {"query": "up"}, ["query", "range", "step"]),
     (LogQLTool(), {"query": '{service_name="frontend"}'}, ["query", "range", "step", "limit"]),
+    (OpenCostTool(), {"window": "10m"}, ["window", "aggregate", "step", "accumulate"]),
     (TracesTool(), {"service": "frontend", "lookback": "30s"}, ["service", "operation", "tags", "lookback", "limit", "sort", "trace_id",
                                              "min_duration", "max_duration", "error", "http.status_code", "text"]),
 ])

@@ -108,8 +108,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
     id; may be left out when ``task`` is given), ``task`` (a ``Task`` that sets the scenario up and
     grades it; default ``make_task(spec)``, e.g. ``SRETask``), ``backend`` (``"sim"``, ``"kubernetes"`` or a ``Backend``),
     ``tools`` (a list of tools; default: the task's — SRE: kubectl, promql, logql, traces, alerts, topology,
-    wait, submit; CISO: kubectl, write_file, read_file, list_files, the class's policy tools (kyverno,
-    bash for fetch scripts, opa, ansible-playbook), wait, submit),
+    opencost (when the scenario runs OpenCost), wait, submit; CISO: kubectl, write_file, read_file, list_files,
+    the class's policy tools (kyverno, bash for fetch scripts, opa, ansible-playbook), wait, submit),
     ``reward_fn`` (a ``Reward``) or ``reward_mode`` (default ``"sparse"``), ``max_steps`` and
     ``max_sim_seconds`` (override the spec's budget), ``render_mode`` (``"ansi"``: the transcript).
 

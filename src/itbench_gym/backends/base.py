@@ -37,6 +37,8 @@ class Endpoints:
     jaeger: str | None = None
     grafana: str | None = None
     alertmanager: str | None = None
+    #: OpenCost's API (``/allocation/compute``): only where the scenario's cluster runs OpenCost.
+    opencost: str | None = None
 
     def to_dict(self) -> dict[str, str | None]:
         return {
@@ -46,6 +48,7 @@ class Endpoints:
             "jaeger": self.jaeger,
             "grafana": self.grafana,
             "alertmanager": self.alertmanager,
+            "opencost": self.opencost,
         }
 
 

@@ -43,10 +43,11 @@ class Task(abc.ABC):
         return load_app_facts(envs_dir() / self.spec.app).example_actions(self.spec.namespace)
 
     def default_tools(self) -> list[Tool]:
-        """The tools an agent gets when the env is given none: the SRE toolbox by default."""
+        """The tools an agent gets when the env is given none: the SRE toolbox by default, with OpenCost's
+        API when the scenario's cluster runs OpenCost."""
         from itbench_gym.tools import default_tools
 
-        return default_tools()
+        return default_tools(opencost=self.spec.finops)
 
     def prepare_workspace(self, workspace: Path) -> None:
         """Put what the task hands the agent into its fresh, empty workspace (none by default)."""

@@ -8,6 +8,7 @@ from itbench_gym.tools.kubectl import KubectlTool
 from itbench_gym.tools.kyverno_cli import KyvernoCliTool
 from itbench_gym.tools.logql import LogQLTool
 from itbench_gym.tools.opa import OpaTool
+from itbench_gym.tools.opencost import OpenCostTool
 from itbench_gym.tools.promql import PromQLTool
 from itbench_gym.tools.submit import SubmitTool
 from itbench_gym.tools.topology import TopologyTool
@@ -15,8 +16,10 @@ from itbench_gym.tools.traces import TracesTool
 from itbench_gym.tools.wait import WaitTool
 
 
-def default_tools() -> list[Tool]:
-    return [KubectlTool(), PromQLTool(), LogQLTool(), TracesTool(), AlertsTool(), TopologyTool(), WaitTool(), SubmitTool()]
+def default_tools(*, opencost: bool = False) -> list[Tool]:
+    """The SRE toolbox; with ``opencost`` (a cluster that runs OpenCost) also the cost allocation API."""
+    costs: list[Tool] = [OpenCostTool()] if opencost else []
+    return [KubectlTool(), PromQLTool(), LogQLTool(), TracesTool(), AlertsTool(), TopologyTool(), *costs, WaitTool(), SubmitTool()]
 
 
 def tool_schemas(tools: list[Tool]) -> list[dict[str, Any]]:
@@ -34,6 +37,7 @@ __all__ = [
     "KyvernoCliTool",
     "LogQLTool",
     "OpaTool",
+    "OpenCostTool",
     "PromQLTool",
     "SubmitTool",
     "Tool",

@@ -150,7 +150,7 @@ class KubernetesBackend:
         self._endpoints = Endpoints(
             kubeconfig=agent / "kubeconfig", kube_cache_dir=self._workdir.subdir("kube-cache"),
             prometheus=self.config.prometheus, loki=self.config.loki, jaeger=self.config.jaeger,
-            grafana=self.config.grafana, alertmanager=self.config.alertmanager,
+            grafana=self.config.grafana, alertmanager=self.config.alertmanager, opencost=self.config.opencost,
         )
         assert self._found is not None
         self._ready = inventory.take(objects, self._found.namespaces, self._cluster_kinds)

@@ -41,6 +41,7 @@ class ClusterConfig:
     jaeger: str | None = None
     grafana: str | None = None
     alertmanager: str | None = None
+    opencost: str | None = None
     #: Seconds to wait for the app's workloads to be ready (after provisioning and after cleanup).
     ready_timeout: float = 900.0
     #: Lifetime of the agent's token (the API server's minimum is ten minutes).

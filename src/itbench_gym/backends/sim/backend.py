@@ -18,6 +18,7 @@ from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS, SavedIncident
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.loki import make_loki_app
+from itbench_gym.backends.sim.opencost_api import make_opencost_app
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve
 from itbench_gym.backends.sim.traces import make_jaeger_app
@@ -74,6 +75,7 @@ class SimBackend:
         self._prom_switch = _Switch()
         self._jaeger_switch = _Switch()
         self._loki_switch = _Switch()
+        self._opencost_switch = _Switch()
         self._servers: list[ServerHandle] = []
         self._workdir: WorkDir | None = None
         #: Every server the twin runs; ``_endpoints`` is what the current scenario's agent gets of them.
@@ -199,6 +201,7 @@ class SimBackend:
         containers' logs are empty, as when an app exports its logs only over OTLP to a log store
         that is not there; without traces there is no Jaeger (no endpoint, nothing served). The
         span metrics stay (the collector derives them from spans whether or not Jaeger stores them).
+        OpenCost's API is served only when the scenario installs OpenCost (``spec.finops``).
         """
         self._twin = twin
         self._spec = spec
@@ -221,11 +224,15 @@ class SimBackend:
             self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)
             self._jaeger_switch.target = make_jaeger_app(twin.apps.instances, self._clock, twin.lock) if traces else None
             self._loki_switch.target = make_loki_app(twin.apps, self._clock, twin.lock, namespace) if logs else None
+            self._opencost_switch.target = make_opencost_app(twin.engine, self._clock) if spec.finops else None
             self._endpoints = replace(self._served, loki=self._served.loki if logs else None,
-                                      jaeger=self._served.jaeger if traces else None)
-        else:  # a cluster without monitoring: no Prometheus, Grafana, Alertmanager, Loki or Jaeger to serve
+                                      jaeger=self._served.jaeger if traces else None,
+                                      opencost=self._served.opencost if spec.finops else None)
+        else:  # a cluster without monitoring: no Prometheus, Grafana, Alertmanager, Loki, Jaeger or OpenCost to serve
             self._prom_switch.target = self._jaeger_switch.target = self._loki_switch.target = None
-            self._endpoints = replace(self._served, prometheus=None, grafana=None, alertmanager=None, loki=None, jaeger=None)
+            self._opencost_switch.target = None
+            self._endpoints = replace(self._served, prometheus=None, grafana=None, alertmanager=None, loki=None, jaeger=None,
+                                      opencost=None)
         kube_url = self._servers[0].url
         ca_pem = tls_material().ca_pem
         write_kubeconfig(self._endpoints.kubeconfig, kube_url, self._auth.agent_token, ca_pem, namespace=namespace)
@@ -242,7 +249,8 @@ class SimBackend:
         prom = serve(self._prom_switch)
         jaeger = serve(self._jaeger_switch)
         loki = serve(self._loki_switch)
-        self._servers = [kube, prom, jaeger, loki]
+        opencost = serve(self._opencost_switch)
+        self._servers = [kube, prom, jaeger, loki, opencost]
         agent = self._workdir.subdir("agent")
         cache = self._workdir.subdir("kube-cache")
         self._served = self._endpoints = Endpoints(
@@ -253,6 +261,7 @@ class SimBackend:
             alertmanager=prom.url,
             jaeger=jaeger.url,
             loki=loki.url,
+            opencost=opencost.url,
         )
 
     def advance(self, seconds: float) -> None:
