@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from itbench_gym.lang import yamltext
 from itbench_gym.paths import envs_dir, specs_dir
+from itbench_gym.spec.loadshape import parse_shape, shape_problems
 from itbench_gym.spec.model import (
     COMPLEXITY_LEVELS,
     AlertMatcher,
@@ -183,9 +184,25 @@ def check_document(doc: Any, *, envs: Path | None = None) -> list[SpecProblem]:
     for i, fault in enumerate(doc["faults"]):
         problems += [SpecProblem(f"faults[{i}].{where}", message) for where, message in fault_args_problems(fault["id"], fault["args"])]
     problems += complexity_problems(doc["metadata"]["complexity"])
+    shape = doc["environment"].get("load", {}).get("shape")
+    if shape is not None:
+        problems += [SpecProblem(path, message) for path, message in shape_problems(shape, "environment.load.shape")]
     problems += [SpecProblem(path, message) for path, message in check_references(doc, envs or envs_dir())]
     problems += [SpecProblem(path, message) for path, message in gt_problems]
     return _in_file_order(problems)
+
+
+@lru_cache(maxsize=1)
+def _shape_validator() -> jsonschema.Draft202012Validator:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(_schema()["properties"]["environment"]["properties"]["load"]["properties"]["shape"])
+
+
+def shape_document_problems(doc: Any) -> list[SpecProblem]:
+    """Every problem of a load shape on its own (the JSON a shape program reads), paths from its root."""
+    problems = [SpecProblem(_json_path(e.absolute_path), _message(e)) for e in _shape_validator().iter_errors(doc)]
+    return problems or [SpecProblem(path, message) for path, message in shape_problems(doc, "")]
 
 
 def complexity_problems(complexity: Any) -> list[SpecProblem]:
@@ -212,6 +229,10 @@ _SECTIONS = {name: i for i, name in enumerate(
 def _in_file_order(problems: list[SpecProblem]) -> list[SpecProblem]:
     """Problems by the section of the file they are in (stable within a section)."""
     return sorted(problems, key=lambda p: _SECTIONS.get(p.path.split(".")[0].split("[")[0], len(_SECTIONS)))
+
+
+def _load_options(raw: dict[str, Any]) -> LoadOptions:
+    return LoadOptions(**{k: v for k, v in raw.items() if k != "shape"}, shape=parse_shape(raw.get("shape")))
 
 
 def _build(doc: dict[str, Any], source: Path, envs: Path | None = None) -> ScenarioSpec:
@@ -241,7 +262,7 @@ def _build(doc: dict[str, Any], source: Path, envs: Path | None = None) -> Scena
         app=env["app"],
         namespace=env["namespace"],
         observability=Observability(**obs),
-        load=LoadOptions(**env.get("load", {})),
+        load=_load_options(env.get("load", {})),
         baseline_seconds=float(env.get("baseline_seconds", 600)),
         hpa=bool(env.get("autoscaling", {}).get("kubernetes", {}).get("hpa", False)),
         finops=bool(env.get("tools", {}).get("finops", {}).get("enabled", False)),

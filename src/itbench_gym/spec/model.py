@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from itbench_gym.spec.loadshape import LoadShape
+
 #: Upper bounds (exclusive) of Eq. 6's score for each level but the last. The paper publishes no
 #: thresholds; these are the ones that agree with every level its Table 2 gives a Table 12 pattern
 #: (CacheFailure 1.82 and HTTPRequestBodyTamperFault 1.82 medium, CorruptImage 1.26 and
@@ -84,10 +86,12 @@ class LoadOptions:
     """``environment.load``: how the app's load generator runs (None / False: as the app deploys it)."""
 
     users: int | None = None
-    #: Recorded as given; the twin starts every user at once (its baseline runs long past a ramp).
+    #: Users the generator starts (or stops) a second.
     spawn_rate: float | None = None
     #: Also run the generator's browser users (ITBench's ``loadGeneration.browserTraffic``).
     browser_traffic: bool = False
+    #: The users over time (a Locust ``LoadTestShape``); None: ``users`` throughout (``steady``).
+    shape: LoadShape | None = None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.autoscaling import hpa_objects
 from itbench_gym.spec.finops import FINOPS_OPTION, finops_manifests
+from itbench_gym.spec.loadshape import LoadShape
 from itbench_gym.spec.model import LoadOptions
 
 SCRAPE_INTERVAL = 15.0
@@ -101,7 +102,7 @@ class Twin:
 
     def _with_load(self, manifests: list[dict[str, Any]], load: LoadOptions) -> list[dict[str, Any]]:
         """Set the load generator's environment from the scenario's ``environment.load``: its user
-        count, and the env var that enables each user class an option asks for."""
+        count, the env var that enables each user class an option asks for, and its load shape."""
         app = self.model.spec
         settings: dict[str, str] = {}
         if load.users is not None:
@@ -113,23 +114,36 @@ class Twin:
                 settings[c.enabled_by[0]] = "true"
         if load.browser_traffic and not any(c.option == "browser_traffic" for c in app.user_classes):
             raise ValueError(f"{app.directory}: environment.load.browser_traffic: the app's load generator has no browser users")
-        if not settings:
+        if not settings and load.shape is None:
             return manifests
         workload = app.services[app.load_service].workload
-        for obj in manifests:
+        for i, obj in enumerate(manifests):
             if obj.get("kind") == "Deployment" and obj["metadata"]["name"] == workload:
                 for container in obj["spec"]["template"]["spec"]["containers"]:
-                    env = container.setdefault("env", [])
-                    for name, value in settings.items():
-                        for var in env:
-                            if var.get("name") == name:
-                                var.clear()
-                                var.update({"name": name, "value": value})
-                                break
-                        else:
-                            env.append({"name": name, "value": value})
+                    _set_env(container, settings)
+                if load.shape is not None:
+                    # before the Deployment, as Helm orders a chart's ConfigMaps: its pods mount it
+                    manifests.insert(i, self._mount_shape(obj, load.shape))
                 return manifests
         raise ValueError(f"{app.directory}: no Deployment {workload!r} for the load generator")
+
+    def _mount_shape(self, deployment: dict[str, Any], shape: LoadShape) -> dict[str, Any]:
+        """Mount the app's Locust shape program and the scenario's shape (its JSON) into the load
+        generator's container from a ConfigMap, and add the program to its locustfiles (Locust uses
+        the LoadTestShape class of any of them); the ConfigMap to apply with the Deployment."""
+        app = self.model.spec
+        files = app.load_shape
+        if files is None:
+            raise ValueError(f"{app.directory}: environment.load.shape: the app's load generator takes no load shape (app.yaml load.shape)")
+        pod = deployment["spec"]["template"]["spec"]
+        container = next(c for c in pod["containers"] if c["name"] == app.services[app.load_service].container)
+        own = next((e.get("value") for e in container.get("env") or [] if e.get("name") == files.locustfile_env), None)
+        _set_env(container, {files.locustfile_env: f"{own or files.default_locustfile},{files.mount_path}/{files.program.name}"})
+        pod.setdefault("volumes", []).append({"name": files.config_map, "configMap": {"name": files.config_map}})
+        container.setdefault("volumeMounts", []).append({"name": files.config_map, "mountPath": files.mount_path, "readOnly": True})
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": files.config_map, "namespace": deployment["metadata"].get("namespace", app.namespace)},
+                "data": {files.program.name: files.text, files.data: json.dumps(shape.document(), indent=2) + "\n"}}
 
     def _app_bytes(self) -> int:
         """The serialized size of the app's own objects (those in its namespace)."""
@@ -236,3 +250,16 @@ def app_rule_objects(path: Path) -> list[dict[str, Any]]:
         return []
     docs = [d for d in yamltext.load_all(path.read_text()) if d]
     return [d for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"]
+
+
+def _set_env(container: dict[str, Any], settings: dict[str, str]) -> None:
+    """Set each env var of ``settings`` to a plain value in the container, in place of any it had."""
+    env = container.setdefault("env", [])
+    for name, value in settings.items():
+        for var in env:
+            if var.get("name") == name:
+                var.clear()
+                var.update({"name": name, "value": value})
+                break
+        else:
+            env.append({"name": name, "value": value})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import posixpath
 import re
 import zlib
 from collections.abc import Iterable, Mapping
@@ -27,6 +28,8 @@ from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
+from itbench_gym.spec.loader import shape_document_problems
+from itbench_gym.spec.loadshape import LoadShape, parse_shape, run_ticks
 
 from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
@@ -41,7 +44,7 @@ from .machines import Machines, stress_bytes
 from .mesh import MeshState, admit
 from .mesh_metrics import MeshTelemetry
 from .network import Reach, active_chaos, chaos_selects, http_selects, reach, request_body_patch, resolve_address
-from .process import StoreWrites, shell_script, started_env, store_writes
+from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
@@ -77,6 +80,10 @@ class Instance:
     stored_bytes: float = 0.0
     #: The runtime's cumulative counters its instrumentation exports (CPU time, collections).
     runtime: Counters = field(default_factory=Counters)
+    #: A load generator's LoadTestShape as its locustfiles held it at the start, and its users
+    #: then: (run time, users) at the start of the last tick.
+    load_shape: LoadShape | None = None
+    shape_users: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -164,6 +171,39 @@ def ramped_users(users: float, rate: float, since: float, until: float) -> float
     lo, hi = min(a, full), min(b, full)
     ramp = rate / 2.0 * (hi * hi - lo * lo) + users * (b - max(a, full)) if b > full else rate / 2.0 * (hi * hi - lo * lo)
     return ramp / (b - a)
+
+
+def _follow(shape: LoadShape, default_rate: float, start: tuple[float, float], until: float) -> tuple[float, float]:
+    """Users at ``until`` and user-seconds since ``start`` (run time, users), the users following the
+    target each ``tick()`` call sets at its spawn rate (Locust's runner starts or stops that many a
+    second towards the newest target)."""
+    t, users = start
+    area = 0.0
+    ticks = run_ticks(shape, t, until)
+    for (at, target, rate), end in zip(ticks, [tick[0] for tick in ticks[1:]] + [until], strict=True):
+        span = end - max(at, t)
+        r = default_rate if rate is None else rate
+        moving = min(abs(target - users) / r, span) if r > 0 else 0.0
+        step = math.copysign(r * moving, target - users)
+        area += (users + step / 2.0) * moving + (users + step) * (span - moving)
+        users += step
+    return users, area
+
+
+def shaped_users(shape: LoadShape, default_rate: float, state: tuple[float, float], since: float,
+                 until: float) -> tuple[float, tuple[float, float]]:
+    """Mean running users over a tick that spans ``since``..``until`` seconds of run time when a
+    LoadTestShape sets them, and the generator's (run time, users) at ``since`` to carry to the next
+    tick. Unlike :func:`ramped_users`'s one ramp, levels change over the run and users ramp between
+    them at each level's spawn rate, so the users at a time depend on the path: the state carries
+    it. The tick it started in has none yet."""
+    a, b = max(since, 0.0), max(until, 0.0)
+    if a > state[0]:
+        state = (a, _follow(shape, default_rate, state, a)[0])
+    if b <= a:
+        return state[1], state
+    _, area = _follow(shape, default_rate, state, b)
+    return area / (b - a), state
 
 
 def load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
@@ -426,7 +466,8 @@ class AppModel:
             if key not in st.instances:
                 env = view.started_env[key] = started_env(p, view)
                 st.instances[key] = Instance(started=t, service=p.service, panic_calls=self._panics_at_start(view, p),
-                                             env=env, writes=self._store_writes(view, p, env))
+                                             env=env, writes=self._store_writes(view, p, env),
+                                             load_shape=self._started_shape(view, p, env))
                 starts[(p.name, p.container["name"])] = t
         living_pods = {p["metadata"].get("uid", "") for p in view.all_pods if not p["metadata"].get("deletionTimestamp")}
         lost: dict[str, float] = {}
@@ -445,6 +486,27 @@ class AppModel:
             return None
         script = shell_script(pod.container, pod.pod, env, view)
         return store_writes(script, svc.store_client, svc.store_commands) if script else None
+
+    def _started_shape(self, view: ClusterView, pod: PodView, env: dict[str, str]) -> LoadShape | None:
+        """The LoadTestShape a load generator's Locust loaded at its start: the app's shape program
+        among its locustfiles and the JSON it reads next to itself, as the mounted ConfigMap held
+        them. None without one, or when the JSON is not a valid shape (Locust would not start; the
+        twin runs the generator's steady users instead)."""
+        app = self.spec
+        program = app.load_shape
+        if pod.service != app.load_service or program is None:
+            return None
+        for path in env.get(program.locustfile_env, "").split(","):
+            path = path.strip()
+            if mounted_file(path, pod.container, pod.pod, view) != program.text:
+                continue
+            text = mounted_file(posixpath.join(posixpath.dirname(path), program.data), pod.container, pod.pod, view)
+            try:
+                doc = json.loads(text) if text is not None else None
+            except ValueError:
+                return None
+            return parse_shape(doc) if doc is not None and not shape_document_problems(doc) else None
+        return None
 
     def _panics_at_start(self, view: ClusterView, pod: PodView) -> tuple[str, ...]:
         """Calls whose client is built at start-up and is nil when the target was unreachable then."""
@@ -566,15 +628,22 @@ class AppModel:
     def _load_roots(self, view: ClusterView, stats: dict[OpKey, OpStats], t: float, dt: float) -> dict[OpKey, float]:
         """Each user loops over its class's tasks with the class's wait between them; the generator
         shares its users among the classes its environment enables, by weight (Locust's dispatch),
-        and starts them at its spawn rate from the process's start."""
+        and starts them at its spawn rate from the process's start, or as its LoadTestShape says."""
         roots: dict[OpKey, float] = {}
         for p in view.running(self.spec.load_service):
-            users = _env_number(p.env, self.spec.users_env, float(self.spec.default_users))
-            if self.spec.spawn_rate_env is not None:
-                rate = _env_number(p.env, self.spec.spawn_rate_env, self.spec.default_spawn_rate)
-                instance = self._state.instances.get(instance_key(p))
-                if instance is not None and rate > 0:
-                    users = ramped_users(users, rate, t - dt - instance.started, t - instance.started)
+            instance = self._state.instances.get(instance_key(p))
+            if instance is not None and instance.load_shape is not None:
+                # Locust ignores -u/-r when a shape sets the users; -r is still a step's default rate
+                rate = (_env_number(p.env, self.spec.spawn_rate_env, self.spec.default_spawn_rate)
+                        if self.spec.spawn_rate_env is not None else self.spec.default_spawn_rate)
+                users, instance.shape_users = shaped_users(instance.load_shape, rate, instance.shape_users,
+                                                           t - dt - instance.started, t - instance.started)
+            else:
+                users = _env_number(p.env, self.spec.users_env, float(self.spec.default_users))
+                if self.spec.spawn_rate_env is not None:
+                    rate = _env_number(p.env, self.spec.spawn_rate_env, self.spec.default_spawn_rate)
+                    if instance is not None and rate > 0:
+                        users = ramped_users(users, rate, t - dt - instance.started, t - instance.started)
             classes = [c for c in self.spec.user_classes if c.enabled(p.env)]
             if not classes:  # every class waits for an env var this generator does not set: no users run
                 continue

@@ -50,7 +50,7 @@ def flag_value(args: list[str], flag: str) -> str | None:
     return None
 
 
-def _mounted_file(path: str, container: Mapping[str, Any], pod: Mapping[str, Any], view: ClusterView) -> str | None:
+def mounted_file(path: str, container: Mapping[str, Any], pod: Mapping[str, Any], view: ClusterView) -> str | None:
     """The text of ``path`` when a ConfigMap volume provides it, else None."""
     volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
     for mount in container.get("volumeMounts") or []:
@@ -79,7 +79,7 @@ def shell_script(container: Mapping[str, Any], pod: Mapping[str, Any], env: Mapp
     except ValueError:
         return text
     if len(words) == 1 and words[0].startswith("/"):
-        return _mounted_file(words[0], container, pod, view) or text
+        return mounted_file(words[0], container, pod, view) or text
     return text
 
 

@@ -226,6 +226,22 @@ class UserClass:
 
 
 @dataclass(frozen=True)
+class ShapeProgram:
+    """app.yaml ``load.shape``: the Locust program that runs a scenario's ``environment.load.shape``,
+    the name of the JSON it reads next to itself, and the ConfigMap and path they are mounted from;
+    with ``load.locustfile_env`` and ``load.default_locustfile``, how the generator is told to load it."""
+
+    program: Path
+    #: The program's source, as the ConfigMap carries it (the file's name there is the program's).
+    text: str
+    data: str
+    config_map: str
+    mount_path: str
+    locustfile_env: str
+    default_locustfile: str
+
+
+@dataclass(frozen=True)
 class Catalog:
     """app.yaml ``catalog``: the ConfigMap (of the app's namespace) and key holding the product catalogue."""
 
@@ -271,6 +287,8 @@ class AppSpec:
     default_spawn_rate: float = 1.0
     #: The collector the pods' OTLP telemetry goes to (None: the app exports none).
     collector: Collector | None = None
+    #: How a scenario's load shape reaches the generator (None: the app's generator has no shapes).
+    load_shape: ShapeProgram | None = None
 
     def op(self, service: str, op_id: str) -> Operation:
         return self.services[service].operations[op_id]
@@ -340,6 +358,18 @@ def _logs(raw: dict[str, Any], where: str) -> Logs:
         errors=dict(raw.get("errors", {})),
         effect=dict(raw.get("effect", {})),
     )
+
+
+def _shape_program(app_dir: Path, load: dict[str, Any], where: str) -> ShapeProgram | None:
+    """app.yaml ``load.shape`` (the schema requires the locustfile env and default with it)."""
+    raw = load.get("shape")
+    if raw is None:
+        return None
+    program = app_dir / raw["program"]
+    if not program.is_file():
+        raise AppSpecError(f"{where}: no file {program}")
+    return ShapeProgram(program, program.read_text(encoding="utf-8"), raw["data"], raw["config_map"], raw["mount_path"].rstrip("/"),
+                        load["locustfile_env"], load["default_locustfile"])
 
 
 def _user_class(raw: dict[str, Any]) -> UserClass:
@@ -555,6 +585,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         log_values=LogValues(tuple(values.get("users", ())), tuple(values.get("categories", ())), dict(values.get("defaults", {}))),
         runtimes={lang: _runtime(r) for lang, r in raw.get("runtimes", {}).items()},
         collector=_collector(raw["span_metrics"].get("collector")),
+        load_shape=_shape_program(app_dir, load, f"{file}: load.shape.program"),
     )
     if list(spec.buckets_ms) != sorted(set(spec.buckets_ms)):
         raise AppSpecError(f"{file}: span_metrics.buckets_ms: must be strictly increasing")
