@@ -179,11 +179,10 @@ def test_finops_measures_read_the_namespace_cost_and_efficiency(finops: FinOpsTw
     memory = sum(mem if mem is not None else UNREQUESTED_USE[1] for _, _, mem in PODS)
     assert measures.cpu_cost_hourly == pytest.approx(cores * CPU_PRICE, rel=1e-6)
     assert measures.ram_cost_hourly == pytest.approx(memory / GIB * RAM_PRICE, rel=1e-6)
-    # a process the twin knows nothing of uses what it requests (or the default use, without requests);
-    # only the requested pods count in the denominator
-    requested = [(cpu, mem) for _, cpu, mem in PODS if cpu is not None and mem is not None]
-    assert measures.cpu_efficiency == pytest.approx(cores / sum(c for c, _ in requested), rel=1e-3)
-    assert measures.ram_efficiency == pytest.approx(memory / sum(m for _, m in requested), rel=1e-3)
+    # a process the twin knows nothing of uses what it requests: the requested pods run at 100 %; the pod
+    # without requests has no ratio and its use must not count
+    assert measures.cpu_efficiency == pytest.approx(1.0, rel=1e-3)
+    assert measures.ram_efficiency == pytest.approx(1.0, rel=1e-3)
     assert proximities(measures, measures) == dict.fromkeys(measures.to_dict(), 1.0)
     doubled = replace(measures, cpu_cost_hourly=2 * measures.cpu_cost_hourly)
     assert proximities(doubled, measures)["cpu_cost_hourly"] == 0.0

@@ -7,8 +7,9 @@ rules where it defines one (``alert-rules/opencost.yaml.j2``):
   the namespace (OpenCost's allocation, max(request, usage), times the node's price per vCPU-hour);
 - hourly memory cost: ``container_namespace_node:container_memory_allocation_gigabytes_cost_per_node:avg5m``
   summed likewise (GiB allocated times the price per GiB-hour);
-- CPU efficiency: the namespace's CPU usage over its CPU requests (cAdvisor's usage rate over
-  kube-state-metrics' requests, the ratio ITBench's ``workload.efficiency`` rules take per container);
+- CPU efficiency: the namespace's CPU usage over its CPU requests, over the containers that request CPU
+  (cAdvisor's usage rate over kube-state-metrics' requests, the ratio ITBench's ``workload.efficiency``
+  rules take per container);
 - memory efficiency: working set over memory requests, likewise.
 
 Proximity is the paper's ``1 − |observed − optimal| / optimal``, floored at 0 (a cost three times the
@@ -33,11 +34,17 @@ def _queries(namespace: str) -> dict[str, str]:
     return {
         "cpu_cost_hourly": f"sum({CPU_COST}{{{ns}}})",
         "ram_cost_hourly": f"sum({RAM_COST}{{{ns}}})",
-        "cpu_efficiency": (f'sum(rate(container_cpu_usage_seconds_total{{{ns}, container!=""}}[5m])) / '
-                           f'sum(kube_pod_container_resource_requests{{{ns}, resource="cpu", job="kube-state-metrics"}})'),
-        "ram_efficiency": (f'sum(container_memory_working_set_bytes{{{ns}, container!=""}}) / '
-                           f'sum(kube_pod_container_resource_requests{{{ns}, resource="memory", job="kube-state-metrics"}})'),
+        "cpu_efficiency": _efficiency(f'rate(container_cpu_usage_seconds_total{{{ns}, container!=""}}[5m])',
+                                      f'kube_pod_container_resource_requests{{{ns}, resource="cpu", job="kube-state-metrics"}}'),
+        "ram_efficiency": _efficiency(f'container_memory_working_set_bytes{{{ns}, container!=""}}',
+                                      f'kube_pod_container_resource_requests{{{ns}, resource="memory", job="kube-state-metrics"}}'),
     }
+
+
+def _efficiency(usage: str, requests: str) -> str:
+    """Usage over requests, counting only the containers that request the resource (as ITBench's per-container
+    ratios do: a container without a request has no ratio, and its usage would inflate the namespace's)."""
+    return f"sum({usage} and on (namespace, pod, container) {requests}) / sum({requests})"
 
 
 @dataclass(frozen=True)
