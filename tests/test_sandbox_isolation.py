@@ -165,7 +165,7 @@ def test_the_rooted_sandbox_is_a_fresh_root(model: HostModel, tmp_path: Path, li
 import json, os, socket
 print(os.getuid(), socket.gethostname(), open('/proc/sys/net/ipv4/ip_forward').read().strip())
 print(json.dumps(sorted(os.listdir('/'))))
-print(os.path.exists({str(tmp_path / 'root')!r}), os.path.exists({str(PROJECT_SRC)!r}), os.path.exists('/root/.cache'))
+print(os.path.exists({str(tmp_path / 'root')!r}), os.path.exists({str(PROJECT_SRC)!r}), os.path.exists({str(Path.home() / '.cache')!r}))
 try:
     socket.create_connection(('127.0.0.1', {listener.port}), timeout=2)
     print('connected')

@@ -88,7 +88,8 @@ def test_a_gateway_shows_its_symptoms_at_its_envoy_deployment() -> None:
 CI_SAMPLE = ["SRE-CordonedNode-v0", "SRE-InvalidContainerCommand-v0", "ITBench-18-v0"]
 
 
-@pytest.mark.skipif(not (LIBRARY / "scenarios").is_dir(), reason="../shared/itbench is not present")
+@pytest.mark.skipif(not (LIBRARY / "scenarios").is_dir(),
+                    reason="needs ITBench's scenario library beside the project (../shared/itbench) for its Chaos Mesh scenario")
 def test_ci_sample_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from itbench_gym.registry import load_itbench_library
 

@@ -224,6 +224,8 @@ _ETC_PLUMBING = ("/etc/ld.so.cache", "/etc/alternatives")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom")
 #: What root's login shell on RHEL searches.
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: The root login's home inside the rooted sandbox (the modelled host's, never this machine's).
+HOST_ROOT_HOME = "/root"
 #: Capabilities kept inside the user namespace: root reads 0600/0000 files of its tree (/etc/shadow) as on
 #: a real host. No CAP_SYS_ADMIN, so no mount can be changed; read-only binds stay read-only.
 _CAPS = ("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
@@ -326,10 +328,10 @@ def run_rooted(
     """Run ``argv`` (``argv[0]`` a path inside the sandbox) with ``workspace`` as cwd in a rooted sandbox.
 
     No network except ``relay``; raises SandboxUnavailable where that cannot be guaranteed. ``env`` is
-    the program's whole environment on top of a root login's (PATH, HOME=/root, TMPDIR=/tmp, LANG).
+    the program's whole environment on top of a root login's (PATH, HOME, TMPDIR=/tmp, LANG).
     """
     require_isolation()
-    full_env = {"PATH": ROOT_PATH, "HOME": "/root", "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
+    full_env = {"PATH": ROOT_PATH, "HOME": HOST_ROOT_HOME, "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
                 "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb", **env}
     with _RelayServer(relay) as relay_dir:
         command = list(argv)
