@@ -191,3 +191,52 @@ def test_a_local_ray_cluster_gives_the_same_scores(noop_run: Path, tmp_path: Pat
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'itbench-gym[ray]')")
     run_batch("noop", [SCENARIO], runs=RUNS, workers=2, executor="ray", out=tmp_path, echo=quiet)
     assert scores(tmp_path) == scores(noop_run)
+
+
+def _finops_record(agent: str, run: int, diagnosis: bool, mitigation: bool, proximity: dict[str, float | None],
+                   mttr: float | None, scenario: str = "FinOps-Scale-v0") -> EpisodeRecord:
+    """A FinOps episode with an evaluation in ``FinOpsEvaluation.to_dict``'s shape."""
+    names = ("cpu_cost_hourly", "ram_cost_hourly", "cpu_efficiency", "ram_efficiency")
+    evaluation = {"domain": "finops", "class": "scale", "passed": diagnosis and mitigation, "success": diagnosis and mitigation,
+                  "diagnosis": {"passed": diagnosis}, "mitigation": {"passed": mitigation},
+                  "proximity": {n: proximity.get(n) for n in names}, "ttp_seconds": 60.0, "times": {"ttp": 60.0, "mttr": mttr}}
+    return _record(agent=agent, scenario=scenario, run=run, seed=run, domain="finops", cls="scale", evaluation=evaluation)
+
+
+def test_the_leaderboard_shows_the_papers_finops_columns(tmp_path: Path) -> None:
+    with ResultStore(tmp_path) as store:
+        for label, privileged in (("a", False), ("b", False), ("oracle", True)):
+            store.register_agent(AgentInfo(label, label, privileged, {}, "0"), resume=False)
+        store.write(_finops_record("a", 0, True, True, {"cpu_cost_hourly": 0.8, "ram_cost_hourly": 0.6, "cpu_efficiency": 0.5}, 300.0))
+        store.write(_finops_record("a", 1, True, False, {"cpu_cost_hourly": 0.4, "cpu_efficiency": 0.7}, None))
+        full = dict.fromkeys(("cpu_cost_hourly", "ram_cost_hourly", "cpu_efficiency", "ram_efficiency"), 1.0)
+        store.write(_finops_record("b", 0, False, True, full, 100.0))
+        store.write(_finops_record("b", 1, False, True, full, 200.0))
+        store.write(_finops_record("oracle", 0, True, True, full, 50.0))
+        store.write(_finops_record("oracle", 1, True, True, full, 50.0))
+    board = leaderboard.load([tmp_path], k_values=(1, 2))
+    header, rows = leaderboard.finops_cells(board)
+    assert header == ["agent", "episodes", "scenarios", "diagnosis pass@1", "mitigation pass@1", "CPU cost proximity",
+                      "memory cost proximity", "CPU efficiency proximity", "memory efficiency proximity", "MTTR (s)",
+                      "pass@1", "pass@2"]
+    # Ranked by mitigation pass@1 (b above a despite a's diagnosis); the privileged oracle is last, whatever its score.
+    assert [agent for agent, _ in rows] == ["b", "a", "oracle"]
+    cells = dict(rows)
+    # Null proximities are left out of the mean: one value has no SE, none at all is "–"; a never-cleared MTTR is ∞.
+    assert cells["a"] == ["a", "2", "1", "1.000 ± 0.000", "0.500 ± 0.500", "0.600 ± 0.200", "0.600", "0.600 ± 0.100", "–",
+                          "300.0 (∞ ×1)", "0.500", "1.000"]
+    assert cells["b"][3:] == ["0.000 ± 0.000", "1.000 ± 0.000", *["1.000 ± 0.000"] * 4, "150.0 ± 50.0", "0.000", "0.000"]
+
+    text = leaderboard.markdown_report(board)
+    assert "## FinOps" in text and "## SRE" not in text and "## CISO" not in text
+    lines = text.splitlines()
+    assert lines[lines.index("## FinOps") + 2].startswith("Proximity: 1 − |observed − optimal| / optimal")
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[0] == "| " + " | ".join(header) + " |"
+    assert table[1:] == ["| " + " | ".join(c) + " |" for c in (cells["b"], cells["a"], ["oracle (privileged)", *cells["oracle"][1:]])]
+
+    page = render(board)
+    section = page.split("<h2>FinOps</h2>")[1]
+    assert "1 − |observed − optimal| / optimal" in section and "<th>memory efficiency proximity</th>" in section
+    assert "<tr><td>" + "</td><td>".join(cells["a"]) + "</td></tr>" in section
+    assert '<tr class="privileged"><td>oracle</td>' in section and section.index(">b<") < section.index(">a<") < section.index(">oracle<")

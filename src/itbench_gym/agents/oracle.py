@@ -45,6 +45,9 @@ RECOVERY_WINDOW_SECONDS = 150.0
 #: "Recovered": every service's p95 latency within this factor and margin of its baseline.
 RECOVERED_LATENCY_FACTOR = 1.5
 RECOVERED_LATENCY_MS = 25.0
+#: A FinOps fix settles after recovery: an autoscaler scales down only after its 5-minute stabilisation
+#: window, a few pods a minute, and OpenCost's cost rules average over 5 minutes.
+FINOPS_SETTLE_SECONDS = 600.0
 
 
 def _plain_name(group: dict[str, Any]) -> str | None:
@@ -88,6 +91,17 @@ def ground_truth_report(spec: ScenarioSpec) -> dict[str, Any]:
         "entities": [{"id": entity, "root_cause": root} for entity, root in entities.items()],
         "propagations": propagations,
     }
+
+
+def cost_report(spec: ScenarioSpec) -> dict[str, Any]:
+    """The ground truth's root causes in ITBench's FinOps report shape (``{"resource": [{"name", "type"}]}``)."""
+    named = ground_truth_report(spec)["entities"]
+    resources = []
+    for entity in named:
+        if entity["root_cause"]:
+            _namespace, kind, name = str(entity["id"]).split("/", 2)
+            resources.append({"name": name, "type": kind})
+    return {"resource": resources}
 
 
 def _resource(change: Change) -> str:
@@ -153,7 +167,9 @@ class OracleAgent(ScriptedAgent):
         while waited < MAX_RECOVERY_SECONDS and not self._recovered():
             yield f"wait {RECOVERY_POLL_SECONDS:g}"
             waited += RECOVERY_POLL_SECONDS
-        yield {"tool": "submit", "args": ground_truth_report(spec)}
+        if spec.task == "finops":  # the autoscalers scale down, then the 5-minute cost averages follow
+            yield f"wait {FINOPS_SETTLE_SECONDS:g}"
+        yield {"tool": "submit", "args": cost_report(spec) if spec.task == "finops" else ground_truth_report(spec)}
 
     def _revert_all(self) -> Generator[Any, dict[str, Any], None]:
         incident = self._env.incident

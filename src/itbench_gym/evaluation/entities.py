@@ -34,6 +34,7 @@ _KIND_SPELLINGS: dict[str, tuple[str, ...]] = {
     "ServiceAccount": ("serviceaccount", "serviceaccounts", "sa"),
     "Ingress": ("ingress", "ingresses", "ing"),
     "PriorityClass": ("priorityclass", "priorityclasses", "pc"),
+    "PrometheusRule": ("prometheusrule", "prometheusrules", "promrule"),
     "Port": ("port", "ports"),
     "ServiceOperation": ("serviceoperation", "serviceoperations"),
 }

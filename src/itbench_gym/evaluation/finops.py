@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from itbench_gym.evaluation.entities import parse_entity_ref
+from itbench_gym.evaluation.groundtruth import GroundTruth
+from itbench_gym.evaluation.mitigation import MitigationVerdict
 
 #: One PromQL instant query's value (the sum of its samples; NaN when it returns none).
 Query = Callable[[str], float]
@@ -78,3 +83,92 @@ def proximities(observed: CostMeasures, optimal: CostMeasures) -> Mapping[str, f
     """Each measure's proximity to its optimum, by measure name."""
     mine, best = observed.to_dict(), optimal.to_dict()
     return {name: proximity(mine[name], best[name]) for name in mine}
+
+
+@dataclass(frozen=True)
+class CostDiagnosis:
+    """The FinOps report (``{"resource": [{"name", "type"}]}``) against the ground truth."""
+
+    passed: bool
+    #: Root-cause entities (ground-truth classes) the report named, and those it missed.
+    found: tuple[str, ...]
+    missed: tuple[str, ...]
+    #: Reported resources that are no entity of the ground truth.
+    extra: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "found": list(self.found), "missed": list(self.missed), "extra": list(self.extra)}
+
+
+def grade_cost_report(report: Any, ground_truth: GroundTruth, namespace: str) -> CostDiagnosis:
+    """Passed when the report names every root cause (a class of aliased groups counts once, by any
+    member) and nothing outside the ground truth. Each resource is ``{"name", "type"}``; the type is
+    a Kubernetes kind in any spelling kubectl takes, the name may carry its namespace (``ns/name``)."""
+    resources = report.get("resource") if isinstance(report, Mapping) else None
+    found: set[str] = set()
+    extra: list[str] = []
+    for item in resources if isinstance(resources, list) else []:
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            continue
+        ref = parse_entity_ref(str(item["name"]), kind=str(item.get("type") or "") or None)
+        ref = replace(ref, namespace=ref.namespace or namespace)
+        classes = ground_truth.match(ref)
+        if classes:
+            found |= classes
+        else:
+            extra.append(str(ref))
+    wanted = ground_truth.root_cause_classes
+    hit = tuple(c for c in wanted if c in found)
+    missed = tuple(c for c in wanted if c not in found)
+    return CostDiagnosis(passed=bool(wanted) and not missed and not extra, found=hit, missed=missed, extra=tuple(extra))
+
+
+@dataclass(frozen=True)
+class FinOpsEvaluation:
+    """One FinOps episode's grade: the diagnosis, the mitigation verdict (cost alerts cleared, the service
+    still meeting its objectives under its load, no budget hidden), and the four proximities to optimal."""
+
+    scenario_id: str
+    cls: str
+    diagnosis: CostDiagnosis
+    mitigation: MitigationVerdict
+    observed: CostMeasures
+    optimal: CostMeasures
+    #: Simulated seconds from the hand-over to the submit (None without a submit).
+    ttp_seconds: float | None = None
+    report_error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.diagnosis.passed and self.mitigation.passed
+
+    @property
+    def proximity(self) -> Mapping[str, float]:
+        return proximities(self.observed, self.optimal)
+
+    def parts(self) -> Mapping[str, float | None]:
+        values = [v for v in self.proximity.values() if math.isfinite(v)]
+        return {"diagnosis": float(self.diagnosis.passed), "mitigation": float(self.mitigation.passed),
+                "proximity": sum(values) / len(values) if values else None}
+
+    def to_dict(self) -> dict[str, Any]:
+        def finite(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
+        mttr = (self.mitigation.cleared_at - self.mitigation.started_at + (self.ttp_seconds or 0.0)
+                if self.mitigation.cleared_at is not None else None)
+        return {
+            "scenario_id": self.scenario_id,
+            "domain": "finops",
+            "class": self.cls,
+            "passed": self.passed,
+            "success": self.passed,
+            "diagnosis": self.diagnosis.to_dict(),
+            "mitigation": self.mitigation.to_dict(),
+            "proximity": {k: finite(v) for k, v in self.proximity.items()},
+            "observed": {k: finite(v) for k, v in self.observed.to_dict().items()},
+            "optimal": {k: finite(v) for k, v in self.optimal.to_dict().items()},
+            "ttp_seconds": self.ttp_seconds,
+            "times": {"ttp": self.ttp_seconds, "mttr": mttr},
+            "report_error": self.report_error,
+        }

@@ -1,4 +1,4 @@
-"""The leaderboard as one self-contained HTML page: the tables and matplotlib plots inlined as PNG.
+"""The leaderboard as one self-contained HTML page: the SRE, CISO and FinOps tables and matplotlib plots inlined as PNG.
 
 Plots: a scenario × run success grid per agent, time-to-resolution (MTTR) distributions, and the
 pass rates by complexity. Nothing is fetched when the page opens.
@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from itbench_gym.runner.leaderboard import Leaderboard, ciso_cells, table_cells
+from itbench_gym.runner.leaderboard import FINOPS_NOTE, Leaderboard, ciso_cells, finops_cells, table_cells
 
 COMPLEXITIES = ("easy", "medium", "hard")
 STYLE = """
@@ -142,6 +142,8 @@ def render(board: Leaderboard, title: str = "itbench_gym leaderboard") -> str:
     if board.of_domain("ciso"):
         body += ["<h2>CISO</h2>", "<p>pass@1 per class as the paper's Table 5 reports it; TTP: simulated seconds from the "
                  "hand-over to the submit.</p>", _rows_html(board, *ciso_cells(board))]
+    if board.of_domain("finops"):
+        body += ["<h2>FinOps</h2>", f"<p>{html.escape(FINOPS_NOTE)}</p>", _rows_html(board, *finops_cells(board))]
     if board.errors:
         body += ["<h2>Episodes that did not finish</h2><ul>"]
         body += [f"<li>{html.escape(f'{a} · {s} run {r}: {e.splitlines()[0]}')}</li>" for a, s, r, e in board.errors]

@@ -10,6 +10,12 @@ ranked.
 CISO columns (ITBench paper, Table 5): pass@1 of each class (kyverno, k8s-opa, rhel9-opa,
 kyverno-update) and over all of them, and the time to process (TTP: simulated seconds from the
 hand-over to the submit), each mean ± standard error, plus pass@k.
+
+FinOps columns (ITBench paper, FinOps table): diagnosis pass@1, mitigation pass@1, the proximity to
+optimal (1 − |observed − optimal| / optimal) of the namespace's hourly CPU cost, hourly memory cost,
+CPU efficiency and memory efficiency (an episode without a measure is left out of that mean), and
+MTTR (an episode whose cost alerts never cleared counts as ∞), each mean ± standard error, plus
+pass@k of the whole episode; ranked by mitigation pass@1, then diagnosis pass@1.
 """
 
 from __future__ import annotations
@@ -36,8 +42,22 @@ SRE_COLUMNS: dict[str, str] = {
 }
 #: The CISO classes in the paper's order, each a pass@1 column.
 CISO_CLASSES = ("kyverno", "k8s-opa", "rhel9-opa", "kyverno-update")
+#: FinOps column -> dotted path in an episode's evaluation (``FinOpsEvaluation.to_dict``).
+FINOPS_COLUMNS: dict[str, str] = {
+    "diagnosis pass@1": "diagnosis.passed",
+    "mitigation pass@1": "mitigation.passed",
+    "CPU cost proximity": "proximity.cpu_cost_hourly",
+    "memory cost proximity": "proximity.ram_cost_hourly",
+    "CPU efficiency proximity": "proximity.cpu_efficiency",
+    "memory efficiency proximity": "proximity.ram_efficiency",
+    "MTTR (s)": "times.mttr",
+}
 TTP_COLUMN = "TTP (s)"
 TIME_COLUMNS = frozenset({"MTTD (s)", "MTTR (s)", TTP_COLUMN})
+#: The FinOps section's one-line explanation (Markdown and HTML).
+FINOPS_NOTE = ("Proximity: 1 − |observed − optimal| / optimal of the namespace's hourly CPU and memory cost and CPU and "
+               "memory efficiency (an episode without the measure is left out); MTTR: simulated seconds from the "
+               "hand-over to the cost alerts clearing (∞ when they never did); pass@k: diagnosis and mitigation both pass.")
 #: The column an agent is ranked by.
 RANK_BY = "diagnosis pass@1"
 
@@ -108,6 +128,39 @@ def ciso_cells(board: Leaderboard) -> tuple[list[str], list[tuple[str, list[str]
     return header, rows
 
 
+def _unresolved_as_inf(result: dict[str, Any]) -> dict[str, Any]:
+    """A FinOps result whose MTTR is null (the cost alerts never cleared) as the SRE tables count it: ∞."""
+    evaluation = result.get("evaluation") or {}
+    times = evaluation.get("times") or {}
+    if times.get("mttr") is not None:
+        return result
+    return {**result, "evaluation": {**evaluation, "times": {**times, "mttr": "inf"}}}
+
+
+def finops_cells(board: Leaderboard) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The FinOps table's header and rows: per agent, diagnosis and mitigation pass@1, the four proximities
+    to optimal, MTTR, pass@k; ranked by mitigation then diagnosis pass@1, privileged agents last."""
+    results = [_unresolved_as_inf(r) for r in board.of_domain("finops")]
+    if not results:
+        return [], []
+    ks = board._ks()
+    summaries = {str(s.key["agent"]): s for s in summarise(results, by=("agent",), metrics=FINOPS_COLUMNS, k_values=ks)}
+    header = ["agent", "episodes", "scenarios", *FINOPS_COLUMNS, *(f"pass@{k}" for k in ks)]
+
+    def rank(agent: str) -> tuple[bool, float, float, str]:
+        metrics = summaries[agent].metrics
+        mitigation, diagnosis = metrics["mitigation pass@1"].mean, metrics["diagnosis pass@1"].mean
+        return board.is_privileged(agent), -(mitigation or 0.0), -(diagnosis or 0.0), agent
+
+    rows = []
+    for agent in sorted(summaries, key=rank):
+        s = summaries[agent]
+        cells = [agent, str(s.episodes), str(s.scenarios), *(cell(s.metrics[c], c) for c in FINOPS_COLUMNS)]
+        cells += [s.pass_at_k[k].format() for k in ks]
+        rows.append((agent, cells))
+    return header, rows
+
+
 def load(folders: Iterable[Path | str], k_values: Sequence[int] = (1,)) -> Leaderboard:
     """Every finished episode of every store (an agent label seen in two stores keeps both stores' episodes)."""
     agents: dict[str, AgentInfo] = {}
@@ -158,7 +211,7 @@ def _markdown(board: Leaderboard, header: list[str], rows: list[tuple[str, list[
 
 
 def markdown_report(board: Leaderboard) -> str:
-    """The whole report: overall, per complexity, per class, and the episodes that failed to run."""
+    """The whole report: SRE overall, per complexity, per class; CISO; FinOps; the episodes that failed to run."""
     parts = ["# Leaderboard", "", "Mean ± standard error over episodes; pass@k (unbiased) over scenarios. "
              "Privileged agents read the ground truth and are not ranked."]
     if board.of_domain("sre"):
@@ -168,6 +221,8 @@ def markdown_report(board: Leaderboard) -> str:
     if board.of_domain("ciso"):
         parts += ["", "## CISO", "", "pass@1 per class as the paper's Table 5 reports it; TTP: simulated seconds from the hand-over "
                   "to the submit.", "", _markdown(board, *ciso_cells(board))]
+    if board.of_domain("finops"):
+        parts += ["", "## FinOps", "", FINOPS_NOTE, "", _markdown(board, *finops_cells(board))]
     if board.errors:
         parts += ["", "## Episodes that did not finish", ""]
         parts += [f"- {agent} · {scenario} run {run}: {error.splitlines()[0]}" for agent, scenario, run, error in board.errors]

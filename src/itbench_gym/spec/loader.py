@@ -223,7 +223,7 @@ def complexity_problems(complexity: Any) -> list[SpecProblem]:
 #: Order in which problems are listed: the order of the sections in a scenario file.
 _SECTIONS = {name: i for i, name in enumerate(
     ["", "apiVersion", "kind", "metadata", "environment", "faults", "alerts", "ground_truth", "mitigations",
-     "desired_outcome", "budget"])}
+     "desired_outcome", "finops", "budget"])}
 
 
 def _in_file_order(problems: list[SpecProblem]) -> list[SpecProblem]:
@@ -280,6 +280,7 @@ def _build(doc: dict[str, Any], source: Path, envs: Path | None = None) -> Scena
         itbench_scenario=meta.get("itbench_scenario"),
         tags=tuple(meta.get("tags", [])),
         derived_from=meta.get("derived_from"),
+        budgets={k: float(v) for k, v in (doc.get("finops") or {}).get("budgets", {}).items()},
     )
 
 

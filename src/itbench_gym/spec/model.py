@@ -175,6 +175,8 @@ class ScenarioSpec:
     derived_from: Mapping[str, Any] | None = None
     #: The CISO part, for compliance scenarios (``task == "ciso"``).
     compliance: ComplianceSpec | None = None
+    #: ``finops.budgets``: the namespace's budget alerts in $/h by resource (cpu, memory, storage).
+    budgets: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def grades_mitigation(self) -> bool:

@@ -44,8 +44,9 @@ from itbench_gym.evaluation.groundtruth import Group, filter_problem
 from itbench_gym.faults.catalogue import ArgRef, argument_refs, catalogue, created_objects, fault_args_problems
 from itbench_gym.lang.selectors import SelectorError, chaos_label_selector
 from itbench_gym.spec.alertrules import rule_mismatch
-from itbench_gym.spec.appfacts import BUILTIN_NAMESPACES, GENERATED_SUFFIX, AppFacts, KubeObject, load_app_facts
+from itbench_gym.spec.appfacts import BUILTIN_NAMESPACES, GENERATED_SUFFIX, AlertRuleFact, AppFacts, KubeObject, load_app_facts
 from itbench_gym.spec.autoscaling import AUTOSCALING_FILE, hpa_objects
+from itbench_gym.spec.finops import budget_objects
 
 Problem = tuple[str, str]
 
@@ -70,6 +71,9 @@ def check_references(doc: Mapping[str, Any], envs: Path) -> list[Problem]:
     checker = _Checker(facts)
     if ((env.get("autoscaling") or {}).get("kubernetes") or {}).get("hpa"):
         problems += checker.add_autoscalers(app_dir)
+    budgets = (doc.get("finops") or {}).get("budgets") or {}
+    if budgets:
+        checker.add_budget_alerts(env["namespace"], budgets)
     for i, fault in enumerate(doc["faults"]):
         definition = catalogue().get(fault["id"])
         if definition is None or fault_args_problems(fault["id"], fault["args"]):
@@ -92,6 +96,23 @@ class _Checker:
     def __init__(self, facts: AppFacts) -> None:
         self.facts = facts
         self.created: list[KubeObject] = []
+        #: Alerting rules the scenario deploys besides the app's (a FinOps scenario's budget alerts).
+        self.added_rules: list[AlertRuleFact] = []
+
+    def rules(self) -> list[AlertRuleFact]:
+        return [*self.facts.rules, *self.added_rules]
+
+    def rule_names(self) -> list[str]:
+        return list(dict.fromkeys(r.alert for r in self.rules()))
+
+    def add_budget_alerts(self, namespace: str, budgets: Mapping[str, float]) -> None:
+        """The budget alerts ``finops.budgets`` deploys (``spec/finops.py``), and their PrometheusRule."""
+        for obj in budget_objects(namespace, budgets, ("default", "agent")):
+            meta = obj["metadata"]
+            self.created.append(KubeObject(obj["kind"], meta["name"], meta["namespace"], "created by finops.budgets"))
+            for group in (obj.get("spec") or {}).get("groups") or []:
+                self.added_rules += [AlertRuleFact(r["alert"], group["name"], r["expr"], r.get("labels") or {}, "finops.budgets")
+                                     for r in group["rules"]]
 
     # -- objects ---------------------------------------------------------------------------------
     def objects(self) -> list[KubeObject]:
@@ -288,11 +309,11 @@ class _Checker:
         if not facts.rules_file.exists():
             return [("alerts.triggering", f"app {facts.name!r} has no alert rules: {rules_file} does not exist")]
         rules_file = _rule_sources(facts.directory.name)
-        names = facts.rule_names()
+        names = self.rule_names()
         problems: list[Problem] = []
         for i, alert in enumerate(triggering):
             name = alert["alertname"]
-            rules = [r for r in facts.rules if r.alert == name]
+            rules = [r for r in self.rules() if r.alert == name]
             if not rules:
                 problems.append((f"alerts.triggering[{i}].alertname", f"no alerting rule {name!r} in {rules_file}"
                                                                       f"{_suggest(name, names)}; alerts: {', '.join(names)}"))
@@ -332,7 +353,7 @@ class _Checker:
             problems += self._group_names(path, group, kind, ns, pool)
         for i, alert in enumerate(gt.get("alerts") or []):
             name = alert.get("id") if isinstance(alert, Mapping) else None
-            names = self.facts.rule_names()
+            names = self.rule_names()
             if isinstance(name, str) and self.facts.rules_file.exists() and name not in names:
                 problems.append((f"ground_truth.alerts[{i}].id", f"no alerting rule {name!r} in "
                                                                 f"{_rule_sources(self.facts.directory.name)}{_suggest(name, names)}"))

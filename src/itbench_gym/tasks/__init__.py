@@ -1,7 +1,7 @@
 """Tasks: what a scenario does on a backend (set up, prompt, grade), chosen by the spec's task kind.
 
 ``SRETask`` (``itbench_gym.tasks.sre``) runs SRE incidents, ``CISOTask`` (``itbench_gym.tasks.ciso``)
-compliance assessments; a FinOps task subclasses ``Task`` the same way and registers its kind here.
+compliance assessments, ``FinOpsTask`` (``itbench_gym.tasks.finops``) cost cases.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from itbench_gym.tasks.base import Task
 from itbench_gym.tasks.types import Evaluation, Incident, Submission
 
 #: Task kinds ``make_task`` builds (the values ``metadata.task`` may take).
-TASK_KINDS = ("sre", "ciso")
+TASK_KINDS = ("sre", "ciso", "finops")
 
 
 def make_task(spec: ScenarioSpec) -> Task:
@@ -25,6 +25,10 @@ def make_task(spec: ScenarioSpec) -> Task:
         from itbench_gym.tasks.ciso import CISOTask
 
         return CISOTask(spec)
+    if spec.task == "finops":
+        from itbench_gym.tasks.finops import FinOpsTask
+
+        return FinOpsTask(spec)
     raise ValueError(f"scenario {spec.id}: no task of kind {spec.task!r}; available: {', '.join(TASK_KINDS)} ({spec.source})")
 
 

@@ -22,7 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.backends.base import Backend, BackendError
-from itbench_gym.evaluation.episode import EpisodeEvaluation, evaluate_episode
+from itbench_gym.evaluation.episode import evaluate_episode
 from itbench_gym.evaluation.mitigation import (
     ITBENCH_INTERVAL,
     Baseline,
@@ -47,7 +47,7 @@ from itbench_gym.spec import ScenarioSpec
 from itbench_gym.spec.appfacts import EdgeFact, FlagsFact, GoldenSignalsFact, load_app_facts
 from itbench_gym.spec.model import AlertMatcher
 from itbench_gym.tasks.base import Task
-from itbench_gym.tasks.types import Incident, Submission
+from itbench_gym.tasks.types import Evaluation, Incident, Submission
 from itbench_gym.tools.alerts import RulePoll, alert_key, fetch_alerts, poll_rules
 from itbench_gym.tools.base import Tool
 from itbench_gym.tools.topology import list_topology_objects
@@ -422,6 +422,11 @@ class ClusterProbe:
         """An instant query's samples at clock time ``at``, by the value of ``label``."""
         return {str(r["metric"].get(label, "")): float(r["value"][1]) for r in self._query(query, at)}
 
+    def value(self, query: str, at: float | None = None) -> float:
+        """An instant query's samples summed (NaN when it returns none): a namespace's cost, for one."""
+        result = self._query(query, at)
+        return sum(float(r["value"][1]) for r in result) if result else math.nan
+
     def _scalar(self, query: str) -> float:
         if self._prometheus is None:
             return math.nan
@@ -438,6 +443,21 @@ def _decoded(value: Any) -> str:
         return base64.b64decode(str(value), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return ""
+
+
+def measure_baseline(probe: ClusterProbe, lookback: float) -> Baseline:
+    """The system as the mitigation check compares against it, services over the last ``lookback`` s."""
+    return Baseline(
+        workloads=probe.workloads(),
+        namespaces=probe.namespaces(),
+        traffic=probe.traffic(),
+        alerts=[dict(a) for a in probe.firing_alerts()],
+        services=probe.service_signals(lookback),
+        configs=probe.configs(),
+        monitoring=probe.monitoring(),
+        restarting=recently_restarting(probe.pods(), probe.now(), lookback),
+        service_label=probe.service_label,
+    )
 
 
 def poll_delay(poll: RulePoll, now: float, deadline: float, missing: Sequence[AlertMatcher] = ()) -> float:
@@ -491,12 +511,17 @@ class SRETask(Task):
             incident = saved
         else:
             backend.start(self.spec, seed)
+            self.provision(backend)
             self._probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
             self._seed = seed
             incident = self._inject_and_wait(self._probe, backend)
             backend.save_incident(key, incident)
         self._incident = incident
         return incident
+
+    def provision(self, backend: Backend) -> None:
+        """Add what the scenario deploys besides the app, before its healthy baseline (none for SRE)."""
+        return None
 
     def _inject_and_wait(self, probe: ClusterProbe, backend: Backend) -> Incident:
         """Capture the healthy baseline, inject the faults and wait until the triggering alerts fire."""
@@ -532,17 +557,7 @@ class SRETask(Task):
         if saved is not None:
             self._baselines.move_to_end(key)
             return saved
-        baseline = Baseline(
-            workloads=probe.workloads(),
-            namespaces=probe.namespaces(),
-            traffic=probe.traffic(),
-            alerts=[dict(a) for a in probe.firing_alerts()],
-            services=probe.service_signals(BASELINE_LOOKBACK_SECONDS),
-            configs=probe.configs(),
-            monitoring=probe.monitoring(),
-            restarting=recently_restarting(probe.pods(), probe.now(), BASELINE_LOOKBACK_SECONDS),
-            service_label=probe.service_label,
-        )
+        baseline = measure_baseline(probe, BASELINE_LOOKBACK_SECONDS)
         if key is not None:
             self._baselines[key] = baseline
             while len(self._baselines) > CACHED_BASELINES:
@@ -587,7 +602,7 @@ class SRETask(Task):
         return symptom_window(incident.started_at - incident.injected_at, incident.restart_interval,
                               interval=ITBENCH_INTERVAL, maximum=self.spec.alert_wait_timeout + ITBENCH_INTERVAL)
 
-    def evaluate(self, submission: Submission) -> EpisodeEvaluation:
+    def evaluate(self, submission: Submission) -> Evaluation:
         """Topology as it is now, then ITBench's mitigation watcher (which lets time pass), then grading."""
         probe, incident = self._probe, self._incident
         if probe is None or incident is None or incident.baseline is None:

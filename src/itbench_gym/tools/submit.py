@@ -69,6 +69,62 @@ def _payload(args: Any) -> Any:
     return args
 
 
+class CostReportSubmitTool:
+    """``submit`` for FinOps episodes: ITBench's FinOps report, the resources at fault by name and kind."""
+
+    name = "submit"
+    description = (
+        "Finish the episode with the resources at fault: JSON {\"resource\": [{\"name\": \"<name>\", \"type\": \"<Kind>\"}, ...]} "
+        "(type: a Kubernetes kind such as Deployment, HorizontalPodAutoscaler, PrometheusRule, PersistentVolumeClaim, "
+        "Namespace), as tool-call arguments or as text. Mitigation is judged from the cluster's state after you submit."
+    )
+    parameters: Mapping[str, Any] = {
+        "type": "object",
+        "properties": {
+            "resource": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "type": {"type": "string"}},
+                                                     "required": ["name", "type"]}},
+            "text": {"type": "string", "description": "The report as JSON text."},
+        },
+    }
+    cost_seconds = 0.0
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        payload = _payload(args)
+        report: Any = payload
+        if isinstance(payload, str):
+            try:
+                report = json.loads(payload)
+            except ValueError as exc:
+                return _rejected(f"the report is not JSON ({exc})")
+        problem = cost_report_problem(report)
+        if problem:
+            return _rejected(problem)
+        return ToolResult(text="report accepted; the episode ends and is evaluated",
+                          data={"report": {"resource": [dict(r) for r in report["resource"]]}, "report_error": None},
+                          ends_episode=True)
+
+
+def cost_report_problem(report: Any) -> str:
+    """Why ``report`` is not a FinOps report ("" when it is one)."""
+    if not isinstance(report, Mapping):
+        return f"the report must be a JSON object with a \"resource\" list, got {type(report).__name__}"
+    resources = report.get("resource")
+    if not isinstance(resources, list):
+        return "the report needs \"resource\": a list of {\"name\", \"type\"} objects"
+    for i, item in enumerate(resources):
+        if not isinstance(item, Mapping):
+            return f"resource[{i}] must be an object with \"name\" and \"type\", got {item!r}"
+        for key in ("name", "type"):
+            if not isinstance(item.get(key), str) or not str(item.get(key)).strip():
+                return f"resource[{i}].{key} must be a non-empty string, got {item.get(key)!r}"
+    return ""
+
+
+def _rejected(problem: str) -> ToolResult:
+    return ToolResult(text=f"submit: {problem}; submit again", exit_status=REJECTED,
+                      data={"report": None, "report_error": problem})
+
+
 class AssessmentSubmitTool:
     """``submit`` for compliance (CISO) episodes: ITBench grades the policies, scripts and playbooks the
     agent produced, so the report is the agent's stated posture and any notes, never required."""

@@ -111,6 +111,10 @@ def validate_scenario(target: str, seeds: Sequence[int]) -> ScenarioResult:
         from itbench_gym.validate.compliance import validate_compliance
 
         return validate_compliance(spec, seeds)
+    if spec.task == "finops":
+        from itbench_gym.validate.finops import validate_finops
+
+        return validate_finops(spec, seeds)
     scenario_id = spec.id
     entry = library_entry(scenario_id)
     info: dict[str, Any] = {

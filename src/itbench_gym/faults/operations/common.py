@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from itbench_gym.faults.catalogue import FaultError
-from itbench_gym.faults.context import ObjectRef
+from itbench_gym.faults.context import FaultContext, ObjectRef
 
 Obj = dict[str, Any]
 
@@ -39,3 +39,27 @@ def template_container(workload: Mapping[str, Any], name: str, ref: ObjectRef) -
         if container.get("name") == name:
             return dict(container)
     raise FaultError(f"{ref} has no container {name!r}; containers: {', '.join(c.get('name', '?') for c in containers)}")
+
+
+def edited_containers(ctx: FaultContext, args: Mapping[str, Any]) -> tuple[ObjectRef, list[str]]:
+    """The workload, and the containers a container fault edits: ``args.container`` (one of the pod
+    template's ``containers``, as ITBench's argument check requires), else all of them."""
+    ref = target(args)
+    names = [c["name"] for c in pod_template(ctx.require(ref)).get("containers", [])]
+    if "container" not in args:
+        return ref, names
+    name = args["container"]["name"]
+    if name not in names:
+        raise FaultError(f"{ref} has no container {name!r}; containers: {', '.join(names)}")
+    return ref, [name]
+
+
+def autoscaler_of(ctx: FaultContext, ref: ObjectRef) -> ObjectRef:
+    """The HorizontalPodAutoscaler whose scaleTargetRef is the workload (one named like it first)."""
+    hpas = ctx.resource("autoscaling/v2", "HorizontalPodAutoscaler").get(namespace=ref.namespace).to_dict()["items"]
+    for hpa in sorted(hpas, key=lambda h: h["metadata"]["name"] != ref.name):
+        scale_target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        if scale_target.get("kind") == ref.kind and scale_target.get("name") == ref.name:
+            return ObjectRef("autoscaling/v2", "HorizontalPodAutoscaler", hpa["metadata"]["name"], ref.namespace)
+    raise FaultError(f"no HorizontalPodAutoscaler in namespace {ref.namespace} targets {ref} "
+                     "(is the app installed with environment.autoscaling.kubernetes.hpa?)")

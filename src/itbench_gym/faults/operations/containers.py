@@ -17,7 +17,7 @@ import yaml
 
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.context import FaultContext, ObjectRef
-from itbench_gym.faults.operations.common import Obj, pod_template, target
+from itbench_gym.faults.operations.common import Obj, edited_containers, target
 
 #: ITBench's name for the init container it adds.
 INIT_CONTAINER = "worker"
@@ -36,23 +36,10 @@ def _data() -> dict[str, Any]:
     return data
 
 
-def _containers(ctx: FaultContext, args: Mapping[str, Any]) -> tuple[ObjectRef, list[str]]:
-    """The workload, and the containers the fault edits: ``args.container`` (one of the pod
-    template's ``containers``, as ITBench's argument check requires), else all of them."""
-    ref = target(args)
-    names = [c["name"] for c in pod_template(ctx.require(ref)).get("containers", [])]
-    if "container" not in args:
-        return ref, names
-    name = args["container"]["name"]
-    if name not in names:
-        raise FaultError(f"{ref} has no container {name!r}; containers: {', '.join(names)}")
-    return ref, [name]
-
-
 def _patch_containers(ctx: FaultContext, args: Mapping[str, Any], fields: Mapping[str, Any],
                       spec: Mapping[str, Any] | None = None) -> str:
     """One strategic-merge patch: ``fields`` on each edited container, ``spec`` on the pod template."""
-    ref, names = _containers(ctx, args)
+    ref, names = edited_containers(ctx, args)
     template = {**(spec or {}), "containers": [{"name": name, **fields} for name in names]}
     ctx.patch(ref, {"spec": {"template": {"spec": template}}})
     return f"{ref}: {', '.join(names)}: {', '.join(sorted(fields))}{' and ' + ', '.join(spec) if spec else ''}"

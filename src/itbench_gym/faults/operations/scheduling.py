@@ -16,7 +16,7 @@ from kubernetes.utils import parse_quantity
 
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.context import FaultContext, ObjectRef
-from itbench_gym.faults.operations.common import Obj, container_named, target
+from itbench_gym.faults.operations.common import Obj, autoscaler_of, container_named, target
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
@@ -207,20 +207,9 @@ def scale_workload_to_zero(ctx: FaultContext, args: Mapping[str, Any]) -> str:
 LOW_TARGETS = {"cpu": 20, "memory": 30}
 
 
-def _autoscaler_of(ctx: FaultContext, ref: ObjectRef) -> ObjectRef:
-    """The HorizontalPodAutoscaler whose scaleTargetRef is the workload."""
-    hpas = ctx.resource("autoscaling/v2", "HorizontalPodAutoscaler").get(namespace=ref.namespace).to_dict()["items"]
-    for hpa in sorted(hpas, key=lambda h: h["metadata"]["name"] != ref.name):
-        target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
-        if target.get("kind") == ref.kind and target.get("name") == ref.name:
-            return ObjectRef("autoscaling/v2", "HorizontalPodAutoscaler", hpa["metadata"]["name"], ref.namespace)
-    raise FaultError(f"no HorizontalPodAutoscaler in namespace {ref.namespace} targets {ref} "
-                     "(is the app installed with environment.autoscaling.kubernetes.hpa?)")
-
-
 def lower_autoscaler_targets(ctx: FaultContext, args: Mapping[str, Any]) -> str:
     ref = target(args)
-    hpa = _autoscaler_of(ctx, ref)
+    hpa = autoscaler_of(ctx, ref)
     metrics = [{"type": "Resource", "resource": {"name": name, "target": {"type": "Utilization", "averageUtilization": value}}}
                for name, value in LOW_TARGETS.items()]
     ctx.patch(hpa, {"spec": {"metrics": metrics}}, "merge")
