@@ -19,6 +19,9 @@ from itbench_gym.tools.submit import CostReportSubmitTool
 
 SCENARIO = "FinOps-CostAlertMisconfiguration-v0"
 AUTOSCALER = "FinOps-AutoscalerMisconfiguration-v0"
+#: Every episode here acts once, then waits this long and submits: they all end at the same clock time, so
+#: the task computes the reference run once for all of them.
+SETTLE = "wait 300"
 
 
 def _grade(scenario: str, resources: list[dict[str, str]]) -> Any:
@@ -90,22 +93,22 @@ def _budget_patch(threshold: float | None) -> str:
 
 
 def test_starving_the_app_to_meet_the_budget_fails_with_the_service_level_reason(env: ITBenchEnv) -> None:
-    evaluation = _submit(env, "kubectl -n otel-demo scale deployment frontend --replicas=0", "wait 120")
+    evaluation = _submit(env, "kubectl -n otel-demo scale deployment frontend --replicas=0", SETTLE)
     assert not evaluation["mitigation"]["passed"]
     assert any(r.startswith("user-facing") for r in evaluation["mitigation"]["reasons"]), evaluation["mitigation"]["reasons"]
     assert evaluation["diagnosis"]["passed"]  # the report was right: the fix is what failed
 
 
 def test_a_corrected_budget_passes_and_a_budget_raised_out_of_reach_fails(env: ITBenchEnv) -> None:
-    fixed = _submit(env, _budget_patch(0.06), "wait 300")
+    fixed = _submit(env, _budget_patch(0.06), SETTLE)
     assert fixed["passed"], fixed["mitigation"]["reasons"]
     assert min(fixed["proximity"].values()) > 0.95
-    hidden = _submit(env, _budget_patch(1.0), "wait 300")
+    hidden = _submit(env, _budget_patch(1.0), SETTLE)
     assert not hidden["mitigation"]["passed"]
     assert any(f"more than {BUDGET_HEADROOM:g}x what the load legitimately costs" in r for r in hidden["mitigation"]["reasons"])
 
 
 def test_removing_the_budget_alert_fails(env: ITBenchEnv) -> None:
-    evaluation = _submit(env, _budget_patch(None), "wait 120")
+    evaluation = _submit(env, _budget_patch(None), SETTLE)
     assert not evaluation["mitigation"]["passed"]
     assert "budget alert MemorySpend removed from PrometheusRule otel-demo/finops-budget-alerts" in evaluation["mitigation"]["reasons"]

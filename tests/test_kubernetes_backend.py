@@ -29,7 +29,7 @@ from itbench_gym.backends.kubernetes.backend import scenario_namespaces
 from itbench_gym.registry import get_spec
 
 #: A feature flag (the README's scenario), a Chaos Mesh experiment, a deleted Kubernetes object.
-SCENARIOS = ("SRE-CacheFailure-v0", "SRE-PodFailure-v0", "SRE-DeletedService-v0")
+SCENARIOS = ("SRE-CacheFailure-v0", "SRE-DeletedService-v0")
 SEED = 0
 
 
