@@ -32,9 +32,30 @@ def test_every_index_is_imported_or_says_why(imported: dict[str, Any]) -> None:
     for scenario in imported.values():
         assert scenario.invalid is None, scenario.id
         assert (scenario.document is None) == (scenario.unsupported is not None), scenario.id
-    assert imported["ITBench-37-v0"].unsupported == "not yet supported: category 'finops' (the finops task is not implemented)"
     reasons = {s.unsupported for s in imported.values() if s.unsupported}
     assert all(r.startswith("not yet supported: ") for r in reasons)
+
+
+@needs_library
+def test_finops_indexes_import_as_finops_scenarios(imported: dict[str, Any]) -> None:
+    """ITBench 37 injects nothing (a healthy system whose cost is reviewed: the right fix is no change);
+    38 lowers three autoscalers, and its v2 ground truth names the index's own targets (its v1 file names
+    others), each Deployment aliased with its autoscaler."""
+    control, autoscalers = imported["ITBench-37-v0"], imported["ITBench-38-v0"]
+    for scenario in (control, autoscalers):
+        doc = scenario.document
+        assert scenario.domain == "finops" and doc["metadata"]["domain"] == "finops"
+        assert doc["environment"]["tools"] == {"finops": {"enabled": True}}
+        assert doc["environment"]["autoscaling"] == {"kubernetes": {"hpa": True}}
+    assert control.document["faults"] == [] and control.alerts_from == "none"
+    assert control.document["metadata"]["class"] == "HealthyControl"
+    assert [g["kind"] for g in control.document["ground_truth"]["groups"] if g.get("root_cause")] == ["Namespace"]
+    assert autoscalers.alerts_from == "index" and autoscalers.ground_truth_from == "v2"
+    gt = autoscalers.document["ground_truth"]
+    assert {(g["kind"], g["name"]) for g in gt["groups"] if g.get("root_cause")} == {
+        ("Deployment", "fraud-detection"), ("Deployment", "frontend"), ("Deployment", "image-provider")}
+    assert ["frontend-deployment-1", "frontend-horizontalpodautoscaler-1"] in gt["aliases"]
+    assert any("38_groundtruth_v1.yaml: not used" in d for d in autoscalers.discrepancies)
 
 
 @needs_library
@@ -194,14 +215,14 @@ def test_application_options_become_the_scenarios_environment(tmp_path: Path) ->
 
 def test_environment_variable_registers_ids(tmp_path: Path) -> None:
     (tmp_path / "900.json").write_text(json.dumps(_foreign_index()))
-    (tmp_path / "901.json").write_text(json.dumps(_foreign_index(id=901, category="finops")))
+    (tmp_path / "901.json").write_text(json.dumps(_foreign_index(id=901, category="ciso")))
     code = ("import gymnasium as gym, itbench_gym\n"
             "from itbench_gym.registry import UnsupportedScenarioError\n"
             "print('ITBench-900-NoTraces-v0' in gym.registry, 'ITBench-901-v0' in itbench_gym.scenario_ids())\n"
             "try:\n    itbench_gym.make('ITBench-901-v0')\nexcept UnsupportedScenarioError as exc:\n    print(exc.message)\n")
     env = {**os.environ, "ITBENCH_LIBRARY": str(tmp_path), "ITBENCH_GYM_CACHE": str(fresh_cache(tmp_path / "cache"))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
-    assert out.stdout.splitlines() == ["True True", "not yet supported: category 'finops' (the finops task is not implemented)"]
+    assert out.stdout.splitlines() == ["True True", "not yet supported: category 'ciso' (the ciso task is not implemented)"]
 
 
 @needs_library

@@ -173,7 +173,9 @@ class LibraryEntry:
         triggering: list[dict[str, Any]] = []
         checked: list[str] = []
         try:
-            if imported.alerts_from == "twin":
+            if imported.alerts_from == "none":  # a FinOps control: nothing injected, nothing to wait for
+                triggering = []
+            elif imported.alerts_from == "twin":
                 triggering = decided_alerts(imported)
             else:
                 names = [str(a["alertname"]) for a in (imported.document or {}).get("alerts", {}).get("triggering", [])]
@@ -182,7 +184,7 @@ class LibraryEntry:
             raise SpecError(self.source, "alerts", str(exc)) from None
         doc, notes = with_triggering(imported, triggering)
         notes += checked
-        if imported.ground_truth_from == "v1":
+        if imported.ground_truth_from == "v1" and imported.domain == "sre":
             from itbench_gym.spec.itbench import without_unshown
 
             doc, notes = without_unshown(doc, decided_unshown(imported, doc), notes)

@@ -176,6 +176,20 @@ class OracleAgent(ScriptedAgent):
         for change in reversed(incident.journal if incident is not None else ()):
             if not (yield from self._revert(change)):
                 self.unreachable.append(str(change.ref))
+            elif change.ref.kind == "HorizontalPodAutoscaler" and change.before is not None:
+                yield from self._rescale(change.before)
+
+    def _rescale(self, autoscaler: Mapping[str, Any]) -> Generator[Any, dict[str, Any], None]:
+        """Put an autoscaler's workload back at the autoscaler's minimum once its settings are restored: an
+        autoscaler never scales down while one of its metrics is invalid (a CPU target on containers without
+        CPU requests), so the replicas a fault made would otherwise stay; from the minimum it scales out again
+        as the load needs."""
+        spec = autoscaler.get("spec") or {}
+        target = spec.get("scaleTargetRef") or {}
+        if target.get("kind") and target.get("name"):
+            namespace = (autoscaler.get("metadata") or {}).get("namespace") or self._spec.namespace
+            yield (f"kubectl scale {str(target['kind']).lower()}/{target['name']} --replicas={int(spec.get('minReplicas') or 1)} "
+                   f"-n {namespace}")
 
     def _restart_after_removal(self) -> Generator[Any, dict[str, Any], None]:
         spec, incident = self._spec, self._env.incident
@@ -217,7 +231,8 @@ class OracleAgent(ScriptedAgent):
             signals = probe.service_signals(RECOVERY_WINDOW_SECONDS)
         finally:
             probe.close()
-        if any(m.matches(a) for m in self._spec.triggering_alerts for a in firing):
+        standing = {frozenset(a.items()) for a in incident.baseline.alerts}
+        if any(m.matches(a) for m in self._spec.triggering_alerts for a in firing if frozenset(a.items()) not in standing):
             return False
         graded = Tolerances()
         for name, before in incident.baseline.services.items():

@@ -430,6 +430,8 @@ def watch_mitigation(
     firing_now: list[dict[str, str]] = []
     disruptions = _Disruptions(probe, start, baseline.restarting)
     handed_over = {frozenset(a.items()) for a in injection_alerts}
+    #: An alert firing at baseline is not the incident's, whatever its name (an autoscaler at its maximum before any fault).
+    standing = {frozenset(a.items()) for a in baseline.alerts}
     guards = _guard_failures(probe, baseline)
     while True:
         elapsed = probe.now() - start
@@ -437,7 +439,7 @@ def watch_mitigation(
         active = probe.active_alerts()
         disruptions.observe(probe.pods(), elapsed)
         active = [a for a in active if frozenset(a.items()) in handed_over or not baseline.names_other_service(a)]
-        still = tuple(str(m) for m in triggering if any(m.matches(a) for a in active))
+        still = tuple(str(m) for m in triggering if any(m.matches(a) for a in active if frozenset(a.items()) not in standing))
         polls.append(Poll(at=elapsed, firing=still))
         if still:
             if streak >= consecutive and relapse is None:

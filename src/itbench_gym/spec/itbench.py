@@ -205,8 +205,9 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
     from itbench_gym.paths import envs_dir
     from itbench_gym.spec.appfacts import load_app_facts
 
-    if out.domain != "sre":
+    if out.domain not in ("sre", "finops"):
         raise _Unsupported(f"not yet supported: category {out.domain!r} (the {out.domain} task is not implemented)")
+    finops = out.domain == "finops"
     apps = [a.get("id") for a in (index.get("environment") or {}).get("applications") or [] if isinstance(a, Mapping)]
     if len(apps) != 1:
         raise _Unsupported(f"not yet supported: {len(apps)} applications {apps} (one per scenario is)")
@@ -222,7 +223,7 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
         raise _Invalid(f"invalid index: environment.applications[0].args break ITBench's own schema: {theirs}")
     environment = _environment(app_args, str(index.get("category") or "sre"))
     entries = _flatten(index.get("disruptions"))
-    if not entries:
+    if not entries and not finops:  # a FinOps index may inject nothing: a healthy system whose cost is reviewed
         raise _Invalid("invalid index: no injections")
     known = catalogue()
     for i, entry in enumerate(entries):
@@ -239,16 +240,9 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
             raise _Unsupported(f"not yet supported: faults[{i}] ({entry['id']}) {path}: {message}")
     namespace = facts.namespace or _namespace_of(entries)
     alerts = [a if isinstance(a, str) else a.get("id") for a in index.get("alerts") or []]
-    out.alerts_from = "index" if alerts else "twin"
+    out.alerts_from = "index" if alerts else "twin" if entries else "none"
     v1, plain = library.ground_truths.get(out.source.stem, (None, None))
-    ground_truth: dict[str, Any] | None = None
-    if v1 is not None:
-        ground_truth = _read_v1(v1, out)
-    out.ground_truth_from = "derived" if ground_truth is None else "v1"
-    if ground_truth is not None:
-        ground_truth = clean_ground_truth(ground_truth, entries, out.discrepancies)
-    elif plain is not None:
-        out.discrepancies.append(f"{plain.name}: no v1 ground truth; derived from the faults and the call graph")
+    ground_truth = _finops_ground_truth(v1, plain, entries, namespace, out) if finops else _sre_ground_truth(v1, plain, entries, out)
     description = str(index.get("description") or f"ITBench library scenario {out.id}").strip()
     solutions = _mitigations(index.get("solutions"), entries)
     out.document = {
@@ -258,8 +252,8 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
             "id": out.id,
             "name": _name(description),
             "description": description,
-            "domain": "sre",
-            "class": scenario_class(entries),
+            "domain": out.domain,
+            "class": scenario_class(entries) if entries else "HealthyControl",
             **({"itbench_scenario": out.number} if out.number is not None and out.number >= 1 else {}),
             "tags": [str(t) for t in index.get("tags") or []]
             + ([f"itbench-complexity:{LEVELS[str(index['complexity'])]}"] if str(index.get("complexity")) in LEVELS else []),
@@ -271,14 +265,65 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
         "faults": entries,
         "alerts": {"triggering": [{"alertname": str(a)} for a in alerts if a]},
         "ground_truth": ground_truth,
-        "mitigations": solutions,
+        "mitigations": solutions if entries else [{"id": "no-change", "description": "Nothing is at fault: change nothing."}],
         "desired_outcome": {
             "diagnosis": "Name the injected object(s) as the root cause: "
-                         + ", ".join(_object_text(e) for e in entries if _is_fault(e["id"])),
-            **_mitigation_outcome(entries),
+                         + ", ".join(_object_text(e) for e in entries if _is_fault(e["id"])) if entries else
+                         f"Nothing is at fault: name Namespace {namespace} (its cost is its legitimate load) and change nothing.",
+            **(_mitigation_outcome(entries) if entries else {"mitigation": "Nothing changes and no cost alert fires."}),
         },
         "budget": {"max_steps": 50, "max_sim_seconds": 3600},
     }
+
+
+def _sre_ground_truth(v1: Path | None, plain: Path | None, entries: Sequence[Mapping[str, Any]],
+                      out: ImportedScenario) -> dict[str, Any] | None:
+    """An SRE index's v1 ground truth, cleaned against its faults; None (derived later) without one."""
+    ground_truth = _read_v1(v1, out) if v1 is not None else None
+    out.ground_truth_from = "derived" if ground_truth is None else "v1"
+    if ground_truth is not None:
+        return clean_ground_truth(ground_truth, entries, out.discrepancies)
+    if plain is not None:
+        out.discrepancies.append(f"{plain.name}: no v1 ground truth; derived from the faults and the call graph")
+    return None
+
+
+def _finops_ground_truth(v1: Path | None, v2: Path | None, entries: Sequence[Mapping[str, Any]], namespace: str,
+                         out: ImportedScenario) -> dict[str, Any]:
+    """A FinOps index's ground truth: its v2 file's entities when it lists any (each a group; those the
+    injections name are the root causes, and an entity of another kind with the same name, the autoscaler
+    of a Deployment, is an alias of it), else the v1 file's groups as written, else the namespace; the
+    namespace is where the cost shows (each root cause propagates to it)."""
+    entities: list[tuple[str, str]] = []
+    if v2 is not None:
+        try:
+            data = yamltext.load(v2.read_text(encoding="utf-8"))
+            raw = ((data or {}).get("spec") or {}).get("entities") or []
+            entities = [(str(e["kind"]), str(e["metadata"]["name"])) for e in raw if isinstance(e, Mapping)]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, yamltext.YAMLError) as exc:
+            out.discrepancies.append(f"{v2.name}: unreadable ({exc})")
+    namespace_group = {"id": f"{namespace}-namespace-1", "kind": "Namespace", "namespace": namespace, "name": namespace}
+    if entities:
+        out.ground_truth_from = "v2"
+        faulted = {(str(e["args"].get("kubernetesObject", {}).get("kind")), str(e["args"].get("kubernetesObject", {}).get("metadata", {}).get("name")))
+                   for e in entries if _is_fault(e["id"])}
+        groups = [{"id": f"{name}-{kind.lower()}-1", "kind": kind, "namespace": namespace, "name": name, "root_cause": (kind, name) in faulted}
+                  for kind, name in dict.fromkeys(entities)]
+        by_name: dict[str, list[str]] = {}
+        for g in groups:
+            by_name.setdefault(str(g["name"]), []).append(str(g["id"]))
+        roots = [g["id"] for g in groups if g["root_cause"]]
+        if v1 is not None and v2 is not None:
+            out.discrepancies.append(f"{v1.name}: not used; {v2.name} names the index's own targets")
+        return {"groups": [*groups, namespace_group], "aliases": [ids for ids in by_name.values() if len(ids) > 1],
+                "propagations": [{"source": r, "target": namespace_group["id"], "condition": "misconfigured",
+                                  "effect": "the namespace pays for what it does not need"} for r in roots]}
+    gt = _read_v1(v1, out) if v1 is not None else None
+    if gt is not None:
+        out.ground_truth_from = "v1"
+        return gt
+    out.ground_truth_from = "derived"
+    return {"groups": [{**namespace_group, "root_cause": True}], "propagations": []}
 
 
 def _flatten(disruptions: Any) -> list[dict[str, Any]]:

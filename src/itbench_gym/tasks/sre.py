@@ -535,9 +535,10 @@ class SRETask(Task):
         injected_at = ctx.injected_at if ctx.injected_at is not None else probe.now()
         deadline = probe.now() + spec.alert_wait_timeout
         names = sorted({m.alertname for m in spec.triggering_alerts})
+        standing = {frozenset(a.items()) for a in baseline.alerts}  # firing before the fault: not the incident's
         while True:
             poll = probe.poll_alerts_of(names)
-            triggering = [dict(a["labels"]) for a in poll.alerts if a["state"] == "firing"]
+            triggering = [dict(a["labels"]) for a in poll.alerts if a["state"] == "firing" and frozenset(a["labels"].items()) not in standing]
             missing = [str(m) for m in spec.triggering_alerts if not any(m.matches(a) for a in triggering)]
             if not missing:
                 now = probe.now()
