@@ -454,3 +454,23 @@ def test_load_balancer_services_get_kind_network_addresses_in_creation_order_and
     cluster.store.create(_load_balancer("last"))
     cluster.reconcile()
     assert _lb_ips(cluster, "last") == ["172.18.0.6"]
+
+
+def test_hpa_sets_aside_cpu_samples_as_upstream_does_in_a_pods_first_minutes():
+    """Upstream's replica calculator: in the CPU initialisation period (5 min from start) a sample whose
+    window began before the pod became Ready is a start-up burst, not load; later only a pod that has never
+    been Ready is set aside."""
+    from itbench_gym.backends.sim.kube.controllers.hpa import _cpu_sample_ignored
+    from itbench_gym.lang.timestamps import rfc3339
+
+    def pod(started: float, ready_at: float, ready: str = "True") -> dict:
+        return {"status": {"startTime": rfc3339(started),
+                           "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": rfc3339(ready_at)}]}}
+
+    t0 = 1_767_225_600.0
+    assert _cpu_sample_ignored(pod(t0, t0 + 20), t0 + 30)  # ready 10 s ago: the 15 s window began before
+    assert not _cpu_sample_ignored(pod(t0, t0 + 20), t0 + 40)  # a whole window since Ready
+    assert _cpu_sample_ignored(pod(t0, t0 + 20, "False"), t0 + 200)  # not ready within the period
+    assert not _cpu_sample_ignored(pod(t0, t0 + 100, "False"), t0 + 400)  # turned unready late: counted after the period
+    assert _cpu_sample_ignored(pod(t0, t0 + 10, "False"), t0 + 400)  # never ready (its transition within the 30 s delay)
+    assert _cpu_sample_ignored({"status": {"startTime": rfc3339(t0)}}, t0 + 400)  # no Ready condition

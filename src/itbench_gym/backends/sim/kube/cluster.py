@@ -36,6 +36,7 @@ from .controllers.loadbalancer import LoadBalancerController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
 from .controllers.statefulset import StatefulSetController
+from .controllers.util import USAGE_WINDOW_SECONDS
 from .controllers.volumes import VolumeBinderController
 from .errors import ApiError
 from .etcd import Etcd, EtcdSnapshot
@@ -54,8 +55,6 @@ MAX_SYNCS_PER_RECONCILE = 200_000
 
 #: What kubelet, container runtime and system daemons use on every node besides the pods.
 SYSTEM_DAEMONS_USAGE = (0.1, 512.0 * 2**20)
-#: metrics-server's sampling window.
-USAGE_WINDOW_SECONDS = 15.0
 
 #: Cluster-scoped kinds first, so namespaced objects find their namespace and nodes exist to schedule on.
 _APPLY_ORDER = {"Namespace": 0, "Node": 1, "PriorityClass": 1, "CustomResourceDefinition": 1}

@@ -22,7 +22,17 @@ from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError
 from .base import Cache, Context, Controller, Key
-from .util import container_requests, format_quantity, is_pod_ready, is_terminating, pod_phase, quantity, set_condition
+from .util import (
+    USAGE_WINDOW_SECONDS,
+    condition,
+    container_requests,
+    format_quantity,
+    is_terminating,
+    parse_time,
+    pod_phase,
+    quantity,
+    set_condition,
+)
 
 Obj = dict[str, Any]
 Usage = Callable[[str, str], dict[str, tuple[float, float]] | None]
@@ -36,6 +46,27 @@ _DEFAULT_UP = {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
 _DEFAULT_DOWN = {"stabilizationWindowSeconds": 300, "selectPolicy": "Max",
                  "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}
 _KIND_PLURAL = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}
+
+
+
+#: Upstream's --horizontal-pod-autoscaler-cpu-initialization-period and --...-initial-readiness-delay.
+CPU_INITIALIZATION_PERIOD = 300.0
+INITIAL_READINESS_DELAY = 30.0
+
+
+def _cpu_sample_ignored(pod: Obj, now: float) -> bool:
+    """Whether the autoscaler sets a pod's CPU sample aside as unready, as upstream's replica calculator
+    does: without a Ready condition or a start time; in its first 5 minutes, when not Ready or when the
+    sample's window began before the pod became Ready (a start-up burst is not load); later, when it has
+    never been Ready."""
+    ready = condition(pod, "Ready")
+    started = parse_time((pod.get("status") or {}).get("startTime"))
+    if ready is None or started is None:
+        return True
+    transition = parse_time(ready.get("lastTransitionTime")) or started
+    if started + CPU_INITIALIZATION_PERIOD > now:
+        return ready.get("status") == "False" or now - USAGE_WINDOW_SECONDS < transition
+    return ready.get("status") == "False" and started + INITIAL_READINESS_DELAY > transition
 
 
 @dataclass
@@ -112,7 +143,7 @@ class HpaController(Controller):
                 missing.add(pname)
                 continue
             usage[pname] = sum(v[index] for v in per_container.values())
-            if name == "cpu" and (pod_phase(p) == "Pending" or not is_pod_ready(p)):
+            if name == "cpu" and _cpu_sample_ignored(p, self.ctx.now()):
                 unready.add(pname)
         for pname in unready:
             usage.pop(pname, None)

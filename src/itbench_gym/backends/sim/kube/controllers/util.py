@@ -15,6 +15,9 @@ ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
 
 Obj = dict[str, Any]
 
+#: metrics-server's sampling window: each usage sample covers the last this many seconds.
+USAGE_WINDOW_SECONDS = 15.0
+
 
 # -- time ---------------------------------------------------------------------------------------
 
