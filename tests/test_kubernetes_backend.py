@@ -132,6 +132,8 @@ def test_configuration_errors_name_the_file_and_field(tmp_path: Path) -> None:
         backend.start(get_spec("SRE-CacheFailure-v0"), 0)
     with pytest.raises(BackendError, match=r"CISO-Kyverno-5.2.5-v0: CISO scenarios run on the embedded twin only so far"):
         backend.place(get_spec("CISO-Kyverno-5.2.5-v0"))
+    with pytest.raises(BackendError, match=r"FinOps-IdleWorkload-v0: FinOps scenarios run on the embedded twin only so far"):
+        backend.place(get_spec("FinOps-IdleWorkload-v0"))
     backend.close()
 
 

@@ -109,6 +109,10 @@ class KubernetesBackend:
         if spec.compliance is not None:
             raise BackendError(f"scenario {spec.id}: CISO scenarios run on the embedded twin only so far (backend='sim'); "
                                "a real cluster would need Kyverno installed and a RHEL 9 host reachable over SSH")
+        if spec.task == "finops":
+            raise BackendError(f"scenario {spec.id}: FinOps scenarios run on the embedded twin only so far (backend='sim'): "
+                               "their grading compares the episode with a reference run of the healthy installation, which "
+                               "needs snapshots a real cluster cannot take")
         suffix = self.config.namespace_suffix
         if suffix is None:
             return spec
