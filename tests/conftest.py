@@ -144,6 +144,33 @@ def chaos_schedule(name: str, kind: str, spec: dict[str, Any]) -> Any:
         "scheduleSpec": {"type": kind, key: spec}})
 
 
+#: The app the FinOps twins run, and the baseline they settle (short: the tests advance what they need).
+FINOPS_APP_SCENARIO = "SRE-CacheFailure-v0"
+MI = 2.0**20
+
+
+def finops_backend(*, hpa: bool = False) -> tuple[Any, Any]:
+    """A twin of the Astronomy Shop with ITBench's FinOps install option (OpenCost and its rules), with the
+    app's autoscalers when ``hpa``, started healthy: the backend (``SimBackend``) and the spec it started."""
+    from dataclasses import replace
+
+    from itbench_gym.backends.sim.backend import SimBackend
+    from itbench_gym.registry import get_spec
+
+    spec = replace(get_spec(FINOPS_APP_SCENARIO), finops=True, hpa=hpa, baseline_seconds=300.0)
+    backend = SimBackend()
+    backend.start(spec, 0)
+    return backend, spec
+
+
+def cost_pod(namespace: str, name: str, cpu: float | None, memory: float | None) -> dict[str, Any]:
+    """A one-container Pod that requests ``cpu`` cores and ``memory`` bytes (no requests when None)."""
+    container: dict[str, Any] = {"name": "web", "image": "nginx:1.27"}
+    if cpu is not None and memory is not None:
+        container["resources"] = {"requests": {"cpu": f"{round(cpu * 1000)}m", "memory": f"{round(memory / MI)}Mi"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"containers": [container]}}
+
+
 @pytest.fixture(scope="module")
 def shop_twin() -> Iterator[ShopTwin]:
     twin = ShopTwin()

@@ -5,17 +5,15 @@ journal replayed) leaves the objects as they were; plus the budget-expression he
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from itbench_gym.backends.sim.backend import SimBackend
+from conftest import finops_backend
 from itbench_gym.faults import FaultContext, FaultError, ObjectRef, fault_context, inject_faults, remove_faults
 from itbench_gym.faults.catalogue import catalogue, created_objects, fault_args_problems
 from itbench_gym.faults.context import restorable
 from itbench_gym.paths import envs_dir
-from itbench_gym.registry import get_spec
 from itbench_gym.spec import FaultRef
 from itbench_gym.spec.appfacts import load_app_facts
 from itbench_gym.spec.budget import budget_threshold, with_threshold
@@ -53,10 +51,8 @@ class FinOpsShop:
     """The Astronomy Shop with ITBench's FinOps and HPA install options on one twin, checkpointed healthy."""
 
     def __init__(self) -> None:
-        spec = replace(get_spec("SRE-CacheFailure-v0"), finops=True, hpa=True, baseline_seconds=300.0)
+        self.backend, spec = finops_backend(hpa=True)
         self.app = load_app_facts(envs_dir() / spec.app)
-        self.backend = SimBackend()
-        self.backend.start(spec, 0)
         self._baseline = self.backend.checkpoint()
 
     def reset(self) -> FaultContext:

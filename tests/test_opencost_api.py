@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
 import requests
 
-from conftest import ContextFactory
-from itbench_gym.backends.sim.backend import SimBackend
+from conftest import ContextFactory, cost_pod, finops_backend
 from itbench_gym.backends.sim.opencost_allocation import ParameterError, parse_window
 from itbench_gym.env import ITBenchEnv
 from itbench_gym.registry import get_spec
@@ -31,22 +29,15 @@ CPU_PRICE, RAM_PRICE = float(f"{10 / 730:f}"), float(f"{5 / 730:f}")
 PODS = (("small", 0.25, 128 * MI), ("large", 0.5, 256 * MI))
 
 
-def _pod(name: str, cpu: float, memory: float) -> dict[str, Any]:
-    requests_ = {"cpu": f"{round(cpu * 1000)}m", "memory": f"{round(memory / MI)}Mi"}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "resources": {"requests": requests_}}]}}
-
-
 class CostTwin:
     """The SRE scenario's app with OpenCost installed, plus a namespace of two pods with known requests."""
 
     def __init__(self) -> None:
-        self.spec = replace(get_spec(SRE_SCENARIO), finops=True, baseline_seconds=300.0)
-        self.backend = SimBackend()
-        self.endpoints = self.backend.start(self.spec, 0)
+        self.backend, self.spec = finops_backend()
+        self.endpoints = self.backend.endpoints
         cluster = self.backend.twin.cluster
         cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
-        cluster.apply([_pod(*p) for p in PODS])
+        cluster.apply([cost_pod(NS, *p) for p in PODS])
         self.backend.advance(900)  # the pods run through every window the tests ask for
         self.checkpoint = self.backend.checkpoint()
 

