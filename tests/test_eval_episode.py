@@ -130,3 +130,19 @@ def test_spec_like_objects_with_a_mapping_ground_truth_are_accepted() -> None:
     with pytest.raises(ValueError, match="x.yaml: ground_truth.groups: no group has root_cause: true"):
         evaluate_episode(spec=spec, report=PERFECT, report_error=None, mitigation=None, submitted_at=None,
                          incident_start=0.0, commands=[])
+
+
+def test_the_score_reward_weighs_each_tasks_own_parts() -> None:
+    """``reward_mode="score"`` works for every task: a CISO or FinOps evaluation brings its own weights."""
+    from itbench_gym.evaluation.ciso import CISOEvaluation
+    from itbench_gym.evaluation.finops import CostDiagnosis, CostMeasures, FinOpsEvaluation
+    from itbench_gym.evaluation.mitigation import MitigationVerdict
+
+    ciso = CISOEvaluation(scenario_id="CISO-x-v0", cls="kyverno", case="bad", compliant=False, passed=True, reasons=())
+    assert ScoreReward()(ciso) == 1.0
+    verdict = MitigationVerdict(passed=True, reasons=(), cleared_at=10.0, polls=())
+    half = CostMeasures(0.02, 0.05, 0.5, 0.5)
+    finops = FinOpsEvaluation(scenario_id="FinOps-x-v0", cls="x", diagnosis=CostDiagnosis(False, (), ("a",), ()),
+                              mitigation=verdict, observed=half, optimal=CostMeasures(0.01, 0.05, 0.5, 0.5))
+    assert finops.parts() == {"diagnosis": 0.0, "mitigation": 1.0, "proximity": pytest.approx(0.75)}  # CPU cost twice the optimum: 0
+    assert ScoreReward()(finops) == pytest.approx(0.5 + 0.2 * 0.75)

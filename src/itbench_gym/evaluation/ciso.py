@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 Obj = Mapping[str, Any]
 
@@ -51,6 +51,9 @@ class CISOEvaluation:
     ttp_seconds: float | None = None
     submitted: bool = False
     report_error: str | None = None
+
+    #: What the ``"score"`` reward weighs: the assessment, ITBench's pass@1.
+    score_weights: ClassVar[Mapping[str, float]] = {"assessment": 1.0}
 
     def parts(self) -> Mapping[str, float | None]:
         return {"assessment": 1.0 if self.passed else 0.0}

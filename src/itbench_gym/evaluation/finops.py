@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from itbench_gym.evaluation.entities import parse_entity_ref
 from itbench_gym.evaluation.groundtruth import GroundTruth
@@ -137,6 +137,9 @@ class FinOpsEvaluation:
     #: Simulated seconds from the hand-over to the submit (None without a submit).
     ttp_seconds: float | None = None
     report_error: str | None = None
+
+    #: What the ``"score"`` reward weighs: the fix most, the diagnosis, then how near optimal the cost ends.
+    score_weights: ClassVar[Mapping[str, float]] = {"diagnosis": 0.3, "mitigation": 0.5, "proximity": 0.2}
 
     @property
     def passed(self) -> bool:

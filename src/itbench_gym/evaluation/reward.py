@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 REWARD_MODES = ("sparse", "score")
@@ -80,17 +80,20 @@ class ScoreReward:
     naming none of them is a configuration error, not a reward of 0.
     """
 
-    weights: ScoreWeights | Mapping[str, float] = field(default_factory=ScoreWeights)
+    #: None: the evaluation's own (its ``score_weights``: CISO's assessment, FinOps' diagnosis, mitigation and
+    #: proximity), else :class:`ScoreWeights` (SRE).
+    weights: ScoreWeights | Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.weights, ScoreWeights):
+        if self.weights is not None and not isinstance(self.weights, ScoreWeights):
             _check_weights(self.weights, "ScoreReward.weights")
 
-    def _weights(self) -> Mapping[str, float]:
-        return asdict(self.weights) if isinstance(self.weights, ScoreWeights) else self.weights
+    def _weights(self, evaluation: Evaluation) -> Mapping[str, float]:
+        weights = self.weights if self.weights is not None else getattr(evaluation, "score_weights", ScoreWeights())
+        return asdict(weights) if isinstance(weights, ScoreWeights) else weights
 
     def __call__(self, evaluation: Evaluation) -> float:
-        weights = self._weights()
+        weights = self._weights(evaluation)
         parts = evaluation.parts()
         if not set(weights) & set(parts):
             raise ValueError(f"ScoreReward: the weights ({', '.join(weights)}) name none of the evaluation's parts ({', '.join(parts)})")
