@@ -82,12 +82,14 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
 
     ## Rewards
     0 on every step but the last. A CISO episode's evaluation has ``passed`` (the class's verdict) and
-    the time to process; its one part is ``assessment``. On ``submit`` (or when the budget runs out) the episode is evaluated
+    the time to process; its one part is ``assessment``. A FinOps episode's has the diagnosis, the
+    mitigation verdict and the proximity of four cost and efficiency measures to a reference run; its
+    parts are ``diagnosis``, ``mitigation`` and ``proximity`` (docs/metrics.md §10). On ``submit`` (or when the budget runs out) the episode is evaluated
     (``info["evaluation"]``: fault-localisation pass@1, NTAM, entity and propagation scores, the
     mitigation verdict with its reasons, MTTD, MTTR) and the reward is ``reward_fn(evaluation)`` over
     the task's typed evaluation (``itbench_gym.evaluation``: ``SparseReward``, ``ScoreReward(weights)``),
     or by ``reward_mode``: ``"sparse"`` 1.0 iff diagnosis and mitigation both pass; ``"score"`` the
-    documented weighted combination in [0, 1]; or a callable ``f(evaluation: dict) -> float`` over
+    documented weighted combination of the task's parts in [0, 1]; or a callable ``f(evaluation: dict) -> float`` over
     ``info["evaluation"]``.
 
     ## Starting State
