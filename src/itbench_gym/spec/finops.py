@@ -26,6 +26,12 @@ def finops_manifests(app_dir: Path) -> list[str]:
     return [FINOPS_MANIFEST]
 
 
+#: The healthy baseline a FinOps scenario settles before its budgets and faults: the shop's start-up bursts
+#: scale the autoscalers of the workloads that request CPU out (accounting to 4 replicas), and they take about
+#: 25 minutes (the 5-minute scale-down stabilisation, then 2 pods a minute) to come back; a cost measured
+#: earlier is the start-up's, not the load's.
+FINOPS_BASELINE_SECONDS = 1800.0
+
 #: The PrometheusRule that holds a FinOps scenario's budget alerts, in the app namespace.
 BUDGET_RULE = "finops-budget-alerts"
 #: Its rule group (ITBench's ``opentelemetry_demo.cost``, evaluated every minute).

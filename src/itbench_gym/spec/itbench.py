@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from itbench_gym.lang import yamltext
+from itbench_gym.spec.finops import FINOPS_BASELINE_SECONDS
 
 #: ITBench's application ids -> (folder under ``envs/``, its Kubernetes namespace in ITBench).
 APPS: dict[str, str] = {"opentelemetry-demo": "astronomy-shop", "book-info": "book-info"}
@@ -343,10 +344,12 @@ def _environment(args: Any, category: str) -> dict[str, Any]:
     """The scenario's ``environment`` options from ITBench's application ``args`` (``schemas/applications/``):
     ``autoscaling.kubernetes.hpa`` and ``loadGeneration`` (users, userSpawnRate); an option the twin cannot
     honour makes the scenario unsupported, with the option named. A FinOps scenario's cluster runs
-    OpenCost (ITBench sets ``tools.finops.enabled`` for its FinOps category)."""
+    OpenCost (ITBench sets ``tools.finops.enabled`` for its FinOps category) and settles the longer FinOps
+    baseline (``FINOPS_BASELINE_SECONDS``)."""
     if not isinstance(args, Mapping):
         raise _Invalid(f"invalid index: environment.applications[0].args must be an object, got {args!r}")
-    out: dict[str, Any] = {"tools": {"finops": {"enabled": True}}} if category == "finops" else {}
+    out: dict[str, Any] = {"tools": {"finops": {"enabled": True}}, "baseline_seconds": FINOPS_BASELINE_SECONDS} \
+        if category == "finops" else {}
     for key, value in args.items():
         if key == "autoscaling":
             out["autoscaling"] = copy.deepcopy(dict(value))
