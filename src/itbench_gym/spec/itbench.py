@@ -44,7 +44,8 @@ APPS: dict[str, str] = {"opentelemetry-demo": "astronomy-shop", "book-info": "bo
 #: ITBench's complexity words -> our levels.
 LEVELS = {"low": "easy", "medium": "medium", "high": "hard"}
 #: Labels that identify an alert across seeds (pod names and values do not).
-IDENTITY_LABELS = ("namespace", "service_name", "deployment", "statefulset", "daemonset", "job_name", "container")
+IDENTITY_LABELS = ("namespace", "service_name", "deployment", "statefulset", "daemonset", "job_name", "container",
+                   "horizontalpodautoscaler", "persistentvolumeclaim")
 ID_PREFIX = "ITBench-"
 REMOVE_FAULTS = "remove-faults"
 _KUBECTL_INTERACTIVE = {"edit"}

@@ -36,11 +36,11 @@ DECIDING_SEED = 0
 POLL_SECONDS = 15.0
 PAGING_SEVERITIES = frozenset({"warning", "critical"})
 #: Part of the cache key: a change of how alerts are decided invalidates earlier decisions.
-DECISION_RULE = "first-new-paging-else-first-new-alerts/2"
+DECISION_RULE = "first-new-paging-else-first-new-alerts/3"
 #: Likewise for the propagation targets that show no symptom.
 UNSHOWN_RULE = "unshown-at-triggering-alerts/1"
 #: And for the check that an index's alerts fire.
-INDEX_RULE = "index-alerts-all-new-within-wait/1"
+INDEX_RULE = "index-alerts-all-new-within-wait/2"
 #: How the notes of that check begin (``validate`` prints them on the scenario's line).
 INDEX_NOTE = "index: "
 
