@@ -47,15 +47,16 @@ def fresh_cache(directory: Path) -> Path:
 
 #: The longest modules, longest first: ``--dist loadfile`` hands modules out in collection order, so
 #: starting these first keeps a long one from running alone at the end while the other workers idle.
-LONGEST_MODULES = ("test_kubernetes_backend.py", "test_kubernetes_parallel.py", "test_env_cache_failure.py", "test_mitigation_hacks.py",
-                   "test_validate.py", "test_runner.py", "test_hostile_agent.py", "test_itbench_library.py",
-                   "test_static_checks.py", "test_shared_baselines.py", "test_modalities.py", "test_kube_bounded.py",
-                   "test_ciso_rhel9_library.py", "test_rhel9_host.py", "test_ciso_episodes.py")
+LONGEST_MODULES = ("test_kubernetes_backend.py", "test_env_cache_failure.py", "test_runner.py", "test_kubernetes_parallel.py",
+                   "test_itbench_library.py", "test_finops_task.py", "test_tasks.py", "test_mitigation_hacks.py",
+                   "test_validate.py", "test_hostile_agent.py", "test_static_checks.py", "test_shared_baselines.py",
+                   "test_modalities.py", "test_kube_bounded.py", "test_finops_faults.py", "test_opencost_api.py",
+                   "test_opencost_twin.py", "test_ciso_rhel9_library.py", "test_rhel9_host.py", "test_ciso_episodes.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest modules first (``LONGEST_MODULES``); the tests of a module keep their order. pytest-xdist 3.8
-    reorders loadfile modules by test count unless ``--no-loadscope-reorder`` is given."""
+    reorders loadfile modules by test count unless ``--no-loadscope-reorder`` is given (pyproject's addopts)."""
     rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 

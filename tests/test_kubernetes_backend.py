@@ -28,8 +28,10 @@ from itbench_gym.backends.kubernetes import ClusterConfig, ClusterConfigError, K
 from itbench_gym.backends.kubernetes.backend import scenario_namespaces
 from itbench_gym.registry import get_spec
 
-#: A feature flag (the README's scenario), a Chaos Mesh experiment, a deleted Kubernetes object.
-SCENARIOS = ("SRE-CacheFailure-v0", "SRE-DeletedService-v0")
+#: The README's scenario (a feature flag), graded on the real-cluster backend as on the twin. A deleted
+#: Kubernetes object (SRE-DeletedService-v0) is injected, left broken and restored on the next episode in
+#: test_the_agent_holds_a_service_account_token_not_the_admins; `itbench-gym run --backend kubernetes` runs any other.
+SCENARIOS = ("SRE-CacheFailure-v0",)
 SEED = 0
 
 
