@@ -235,6 +235,10 @@ def test_the_leaderboard_shows_the_papers_finops_columns(tmp_path: Path) -> None
     assert table[0] == "| " + " | ".join(header) + " |"
     assert table[1:] == ["| " + " | ".join(c) + " |" for c in (cells["b"], cells["a"], ["oracle (privileged)", *cells["oracle"][1:]])]
 
+    # what `itbench-gym run` prints after a FinOps batch: the FinOps table, not an empty SRE one
+    summary = leaderboard.summary_markdown(board)
+    assert summary.startswith("FinOps\n\n| agent |") and "(no finished episodes)" not in summary
+
     page = render(board)
     section = page.split("<h2>FinOps</h2>")[1]
     assert "1 − |observed − optimal| / optimal" in section and "<th>memory efficiency proximity</th>" in section

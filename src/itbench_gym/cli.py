@@ -34,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     board = leaderboard.load([args.out], k_values=_k_values(args.k))
     print()
-    print(leaderboard.markdown_table(board))
+    print(leaderboard.summary_markdown(board))
     if args.html:
         _write_html(board, Path(args.html))
     print(f"\n{result.ran} episode(s) run, {result.skipped} resumed from {result.store}, {result.errors} error(s), "

@@ -210,6 +210,18 @@ def _markdown(board: Leaderboard, header: list[str], rows: list[tuple[str, list[
     return "\n".join(lines)
 
 
+def summary_markdown(board: Leaderboard) -> str:
+    """The overall table of each track the board holds (what ``itbench-gym run`` prints after a batch)."""
+    parts = []
+    if board.of_domain("sre"):
+        parts.append("SRE\n\n" + markdown_table(board))
+    if board.of_domain("ciso"):
+        parts.append("CISO\n\n" + _markdown(board, *ciso_cells(board)))
+    if board.of_domain("finops"):
+        parts.append("FinOps\n\n" + _markdown(board, *finops_cells(board)))
+    return "\n\n".join(parts) or "(no finished episodes)"
+
+
 def markdown_report(board: Leaderboard) -> str:
     """The whole report: SRE overall, per complexity, per class; CISO; FinOps; the episodes that failed to run."""
     parts = ["# Leaderboard", "", "Mean ± standard error over episodes; pass@k (unbiased) over scenarios. "
