@@ -112,3 +112,9 @@ def test_removing_the_budget_alert_fails(env: ITBenchEnv) -> None:
     evaluation = _submit(env, _budget_patch(None), SETTLE)
     assert not evaluation["mitigation"]["passed"]
     assert "budget alert MemorySpend removed from PrometheusRule otel-demo/finops-budget-alerts" in evaluation["mitigation"]["reasons"]
+
+
+def test_deleting_an_autoscaler_fails(env: ITBenchEnv) -> None:
+    evaluation = _submit(env, "kubectl -n otel-demo delete hpa frontend", SETTLE)
+    assert not evaluation["mitigation"]["passed"]
+    assert any(r.startswith("HorizontalPodAutoscaler otel-demo/frontend deleted") for r in evaluation["mitigation"]["reasons"])

@@ -11,9 +11,10 @@ the FinOps engineer's to set). Grading has three parts (docs/metrics.md, FinOps)
   *reference run*: the healthy installation (same app, budgets and load shape, no fault) advanced to the
   same clock time. The app must serve as the reference does (traffic, success, each service's rate, errors
   and p95 latency), so scaling to zero or starving the app fails with the service-level reason; monitoring
-  must be as in the reference (a budget alert deleted or raised to hide a cost fails), except in scenarios
-  whose fault *is* a budget: there the budget must sit between what the load legitimately costs and
-  :data:`BUDGET_HEADROOM` times that.
+  must be as in the reference (a budget alert deleted or raised to hide a cost fails) except in scenarios
+  whose fault *is* a budget — there the budget must sit between what the load legitimately costs and
+  :data:`BUDGET_HEADROOM` times that — and every autoscaler of the reference must still exist (deleting
+  one is scaling around the fault).
 - **Proximity**: the paper's ``1 − |observed − optimal| / optimal`` for hourly CPU and memory cost and
   CPU and memory efficiency, the optimum being the reference run's value at the end of the watch.
 
@@ -64,6 +65,8 @@ class Reference:
     optimal: CostMeasures
     #: Highest hourly cost of each budgeted resource between the injection and the end, $/h.
     peaks: Mapping[str, float]
+    #: The namespace's HorizontalPodAutoscalers: a fix keeps them (deleting one is scaling around the fault).
+    autoscalers: frozenset[str] = frozenset()
 
 
 def _squashed(text: str) -> str:
@@ -154,10 +157,13 @@ class FinOpsTask(SRETask):
             baseline = replace(baseline, monitoring={k: v for k, v in baseline.monitoring.items() if not self._is_budget(k)})
         verdict = watch_mitigation(probe, baseline, list(self.spec.triggering_alerts), timeout=window,
                                    injection_alerts=list(incident.alerts))
+        problems = [f"HorizontalPodAutoscaler {self.spec.namespace}/{name} deleted (the installation autoscales that workload; "
+                    "a fix corrects the autoscaler, it does not remove it)"
+                    for name in sorted(reference.autoscalers - self._autoscalers(backend))]
         if self._budget_editable:
-            problems = self._budget_failures(backend, reference.peaks)
-            if problems:
-                verdict = replace(verdict, passed=False, reasons=(*verdict.reasons, *problems))
+            problems += self._budget_failures(backend, reference.peaks)
+        if problems:
+            verdict = replace(verdict, passed=False, reasons=(*verdict.reasons, *problems))
         observed = measure(probe.value, self.spec.namespace)
         ttp = submission.submitted_at - incident.started_at if submission.submitted_at is not None else None
         return FinOpsEvaluation(
@@ -189,13 +195,24 @@ class FinOpsTask(SRETask):
             peaks = {r: probe.value(f"max_over_time(({budget_cost_query(r, self.spec.namespace)})[{span:.0f}s:1m])")
                      for r in self.spec.budgets}
             reference = Reference(baseline=measure_baseline(probe, window / 2), optimal=measure(probe.value, self.spec.namespace),
-                                  peaks=peaks)
+                                  peaks=peaks, autoscalers=self._autoscalers(backend))
         finally:
             probe.close()
         self._references[key] = reference
         while len(self._references) > CACHED_REFERENCES:
             self._references.popitem(last=False)
         return reference
+
+    def _autoscalers(self, backend: Backend) -> frozenset[str]:
+        """Names of the namespace's HorizontalPodAutoscalers now (admin credential)."""
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
+        try:
+            raw = client.AutoscalingV2Api(api).list_namespaced_horizontal_pod_autoscaler(self.spec.namespace, _preload_content=False)
+            return frozenset(str(h["metadata"]["name"]) for h in json.loads(raw.data).get("items") or [])
+        finally:
+            api.close()
 
     def _budget_failures(self, backend: Backend, peaks: Mapping[str, float]) -> list[str]:
         """A corrected budget must still watch the same cost and sit between the legitimate peak and
