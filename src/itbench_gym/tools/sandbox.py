@@ -224,8 +224,6 @@ _ETC_PLUMBING = ("/etc/ld.so.cache", "/etc/alternatives")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom")
 #: What root's login shell on RHEL searches.
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#: The root login's home inside the rooted sandbox (the modelled host's, never this machine's).
-HOST_ROOT_HOME = "/root"
 #: Capabilities kept inside the user namespace: root reads 0600/0000 files of its tree (/etc/shadow) as on
 #: a real host. No CAP_SYS_ADMIN, so no mount can be changed; read-only binds stay read-only.
 _CAPS = ("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
@@ -314,6 +312,20 @@ def require_isolation() -> None:
         raise SandboxUnavailable(f"{problem}: {refusal}")
 
 
+def root_home(tree: Path) -> str:
+    """The root login's home as the modelled host's ``etc/passwd`` says (uid 0's sixth field; "/" without one,
+    as login does), never this machine's."""
+    try:
+        lines = (tree / "etc" / "passwd").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return "/"
+    for line in lines:
+        fields = line.split(":")
+        if len(fields) >= 7 and fields[2] == "0" and fields[5]:
+            return fields[5]
+    return "/"
+
+
 def run_rooted(
     argv: Sequence[str],
     *,
@@ -331,7 +343,7 @@ def run_rooted(
     the program's whole environment on top of a root login's (PATH, HOME, TMPDIR=/tmp, LANG).
     """
     require_isolation()
-    full_env = {"PATH": ROOT_PATH, "HOME": HOST_ROOT_HOME, "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
+    full_env = {"PATH": ROOT_PATH, "HOME": root_home(layout.tree), "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
                 "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb", **env}
     with _RelayServer(relay) as relay_dir:
         command = list(argv)

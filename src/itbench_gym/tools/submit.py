@@ -89,13 +89,9 @@ class CostReportSubmitTool:
     cost_seconds = 0.0
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        payload = _payload(args)
-        report: Any = payload
-        if isinstance(payload, str):
-            try:
-                report = json.loads(payload)
-            except ValueError as exc:
-                return _rejected(f"the report is not JSON ({exc})")
+        report, error = _decoded(_payload(args))
+        if error:
+            return _rejected(f"the report is not JSON ({error})")
         problem = cost_report_problem(report)
         if problem:
             return _rejected(problem)
@@ -118,6 +114,16 @@ def cost_report_problem(report: Any) -> str:
             if not isinstance(item.get(key), str) or not str(item.get(key)).strip():
                 return f"resource[{i}].{key} must be a non-empty string, got {item.get(key)!r}"
     return ""
+
+
+def _decoded(payload: Any) -> tuple[Any, str]:
+    """The payload, parsed when it is JSON text (blank text: an empty object), and why it is not ("" when it is)."""
+    if not isinstance(payload, str):
+        return payload, ""
+    try:
+        return (json.loads(payload) if payload.strip() else {}), ""
+    except ValueError as exc:
+        return payload, str(exc)
 
 
 def _rejected(problem: str) -> ToolResult:
@@ -147,12 +153,9 @@ class AssessmentSubmitTool:
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         payload = _payload(args)
-        report: Any = payload
-        if isinstance(payload, str):
-            try:
-                report = json.loads(payload) if payload.strip() else {}
-            except ValueError:
-                report = {"summary": payload.strip()}
+        report, error = _decoded(payload)
+        if error:
+            report = {"summary": str(payload).strip()}
         if not isinstance(report, Mapping):
             report = {"summary": str(report)}
         claim = report.get("compliant")
