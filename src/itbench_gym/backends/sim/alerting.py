@@ -17,7 +17,7 @@ import math
 import threading
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -806,18 +806,29 @@ class RuleManager:
 
     def snapshot(self) -> object:
         self.catch_up()
-        return (copy.deepcopy(self._groups), self.default_interval, dict(self.external_labels), self.last_reload_error)
+        return (_copy_groups(self._groups), self.default_interval, dict(self.external_labels), self.last_reload_error)
 
     def restore(self, snap: object) -> None:
         if not (isinstance(snap, tuple) and len(snap) == 4 and isinstance(snap[0], list)
                 and all(isinstance(g, Group) for g in snap[0])):
             raise TypeError("restore() needs an object returned by RuleManager.snapshot()")
         groups, interval, external, error = snap
-        self._groups = copy.deepcopy(groups)
+        self._groups = _copy_groups(groups)
         self._generation += 1
         self.default_interval, self.external_labels, self.last_reload_error = interval, dict(external), error
         self._needs = {}
         self._due = None
+
+
+def _copy_groups(groups: list[Group]) -> list[Group]:
+    """The groups with their own rules and alerts, for a snapshot or a restore.
+
+    What evaluation changes is copied: groups' times, rules' state and output, each alert's fields.
+    Label, annotation and output collections are replaced whole when they change, never edited in
+    place, so the copies share them (a deep copy of every rule's dicts took most of a checkpoint).
+    """
+    return [replace(g, rules=[replace(r, active={k: copy.copy(a) for k, a in r.active.items()}) for r in g.rules])
+            for g in groups]
 
 
 @functools.lru_cache(maxsize=LABEL_CACHE_SIZE)

@@ -24,6 +24,7 @@ from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.fleet import AppFleet
 from itbench_gym.backends.sim.app.model import read_manifests
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
+from itbench_gym.backends.sim.gc_pause import gc_paused
 from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
 from itbench_gym.backends.sim.kube.store import DEFAULT_EVENT_QUOTA_BYTES, DEFAULT_QUOTA_BYTES
@@ -173,7 +174,7 @@ class Twin:
         """Move the clock forward, running every tick that falls in the interval."""
         if seconds <= 0:
             return
-        with self.lock:
+        with self.lock, gc_paused():
             target = self.clock.now() + seconds
             while self._next_tick <= target:
                 self.clock.set(self._next_tick)

@@ -18,6 +18,7 @@ import yaml
 
 from itbench_gym.backends.sim.app.cluster_view import parse_quantity
 
+from ..kube.exposition import LabelSets
 from .kube_state import _ts
 
 Sample = tuple[dict[str, str], float]
@@ -38,6 +39,13 @@ class _NodeState:
     disk_io_time: float = 0.0
     majfault: float = 0.0
     last: float | None = None
+    #: the node's label dicts, the same each scrape (the scrape cache finds a series by its dict's identity)
+    labels: LabelSets = field(default_factory=LabelSets)
+
+    def copy(self) -> _NodeState:
+        """The counters copied; the label dicts shared (they are never changed)."""
+        return _NodeState(self.uid, dict(self.cpu), dict(self.load), self.net_bytes, self.disk_write, self.disk_io_time,
+                          self.majfault, self.last, self.labels)
 
 
 def _load_data() -> dict[str, Any]:
@@ -135,12 +143,10 @@ class NodeExporter:
         out.append(({"__name__": "node_nf_conntrack_entries"}, float(ct["base_entries"] + ct["per_pod"] * pods)))
         out.append(({"__name__": "node_nf_conntrack_entries_limit"}, float(ct["limit"])))
         out.append(({"__name__": "node_vmstat_pgmajfault"}, st.majfault))
-        return out
+        return [(st.labels.get(tuple(labels.items()), lambda kept=labels: kept), v) for labels, v in out]
 
     def snapshot(self) -> dict[str, _NodeState]:
-        return {k: _NodeState(v.uid, dict(v.cpu), dict(v.load), v.net_bytes, v.disk_write, v.disk_io_time, v.majfault, v.last)
-                for k, v in self._nodes.items()}
+        return {k: v.copy() for k, v in self._nodes.items()}
 
     def restore(self, snap: dict[str, _NodeState]) -> None:
-        self._nodes = {k: _NodeState(v.uid, dict(v.cpu), dict(v.load), v.net_bytes, v.disk_write, v.disk_io_time, v.majfault, v.last)
-                       for k, v in snap.items()}
+        self._nodes = {k: v.copy() for k, v in snap.items()}
