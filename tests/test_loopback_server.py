@@ -60,6 +60,16 @@ def test_a_body_the_app_did_not_read_is_drained_before_the_next_request(server: 
     conn.close()
 
 
+def test_a_head_answer_sends_no_body_even_when_the_app_gives_one(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("HEAD", "/a")
+    head = conn.getresponse()
+    assert head.status == 200 and head.read() == b""
+    conn.request("GET", "/b")  # the connection is still in step
+    assert conn.getresponse().read() == b"GET /b"
+    conn.close()
+
+
 def test_a_streamed_response_is_chunked_and_ends_its_connection(server: ServerHandle) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request("GET", "/stream")

@@ -111,7 +111,7 @@ class _Handler(WSGIRequestHandler):
         def write(data: bytes) -> None:
             if "sent" not in response:
                 self._send_head(environ, response, keep)
-            if data:
+            if data and not response["bodiless"]:  # a HEAD answer's body is never sent (it would end up in the next response)
                 if response["chunked"]:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 else:
@@ -158,7 +158,8 @@ class _Handler(WSGIRequestHandler):
         for name, value in response["headers"]:
             if name.lower() != "connection":
                 self.send_header(name, value)
-        sized = "content-length" in names or environ["REQUEST_METHOD"] == "HEAD" or code < 200 or code in _BODILESS
+        response["bodiless"] = environ["REQUEST_METHOD"] == "HEAD" or code < 200 or code in _BODILESS
+        sized = "content-length" in names or response["bodiless"]
         response["chunked"] = not sized
         if not sized:
             self.send_header("Transfer-Encoding", "chunked")
