@@ -27,8 +27,9 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 log = logging.getLogger(__name__)
 #: Seconds an idle kept-alive connection waits for its next request before the server closes it.
 KEEP_ALIVE_SECONDS = 30.0
-#: Most unread request-body bytes read past to keep a connection; more and the connection is closed.
-DRAIN_AT_MOST = 1 << 20
+#: Most unread request-body bytes read past after a response (a 413 for a body too large to read): a
+#: client sees the answer instead of a reset, and the connection stays usable; more and it is closed.
+DRAIN_AT_MOST = 16 << 20
 #: Responses that carry no body whatever their headers say (RFC 9110 §6.4.1).
 _BODILESS = frozenset({204, 304})
 
@@ -149,7 +150,7 @@ class _Handler(WSGIRequestHandler):
                     pass
             return
         if body is not None and not self.close_connection and (body.left > DRAIN_AT_MOST or not body.drain()):
-            self.close_connection = True  # a body refused unread (too large) is not worth reading to keep the connection
+            self.close_connection = True
 
     def _send_head(self, environ: dict[str, Any], response: dict[str, Any], keep: bool) -> None:
         status = response["status"]
