@@ -30,7 +30,6 @@ from itbench_gym.lang.timestamps import rfc3339_nano
 
 from .app.cluster_view import list_kind
 from .exporters.targets import MONITORING_API, PrometheusConfig, find_prometheus
-from .gc_pause import gc_paused
 from .promql.engine import Engine
 from .promql.errors import PromQLError
 from .promql.values import LABEL_CACHE_SIZE
@@ -510,7 +509,7 @@ class RuleManager:
         due until they are read. Each group keeps its own next evaluation time, so what runs later
         gives what running now would have.
         """
-        with self._lock, gc_paused():
+        with self._lock:
             if self._busy or self._due is None:
                 return
             t = self._due
