@@ -18,7 +18,6 @@ import yaml
 
 from itbench_gym.backends.sim.app.cluster_view import parse_quantity
 
-from ..kube.exposition import LabelSets
 from .kube_state import _ts
 
 Sample = tuple[dict[str, str], float]
@@ -39,8 +38,9 @@ class _NodeState:
     disk_io_time: float = 0.0
     majfault: float = 0.0
     last: float | None = None
-    #: the node's label dicts, the same each scrape (the scrape cache finds a series by its dict's identity)
-    labels: LabelSets = field(default_factory=LabelSets)
+    #: the node's label dicts by their items, the same dict each scrape (the scrape cache finds a series
+    #: by its dict's identity)
+    labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = field(default_factory=dict)
 
     def copy(self) -> _NodeState:
         """The counters copied; the label dicts shared (they are never changed)."""
@@ -143,7 +143,7 @@ class NodeExporter:
         out.append(({"__name__": "node_nf_conntrack_entries"}, float(ct["base_entries"] + ct["per_pod"] * pods)))
         out.append(({"__name__": "node_nf_conntrack_entries_limit"}, float(ct["limit"])))
         out.append(({"__name__": "node_vmstat_pgmajfault"}, st.majfault))
-        return [(st.labels.get(tuple(labels.items()), lambda kept=labels: kept), v) for labels, v in out]
+        return [(st.labels.setdefault(tuple(labels.items()), labels), v) for labels, v in out]
 
     def snapshot(self) -> dict[str, _NodeState]:
         return {k: v.copy() for k, v in self._nodes.items()}
