@@ -87,9 +87,12 @@ def test_the_agent_holds_a_service_account_token_not_the_admins(served: dict[str
         denied = subprocess.run([kubectl_path(), "--kubeconfig", str(backend.endpoints.kubeconfig), "get", "nodes"],
                                 capture_output=True, text=True, timeout=60)
         assert denied.returncode != 0 and "forbidden" in denied.stderr
-        # warm reuse: the next episode finds the app deployed and the last episode's fault removed
-        env.reset(seed=SEED + 1)
+        # warm reuse: the next episode finds the app deployed and the last episode's fault removed, and its
+        # incident fires anew (its alerts resolved before the next healthy baseline, not taken as standing)
+        observation, _ = env.reset(seed=SEED + 1)
         assert any(line.startswith("created Service") and line.endswith("again") for line in backend.log), backend.log
+        assert any(line.startswith("settled:") for line in backend.log), backend.log
+        assert "HighRequestErrorRate" in observation["firing_alerts"], observation["firing_alerts"]
         assert not any(line.startswith("created Deployment") for line in backend.log)  # nothing of the app deployed anew
     finally:
         env.close()

@@ -6,7 +6,10 @@ ready; the task then injects faults with the fault catalogue's API calls and pol
 as on the twin. Time is the cluster's own (Prometheus' ``time()``). Nothing can be checkpointed, so
 every reset injects afresh. Before the next episode and on close the cluster is put back to an
 inventory taken before (:mod:`.inventory`): the next episode reuses the deployed app (warm), and
-close leaves the cluster as it was found, or says what it could not put back.
+close leaves the cluster as it was found, or says what it could not put back. A warm start then
+settles: ``settle_seconds`` pass and the app's alerts go back to those of the first episode's start,
+so the next healthy baseline neither reads the last incident's telemetry nor counts its alerts as
+standing (an alert still firing could never be seen to fire anew).
 
 With a ``namespace_suffix`` (``ClusterConfig.for_worker``) every episode runs in a namespace set of
 its own — each namespace the scenario names gets ``-<suffix>``, the app is provisioned there, its
@@ -22,6 +25,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import requests
 from kubernetes import config as kube_config
 from kubernetes import dynamic
 
@@ -35,10 +39,14 @@ from itbench_gym.faults.catalogue import catalogue
 from itbench_gym.lang import yamltext
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec.relocate import named_namespaces, relocate_spec
+from itbench_gym.tools.alerts import alert_key, fetch_alerts
 from itbench_gym.workdirs import WorkDir
 
 if TYPE_CHECKING:
     from itbench_gym.spec import ScenarioSpec
+
+#: Cluster seconds between two readings of the alerts while a warm start settles (a rule group's interval).
+_SETTLE_POLL_SECONDS = 15.0
 
 
 def scenario_namespaces(spec: ScenarioSpec) -> list[str]:
@@ -78,6 +86,8 @@ class KubernetesBackend:
         #: the cluster right after the last start (what the next start puts back: the warm app)
         self._ready: inventory.Inventory | None = None
         self._app_namespaces: list[str] = []
+        #: the alerts active (pending or firing) in the managed namespaces when the first episode's app was ready
+        self._standing: set[frozenset[tuple[str, str]]] | None = None
         #: what provisioning, access and cleanup did (the harness's log, never the agent's)
         self.log: list[str] = []
         #: in a namespace set nothing cluster-scoped but the set's Namespaces is the episode's to change
@@ -138,6 +148,7 @@ class KubernetesBackend:
         objects = self._connect()
         namespaces = scenario_namespaces(spec)
         account = self._account(spec)
+        warm = self._ready is not None
         if self._ready is not None:
             self._put_back(self._ready, "before the next episode")
         self._cover(objects, [*namespaces, account.namespace])
@@ -148,6 +159,10 @@ class KubernetesBackend:
         if spec.namespace not in self._app_namespaces:
             self._app_namespaces.append(spec.namespace)
         self._wait_ready()
+        if warm:
+            self._settle()
+        elif self._standing is None:
+            self._standing = self._active_alerts()
         assert self._workdir is not None
         agent = self._workdir.subdir("agent")
         access.agent_kubeconfig(objects, agent / "kubeconfig", spec.namespace, self.config.token_seconds, account)
@@ -241,6 +256,32 @@ class KubernetesBackend:
         left = baseline.difference(inventory.take(self._objects, baseline.namespaces, self._cluster_kinds))
         if left:
             raise BackendError(f"the cluster is not back at its baseline {when}: {left.summary()}")
+
+    def _active_alerts(self) -> set[frozenset[tuple[str, str]]]:
+        """Label sets of the alerts pending or firing in the managed namespaces (none known without Prometheus)."""
+        if self.config.prometheus is None or self._found is None:
+            return set()
+        try:
+            alerts = fetch_alerts(self.config.prometheus.rstrip("/"))
+        except (requests.RequestException, ValueError, KeyError) as exc:
+            raise BackendError(f"cannot read the alerts from {self.config.prometheus}: {exc}") from None
+        managed = set(self._found.namespaces)
+        return {frozenset(a["labels"].items()) for a in alerts
+                if a.get("state") in ("pending", "firing") and a["labels"].get("namespace") in managed}
+
+    def _settle(self) -> None:
+        """After a put-back: let ``settle_seconds`` pass, then wait (up to ``ready_timeout``) until no alert
+        is active in the managed namespaces that was not at the first episode's start."""
+        self._clock.advance(self.config.settle_seconds)
+        deadline = self._clock.now() + self.config.ready_timeout
+        standing = self._standing or set()
+        while left := self._active_alerts() - standing:
+            if self._clock.now() >= deadline:
+                names = ", ".join(sorted(alert_key(dict(a)) for a in left))
+                raise BackendError(f"the app's alerts did not resolve within {self.config.ready_timeout:.0f} s "
+                                   f"of putting the cluster back before the next episode: {names}")
+            self._clock.advance(_SETTLE_POLL_SECONDS)
+        self.log.append(f"settled: {self.config.settle_seconds:.0f} s after putting back, no alert left of the last episode")
 
     def _wait_ready(self) -> None:
         assert self._objects is not None

@@ -44,6 +44,10 @@ class ClusterConfig:
     opencost: str | None = None
     #: Seconds to wait for the app's workloads to be ready (after provisioning and after cleanup).
     ready_timeout: float = 900.0
+    #: Cluster seconds to let pass after the cluster is put back between episodes, before the next
+    #: episode's healthy baseline: the last incident's telemetry must leave the windows that baseline
+    #: reads (the SRE task's five minutes), and its alerts must resolve (then waited for, up to ``ready_timeout``).
+    settle_seconds: float = 300.0
     #: Lifetime of the agent's token (the API server's minimum is ten minutes).
     token_seconds: int = 3600
     #: Run each episode in a namespace set of its own (``<namespace>-<suffix>``), so that episodes of
