@@ -1,28 +1,177 @@
 """Loopback HTTP(S) servers for the twin's WSGI apps.
 
 One threaded werkzeug server per app on 127.0.0.1 and an ephemeral port, speaking HTTP/1.1 so
-watch responses stream with chunked encoding. ``stop()`` closes the listening socket and joins the
-serving thread, so an env's ``close()`` leaves nothing behind.
+watch responses stream with chunked encoding. ``stop()`` closes the listening socket and every open
+connection and joins the serving thread, so an env's ``close()`` leaves nothing behind.
+
+Connections are kept alive, as a real API server and Prometheus keep them: werkzeug's own handler
+closes each one after a response, so every request of a client paid a new TCP connection and, for the
+API server, a TLS handshake on both ends (a sixth of a mitigation watch's time went to them). A
+response with a known length keeps its connection once the request's body is read to its end; a
+streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: close`` end it.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import IO, Any
 
+from werkzeug.exceptions import InternalServerError
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+log = logging.getLogger(__name__)
+#: Seconds an idle kept-alive connection waits for its next request before the server closes it.
+KEEP_ALIVE_SECONDS = 30.0
+#: Most unread request-body bytes read past after a response (a 413 for a body too large to read): a
+#: client sees the answer instead of a reset, and the connection stays usable; more and it is closed.
+DRAIN_AT_MOST = 16 << 20
+#: Responses that carry no body whatever their headers say (RFC 9110 §6.4.1).
+_BODILESS = frozenset({204, 304})
+
+
+class _Body:
+    """A request body of ``Content-Length`` bytes that counts what the app read, so the rest can be
+    drained before the connection's next request line."""
+
+    def __init__(self, stream: IO[bytes], length: int) -> None:
+        self._stream, self.left = stream, length
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self._stream.read(size) if size else b""
+        self.left -= len(data)
+        return data
+
+    def readline(self, size: int = -1) -> bytes:
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self._stream.readline(size) if size else b""
+        self.left -= len(data)
+        return data
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        return list(iter(self.readline, b""))
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
+
+    def drain(self) -> bool:
+        """Read what the app left; False if the client sent less than it announced."""
+        while self.left:
+            if not self.read(65_536):
+                return False
+        return True
 
 
 class _Handler(WSGIRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = KEEP_ALIVE_SECONDS
+    #: A kept-alive connection is not closed after the response, and the close is what pushed the
+    #: last small segments out at once: without TCP_NODELAY, Nagle's algorithm holds them for the
+    #: client's delayed ACK (40 ms a response).
+    disable_nagle_algorithm = True
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         """Request logging would flood the agent's terminal; errors still go to logging."""
+
+    def log_error(self, format: str, *args: Any) -> None:
+        if format.startswith("Request timed out"):
+            return  # an idle kept-alive connection reached KEEP_ALIVE_SECONDS: not an error
+        super().log_error(format, *args)
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections.add(self.connection)  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        self.server.connections.discard(self.connection)  # type: ignore[attr-defined]
+        super().finish()
+
+    def run_wsgi(self) -> None:
+        """One request; the connection stays open for the next one when nothing forbids it."""
+        environ = self.make_environ()
+        body: _Body | None = None
+        if "wsgi.input_terminated" not in environ:  # not chunked: CONTENT_LENGTH bytes, or none
+            try:
+                length = max(0, int(environ.get("CONTENT_LENGTH") or 0))
+            except ValueError:
+                length = 0
+            body = _Body(environ["wsgi.input"], length)
+            environ["wsgi.input"] = body
+        keep = body is not None and self.request_version == "HTTP/1.1" and not self.close_connection
+        response: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+            if exc_info and "sent" in response:
+                raise exc_info[1].with_traceback(exc_info[2])
+            response["status"], response["headers"] = status, headers
+            return write
+
+        def write(data: bytes) -> None:
+            if "sent" not in response:
+                self._send_head(environ, response, keep)
+            if data and not response["bodiless"]:  # a HEAD answer's body is never sent (it would end up in the next response)
+                if response["chunked"]:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                else:
+                    self.wfile.write(data)
+            self.wfile.flush()
+
+        try:
+            chunks = self.server.app(environ, start_response)
+            try:
+                for data in chunks:
+                    write(data)
+                if "sent" not in response:
+                    write(b"")
+                if response["chunked"]:
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        except (ConnectionError, TimeoutError, ssl.SSLError):
+            self.close_connection = True
+            return
+        except Exception:
+            log.exception("error on %s %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            self.close_connection = True
+            if "sent" not in response:
+                response.pop("status", None)
+                try:
+                    for data in InternalServerError()(environ, start_response):
+                        write(data)
+                except OSError:
+                    pass
+            return
+        if body is not None and not self.close_connection and (body.left > DRAIN_AT_MOST or not body.drain()):
+            self.close_connection = True
+
+    def _send_head(self, environ: dict[str, Any], response: dict[str, Any], keep: bool) -> None:
+        status = response["status"]
+        code_text, _, reason = status.partition(" ")
+        code = int(code_text)
+        names = {name.lower() for name, _ in response["headers"]}
+        self.send_response(code, reason)
+        for name, value in response["headers"]:
+            if name.lower() != "connection":
+                self.send_header(name, value)
+        response["bodiless"] = environ["REQUEST_METHOD"] == "HEAD" or code < 200 or code in _BODILESS
+        sized = "content-length" in names or response["bodiless"]
+        response["chunked"] = not sized
+        if not sized:
+            self.send_header("Transfer-Encoding", "chunked")
+        if keep and sized:
+            self.close_connection = False
+        else:
+            self.send_header("Connection", "close")  # http.server then ends the connection after this request
+        self.end_headers()
+        response["sent"] = True
 
 
 class ServerHandle:
@@ -47,6 +196,11 @@ class ServerHandle:
             close()  # ends open watches so their request threads finish
         self._server.shutdown()
         self._server.server_close()
+        for conn in list(self._server.connections):  # type: ignore[attr-defined]
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # a kept-alive connection's thread then sees its end
+            except OSError:
+                pass
         self._thread.join(timeout=10)
 
     def __enter__(self) -> ServerHandle:
@@ -61,4 +215,5 @@ def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = make_server("127.0.0.1", port, app, threaded=True, request_handler=_Handler, ssl_context=ssl_context)
     server.daemon_threads = True  # type: ignore[attr-defined]
+    server.connections = set()  # type: ignore[attr-defined]
     return ServerHandle(server, "https" if ssl_context is not None else "http", app)

@@ -1,0 +1,112 @@
+"""The twin's loopback servers keep connections alive as a real API server does, and end them cleanly."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pytest
+
+from itbench_gym.backends.sim.server import ServerHandle, serve
+
+
+def _app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    path = environ["PATH_INFO"]
+    if path == "/stream":  # no length: sent chunked, like a watch
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return iter([b"one\n", b"two\n"])
+    if path == "/echo":
+        body = environ["wsgi.input"].read()
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
+    if path == "/fail":
+        raise RuntimeError("the app broke")
+    text = f"{environ['REQUEST_METHOD']} {path}".encode()  # never reads a request body
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(text)))])
+    return [text]
+
+
+@pytest.fixture
+def server() -> Iterator[ServerHandle]:
+    handle = serve(_app)
+    yield handle
+    handle.stop()
+
+
+def _same_socket(conn: http.client.HTTPConnection, before: socket.socket | None) -> bool:
+    return before is not None and conn.sock is before
+
+
+def test_a_client_sends_its_next_request_on_the_same_connection(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/a")
+    first = conn.getresponse()
+    assert first.read() == b"GET /a" and first.getheader("Connection") is None
+    sock = conn.sock
+    conn.request("GET", "/b")
+    assert conn.getresponse().read() == b"GET /b"
+    assert _same_socket(conn, sock)
+    conn.close()
+
+
+def test_a_body_the_app_did_not_read_is_drained_before_the_next_request(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("POST", "/ignored", body=b"x" * 100_000)
+    assert conn.getresponse().read() == b"POST /ignored"
+    conn.request("POST", "/echo", body=b"payload")
+    assert conn.getresponse().read() == b"payload"
+    conn.close()
+
+
+def test_a_head_answer_sends_no_body_even_when_the_app_gives_one(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("HEAD", "/a")
+    head = conn.getresponse()
+    assert head.status == 200 and head.read() == b""
+    conn.request("GET", "/b")  # the connection is still in step
+    assert conn.getresponse().read() == b"GET /b"
+    conn.close()
+
+
+def test_a_streamed_response_is_chunked_and_ends_its_connection(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/stream")
+    response = conn.getresponse()
+    assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Connection") == "close"
+    assert response.read() == b"one\ntwo\n"
+    conn.close()
+
+
+def test_connection_close_from_the_client_is_honoured(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/a", headers={"Connection": "close"})
+    response = conn.getresponse()
+    assert response.getheader("Connection") == "close" and response.read() == b"GET /a"
+    conn.close()
+
+
+def test_an_app_error_is_a_500_and_the_server_goes_on(server: ServerHandle) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/fail")
+    response = conn.getresponse()
+    assert response.status == 500
+    response.read()
+    conn.close()
+    again = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    again.request("GET", "/a")
+    assert again.getresponse().read() == b"GET /a"
+    again.close()
+
+
+def test_stop_ends_the_connections_it_kept_alive() -> None:
+    handle = serve(_app)
+    sock = socket.create_connection(("127.0.0.1", handle.port), timeout=10)
+    sock.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = b""
+    while b"GET /a" not in reply:
+        reply += sock.recv(4096)
+    handle.stop()
+    assert sock.recv(4096) == b""  # the server closed its end
+    sock.close()
