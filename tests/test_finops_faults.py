@@ -327,14 +327,18 @@ def test_orphaned_claim_stays_bound_to_a_priced_volume_no_pod_mounts(shop: FinOp
 
     shop.backend.advance(60)
     assert [s.value for s in shop.query(f'pv_hourly_cost{{persistentvolume="{volume}"}}')] == [pytest.approx(0.003425)]
-    assert [s.value for s in shop.query(f'kube_persistentvolume_capacity_bytes{{persistentvolume="{volume}"}}')] == [20.0 * GI]
+    # kube-state-metrics and OpenCost's own collector both publish the volume's capacity
+    capacity = shop.query(f'kube_persistentvolume_capacity_bytes{{persistentvolume="{volume}"}}')
+    assert sorted((s.metric["job"], s.value) for s in capacity) == [("kube-state-metrics", 20.0 * GI), ("opencost", 20.0 * GI)]
     ref = f'kube_persistentvolume_claim_ref{{persistentvolume="{volume}", name="{claim.name}", claim_namespace="{NS}"}}'
     assert [s.value for s in shop.query(ref)] == [1.0]
     info = f'kube_persistentvolumeclaim_info{{namespace="{NS}", persistentvolumeclaim="{claim.name}", volumename="{volume}"}}'
-    assert [s.value for s in shop.query(info)] == [1.0]
+    assert sorted((s.metric["job"], s.value) for s in shop.query(info)) == [("kube-state-metrics", 1.0), ("opencost", 1.0)]
     assert shop.query(f'pod_pvc_allocation{{persistentvolumeclaim="{claim.name}"}}') == []  # no pod uses it
-    # what the orphan costs an hour: OpenCost's per-GiB price times the volume's size
-    cost = f'sum(pv_hourly_cost{{persistentvolume="{volume}"}} * on (persistentvolume) kube_persistentvolume_capacity_bytes / 1024^3)'
+    # what the orphan costs an hour: OpenCost's per-GiB price times the volume's size (one exporter's capacity:
+    # both would make the match ambiguous)
+    cost = (f'sum(pv_hourly_cost{{persistentvolume="{volume}"}} * on (persistentvolume) '
+            'kube_persistentvolume_capacity_bytes{job="kube-state-metrics"} / 1024^3)')
     assert [s.value for s in shop.query(cost)] == [pytest.approx(20 * 0.003425)]
 
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Delete"  # the class's reclaimPolicy: the volume goes with its claim

@@ -46,7 +46,8 @@ def budget_cost_query(resource: str, namespace: str) -> str:
     """The namespace's hourly cost of ``resource`` as its budget alert sums it: ITBench's commented-out
     CPUSpend and MemorySpend (``alert-rules/otel_demo.yaml.j2``) over its recording rules, without the
     load generator; storage as OpenCost prices a volume (``pv_hourly_cost`` per GiB of capacity) over the
-    volumes bound to the namespace's claims."""
+    volumes bound to the namespace's claims (kube-state-metrics' series: OpenCost publishes a second
+    ``kube_persistentvolume_capacity_bytes``, which would make the match ambiguous)."""
     ns = f'namespace="{namespace}"'
     if resource == "cpu":
         return f'sum by (namespace) (container_namespace_node:container_cpu_allocation_cost_per_node:avg5m{{container!="load-generator", {ns}}})'
@@ -55,8 +56,8 @@ def budget_cost_query(resource: str, namespace: str) -> str:
                 f'{{container!="load-generator", {ns}}})')
     if resource == "storage":
         return ("sum by (namespace) (label_replace(avg_over_time(pv_hourly_cost[5m]) * on (persistentvolume) group_left "
-                "kube_persistentvolume_capacity_bytes / 1024 / 1024 / 1024 * on (persistentvolume) group_left (claim_namespace) "
-                f'kube_persistentvolume_claim_ref{{claim_namespace="{namespace}"}}, "namespace", "$1", "claim_namespace", "(.*)"))')
+                "kube_persistentvolume_capacity_bytes{job=\"kube-state-metrics\"} / 1024 / 1024 / 1024 * on (persistentvolume) "
+                f'group_left (claim_namespace) kube_persistentvolume_claim_ref{{job="kube-state-metrics", claim_namespace="{namespace}"}}, "namespace", "$1", "claim_namespace", "(.*)"))')
     raise ValueError(f"no budget alert for resource {resource!r}; resources: {', '.join(BUDGET_ALERTS)}")
 
 

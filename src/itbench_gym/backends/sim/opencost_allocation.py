@@ -13,8 +13,11 @@ What carries over from opencost/opencost (``pkg/costmodel/allocation*.go``, ``co
   ``pod_pvc_allocation`` GiB-hours x the volume's ``pv_hourly_cost``, split evenly between the pod's
   containers; request and usage averages come from ``kube_pod_container_resource_requests``,
   ``container_cpu_usage_seconds_total`` and ``container_memory_working_set_bytes``;
-- controllers from ``kube_pod_owner`` and ``kube_replicaset_owner`` (a ReplicaSet's pods belong to its
-  Deployment; kinds lower-case), labels from ``kube_pod_labels`` over ``kube_namespace_labels``;
+- controllers, services and labels as ``computeAllocation`` resolves them (``_Metadata``): from the
+  exporter's own ``deployment_match_labels``, ``statefulSet_match_labels`` and ``service_selector_labels``
+  matched against the pods' labels, which only its ``kube_pod_labels`` carries (kube-state-metrics'
+  exports none here), and ``kube_pod_owner`` for DaemonSets, Jobs and ReplicaSets no Deployment owns;
+  labels over the namespace's over the include list's node labels;
 - aggregation keys (``AllocationProperties.GenerateKey``): property values joined with ``/``, a
   controller as ``kind:name``, a missing controller, label or service ``__unallocated__``; aggregated
   properties are those all members share; averages are re-weighted by minutes (``Allocation.add``);
@@ -25,8 +28,7 @@ Where the twin differs: costs are integrated over the window (allocation x price
 ``resolution`` interval, so price or scale changes inside the window count where they happen)
 rather than averaged; figures are not rounded to upstream's five decimals, which would hide the
 small costs of a short window on a small cluster; PVs no pod mounts (upstream's ``__unmounted__``),
-network and load-balancer costs are not modelled (zero), and no ``service_selector_labels`` is
-exported, so aggregating by service gives ``__unallocated__``.
+network and load-balancer costs are not modelled (zero).
 """
 
 from __future__ import annotations
@@ -64,6 +66,15 @@ _DURATION_OFFSET = re.compile(r"(\d+)([mhdw]) offset (\d+)([mhdw])")
 _UNIX_PAIR = re.compile(r"(\d+)[,|-](\d+)")
 _RFC3339_PAIR = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z,(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z")
 _INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+#: A Job a CronJob made: its name is the CronJob's and a schedule time (upstream's ``isCron``).
+_CRON_JOB = re.compile(r"^(.+)-(\d{10}|\d{8})$")
+#: The series ``computeAllocation`` reads pods' controllers, services, labels and annotations from.
+METADATA_SERIES = ("kube_pod_owner", "kube_replicaset_owner", "kube_pod_labels", "kube_namespace_labels", "kube_node_labels",
+                   "kube_pod_annotations", "kube_namespace_annotations", "service_selector_labels",
+                   "deployment_match_labels", "statefulSet_match_labels")
+#: Node labels an allocation takes (upstream's ``ALLOCATION_NODE_LABELS_INCLUDE_LIST`` default, sanitised).
+NODE_LABELS = ("cloud_google_com_gke_nodepool", "eks_amazonaws_com_nodegroup", "kubernetes_azure_com_agentpool",
+               "node_kubernetes_io_instance_type", "topology_kubernetes_io_region", "topology_kubernetes_io_zone")
 
 
 class ParameterError(ValueError):
@@ -337,8 +348,7 @@ class AllocationModel:
     def _instant(self, t: float, window_ms: int) -> dict[str, list[dict[str, str]]]:
         """The metadata series over the window: owners, labels, annotations."""
         out: dict[str, list[dict[str, str]]] = {}
-        for metric in ("kube_pod_owner", "kube_replicaset_owner", "kube_pod_labels", "kube_namespace_labels",
-                       "kube_pod_annotations"):
+        for metric in METADATA_SERIES:
             res = self.engine.instant(f"max_over_time({metric}[{window_ms}ms])", t, limits=API_LIMITS)
             out[metric] = [s.metric for s in res.data]
         return out
@@ -405,25 +415,47 @@ class AllocationModel:
 
 
 class _Metadata:
-    """Controllers, labels and annotations of the window's pods, from kube-state-metrics' series."""
+    """Controllers, services, labels and annotations of the window's pods, resolved from the metadata
+    series as upstream's ``computeAllocation`` resolves them (``allocation_helpers.go``).
+
+    Every series of a pod (kube-state-metrics' and OpenCost's own, whose ``kube_pod_labels`` carries the
+    labels) adds its labels to the pod's; node labels of the include list come first, then the
+    namespace's, then the pod's. Controllers: Deployments and StatefulSets whose match labels select
+    the pod's labels, then owner references to DaemonSets, Jobs (a CronJob's by its name) and ReplicaSets
+    no Deployment owns, each later kind overriding an earlier one. Services: those whose selector
+    selects the pod's labels. Where upstream iterates Go maps (several controllers or services
+    selecting one pod), names are taken in sorted order, so the answer does not change between calls.
+    """
 
     def __init__(self, series: Mapping[str, list[dict[str, str]]]) -> None:
-        deployments = {(m.get("namespace", ""), m.get("replicaset", "")): (m.get("owner_kind", ""), m.get("owner_name", ""))
-                       for m in series["kube_replicaset_owner"]}
-        self.owners: dict[tuple[str, str], tuple[str, str]] = {}
-        for m in series["kube_pod_owner"]:
-            kind, name = m.get("owner_kind", ""), m.get("owner_name", "")
-            if kind in ("", "<none>") or name in ("", "<none>"):
-                continue
-            if kind == "ReplicaSet":
-                parent = deployments.get((m.get("namespace", ""), name))
-                if parent is not None and parent[0] not in ("", "<none>"):
-                    kind, name = parent
-            self.owners[(m.get("namespace", ""), m.get("pod", ""))] = (kind.lower(), name)
-        self.labels = {(m.get("namespace", ""), m.get("pod", "")): _prefixed(m, "label_") for m in series["kube_pod_labels"]}
-        self.annotations = {(m.get("namespace", ""), m.get("pod", "")): _prefixed(m, "annotation_")
-                            for m in series["kube_pod_annotations"]}
-        self.namespace_labels = {m.get("namespace", ""): _prefixed(m, "label_") for m in series["kube_namespace_labels"]}
+        self.labels = _merged(series["kube_pod_labels"], ("namespace", "pod"), "label_")
+        self.annotations = _merged(series["kube_pod_annotations"], ("namespace", "pod"), "annotation_")
+        self.namespace_labels = {k[0]: v for k, v in _merged(series["kube_namespace_labels"], ("namespace",), "label_").items()}
+        self.namespace_annotations = {k[0]: v for k, v in _merged(series["kube_namespace_annotations"], ("namespace",),
+                                                                  "annotation_").items()}
+        self.node_labels = {k[0]: {name: v[name] for name in NODE_LABELS if name in v}
+                            for k, v in _merged(series["kube_node_labels"], ("node",), "label_").items()}
+        self.owners: dict[tuple[str, ...], tuple[str, str]] = {}
+        for kind, metric in (("deployment", "deployment_match_labels"), ("statefulset", "statefulSet_match_labels")):
+            selectors = _merged(series[metric], ("namespace", kind if kind == "deployment" else "statefulSet"), "label_")
+            for pod, controller in _selected(self.labels, _without_underscore_twins(selectors)).items():
+                self.owners[pod] = (kind, controller[-1])
+        unowned = {(m.get("namespace", ""), m.get("replicaset", "")) for m in series["kube_replicaset_owner"]
+                   if m.get("owner_kind") == "<none>" and m.get("owner_name") == "<none>"}
+        for kind in ("DaemonSet", "Job", "ReplicaSet"):
+            for m in series["kube_pod_owner"]:
+                namespace, name = m.get("namespace", ""), m.get("owner_name", "")
+                if m.get("owner_kind") != kind or (kind == "ReplicaSet" and (namespace, name) not in unowned):
+                    continue
+                if kind == "Job" and (cron := _CRON_JOB.match(name)) is not None:
+                    name = cron.group(1)
+                self.owners[(namespace, m.get("pod", ""))] = (kind.lower(), name)
+        services = _merged(series["service_selector_labels"], ("namespace", "service"), "label_")
+        self.services: dict[tuple[str, ...], list[str]] = {}
+        for service_key, selector in sorted(_without_underscore_twins(services).items()):
+            for pod_key, labels in self.labels.items():
+                if pod_key[0] == service_key[0] and selector.items() <= labels.items():
+                    self.services.setdefault(pod_key, []).append(service_key[1])
 
     def properties(self, cluster: str, namespace: str, pod: str, container: str, node: str) -> dict[str, Any]:
         props: dict[str, Any] = {"cluster": cluster, "node": node, "container": container}
@@ -431,10 +463,43 @@ class _Metadata:
         if controller:
             props["controller"], props["controllerKind"] = controller, kind
         namespace_labels = self.namespace_labels.get(namespace, {})
+        namespace_annotations = self.namespace_annotations.get(namespace, {})
         props.update({"namespace": namespace, "pod": pod,
-                      "labels": {**namespace_labels, **self.labels.get((namespace, pod), {})},
-                      "annotations": self.annotations.get((namespace, pod), {}), "namespaceLabels": namespace_labels})
+                      "labels": {**self.node_labels.get(node, {}), **namespace_labels, **self.labels.get((namespace, pod), {})},
+                      "annotations": {**namespace_annotations, **self.annotations.get((namespace, pod), {})},
+                      "namespaceLabels": namespace_labels})
+        if (namespace, pod) in self.services:
+            props["services"] = self.services[(namespace, pod)]
         return props
+
+
+def _merged(series: Iterable[Mapping[str, str]], key: tuple[str, ...], prefix: str) -> dict[tuple[str, ...], dict[str, str]]:
+    """Per key, the ``prefix``-ed labels of every series of it, prefix removed (``QueryResult.GetLabels``),
+    later series adding to earlier ones; series missing a key label are skipped, as upstream does."""
+    out: dict[tuple[str, ...], dict[str, str]] = {}
+    for m in series:
+        if any(k not in m for k in key):
+            continue
+        out.setdefault(tuple(m[k] for k in key), {}).update(_prefixed(m, prefix))
+    return out
+
+
+def _without_underscore_twins(selectors: dict[tuple[str, ...], dict[str, str]]) -> dict[tuple[str, ...], dict[str, str]]:
+    """Upstream's pruning: a name with ``_`` is dropped where the same name with ``-`` also exists."""
+    return {k: v for k, v in selectors.items()
+            if "_" not in k[-1] or (*k[:-1], k[-1].replace("_", "-")) not in selectors}
+
+
+def _selected(pods: Mapping[tuple[str, ...], dict[str, str]],
+              selectors: Mapping[tuple[str, ...], dict[str, str]]) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Pod -> the (sorted) last controller of its namespace whose labels all equal the pod's (``labels.Set`` as a
+    selector: an empty set selects every pod of the namespace)."""
+    out: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for controller, wanted in sorted(selectors.items()):
+        for pod, labels in pods.items():
+            if pod[0] == controller[0] and wanted.items() <= labels.items():
+                out[pod] = controller
+    return out
 
 
 def _prefixed(metric: Mapping[str, str], prefix: str) -> dict[str, str]:

@@ -15,7 +15,9 @@ than on the emitter's one-minute loop:
   working set;
 - ``pv_hourly_cost`` (the storage price per GiB-hour) per PersistentVolume not Failed,
   ``pod_pvc_allocation`` (a bound claim's requested bytes shared between the pods that mount it), the
-  network egress prices and the custom provider's zero cluster management fee.
+  network egress prices and the custom provider's zero cluster management fee;
+- the Kubernetes series of its own collectors (:mod:`.opencost_kube`: ``kube_pod_labels`` with the
+  pods' labels, ``service_selector_labels``, ``deployment_match_labels``... as its environment selects).
 
 Prices come from the ConfigMap the exporter's ``PRICING_CONFIGMAP_NAME`` names in its
 ``INSTALL_NAMESPACE``, as upstream's ConfigMap watch applies it (``ProviderConfig.UpdateFromMap``):
@@ -39,6 +41,7 @@ from typing import Any
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind, parse_quantity
 from itbench_gym.backends.sim.kube.errors import ApiError
 
+from .opencost_kube import kube_metrics
 from .scrape import ScrapeInput
 
 Sample = tuple[dict[str, str], float]
@@ -163,7 +166,7 @@ class OpenCost:
                 ({"__name__": "kubecost_network_zone_egress_cost"}, cfg.zone_egress),
                 ({"__name__": "kubecost_network_region_egress_cost"}, cfg.region_egress),
                 ({"__name__": "kubecost_network_internet_egress_cost"}, cfg.internet_egress)]
-        return out
+        return out + kube_metrics(store, lambda name: _env(container, name))
 
     def _read_config(self, store: StoreLike, namespace: str, name: str) -> None:
         cm = _config_map(store, namespace, name)

@@ -1,0 +1,390 @@
+"""The Kubernetes metrics OpenCost's exporter publishes on ``/metrics`` from its cluster cache.
+
+Besides its cost gauges (:mod:`.opencost`), the exporter registers Prometheus collectors that turn the
+objects of its informer cache into kube-state-metrics-like series (opencost/opencost ``pkg/metrics``:
+``kubemetrics.go`` registers them, one file per collector). This module computes the same series from
+the store at each scrape, with upstream's names, labels and values.
+
+Which collectors run is fixed when the process starts, from the container's environment
+(``pkg/costmodel/metrics.go`` calls ``InitKubeMetrics`` with the options of ``pkg/env/costmodelenv.go``,
+each read by ``core/pkg/env.GetBool``: Go's ``strconv.ParseBool``, the default when the variable is
+unset or does not parse):
+
+- always: ``service_selector_labels``, ``deployment_match_labels`` and ``statefulSet_match_labels``
+  (the "kubecost controller" collectors, which the emitter always asks for);
+- ``EMIT_POD_ANNOTATIONS_METRIC`` / ``EMIT_NAMESPACE_ANNOTATIONS_METRIC`` (default false):
+  ``kube_pod_annotations`` / ``kube_namespace_annotations``;
+- ``EMIT_KSM_V1_METRICS`` (default true): the node, namespace, deployment, pod, PV, PVC and job
+  collectors; else ``EMIT_KSM_V1_METRICS_ONLY`` (default false): the node and namespace collectors,
+  ``kube_pod_labels``/``kube_pod_owner`` alone and the PV collector; else the PV collector alone. In
+  both of the last two cases the PV capacity and phase series are switched off, so only
+  ``kubecost_pv_info`` remains of the PV collector;
+- unless ``EMIT_DEPRECATED_METRICS`` is true (default false), the names upstream lists as deprecated
+  (:data:`DEPRECATED`) are switched off wherever they come from.
+
+The metrics configuration file (disabled metrics, a pod label allow-list) is not mounted where the twin
+runs OpenCost, so nothing else is switched off and every pod label is kept.
+
+Labels and values as upstream writes them: object labels, selectors and annotations become
+``label_<name>`` / ``annotation_<name>`` labels with every character outside ``[a-zA-Z0-9_]`` replaced by
+``_`` (``core/pkg/util/promutil``); resource quantities are given in cores (``MilliValue() / 1000``)
+or, for bytes and counts, as Go's ``Quantity.Value()``, which rounds up. ``kube_pod_owner`` says
+``owner_is_controller="true"`` whenever the owner reference has a ``controller`` field, whatever its
+value (upstream tests the pointer, not what it points to); a job's failure reasons are matched against
+``BackoffLimitExceeded``, ``DeadLineExceeded`` (sic) and ``Evicted``. Series carry no ``job`` or
+``instance``: the scrape adds its target's labels.
+
+Read at opencost/opencost 5f65333 (develop of October 2024, the newest source at hand). The image the
+twin deploys, 1.121.1, is later: upstream has since added the object's ``uid`` label to most of these
+series (pull request 3366, September 2025), which the twin's series do not have. Where upstream's
+outcome rests on Go's random map order (two label keys that sanitize to the same name), the twin keeps
+the value of the key that sorts last.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from decimal import ROUND_UP, Decimal
+from typing import Any
+
+from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
+from itbench_gym.backends.sim.kube.controllers.util import quantity
+
+Sample = tuple[dict[str, str], float]
+Obj = dict[str, Any]
+Env = Callable[[str], str | None]
+Collector = Callable[[StoreLike], Iterable[Sample]]
+
+#: What ``InitKubeMetrics`` switches off unless ``EMIT_DEPRECATED_METRICS`` is true.
+DEPRECATED = frozenset({
+    "kube_pod_container_resource_limits", "kube_pod_container_resource_limits_memory_bytes",
+    "kube_pod_container_resource_limits_cpu_cores", "kube_pod_container_status_restarts_total",
+    "kube_node_status_condition", "kube_deployment_status_replicas_available", "kube_deployment_spec_replicas",
+    "kube_persistentvolume_status_phase", "kube_pod_status_phase",
+})
+#: What it switches off when the full KSM v1 set is not emitted (only ``kubecost_pv_info`` is wanted then).
+PV_STATE = frozenset({"kube_persistentvolume_capacity_bytes", "kube_persistentvolume_status_phase"})
+#: Go's ``strconv.ParseBool``: the spellings of true and of false; anything else is an error.
+TRUE_TEXT = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+FALSE_TEXT = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+POD_PHASES = ("Pending", "Succeeded", "Failed", "Unknown", "Running")
+PV_PHASES = ("Pending", "Available", "Bound", "Released", "Failed")
+CONDITION_STATUSES = ("True", "False", "Unknown")
+JOB_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadLineExceeded", "Evicted")
+#: The storage class annotation a PVC's class is read from first.
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+BYTE_RESOURCES = frozenset({"storage", "ephemeral-storage", "memory"})
+
+_INVALID_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def kube_metrics(store: StoreLike, env: Callable[[str], str | None]) -> list[Sample]:
+    """The Kubernetes series of an OpenCost exporter whose container has the environment ``env``
+    (a variable's value, None when unset), computed from the objects in ``store``."""
+    collectors, disabled = _registered(env)
+    return [s for collect in collectors for s in collect(store) if s[0]["__name__"] not in disabled]
+
+
+# -- registration (kubemetrics.go InitKubeMetrics) ----------------------------------------------------
+
+
+def _flag(env: Env, name: str, default: bool) -> bool:
+    """``env.GetBool``: the variable parsed as Go's ``strconv.ParseBool`` does, else ``default``."""
+    value = env(name)
+    if value in TRUE_TEXT:
+        return True
+    if value in FALSE_TEXT:
+        return False
+    return default
+
+
+def _registered(env: Env) -> tuple[list[Collector], frozenset[str]]:
+    """The collectors the process registers and the metric names switched off for all of them."""
+    disabled = frozenset() if _flag(env, "EMIT_DEPRECATED_METRICS", False) else DEPRECATED
+    collectors: list[Collector] = [_service_selectors, _deployment_selectors, _statefulset_selectors]
+    if _flag(env, "EMIT_POD_ANNOTATIONS_METRIC", False):
+        collectors.append(_pod_annotations)
+    if _flag(env, "EMIT_NAMESPACE_ANNOTATIONS_METRIC", False):
+        collectors.append(_namespace_annotations)
+    if _flag(env, "EMIT_KSM_V1_METRICS", True):
+        collectors += [_nodes, _namespace_labels, _deployments, _pods, _persistent_volumes, _claims, _jobs]
+    elif _flag(env, "EMIT_KSM_V1_METRICS_ONLY", False):
+        collectors += [_nodes, _namespace_labels, _pod_labels_and_owners, _persistent_volumes]
+        disabled |= PV_STATE
+    else:
+        collectors.append(_persistent_volumes)
+        disabled |= PV_STATE
+    return collectors, disabled
+
+
+# -- helpers (kubemetrics.go, core/pkg/util/promutil) -------------------------------------------------
+
+
+def _m(name: str, value: float, labels: Mapping[str, str]) -> Sample:
+    return ({"__name__": name, **labels}, float(value))
+
+
+def _sanitize(name: str) -> str:
+    """``promutil.SanitizeLabelName``."""
+    return _INVALID_LABEL_CHAR.sub("_", name)
+
+
+def _qualified(labels: Mapping[str, Any] | None, prefix: str) -> dict[str, str]:
+    """Kubernetes labels (or annotations) as Prometheus labels: ``prefix`` + the sanitized key
+    (``promutil.KubePrependQualifierToLabels``). Keys that sanitize alike collapse into one: for labels
+    upstream's ``SanitizeLabels`` keeps whichever Go's map order reaches last (here the key sorting
+    last); for annotations it writes both, and Prometheus' client then refuses the whole scrape (not
+    modelled: the twin keeps one, as for labels)."""
+    out: dict[str, str] = {}
+    for key in sorted(labels or {}):
+        out[prefix + _sanitize(key)] = str((labels or {})[key])
+    return out
+
+
+def _meta(obj: Obj) -> Obj:
+    meta: Obj = obj.get("metadata") or {}
+    return meta
+
+
+def _value(q: Decimal) -> float:
+    """``Quantity.Value()``: rounded up (away from zero) to a whole number."""
+    return float(q.to_integral_value(rounding=ROUND_UP))
+
+
+def _cores(q: Decimal) -> float:
+    """``Quantity.MilliValue() / 1000``: whole millicores, rounded up, in cores."""
+    return float((q * 1000).to_integral_value(rounding=ROUND_UP)) / 1000
+
+
+def _is_extended_resource(name: str) -> bool:
+    """``isExtendedResourceName``: a domain-prefixed name outside ``kubernetes.io/`` that is a valid
+    qualified name once ``requests.`` is put in front of it."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    parts = f"requests.{name}".split("/")
+    if len(parts) != 2:
+        return False
+    prefix, short = parts
+    return (len(prefix) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(prefix) is not None
+            and 0 < len(short) <= 63 and _QUALIFIED_NAME.fullmatch(short) is not None)
+
+
+def _resource_unit_value(name: str, raw: Any) -> tuple[str, str, float] | None:
+    """``toResourceUnitValue``: (sanitized resource, unit, value), None for a resource upstream skips."""
+    q = quantity(raw)
+    if name == "cpu":
+        return "cpu", "core", _cores(q)
+    if name in BYTE_RESOURCES or name.startswith(("hugepages-", "attachable-volumes-")):
+        return _sanitize(name), "byte", _value(q)
+    if name == "pods" or _is_extended_resource(name):
+        return _sanitize(name), "integer", _value(q)
+    return None
+
+
+def _resources(resources: Mapping[str, Any] | None) -> Iterable[tuple[str, str, float]]:
+    for name, raw in (resources or {}).items():
+        parsed = _resource_unit_value(name, raw)
+        if parsed is not None:
+            yield parsed
+
+
+# -- the "kubecost controller" collectors (servicemetrics.go, deploymentmetrics.go, statefulsetmetrics.go)
+
+
+def _selector_series(store: StoreLike, kind: str, name: str, label: str, selector: Callable[[Obj], Any]) -> Iterable[Sample]:
+    """One series valued 1 per object whose selector has labels: ``label_*``, namespace, the object's name."""
+    for obj in list_kind(store, kind):
+        meta = _meta(obj)
+        labels = _qualified(selector(obj), "label_")
+        if labels:
+            yield _m(name, 1, {**labels, "namespace": meta.get("namespace", ""), label: meta.get("name", "")})
+
+
+def _service_selectors(store: StoreLike) -> Iterable[Sample]:
+    """``KubecostServiceCollector``."""
+    return _selector_series(store, "Service", "service_selector_labels", "service",
+                            lambda s: (s.get("spec") or {}).get("selector"))
+
+
+def _match_labels(obj: Obj) -> Any:
+    return ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels")
+
+
+def _deployment_selectors(store: StoreLike) -> Iterable[Sample]:
+    """``KubecostDeploymentCollector``."""
+    return _selector_series(store, "Deployment", "deployment_match_labels", "deployment", _match_labels)
+
+
+def _statefulset_selectors(store: StoreLike) -> Iterable[Sample]:
+    """``KubecostStatefulsetCollector``."""
+    return _selector_series(store, "StatefulSet", "statefulSet_match_labels", "statefulSet", _match_labels)
+
+
+# -- annotations (podmetrics.go KubecostPodCollector, namespacemetrics.go KubecostNamespaceCollector) ---
+
+
+def _pod_annotations(store: StoreLike) -> Iterable[Sample]:
+    """``KubecostPodCollector``: pods with annotations only."""
+    for pod in list_kind(store, "Pod"):
+        meta = _meta(pod)
+        labels = _qualified(meta.get("annotations"), "annotation_")
+        if labels:
+            yield _m("kube_pod_annotations", 1, {**labels, "namespace": meta.get("namespace", ""), "pod": meta.get("name", "")})
+
+
+def _namespace_annotations(store: StoreLike) -> Iterable[Sample]:
+    """``KubecostNamespaceCollector``: namespaces with annotations only."""
+    for ns in list_kind(store, "Namespace"):
+        meta = _meta(ns)
+        labels = _qualified(meta.get("annotations"), "annotation_")
+        if labels:
+            yield _m("kube_namespace_annotations", 1, {**labels, "namespace": meta.get("name", "")})
+
+
+# -- KSM v1 collectors ---------------------------------------------------------------------------------
+
+
+def _nodes(store: StoreLike) -> Iterable[Sample]:
+    """``KubeNodeCollector`` (nodemetrics.go)."""
+    for node in list_kind(store, "Node"):
+        meta, status = _meta(node), node.get("status") or {}
+        lbl = {"node": meta.get("name", "")}
+        for field, name in (("capacity", "kube_node_status_capacity"), ("allocatable", "kube_node_status_allocatable")):
+            for resource, unit, value in _resources(status.get(field)):
+                if resource == "cpu":
+                    yield _m(f"{name}_cpu_cores", value, lbl)
+                if resource == "memory":
+                    yield _m(f"{name}_memory_bytes", value, lbl)
+                yield _m(name, value, {**lbl, "resource": resource, "unit": unit})
+        yield _m("kube_node_labels", 1, {**_qualified(meta.get("labels"), "label_"), **lbl})
+        for c in status.get("conditions") or []:
+            for s in CONDITION_STATUSES:
+                yield _m("kube_node_status_condition", c.get("status") == s,
+                         {**lbl, "condition": str(c.get("type", "")), "status": s.lower()})
+
+
+def _namespace_labels(store: StoreLike) -> Iterable[Sample]:
+    """``KubeNamespaceCollector`` (namespacemetrics.go): namespaces with labels only."""
+    for ns in list_kind(store, "Namespace"):
+        meta = _meta(ns)
+        labels = _qualified(meta.get("labels"), "label_")
+        if labels:
+            yield _m("kube_namespace_labels", 1, {**labels, "namespace": meta.get("name", "")})
+
+
+def _deployments(store: StoreLike) -> Iterable[Sample]:
+    """``KubeDeploymentCollector`` (deploymentmetrics.go): both series are deprecated."""
+    for d in list_kind(store, "Deployment"):
+        meta, spec = _meta(d), d.get("spec") or {}
+        lbl = {"namespace": meta.get("namespace", ""), "deployment": meta.get("name", "")}
+        replicas = spec.get("replicas")
+        yield _m("kube_deployment_spec_replicas", 1 if replicas is None else replicas, lbl)
+        yield _m("kube_deployment_status_replicas_available", (d.get("status") or {}).get("availableReplicas", 0), lbl)
+
+
+def _pod_labels_and_owners(store: StoreLike) -> Iterable[Sample]:
+    """``KubePodLabelsCollector`` (podlabelmetrics.go): what the KSM-v1-only mode keeps of the pods."""
+    for pod in list_kind(store, "Pod"):
+        yield from _labels_and_owners(_meta(pod))
+
+
+def _labels_and_owners(meta: Obj) -> Iterable[Sample]:
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    labels = _qualified(meta.get("labels"), "label_")
+    yield _m("kube_pod_labels", 1, {**labels, "namespace": ns, "pod": name, "uid": meta.get("uid", "")})
+    for owner in meta.get("ownerReferences") or []:
+        yield _m("kube_pod_owner", 1, {"namespace": ns, "pod": name, "owner_name": str(owner.get("name", "")),
+                                       "owner_kind": str(owner.get("kind", "")),
+                                       "owner_is_controller": "true" if owner.get("controller") is not None else "false"})
+
+
+def _pods(store: StoreLike) -> Iterable[Sample]:
+    """``KubePodCollector`` (podmetrics.go): every pod in the cache, scheduled or not."""
+    for pod in list_kind(store, "Pod"):
+        meta, spec, status = _meta(pod), pod.get("spec") or {}, pod.get("status") or {}
+        pl = {"namespace": meta.get("namespace", ""), "pod": meta.get("name", ""), "uid": meta.get("uid", "")}
+        phase = status.get("phase") or ""
+        if phase:
+            for p in POD_PHASES:
+                yield _m("kube_pod_status_phase", p == phase, {**pl, "phase": p})
+        yield from _labels_and_owners(meta)
+        for cs in status.get("containerStatuses") or []:
+            cl = {**pl, "container": str(cs.get("name", ""))}
+            state = cs.get("state") or {}
+            yield _m("kube_pod_container_status_restarts_total", cs.get("restartCount", 0), cl)
+            if state.get("running") is not None:
+                yield _m("kube_pod_container_status_running", 1, cl)
+            if state.get("terminated") is not None:
+                yield _m("kube_pod_container_status_terminated_reason", 1, {**cl, "reason": str(state["terminated"].get("reason", ""))})
+        node = str(spec.get("nodeName", ""))
+        for c in spec.get("containers") or []:
+            cl = {**pl, "container": str(c.get("name", "")), "node": node}
+            resources = c.get("resources") or {}
+            for resource, unit, value in _resources(resources.get("requests")):
+                yield _m("kube_pod_container_resource_requests", value, {**cl, "resource": resource, "unit": unit})
+            for resource, unit, value in _resources(resources.get("limits")):
+                if resource == "cpu":
+                    yield _m("kube_pod_container_resource_limits_cpu_cores", value, cl)
+                if resource == "memory":
+                    yield _m("kube_pod_container_resource_limits_memory_bytes", value, cl)
+                yield _m("kube_pod_container_resource_limits", value, {**cl, "resource": resource, "unit": unit})
+
+
+def _persistent_volumes(store: StoreLike) -> Iterable[Sample]:
+    """``KubePVCollector`` (pvmetrics.go)."""
+    for pv in list_kind(store, "PersistentVolume"):
+        meta, spec = _meta(pv), pv.get("spec") or {}
+        lbl = {"persistentvolume": meta.get("name", "")}
+        phase = (pv.get("status") or {}).get("phase") or ""
+        if phase:
+            for p in PV_PHASES:
+                yield _m("kube_persistentvolume_status_phase", p == phase, {**lbl, "phase": p})
+        yield _m("kube_persistentvolume_capacity_bytes", _value(quantity((spec.get("capacity") or {}).get("storage", 0))), lbl)
+        csi = spec.get("csi")
+        provider_id = str(csi.get("volumeHandle") or "") if csi is not None else ""
+        yield _m("kubecost_pv_info", 1, {**lbl, "storageclass": str(spec.get("storageClassName") or ""),
+                                         "provider_id": provider_id or lbl["persistentvolume"]})
+
+
+def _claim_class(meta: Obj, spec: Obj) -> str:
+    """``getPersistentVolumeClaimClass``: the beta annotation, else ``spec.storageClassName``, else ``""``."""
+    annotations = meta.get("annotations") or {}
+    if BETA_STORAGE_CLASS in annotations:
+        return str(annotations[BETA_STORAGE_CLASS])
+    return str(spec.get("storageClassName") or "")
+
+
+def _claims(store: StoreLike) -> Iterable[Sample]:
+    """``KubePVCCollector`` (pvcmetrics.go)."""
+    for pvc in list_kind(store, "PersistentVolumeClaim"):
+        meta, spec = _meta(pvc), pvc.get("spec") or {}
+        lbl = {"namespace": meta.get("namespace", ""), "persistentvolumeclaim": meta.get("name", "")}
+        yield _m("kube_persistentvolumeclaim_info", 1, {**lbl, "storageclass": _claim_class(meta, spec),
+                                                        "volumename": str(spec.get("volumeName") or "")})
+        requests = (spec.get("resources") or {}).get("requests") or {}
+        if "storage" in requests:
+            yield _m("kube_persistentvolumeclaim_resource_requests_storage_bytes", _value(quantity(requests["storage"])), lbl)
+
+
+def _jobs(store: StoreLike) -> Iterable[Sample]:
+    """``KubeJobCollector`` (jobmetrics.go): a job that never failed gets one series valued 0 with an empty
+    reason; one that did gets, per ``Failed`` condition, one series per known reason (1 for the
+    condition's) and, when its reason is none of them, an empty-reason series valued the failed count. A
+    job with failures but no ``Failed`` condition gets none."""
+    for job in list_kind(store, "Job"):
+        meta, status = _meta(job), job.get("status") or {}
+        lbl = {"job_name": meta.get("name", ""), "namespace": meta.get("namespace", "")}
+        failed = status.get("failed") or 0
+        if not failed:
+            yield _m("kube_job_status_failed", 0, {**lbl, "reason": ""})
+            continue
+        for c in status.get("conditions") or []:
+            if c.get("type") != "Failed":
+                continue
+            for reason in JOB_FAILURE_REASONS:
+                yield _m("kube_job_status_failed", c.get("reason") == reason, {**lbl, "reason": reason})
+            if c.get("reason") not in JOB_FAILURE_REASONS:
+                yield _m("kube_job_status_failed", failed, {**lbl, "reason": ""})
