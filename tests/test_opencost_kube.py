@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from itbench_gym.backends.sim.exporters.opencost_kube import Sample, kube_metrics
+from itbench_gym.backends.sim.app.cluster_view import list_kind
+from itbench_gym.backends.sim.exporters.opencost_kube import OpenCostKubeMetrics, Sample, kube_metrics
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
 from itbench_gym.clock import SimClock
 
@@ -132,8 +133,9 @@ def _one(samples: list[Sample], name: str, **match: str) -> Sample:
     return found[0]
 
 
-def _uid(store: Any, name: str) -> str:
-    uid: str = store.get("Pod", NS, name)["metadata"]["uid"]
+def _uid(store: Any, name: str, kind: str = "Pod", namespace: str | None = NS) -> str:
+    uid: str = store.get(kind, namespace, name)["metadata"]["uid"]
+    assert uid
     return uid
 
 
@@ -159,8 +161,9 @@ def test_pod_labels_are_sanitized_and_prefixed(store: Any) -> None:
 
 def test_a_pod_owner_series_per_owner_reference_says_controller_when_the_field_is_set(store: Any) -> None:
     owners = {lb["owner_name"]: _without_name(lb) for lb, _ in _find(_metrics(store), "kube_pod_owner", pod="web-1")}
-    assert owners["web-abc"] == {"namespace": NS, "pod": "web-1", "owner_name": "web-abc", "owner_kind": "ReplicaSet",
-                                 "owner_is_controller": "true"}
+    # uid: the pod's own, not the owner reference's ("u1")
+    assert owners["web-abc"] == {"namespace": NS, "pod": "web-1", "uid": _uid(store, "web-1"), "owner_name": "web-abc",
+                                 "owner_kind": "ReplicaSet", "owner_is_controller": "true"}
     assert owners["cfg"]["owner_is_controller"] == "true"  # controller: false is still a set pointer upstream
     assert owners["sec"]["owner_is_controller"] == "false"
     assert not _find(_metrics(store), "kube_pod_owner", pod="pending")
@@ -190,11 +193,14 @@ def test_container_states(store: Any) -> None:
 def test_selector_series(store: Any) -> None:
     samples = _metrics(store)
     service = _find(samples, "service_selector_labels")
-    assert [_without_name(lb) for lb, _ in service] == [{"label_app_kubernetes_io_name": "web", "namespace": NS, "service": "web"}]
+    assert [_without_name(lb) for lb, _ in service] == [{"label_app_kubernetes_io_name": "web", "namespace": NS, "service": "web",
+                                                         "uid": _uid(store, "web", "Service")}]
     deployment = _one(samples, "deployment_match_labels")
-    assert _without_name(deployment[0]) == {"label_app_kubernetes_io_name": "web", "namespace": NS, "deployment": "web"}
+    assert _without_name(deployment[0]) == {"label_app_kubernetes_io_name": "web", "namespace": NS, "deployment": "web",
+                                            "uid": _uid(store, "web", "Deployment")}
     statefulset = _one(samples, "statefulSet_match_labels")
-    assert _without_name(statefulset[0]) == {"label_app": "db", "label_role_x_y": "primary", "namespace": NS, "statefulSet": "db"}
+    assert _without_name(statefulset[0]) == {"label_app": "db", "label_role_x_y": "primary", "namespace": NS, "statefulSet": "db",
+                                             "uid": _uid(store, "db", "StatefulSet")}
 
 
 def test_node_capacity_and_allocatable(store: Any) -> None:
@@ -205,24 +211,33 @@ def test_node_capacity_and_allocatable(store: Any) -> None:
                         ("hugepages_2Mi", "byte"): 0.0, ("nvidia_com_gpu", "integer"): 2.0}
     allocatable = {(lb["resource"], lb["unit"]): v for lb, v in _find(samples, "kube_node_status_allocatable", node="node-1")}
     assert allocatable == {("cpu", "core"): 3.92, ("memory", "byte"): 7.5 * 2.0**30, ("pods", "integer"): 110.0}
+    node_uid = _uid(store, "node-1", "Node", None)
     assert _one(samples, "kube_node_status_allocatable_cpu_cores") == ({"__name__": "kube_node_status_allocatable_cpu_cores",
-                                                                        "node": "node-1"}, 3.92)
+                                                                        "node": "node-1", "uid": node_uid}, 3.92)
     assert _one(samples, "kube_node_status_capacity_memory_bytes")[1] == 8 * 2.0**30
     labels = _one(samples, "kube_node_labels")[0]
-    assert labels["label_node_kubernetes_io_instance_type"] == "e2" and labels["node"] == "node-1"
+    assert labels["label_node_kubernetes_io_instance_type"] == "e2" and labels["node"] == "node-1" and labels["uid"] == node_uid
+    assert _without_name(_one(samples, "kube_node_status_capacity", resource="cpu")[0]) == {
+        "node": "node-1", "uid": node_uid, "resource": "cpu", "unit": "core"}
 
 
 def test_namespaces_volumes_claims_and_jobs(store: Any) -> None:
     samples = _metrics(store)
     assert _without_name(_one(samples, "kube_namespace_labels", namespace=NS)[0]) == {
-        "label_team": "shop", "label_kubernetes_io_metadata_name": NS, "namespace": NS}
+        "label_team": "shop", "label_kubernetes_io_metadata_name": NS, "namespace": NS, "uid": _uid(store, NS, "Namespace", None)}
     assert _one(samples, "kubecost_pv_info", persistentvolume="pv-1")[0]["provider_id"] == "projects/p/disks/d1"
+    pv2_uid = _uid(store, "pv-2", "PersistentVolume", None)
     assert _without_name(_one(samples, "kubecost_pv_info", persistentvolume="pv-2")[0]) == {
-        "persistentvolume": "pv-2", "storageclass": "", "provider_id": "pv-2"}
-    assert _one(samples, "kube_persistentvolume_capacity_bytes", persistentvolume="pv-2")[1] == 3.0  # 2.5 rounded up
+        "persistentvolume": "pv-2", "uid": pv2_uid, "storageclass": "", "provider_id": "pv-2"}
+    capacity = _one(samples, "kube_persistentvolume_capacity_bytes", persistentvolume="pv-2")
+    assert capacity == ({"__name__": "kube_persistentvolume_capacity_bytes", "persistentvolume": "pv-2", "uid": pv2_uid}, 3.0)  # 2.5 up
+    claim_uid = _uid(store, "data", "PersistentVolumeClaim")
     info = _one(samples, "kube_persistentvolumeclaim_info")[0]
-    assert (info["storageclass"], info["volumename"]) == ("legacy", "pv-1")  # the beta annotation wins
-    assert _one(samples, "kube_persistentvolumeclaim_resource_requests_storage_bytes")[1] == 1e9
+    assert (info["storageclass"], info["volumename"], info["uid"]) == ("legacy", "pv-1", claim_uid)  # the beta annotation wins
+    requested = _one(samples, "kube_persistentvolumeclaim_resource_requests_storage_bytes")
+    assert requested == ({"__name__": "kube_persistentvolumeclaim_resource_requests_storage_bytes", "namespace": NS,
+                          "persistentvolumeclaim": "data", "uid": claim_uid}, 1e9)
+    assert {lb["uid"] for lb, _ in _find(samples, "kube_job_status_failed", job_name="backoff")} == {_uid(store, "backoff", "Job")}
     jobs = {(lb["job_name"], lb["reason"]): v for lb, v in _find(samples, "kube_job_status_failed")}
     assert jobs == {("ok", ""): 0.0,
                     ("backoff", "BackoffLimitExceeded"): 1.0, ("backoff", "DeadLineExceeded"): 0.0, ("backoff", "Evicted"): 0.0,
@@ -267,5 +282,52 @@ def test_annotation_metrics_are_opt_in(store: Any) -> None:
     samples = _metrics(store, EMIT_POD_ANNOTATIONS_METRIC="true", EMIT_NAMESPACE_ANNOTATIONS_METRIC="TRUE")
     assert _names(samples) == DEFAULT | {"kube_pod_annotations", "kube_namespace_annotations"}
     assert _without_name(_one(samples, "kube_pod_annotations")[0]) == {"annotation_prometheus_io_scrape": "true",
-                                                                       "namespace": NS, "pod": "web-1"}
-    assert _without_name(_one(samples, "kube_namespace_annotations", namespace=NS)[0]) == {"annotation_owner": "sre", "namespace": NS}
+                                                                       "namespace": NS, "pod": "web-1", "uid": _uid(store, "web-1")}
+    assert _without_name(_one(samples, "kube_namespace_annotations", namespace=NS)[0]) == {
+        "annotation_owner": "sre", "namespace": NS, "uid": _uid(store, NS, "Namespace", None)}
+
+
+def test_every_series_carries_the_uid_of_the_object_it_describes(store: Any) -> None:
+    samples = _metrics(store, EMIT_DEPRECATED_METRICS="true", EMIT_POD_ANNOTATIONS_METRIC="true",
+                       EMIT_NAMESPACE_ANNOTATIONS_METRIC="true")
+    # which label names the object, per kind; cluster-scoped kinds have no namespace
+    naming = {"pod": "Pod", "deployment": "Deployment", "statefulSet": "StatefulSet", "service": "Service", "node": "Node",
+              "persistentvolume": "PersistentVolume", "persistentvolumeclaim": "PersistentVolumeClaim", "job_name": "Job"}
+    for labels, _ in samples:
+        key = next((k for k in naming if k in labels), None)
+        kind, name = (naming[key], labels[key]) if key else ("Namespace", labels["namespace"])
+        scoped = kind not in {"Node", "PersistentVolume", "Namespace"}
+        assert labels["uid"] == _uid(store, name, kind, labels["namespace"] if scoped else None), labels
+    deprecated = _one(samples, "kube_deployment_spec_replicas")[0]
+    assert deprecated["uid"] == _uid(store, "web", "Deployment")
+    assert {lb["uid"] for lb, _ in _find(samples, "kube_pod_container_resource_limits", pod="web-1")} == {_uid(store, "web-1")}
+
+
+def test_a_kubernetes_label_named_uid_does_not_clash_and_a_missing_uid_is_empty() -> None:
+    store = KubeCluster(SimClock(), seed=0).store
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"uid": "mine"}}})
+    labels = _one(_metrics(store), "kube_namespace_labels", namespace=NS)[0]
+    assert labels["label_uid"] == "mine" and labels["uid"] == _uid(store, NS, "Namespace", None) != "mine"
+
+    store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}})
+    bare = next(n for n in list_kind(store, "Node") if n["metadata"]["name"] == "bare")
+    bare["metadata"].pop("uid")  # the stored object itself: as if it had none
+    assert _one(_metrics(store), "kube_node_labels", node="bare")[0]["uid"] == ""
+
+
+def test_an_unchanged_object_keeps_its_series_and_a_changed_one_is_read_again() -> None:
+    """The exporter's cache: the same label dicts for what did not change (the scrape cache knows them by
+    identity), new series once an object's resourceVersion moved."""
+    store = KubeCluster(SimClock(), seed=0).store
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    store.create({"apiVersion": "v1", "kind": "Pod", "metadata": _meta("p", labels={"tier": "a"}), "spec": _template({})["spec"]})
+    exporter, env = OpenCostKubeMetrics(), {}.get
+    first = exporter.collect(store, env)
+    assert [labels for labels, _ in exporter.collect(store, env)] == [labels for labels, _ in first]
+    assert all(a[0] is b[0] for a, b in zip(first, exporter.collect(store, env), strict=True))
+    pod = store.get("Pod", NS, "p")
+    pod["metadata"]["labels"] = {"tier": "b"}
+    store.update(pod)
+    changed = exporter.collect(store, env)
+    assert _one(changed, "kube_pod_labels", pod="p")[0]["label_tier"] == "b"
+    assert _one(changed, "kube_namespace_labels", namespace=NS)[0] is _one(first, "kube_namespace_labels", namespace=NS)[0]

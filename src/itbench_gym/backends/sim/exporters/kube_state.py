@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind, parse_quantity
+from itbench_gym.backends.sim.app.cluster_view import StoreLike, parse_quantity
+
+from .object_series import ObjectSeries
 
 Sample = tuple[dict[str, str], float]
 Obj = dict[str, Any]
@@ -505,32 +507,14 @@ class KubeStateMetrics:
     """The exporter: each object's series, recomputed only when its resourceVersion changed."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str], tuple[str, list[Sample]]] = {}
+        self._series = ObjectSeries()
 
     def collect(self, store: StoreLike, resources: Iterable[str] = DEFAULT_RESOURCES) -> list[Sample]:
         return [s for run in self.runs(store, resources) for s in run]
 
     def runs(self, store: StoreLike, resources: Iterable[str] = DEFAULT_RESOURCES) -> list[list[Sample]]:
         """Each object's series as one run; an unchanged object's run is the same list as last time (never modified)."""
-        out: list[list[Sample]] = []
-        seen: set[tuple[str, str]] = set()
-        for res in resources:
-            entry = RESOURCES.get(res)
-            if entry is None:
-                continue
-            kind, families = entry
-            for obj in list_kind(store, kind):
-                meta = obj["metadata"]
-                key = (kind, str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}"))
-                seen.add(key)
-                rv = str(meta.get("resourceVersion", ""))
-                hit = self._cache.get(key)
-                if hit is None or hit[0] != rv:
-                    hit = self._cache[key] = (rv, families(obj))
-                out.append(hit[1])
-        if len(self._cache) > 2 * len(seen) + 64:
-            self._cache = {k: v for k, v in self._cache.items() if k in seen}
-        return out
+        return self._series.runs(store, (RESOURCES[res] for res in resources if res in RESOURCES))
 
 
 def kube_state_metrics(store: StoreLike, resources: Iterable[str] = DEFAULT_RESOURCES) -> list[Sample]:

@@ -41,7 +41,7 @@ from typing import Any
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind, parse_quantity
 from itbench_gym.backends.sim.kube.errors import ApiError
 
-from .opencost_kube import kube_metrics
+from .opencost_kube import OpenCostKubeMetrics
 from .scrape import ScrapeInput
 
 Sample = tuple[dict[str, str], float]
@@ -149,6 +149,7 @@ class OpenCost:
         self._cpu: dict[str, tuple[float, float]] = {}
         #: this scrape's usage, once for every OpenCost target scraped at that time
         self._usage_at: tuple[float, dict[tuple[str, str, str], tuple[float | None, float | None]]] | None = None
+        self._kube = OpenCostKubeMetrics()
 
     def collect(self, inputs: ScrapeInput, pod: Obj, container: Obj) -> list[Sample]:
         """What the exporter ``container`` of ``pod`` serves at ``inputs.now``."""
@@ -166,7 +167,7 @@ class OpenCost:
                 ({"__name__": "kubecost_network_zone_egress_cost"}, cfg.zone_egress),
                 ({"__name__": "kubecost_network_region_egress_cost"}, cfg.region_egress),
                 ({"__name__": "kubecost_network_internet_egress_cost"}, cfg.internet_egress)]
-        return out + kube_metrics(store, lambda name: _env(container, name))
+        return out + self._kube.collect(store, lambda name: _env(container, name))
 
     def _read_config(self, store: StoreLike, namespace: str, name: str) -> None:
         cm = _config_map(store, namespace, name)
@@ -282,3 +283,4 @@ class OpenCost:
         self._started = dict(snap.started)
         self._cpu = dict(snap.cpu_counters)
         self._usage_at = None
+        self._kube = OpenCostKubeMetrics()  # resourceVersions are handed out again after a rewind

@@ -1,0 +1,46 @@
+"""Series computed per Kubernetes object, again only when the object changed.
+
+Exporters that turn objects into series (kube-state-metrics, OpenCost's collectors) run at every scrape
+over objects that mostly did not change. A family's series of an object are kept with the object's
+resourceVersion and handed out again, the same list of the same label dicts (which the scrape cache
+recognises by identity), until the version changes. Versions are handed out again after the store is
+rewound to a snapshot, so an exporter starts a new cache on restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
+
+Sample = tuple[dict[str, str], float]
+Obj = dict[str, Any]
+#: One object's series of one family (a kind's collector).
+Family = Callable[[Obj], Iterable[Sample]]
+
+
+class ObjectSeries:
+    """Each (family, object)'s series, recomputed only when the object's resourceVersion changed."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[Family, str], tuple[str, list[Sample]]] = {}
+
+    def runs(self, store: StoreLike, families: Iterable[tuple[str, Family]]) -> list[list[Sample]]:
+        """Per object of each ``(kind, family)``, its series as one run; an unchanged object's run is the
+        list of last time (never modified)."""
+        out: list[list[Sample]] = []
+        seen: set[tuple[Family, str]] = set()
+        for kind, family in families:
+            for obj in list_kind(store, kind):
+                meta = obj["metadata"]
+                key = (family, str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}"))
+                seen.add(key)
+                version = str(meta.get("resourceVersion", ""))
+                hit = self._cache.get(key)
+                if hit is None or hit[0] != version:
+                    hit = self._cache[key] = (version, list(family(obj)))
+                out.append(hit[1])
+        if len(self._cache) > 2 * len(seen) + 64:
+            self._cache = {k: v for k, v in self._cache.items() if k in seen}
+        return out
