@@ -103,9 +103,6 @@ class _Handler(WSGIRequestHandler):
             body = _Body(environ["wsgi.input"], length)
             environ["wsgi.input"] = body
         keep = body is not None and self.request_version == "HTTP/1.1" and not self.close_connection
-        if self.headers.get("Expect", "").strip().lower() == "100-continue" and self.request_version == "HTTP/1.1":
-            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for it before its body (curl does)
-            self.wfile.flush()
         response: dict[str, Any] = {}
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
