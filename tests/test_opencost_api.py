@@ -103,6 +103,9 @@ def test_services_and_labels_come_from_opencosts_own_series(costs: CostTwin) -> 
     assert services[f"{NS}/web"]["cpuCost"] == pytest.approx(pods["small"]["cpuCost"], rel=1e-9)
     assert services[f"{NS}/__unallocated__"]["cpuCost"] == pytest.approx(pods["large"]["cpuCost"], rel=1e-9)
     assert "otel-demo/frontend" in services
+    # properties as upstream writes them: empty ones left out (omitempty)
+    assert pods["small"]["properties"]["labels"]["app_kubernetes_io_component"] == "web"
+    assert "annotations" not in pods["small"]["properties"] and "services" not in pods["large"]["properties"]
     (labels,) = costs.allocation(window="10m", aggregate="namespace,label:app.kubernetes.io/component")
     assert labels[f"{NS}/web"]["cpuCost"] == pytest.approx(pods["small"]["cpuCost"], rel=1e-9)
     (controllers,) = costs.allocation(window="10m", aggregate="controller")

@@ -222,7 +222,7 @@ class Allocation:
         spent = self.cpu_cost + self.ram_cost
         total = self.cpu_cost + self.ram_cost + self.pv_cost
         body: dict[str, Any] = {
-            "name": name, "properties": self.properties,
+            "name": name, "properties": {k: v for k, v in self.properties.items() if v},  # upstream's omitempty
             "window": {"start": rfc3339(window[0]), "end": rfc3339(window[1])},
             "start": rfc3339(self.start), "end": rfc3339(self.end), "minutes": hours * 60.0,
             "cpuCores": per_hour(self.cpu_core_hours), "cpuCoreRequestAverage": cpu_request,
@@ -255,8 +255,9 @@ def _intersection(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
            and b.get(k) == v}
     if a.get("namespace") is not None and a.get("namespace") == b.get("namespace"):
         out["namespace"] = a["namespace"]
-        if "namespaceLabels" in a:
-            out["namespaceLabels"] = a["namespaceLabels"]
+        for shared in ("namespaceLabels", "namespaceAnnotations"):
+            if shared in a:
+                out[shared] = a[shared]
     return out
 
 
@@ -467,7 +468,7 @@ class _Metadata:
         props.update({"namespace": namespace, "pod": pod,
                       "labels": {**self.node_labels.get(node, {}), **namespace_labels, **self.labels.get((namespace, pod), {})},
                       "annotations": {**namespace_annotations, **self.annotations.get((namespace, pod), {})},
-                      "namespaceLabels": namespace_labels})
+                      "namespaceLabels": namespace_labels, "namespaceAnnotations": namespace_annotations})
         if (namespace, pod) in self.services:
             props["services"] = self.services[(namespace, pod)]
         return props
