@@ -148,9 +148,9 @@ class KubernetesBackend:
         objects = self._connect()
         namespaces = scenario_namespaces(spec)
         account = self._account(spec)
-        warm = self._ready is not None
-        if self._ready is not None:
-            self._put_back(self._ready, "before the next episode")
+        warm = self._ready  # the last episode's start: this one reuses its app
+        if warm is not None:
+            self._put_back(warm, "before the next episode")
         self._cover(objects, [*namespaces, account.namespace])
         app_dir = self._envs_root / spec.app
         self.log += provision.provision(objects, provision.app_objects(app_dir, spec.namespace))
@@ -159,7 +159,7 @@ class KubernetesBackend:
         if spec.namespace not in self._app_namespaces:
             self._app_namespaces.append(spec.namespace)
         self._wait_ready()
-        if warm:
+        if warm is not None:
             self._settle()
         elif self._standing is None:
             self._standing = self._active_alerts()
