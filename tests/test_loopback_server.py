@@ -35,12 +35,19 @@ def server() -> Iterator[ServerHandle]:
     handle.stop()
 
 
+@pytest.fixture
+def conn(server: ServerHandle) -> Iterator[http.client.HTTPConnection]:
+    """A client connection to ``server``, closed after the test."""
+    client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    yield client
+    client.close()
+
+
 def _same_socket(conn: http.client.HTTPConnection, before: socket.socket | None) -> bool:
     return before is not None and conn.sock is before
 
 
-def test_a_client_sends_its_next_request_on_the_same_connection(server: ServerHandle) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+def test_a_client_sends_its_next_request_on_the_same_connection(conn: http.client.HTTPConnection) -> None:
     conn.request("GET", "/a")
     first = conn.getresponse()
     assert first.read() == b"GET /a" and first.getheader("Connection") is None
@@ -48,52 +55,41 @@ def test_a_client_sends_its_next_request_on_the_same_connection(server: ServerHa
     conn.request("GET", "/b")
     assert conn.getresponse().read() == b"GET /b"
     assert _same_socket(conn, sock)
-    conn.close()
 
 
-def test_a_body_the_app_did_not_read_is_drained_before_the_next_request(server: ServerHandle) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+def test_a_body_the_app_did_not_read_is_drained_before_the_next_request(conn: http.client.HTTPConnection) -> None:
     conn.request("POST", "/ignored", body=b"x" * 100_000)
     assert conn.getresponse().read() == b"POST /ignored"
     conn.request("POST", "/echo", body=b"payload")
     assert conn.getresponse().read() == b"payload"
-    conn.close()
 
 
-def test_a_head_answer_sends_no_body_even_when_the_app_gives_one(server: ServerHandle) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+def test_a_head_answer_sends_no_body_even_when_the_app_gives_one(conn: http.client.HTTPConnection) -> None:
     conn.request("HEAD", "/a")
     head = conn.getresponse()
     assert head.status == 200 and head.read() == b""
     conn.request("GET", "/b")  # the connection is still in step
     assert conn.getresponse().read() == b"GET /b"
-    conn.close()
 
 
-def test_a_streamed_response_is_chunked_and_ends_its_connection(server: ServerHandle) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+def test_a_streamed_response_is_chunked_and_ends_its_connection(conn: http.client.HTTPConnection) -> None:
     conn.request("GET", "/stream")
     response = conn.getresponse()
     assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Connection") == "close"
     assert response.read() == b"one\ntwo\n"
-    conn.close()
 
 
-def test_connection_close_from_the_client_is_honoured(server: ServerHandle) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+def test_connection_close_from_the_client_is_honoured(conn: http.client.HTTPConnection) -> None:
     conn.request("GET", "/a", headers={"Connection": "close"})
     response = conn.getresponse()
     assert response.getheader("Connection") == "close" and response.read() == b"GET /a"
-    conn.close()
 
 
-def test_an_app_error_is_a_500_and_the_server_goes_on(server: ServerHandle) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+def test_an_app_error_is_a_500_and_the_server_goes_on(server: ServerHandle, conn: http.client.HTTPConnection) -> None:
     conn.request("GET", "/fail")
     response = conn.getresponse()
     assert response.status == 500
     response.read()
-    conn.close()
     again = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     again.request("GET", "/a")
     assert again.getresponse().read() == b"GET /a"
