@@ -37,7 +37,7 @@ import calendar
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -439,8 +439,8 @@ class _Metadata:
         self.owners: dict[tuple[str, ...], tuple[str, str]] = {}
         for kind, metric in (("deployment", "deployment_match_labels"), ("statefulset", "statefulSet_match_labels")):
             selectors = _merged(series[metric], ("namespace", kind if kind == "deployment" else "statefulSet"), "label_")
-            for pod, controller in _selected(self.labels, _without_underscore_twins(selectors)).items():
-                self.owners[pod] = (kind, controller[-1])
+            for controller, pod in _selections(_without_underscore_twins(selectors), self.labels):
+                self.owners[pod] = (kind, controller[-1])  # the last in sorted order wins
         unowned = {(m.get("namespace", ""), m.get("replicaset", "")) for m in series["kube_replicaset_owner"]
                    if m.get("owner_kind") == "<none>" and m.get("owner_name") == "<none>"}
         for kind in ("DaemonSet", "Job", "ReplicaSet"):
@@ -453,10 +453,8 @@ class _Metadata:
                 self.owners[(namespace, m.get("pod", ""))] = (kind.lower(), name)
         services = _merged(series["service_selector_labels"], ("namespace", "service"), "label_")
         self.services: dict[tuple[str, ...], list[str]] = {}
-        for service_key, selector in sorted(_without_underscore_twins(services).items()):
-            for pod_key, labels in self.labels.items():
-                if pod_key[0] == service_key[0] and selector.items() <= labels.items():
-                    self.services.setdefault(pod_key, []).append(service_key[1])
+        for service, pod in _selections(_without_underscore_twins(services), self.labels):
+            self.services.setdefault(pod, []).append(service[-1])
 
     def properties(self, cluster: str, namespace: str, pod: str, container: str, node: str) -> dict[str, Any]:
         props: dict[str, Any] = {"cluster": cluster, "node": node, "container": container}
@@ -491,16 +489,15 @@ def _without_underscore_twins(selectors: dict[tuple[str, ...], dict[str, str]]) 
             if "_" not in k[-1] or (*k[:-1], k[-1].replace("_", "-")) not in selectors}
 
 
-def _selected(pods: Mapping[tuple[str, ...], dict[str, str]],
-              selectors: Mapping[tuple[str, ...], dict[str, str]]) -> dict[tuple[str, ...], tuple[str, ...]]:
-    """Pod -> the (sorted) last controller of its namespace whose labels all equal the pod's (``labels.Set`` as a
-    selector: an empty set selects every pod of the namespace)."""
-    out: dict[tuple[str, ...], tuple[str, ...]] = {}
-    for controller, wanted in sorted(selectors.items()):
+def _selections(selectors: Mapping[tuple[str, ...], dict[str, str]],
+                pods: Mapping[tuple[str, ...], dict[str, str]]) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``(selector key, pod key)`` for each pod of a selector's namespace whose labels include all the
+    selector's (``labels.Set`` as a selector: an empty set selects every pod of the namespace); selectors
+    in sorted order."""
+    for key, wanted in sorted(selectors.items()):
         for pod, labels in pods.items():
-            if pod[0] == controller[0] and wanted.items() <= labels.items():
-                out[pod] = controller
-    return out
+            if pod[0] == key[0] and wanted.items() <= labels.items():
+                yield key, pod
 
 
 def _prefixed(metric: Mapping[str, str], prefix: str) -> dict[str, str]:
