@@ -84,7 +84,7 @@ _CLOCKS_PROGRAM = textwrap.dedent("""
 """)
 
 
-def _run_under_shim(now: float, program: str) -> tuple[int, str]:
+def _run_under_shim(now: float, program: str) -> tuple[int, str, ClockShim]:
     shim = ClockShim(now)
     proc = shim.popen([sys.executable, "-S", "-c", program], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                       stderr=subprocess.PIPE, env={})
@@ -93,13 +93,21 @@ def _run_under_shim(now: float, program: str) -> tuple[int, str]:
     finally:
         shim.close()
     assert shim.failure is None
-    return proc.returncode, out.decode() or err.decode()
+    return proc.returncode, out.decode() or err.decode(), shim
+
+
+@pytest.fixture(params=["patched", "hidden"])
+def vdso(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the shim takes the vDSO over: rewritten, or hidden where it cannot be rewritten (pretended here)."""
+    if request.param == "hidden":
+        monkeypatch.setattr(clockshim, "_patch_vdso", lambda tid, base, now_ns: False)
+    return str(request.param)
 
 
 @needs_shim
-def test_wall_clock_system_calls_return_the_simulated_time_and_monotonic_stays_real() -> None:
+def test_wall_clock_system_calls_return_the_simulated_time_and_monotonic_stays_real(vdso: str) -> None:
     before = time.monotonic()
-    code, out = _run_under_shim(SIM_NOW, _CLOCKS_PROGRAM)
+    code, out, shim = _run_under_shim(SIM_NOW, _CLOCKS_PROGRAM)
     after = time.monotonic()
     assert code == 5, out  # the program's own exit status reaches its Popen
     seen = json.loads(out)
@@ -110,8 +118,40 @@ def test_wall_clock_system_calls_return_the_simulated_time_and_monotonic_stays_r
     assert seen["wall1"] == seen["wall0"]
     assert seen["mono1"] - seen["mono0"] >= 0.3
     assert before <= seen["mono0"] <= seen["mono1"] <= after
-    # A C program reads its auxiliary vector before its first system call: it keeps the vDSO.
-    assert abs(seen["vdso"] - time.time()) < 30
+    if vdso == "patched":  # the C library's vDSO calls answer the simulated time too
+        assert (shim.patched, shim.hidden) == (1, 0)
+        assert seen["vdso"] == SIM_NOW
+    else:  # a C program reads its auxiliary vector before its first system call: it keeps the vDSO
+        assert (shim.patched, shim.hidden) == (0, 1)
+        assert abs(seen["vdso"] - time.time()) < 30
+
+
+@needs_shim
+def test_the_rewritten_vdso_serves_every_wall_clock_call_of_the_c_library() -> None:
+    """gettimeofday and time through glibc's vDSO calls, and a clock the stub hands to the kernel."""
+    program = textwrap.dedent("""
+        import ctypes, json, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        tv, tz = (ctypes.c_int64 * 2)(), (ctypes.c_int32 * 3)(7, 7, 7)
+        assert libc.gettimeofday(tv, tz) == 0 and libc.gettimeofday(tv, None) == 0
+        libc.time.restype = ctypes.c_long
+        stored = ctypes.c_long()
+        returned = libc.time(ctypes.byref(stored))
+        ts = (ctypes.c_int64 * 2)()
+        assert libc.clock_gettime(99, ts) == -1  # no such clock: the kernel's EINVAL, as without the shim
+        print(json.dumps({"gettimeofday": tv[0] + tv[1] / 1e6, "timezone": list(tz), "time": libc.time(None),
+                          "time_stored": stored.value, "returned": returned, "errno": ctypes.get_errno(),
+                          "boot": time.clock_gettime(time.CLOCK_BOOTTIME)}))
+    """)
+    code, out, shim = _run_under_shim(SIM_NOW, program)
+    assert code == 0, out
+    seen = json.loads(out)
+    assert shim.patched == 1
+    for key in ("gettimeofday", "time", "time_stored", "returned"):
+        assert seen[key] == pytest.approx(SIM_NOW, abs=1e-6), (key, seen)
+    assert seen["timezone"] == [0, 0, 7]
+    assert seen["errno"] == 22  # EINVAL
+    assert 0 < seen["boot"] < time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 @needs_shim
@@ -153,7 +193,7 @@ def test_without_the_shim_programs_see_the_host_clock(monkeypatch: pytest.Monkey
 
 @needs_shim
 @pytest.mark.parametrize("mode", MODES)
-def test_kubectl_logs_the_simulated_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+def test_kubectl_logs_the_simulated_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, vdso: str) -> None:
     monkeypatch.setenv(SANDBOX_ENV, mode)
     stamps, _ = _kubectl_get_pods(tmp_path, SIM_NOW)
     assert stamps and all(stamp.startswith("0101 01:02:0") for stamp in stamps), stamps

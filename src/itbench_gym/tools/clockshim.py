@@ -162,12 +162,12 @@ def _read_memory(tid: int, address: int, size: int) -> bytes:
     return buf.raw[:got]
 
 
-def _hide_vdso(tid: int) -> bool:
-    """Turn the ``AT_SYSINFO_EHDR`` entry on ``tid``'s initial stack into ``AT_IGNORE``; False if none is left.
+def _vdso_entry(tid: int) -> tuple[int, int] | None:
+    """Where ``tid``'s initial stack holds ``AT_SYSINFO_EHDR``, and its value (the vDSO's address); None if none.
 
     The initial stack is argc, argv[argc], NULL, envp..., NULL, then (tag, value) pairs; its start
     is ``startstack`` of ``/proc/TID/stat`` (the kernel's ``mm->start_stack``, where it put argc).
-    Raises OSError when the process may not be written to.
+    Raises OSError when the process may not be read.
     """
     with open(f"/proc/{tid}/stat", "rb") as f:
         start = int(f.read().rsplit(b")", 1)[1].split()[25])
@@ -176,7 +176,7 @@ def _hide_vdso(tid: int) -> bool:
         data = _read_memory(tid, start, size)
         words = memoryview(data[: len(data) // 8 * 8]).cast("Q")
         if not words:
-            return False
+            return None
         index = words[0] + 2  # past argc, argv and its NULL
         while index < len(words) and words[index] != 0:  # envp
             index += 1
@@ -184,18 +184,121 @@ def _hide_vdso(tid: int) -> bool:
         while index + 1 < len(words):
             tag = words[index]
             if tag == _AT_NULL:
-                return False  # no vDSO given, or already hidden
+                return None  # no vDSO given, or already hidden
             if tag == _AT_SYSINFO_EHDR:
-                buf = ctypes.create_string_buffer(_AT_IGNORE.to_bytes(8, "little"), 8)
-                local, remote = _IoVec(ctypes.cast(buf, ctypes.c_void_p), 8), _IoVec(start + index * 8, 8)
-                if _libc().process_vm_writev(tid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) != 8:
-                    raise OSError(ctypes.get_errno(), f"process_vm_writev: {os.strerror(ctypes.get_errno())}")
-                return True
+                return start + index * 8, words[index + 1]
             index += 2
         if len(data) < size:
-            return False  # the stack ended before the auxiliary vector did
+            return None  # the stack ended before the auxiliary vector did
         size *= 4
-    return False
+    return None
+
+
+def _hide_vdso(tid: int, entry: int) -> None:
+    """Turn the auxiliary vector's ``AT_SYSINFO_EHDR`` entry at ``entry`` into ``AT_IGNORE``."""
+    buf = ctypes.create_string_buffer(_AT_IGNORE.to_bytes(8, "little"), 8)
+    local, remote = _IoVec(ctypes.cast(buf, ctypes.c_void_p), 8), _IoVec(entry, 8)
+    if _libc().process_vm_writev(tid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) != 8:
+        raise OSError(ctypes.get_errno(), f"process_vm_writev: {os.strerror(ctypes.get_errno())}")
+
+
+def _wall_clock_code(now_ns: int) -> dict[str, bytes]:
+    """x86-64 code for the vDSO's wall-clock functions that answers ``now_ns`` (System V calling convention).
+
+    ``clock_gettime`` stores it for the real-time clocks and makes the real system call for every
+    other clock (what the program would do without a vDSO); ``gettimeofday`` stores it in microseconds
+    and zeroes a ``struct timezone`` (UTC, no DST); ``time`` returns it, stored through its pointer too.
+    """
+    sec, nsec = divmod(now_ns, 1_000_000_000)
+    q = struct.Struct("<q").pack
+    syscall = b"\xb8" + struct.pack("<I", _NR_CLOCK_GETTIME) + b"\x0f\x05\xc3"  # mov eax, NR; syscall; ret
+    clock_ids = b"".join(  # cmp edi, id; je wall (past the later compares and the syscall)
+        bytes([0x83, 0xFF, clock_id, 0x74, 5 * (len(_REALTIME_CLOCKS) - i - 1) + len(syscall)])
+        for i, clock_id in enumerate(_REALTIME_CLOCKS))
+    wall = (b"\x48\xb8" + q(sec) + b"\x48\x89\x06"  # movabs rax, sec; mov [rsi], rax
+            + b"\x48\xb8" + q(nsec) + b"\x48\x89\x46\x08"  # movabs rax, nsec; mov [rsi+8], rax
+            + b"\x31\xc0\xc3")  # xor eax, eax; ret
+    timeval = (b"\x48\xb8" + q(sec) + b"\x48\x89\x07"  # movabs rax, sec; mov [rdi], rax
+               + b"\x48\xb8" + q(nsec // 1000) + b"\x48\x89\x47\x08")  # movabs rax, usec; mov [rdi+8], rax
+    timezone = b"\x48\xc7\x06\x00\x00\x00\x00"  # mov qword [rsi], 0
+    return {
+        "__vdso_clock_gettime": clock_ids + syscall + wall,
+        "__vdso_gettimeofday": (b"\x48\x85\xff\x74" + bytes([len(timeval)]) + timeval  # test rdi, rdi; jz
+                                + b"\x48\x85\xf6\x74" + bytes([len(timezone)]) + timezone  # test rsi, rsi; jz
+                                + b"\x31\xc0\xc3"),  # xor eax, eax; ret
+        # movabs rax, sec; test rdi, rdi; jz +3; mov [rdi], rax; ret
+        "__vdso_time": b"\x48\xb8" + q(sec) + b"\x48\x85\xff\x74\x03\x48\x89\x07\xc3",
+    }
+
+
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # Elf64_Ehdr
+_PHDR = struct.Struct("<IIQQQQQQ")  # Elf64_Phdr: type, flags, offset, vaddr, paddr, filesz, memsz, align
+_DYN = struct.Struct("<qQ")  # Elf64_Dyn
+_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, size
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_DT_NULL, _DT_HASH, _DT_STRTAB, _DT_SYMTAB = 0, 4, 5, 6
+_EM_X86_64, _STT_FUNC = 62, 2
+
+
+def _vdso_functions(tid: int, base: int) -> dict[str, tuple[int, int]]:
+    """The vDSO's defined functions at ``base`` in ``tid``: name -> (address, size); {} if it is not an ELF we read.
+
+    The vDSO is a small shared object: its dynamic section names the symbol table, the string table
+    and a SysV hash table whose ``nchain`` is the number of symbols.
+    """
+    ident, _type, machine, *_rest = header = _EHDR.unpack(_read_memory(tid, base, _EHDR.size))
+    phoff, phentsize, phnum = header[5], header[9], header[10]
+    if ident[:5] != b"\x7fELF\x02" or machine != _EM_X86_64 or phentsize != _PHDR.size:
+        return {}
+    phdrs = [_PHDR.unpack_from(_read_memory(tid, base + phoff, phnum * phentsize), i * phentsize) for i in range(phnum)]
+    load = next((p for p in phdrs if p[0] == _PT_LOAD), None)
+    dynamic = next((p for p in phdrs if p[0] == _PT_DYNAMIC), None)
+    if load is None or dynamic is None:
+        return {}
+    bias = load[2] - load[3]  # file offset minus virtual address
+    image = _read_memory(tid, base, load[2] + load[5])
+    tables: dict[int, int] = {}
+    for offset in range(dynamic[2], min(dynamic[2] + dynamic[5], len(image)) - _DYN.size + 1, _DYN.size):
+        tag, value = _DYN.unpack_from(image, offset)
+        if tag == _DT_NULL:
+            break
+        tables[tag] = value + bias
+    if not {_DT_HASH, _DT_STRTAB, _DT_SYMTAB} <= tables.keys():
+        return {}
+    count = struct.unpack_from("<I", image, tables[_DT_HASH] + 4)[0]
+    functions = {}
+    for i in range(count):
+        name_at, info, _other, shndx, value, size = _SYM.unpack_from(image, tables[_DT_SYMTAB] + i * _SYM.size)
+        if shndx and info & 0xF == _STT_FUNC:
+            name = image[tables[_DT_STRTAB] + name_at: image.index(b"\0", tables[_DT_STRTAB] + name_at)].decode("ascii", "replace")
+            functions[name] = (base + value + bias, size)
+    return functions
+
+
+def _patch_vdso(tid: int, base: int, now_ns: int) -> bool:
+    """Rewrite the wall-clock functions of ``tid``'s vDSO to answer ``now_ns`` without a system call.
+
+    The vDSO is mapped read-only and executable; ``/proc/TID/mem`` writes through that (copy on
+    write, as a debugger sets a breakpoint there), so only this process sees the change. False —
+    nothing written — when its functions are not where or as large as this expects, or when the
+    kernel refuses the write (``proc_mem.force_override=never``): the caller then hides the vDSO.
+    """
+    try:
+        functions = _vdso_functions(tid, base)
+        code = _wall_clock_code(now_ns)
+        found = {name: functions[name] for name in code if name in functions}
+        if "__vdso_clock_gettime" not in found or any(size < len(code[name]) for name, (_at, size) in found.items()):
+            return False
+        fd = os.open(f"/proc/{tid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for name, (address, _size) in found.items():
+                if os.pwrite(fd, code[name], address) != len(code[name]):
+                    return False
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, struct.error):
+        return False
+    return True
 
 
 class _Notif:
@@ -224,8 +327,8 @@ class _Supervisor(threading.Thread):
         self.stopping = False
         #: Why the vDSO of a program could not be hidden (it then sees the host clock), if so.
         self.failure: str | None = None
-        #: Programs whose vDSO was hidden (a measure of success for the caller and the tests).
-        self.hidden = 0
+        #: Programs whose vDSO now answers the simulated time, and those whose vDSO was hidden instead.
+        self.patched = self.hidden = 0
         libc = _libc()
         self._ioctl, self._writev = libc.ioctl, libc.process_vm_writev
         self._recv = ctypes.create_string_buffer(max(notif_size, _NOTIF.size))
@@ -284,8 +387,14 @@ class _Supervisor(threading.Thread):
     def program_start(self, notif: _Notif) -> None:
         """A program sets its thread pointer: for a Go program, before it has looked for a vDSO."""
         try:
-            if self.valid(notif.id) and _hide_vdso(notif.tid):
-                self.hidden += 1
+            found = _vdso_entry(notif.tid) if self.valid(notif.id) else None
+            if found is not None:
+                entry, base = found
+                if _patch_vdso(notif.tid, base, self.now_ns):
+                    self.patched += 1
+                else:
+                    _hide_vdso(notif.tid, entry)
+                    self.hidden += 1
         except OSError as exc:
             self.fail(f"cannot write into the program's memory ({exc.strerror})")
         self.respond(notif.id, continue_=True)
@@ -336,8 +445,9 @@ class ClockShim:
         self.active = clock_shim_available()
         #: Why the program saw the host clock after all, if it did (set by ``close``).
         self.failure: str | None = None
-        #: How many programs had their vDSO hidden (set by ``close``; bwrap's own counts too).
-        self.hidden = 0
+        #: How many programs had their vDSO rewritten, or hidden where it could not be (set by ``close``;
+        #: bwrap's own counts too).
+        self.patched = self.hidden = 0
         self._supervisor: _Supervisor | None = None
         self._release = threading.Event()
         self._spawner: threading.Thread | None = None
@@ -398,7 +508,7 @@ class ClockShim:
             spawner.join()
         if supervisor is not None:
             supervisor.join()
-            self.failure, self.hidden = supervisor.failure, supervisor.hidden
+            self.failure, self.patched, self.hidden = supervisor.failure, supervisor.patched, supervisor.hidden
 
 
 @functools.cache
