@@ -11,7 +11,10 @@ marker* (a special NaN bit pattern) at the scrape time, so instant queries stop 
 immediately instead of after the 5 minute lookback.
 
 The scraper hands each scrape over as a :class:`SampleBatch` of :class:`SeriesRef` handles it keeps
-from one scrape to the next, so storing a sample costs no label sorting or hashing.
+from one scrape to the next, so storing a sample costs no label sorting or hashing. While scrapes keep
+the same series in the same order, each is one row of a :class:`_Block` (one array write for the
+whole scrape); a series reads its rows into its own arrays when something reads or writes it, and a
+snapshot reads them all. Most series are never read between two snapshots.
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ STALE_NAN_BITS = np.uint64(0x7FF0000000000002)
 STALE_NAN: float = float(np.array([STALE_NAN_BITS], dtype=np.uint64).view(np.float64)[0])
 
 _INITIAL_CAPACITY = 16
+#: Rows a block starts with (it doubles as scrapes arrive).
+_BLOCK_ROWS = 8
+#: Rows a block holds before it is closed (a new one then starts).
+_BLOCK_ROWS_MAX = 32
+#: Rows closed blocks may hold before every series reads its rows out of them: an hour of scrapes at
+#: 30 s, so the blocks of an incident's start (baseline, injection, alerts) stay shared by snapshots.
+_CLOSED_ROWS_MAX = 128
 _MIN_MS = -(2**62)
 _MAX_MS = 2**62
 
@@ -114,8 +124,39 @@ class Series:
         return self.ts / 1000.0
 
 
+class _Block:
+    """Successive scrapes of the same series in the same order: a row of values per scrape.
+
+    A series takes its rows into its own arrays (:meth:`TSDB._settle`) when it is read or written
+    directly; until then appending a scrape is one row write. A closed block is never written
+    again, so snapshots share it.
+    """
+
+    __slots__ = ("sids", "members", "jobs", "ts", "values", "rows", "last")
+
+    def __init__(self, sids: list[int], members: frozenset[int], jobs: frozenset[str]) -> None:
+        self.sids = sids
+        self.members = members
+        self.jobs = jobs
+        self.ts = np.empty(_BLOCK_ROWS, dtype=np.int64)
+        self.values = np.empty((_BLOCK_ROWS, len(sids)), dtype=np.float64)
+        self.rows = 0
+        #: the last row's timestamp
+        self.last = _MIN_MS
+
+    def add(self, tm: int, values: Sequence[float]) -> None:
+        rows = self.rows
+        if rows == len(self.ts):
+            self.ts = np.concatenate((self.ts, np.empty(rows, dtype=np.int64)))
+            self.values = np.concatenate((self.values, np.empty_like(self.values)))
+        self.values[rows] = values
+        self.ts[rows] = tm
+        self.rows = rows + 1
+        self.last = tm
+
+
 class _MemSeries:
-    __slots__ = ("labels", "ts", "vs", "n", "owned", "last")
+    __slots__ = ("labels", "ts", "vs", "n", "owned", "last", "pending")
 
     def __init__(self, labels: Labels) -> None:
         self.labels = labels
@@ -125,6 +166,8 @@ class _MemSeries:
         self.owned = True
         #: the last sample's timestamp (``ts[n - 1]``) as a Python int, read on every append
         self.last = _MIN_MS
+        #: rows of blocks not yet read into the arrays: ``(block, column, first row not read)``, oldest first
+        self.pending: list[tuple[_Block, int, int]] = []
 
     def share(self, ts: np.ndarray, vs: np.ndarray, n: int) -> None:
         """Take over a snapshot's arrays, copied on the next write."""
@@ -153,6 +196,21 @@ class _MemSeries:
         self.vs[n] = v
         self.n = n + 1
         self.last = t
+
+    def extend(self, ts: np.ndarray, vs: np.ndarray) -> None:
+        """Append samples whose times are in order and after the last sample's."""
+        n, k = self.n, len(ts)
+        if n + k > len(self.ts) or not self.owned:
+            cap = max(_INITIAL_CAPACITY, len(self.ts), n + k)
+            if n + k > len(self.ts):
+                cap = max(cap, 2 * len(self.ts))
+            grown_ts, grown_vs = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64)
+            grown_ts[:n], grown_vs[:n] = self.ts[:n], self.vs[:n]
+            self.ts, self.vs, self.owned = grown_ts, grown_vs, True
+        self.ts[n:n + k] = ts
+        self.vs[n:n + k] = vs
+        self.n = n + k
+        self.last = int(ts[-1])
 
     def _own(self) -> None:
         if not self.owned:
@@ -211,10 +269,12 @@ class SampleBatch:
 
 @dataclass(frozen=True)
 class TSDBSnapshot:
-    """An O(series) copy of the store: arrays are shared and copied on the next write."""
+    """An O(series) copy of the store: arrays and closed blocks are shared, arrays copied on the next write."""
 
-    series: tuple[tuple[Labels, np.ndarray, np.ndarray, int], ...]
+    #: labels, the series' own arrays and sample count, and its rows in blocks: (block, column, first row)
+    series: tuple[tuple[Labels, np.ndarray, np.ndarray, int, tuple[tuple[_Block, int, int], ...]], ...]
     last_scrape: dict[str, frozenset[int]]
+    blocks: tuple[_Block, ...] = ()
 
 
 MatchersLike = Sequence[Matcher] | Mapping[str, str] | str | None
@@ -256,6 +316,9 @@ class TSDB:
         self._jobs: list[str] = []
         self._job_index: dict[str, int] = {}
         self._generation = 0
+        #: the block the next scrape of the same layout adds a row to, and closed blocks with rows to read
+        self._live: _Block | None = None
+        self._closed: list[_Block] = []
 
     @property
     def generation(self) -> int:
@@ -325,9 +388,69 @@ class TSDB:
         tm = _to_ms(t, 0)
         with self._lock:
             if isinstance(samples, SampleBatch):
-                self._ingest(tm, zip(self._batch_sids(samples), samples.values, strict=True), jobs)
+                self._ingest_batch(tm, self._batch_sids(samples), samples.values, jobs)
             else:
                 self._ingest(tm, ((self._ref_of(labels), value) for labels, value in samples), jobs)
+
+    def _ingest_batch(self, tm: int, sids: list[int], values: list[float], jobs: Iterable[str] | None) -> None:
+        """A scrape as a row of the live block when it has that block's series and jobs (nothing goes
+        stale then); else in a new block, or sample by sample where a block cannot hold it."""
+        if len(sids) != len(values):
+            raise ValueError(f"a batch of {len(sids)} series has {len(values)} values")
+        declared = frozenset(jobs or ())
+        live = self._live
+        if live is not None and live.sids == sids and live.jobs == declared and tm > live.last:
+            live.add(tm, values)
+            if live.rows >= _BLOCK_ROWS_MAX:
+                self._close_live()
+            return
+        # The live block's series were written only through it (a direct write closes it), so only
+        # series new to this layout can have samples at or after ``tm``.
+        continued = live.members if live is not None and live.last < tm else frozenset()
+        self._close_live()
+        series, members = self._series, frozenset(sids)
+        if not sids or len(members) != len(sids) or any(self._last_of(series[sid]) >= tm for sid in members - continued):
+            self._ingest(tm, zip(sids, values, strict=True), jobs)  # out of order or repeated: as append does
+            return
+        block = _Block(sids, members, declared)
+        block.add(tm, values)
+        for col, sid in enumerate(sids):
+            series[sid].pending.append((block, col, 0))
+        self._live = block
+        self._mark_stale(tm, self._seen_by_job(sids, jobs))
+
+    @staticmethod
+    def _last_of(s: _MemSeries) -> int:
+        """The series' last timestamp, counting the rows it has in blocks."""
+        return s.pending[-1][0].last if s.pending else s.last
+
+    def _close_live(self) -> None:
+        """No more rows for the live block; once closed blocks hold too many, their series read them."""
+        if self._live is None:
+            return
+        self._closed.append(self._live)
+        self._live = None
+        if sum(b.rows for b in self._closed) > _CLOSED_ROWS_MAX:
+            for block in self._closed:
+                for sid in block.sids:
+                    self._settle(self._series[sid])
+            self._closed = []
+
+    def _settle(self, s: _MemSeries) -> None:
+        """Read the series' rows out of its blocks into its arrays."""
+        if not s.pending:
+            return
+        for block, col, first in s.pending:
+            if block.rows > first:
+                s.extend(block.ts[first:block.rows], block.values[first:block.rows, col])
+        block, col, _first = s.pending[-1]
+        s.pending = [(block, col, block.rows)] if block is self._live else []
+
+    def _settle_to_write(self, s: _MemSeries) -> None:
+        """Before a sample is written to the series directly: its rows first, and no more rows after it."""
+        if s.pending[-1][0] is self._live:
+            self._close_live()
+        self._settle(s)
 
     def append_refs(
         self,
@@ -354,6 +477,8 @@ class TSDB:
         done: list[int] = []
         for sid, value in samples:
             s = series[sid]
+            if s.pending:
+                self._settle_to_write(s)
             n = s.n
             if s.last < tm and n < len(s.ts) and s.owned:  # _MemSeries.append without its rare cases
                 s.ts[n] = tm
@@ -363,21 +488,27 @@ class TSDB:
             else:
                 s.append(tm, float(value))
             done.append(sid)
+        self._mark_stale(tm, self._seen_by_job(done, jobs))
+
+    def _seen_by_job(self, sids: list[int], jobs: Iterable[str] | None) -> dict[str, set[int]]:
+        """The series of a scrape per job, with every declared job (an empty set when it returned nothing)."""
         seen: dict[str, set[int]] = {j: set() for j in (jobs or ())}
-        if done:
-            arr = np.asarray(done, dtype=np.int64)
+        if sids:
+            arr = np.asarray(sids, dtype=np.int64)
             codes = self._job_of[arr]
             order = np.argsort(codes, kind="stable")
             arr, codes = arr[order], codes[order]
             cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
             for code, group in zip(codes[np.concatenate(([0], cuts))].tolist(), np.split(arr, cuts), strict=True):
                 seen.setdefault(self._jobs[code], set()).update(group.tolist())
-        self._mark_stale(tm, seen)
+        return seen
 
     def _mark_stale(self, tm: int, seen: dict[str, set[int]]) -> None:
         for job, sids in seen.items():
             for gone in self._last_scrape.get(job, frozenset()) - sids:
                 s = self._series[gone]
+                if s.pending:
+                    self._settle_to_write(s)
                 if s.n and s.last < tm:
                     s.append(tm, STALE_NAN)
             self._last_scrape[job] = frozenset(sids)
@@ -388,7 +519,10 @@ class TSDB:
 
     def append_ms(self, labels: Labels, t_ms: int, v: float) -> None:
         with self._lock:
-            self._series[self._get_or_create(labels)].append(int(t_ms), float(v))
+            s = self._series[self._get_or_create(labels)]
+            if s.pending:
+                self._settle_to_write(s)
+            s.append(int(t_ms), float(v))
 
     def clear(self) -> None:
         with self._lock:
@@ -403,16 +537,19 @@ class TSDB:
             self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
             self._jobs = []
             self._job_index = {}
+            self._live, self._closed = None, []
             self._generation += 1
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self) -> TSDBSnapshot:
         with self._lock:
+            self._close_live()
             for s in self._series:
                 s.owned = False
             return TSDBSnapshot(
-                series=tuple((s.labels, s.ts, s.vs, s.n) for s in self._series),
+                series=tuple((s.labels, s.ts, s.vs, s.n, tuple(s.pending)) for s in self._series),
                 last_scrape=dict(self._last_scrape),
+                blocks=tuple(self._closed),
             )
 
     def restore(self, snap: TSDBSnapshot) -> None:
@@ -420,9 +557,12 @@ class TSDB:
             raise TypeError(f"restore() needs a TSDBSnapshot from TSDB.snapshot(), got {type(snap).__name__}")
         with self._lock:
             self.clear()
-            for labels, ts, vs, n in snap.series:
-                self._series[self._get_or_create(labels)].share(ts, vs, n)
+            for labels, ts, vs, n, pending in snap.series:
+                s = self._series[self._get_or_create(labels)]
+                s.share(ts, vs, n)
+                s.pending = list(pending)
             self._last_scrape = dict(snap.last_scrape)
+            self._closed = list(snap.blocks)
 
     # ---------------------------------------------------------------- reads
     def __len__(self) -> int:
@@ -524,6 +664,8 @@ class TSDB:
                 if check is not None and k % _CHECK_EVERY == 0:
                     check()
                 s = series[sid]
+                if s.pending:
+                    self._settle(s)
                 n, ts = s.n, s.ts
                 # ``last`` spares a search for the usual query that ends at or after the newest sample.
                 lo = int(ts[:n].searchsorted(mint)) if n else 0

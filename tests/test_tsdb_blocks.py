@@ -1,0 +1,125 @@
+"""Scrapes stored as block rows read back exactly as scrapes stored sample by sample.
+
+The TSDB keeps a scrape of unchanged series as one row of a block and lets each series read its rows
+when something reads or writes it (``tsdb._Block``). A store fed the same scrapes as plain label/value
+pairs takes the per-sample path; both must hold the same samples — values bit for bit, staleness
+markers included — through layout changes, direct writes, snapshots, restores and the store's bound on
+rows kept in closed blocks.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from itbench_gym.backends.sim import tsdb as tsdb_module
+from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, TSDBSnapshot, is_stale, make_labels
+
+JOBS = ("kubelet", "kube-state-metrics", "node-exporter")
+
+
+def _contents(db: TSDB) -> dict[tuple[tuple[str, str], ...], tuple[list[int], bytes]]:
+    """Every series' timestamps and value bits (NaN payloads included)."""
+    return {s.labels: (s.ts.tolist(), s.vs.tobytes()) for s in db.select_ms([], tsdb_module._MIN_MS, tsdb_module._MAX_MS)}
+
+
+class _Pair:
+    """The same writes to a store fed batches (blocks) and one fed label/value pairs (sample by sample)."""
+
+    def __init__(self) -> None:
+        self.blocks, self.samples = TSDB(), TSDB()
+        self.refs: dict[int, SeriesRef] = {}
+
+    def scrape(self, t: float, members: list[int], values: list[float], jobs: tuple[str, ...]) -> None:
+        batch = SampleBatch(self.blocks)
+        for i, v in zip(members, values, strict=True):
+            ref = self.refs.setdefault(i, SeriesRef(make_labels(_labels(i))))
+            batch.add(ref, v)
+        self.blocks.append(t, batch, jobs)
+        self.samples.append(t, [(_labels(i), v) for i, v in zip(members, values, strict=True)], jobs)
+
+    def direct(self, i: int, t_ms: int, v: float) -> None:
+        for db in (self.blocks, self.samples):
+            db.append_ms(make_labels(_labels(i)), t_ms, v)
+
+    def snapshot(self) -> tuple[TSDBSnapshot, TSDBSnapshot]:
+        return self.blocks.snapshot(), self.samples.snapshot()
+
+    def restore(self, snaps: tuple[TSDBSnapshot, TSDBSnapshot]) -> None:
+        self.blocks.restore(snaps[0])
+        self.samples.restore(snaps[1])
+        self.refs.clear()  # handles of the store before the restore: the batch falls back to labels
+
+    def assert_equal(self) -> None:
+        assert _contents(self.blocks) == _contents(self.samples)
+
+
+def _labels(i: int) -> dict[str, str]:
+    return {"__name__": f"metric_{i % 5}", "job": JOBS[i % len(JOBS)], "series": str(i)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_rows_read_back_as_samples_written_one_by_one(seed: int) -> None:
+    rng = random.Random(seed)
+    pair = _Pair()
+    members = list(range(40))
+    snaps: list[tuple[float, tuple[TSDBSnapshot, TSDBSnapshot]]] = []
+    t = 0.0
+    for _ in range(160):  # more rows than closed blocks keep, so the bound is crossed
+        t += 30.0
+        roll = rng.random()
+        if roll < 0.15:  # a series goes (stale next scrape) or a new one comes
+            if rng.random() < 0.5 and len(members) > 5:
+                members.remove(rng.choice(members))
+            else:
+                members.append(max(members) + 1)
+        elif roll < 0.2:  # a rule output, or a test, writes a scraped series directly
+            pair.direct(rng.choice(members), int(t * 1000) - 5_000, rng.random())
+        elif roll < 0.25:
+            snaps.append((t, pair.snapshot()))
+        elif roll < 0.28 and snaps:
+            t, snap = rng.choice(snaps)
+            pair.restore(snap)
+            pair.assert_equal()
+            t += 30.0
+        values = [rng.choice([rng.random(), float(rng.randint(0, 9)), float("nan"), float("inf")]) for _ in members]
+        pair.scrape(t, list(members), values, JOBS)
+        if rng.random() < 0.2:  # a query reads some series between scrapes
+            pair.blocks.select_raw([tsdb_module.Matcher("__name__", "=", f"metric_{rng.randrange(5)}")], 0, 10**15)
+    pair.assert_equal()
+    values = np.concatenate([np.frombuffer(bits) for _ts, bits in _contents(pair.blocks).values()])
+    assert is_stale(values).any() and (np.isnan(values) & ~is_stale(values)).any()  # markers and plain NaNs compared
+
+
+def test_a_snapshot_shares_closed_blocks_and_each_restore_goes_its_own_way() -> None:
+    pair = _Pair()
+    for k in range(10):
+        pair.scrape(30.0 * k, list(range(20)), [float(k)] * 20, JOBS)
+    blocks_snap, samples_snap = pair.snapshot()
+    assert blocks_snap.blocks, "the rows of a scrape layout stay in blocks the snapshot shares"
+    for fork in range(2):
+        pair.restore((blocks_snap, samples_snap))
+        for k in range(10, 14):
+            pair.scrape(30.0 * k, list(range(20)), [100.0 * fork + k] * 20, JOBS)
+        pair.assert_equal()
+    pair.restore((blocks_snap, samples_snap))
+    pair.assert_equal()
+
+
+@pytest.mark.parametrize("members", [[0, 1], [0, 1, 2]], ids=["same series", "a new series too"])
+def test_a_batch_out_of_order_is_refused_as_a_sample_would_be(members: list[int]) -> None:
+    db = TSDB()
+    refs = [SeriesRef(make_labels(_labels(i))) for i in range(3)]
+
+    def scrape(t: float, which: list[int]) -> None:
+        batch = SampleBatch(db)
+        for i in which:
+            batch.add(refs[i], float(i))
+        db.append(t, batch, JOBS)
+
+    for k in range(3):
+        scrape(30.0 * k, [0, 1])
+    with pytest.raises(ValueError, match="out-of-order"):
+        scrape(15.0, members)
