@@ -167,8 +167,8 @@ def _kubectl(unwrapped: Any, env: Any, runs: int, section: Section, step_medians
         section.rows.append(Row(f"ratio `env.step` {step} / bare `get --raw /version`", "×", [step_medians[step] / startup]))
     section.rows.append(Row("ratio `env.step` kubectl get pods / bare `get pods`", "×", [step_medians["kubectl get pods"] / bare_get]))
     # The same two, one after the other: the machine's drift between the blocks above cancels out.
-    step = partial(env.step, f"kubectl get pods -n {unwrapped.scenario.namespace}")
-    pairs = [(timed_ms(step, 1)[0], timed_ms(bare(get_pods), 1)[0]) for _ in range(runs)]
+    step_get_pods = partial(env.step, f"kubectl get pods -n {unwrapped.scenario.namespace}")
+    pairs = [(timed_ms(step_get_pods, 1)[0], timed_ms(bare(get_pods), 1)[0]) for _ in range(runs)]
     section.rows.append(Row("ratio `env.step` kubectl get pods / bare `get pods`, interleaved pairs", "×", [a / b for a, b in pairs]))
     section.notes += [
         "`env.step` rows are whole steps (kubectl through the sandbox, the twin clock shim, the observation); "

@@ -18,10 +18,7 @@ SCENARIO = "SRE-CacheFailure-v0"
 
 def _series(twin: Twin) -> dict[Any, list[tuple[int, float]]]:
     """Every stored sample by series labels (NaN markers compared by bit pattern)."""
-    out = {}
-    for labels, ts, vals, n in twin.tsdb.snapshot().series:
-        out[labels] = list(zip(ts[:n].tolist(), vals[:n].view(np.int64).tolist(), strict=True))
-    return out
+    return {s.labels: list(zip(s.ts.tolist(), s.vs.view(np.int64).tolist(), strict=True)) for s in twin.tsdb.select([])}
 
 
 def _objects(twin: Twin) -> dict[Any, Any]:
