@@ -54,6 +54,10 @@ class _Pair:
 
     def assert_equal(self) -> None:
         assert _contents(self.blocks) == _contents(self.samples)
+        for job in JOBS:  # through the label index, which snapshots share
+            by_job = [tsdb_module.Matcher("job", "=", job)]
+            assert [s.labels for s in self.blocks.select_ms(by_job, 0, 10**15)] == \
+                [s.labels for s in self.samples.select_ms(by_job, 0, 10**15)]
 
 
 def _labels(i: int) -> dict[str, str]:

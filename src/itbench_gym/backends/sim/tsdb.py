@@ -127,22 +127,30 @@ class Series:
 class _Block:
     """Successive scrapes of the same series in the same order: a row of values per scrape.
 
-    A series takes its rows into its own arrays (:meth:`TSDB._settle`) when it is read or written
-    directly; until then appending a scrape is one row write. A closed block is never written
-    again, so snapshots share it.
+    Appending a scrape to the live block is one row write. Reads take the live block's rows as they
+    are; a closed block is never written again (snapshots share it), and a series takes all its rows
+    out of it into its own arrays (:meth:`TSDB._settle`) when it is next read or written.
     """
 
-    __slots__ = ("sids", "members", "jobs", "ts", "values", "rows", "last")
+    __slots__ = ("sids", "members", "jobs", "seq", "columns", "ts", "values", "rows", "last")
 
-    def __init__(self, sids: list[int], members: frozenset[int], jobs: frozenset[str]) -> None:
+    def __init__(self, sids: list[int], members: frozenset[int], jobs: frozenset[str], seq: int, series: int) -> None:
         self.sids = sids
         self.members = members
         self.jobs = jobs
+        #: blocks are numbered in the order they start (a series remembers up to which it has read)
+        self.seq = seq
+        #: series id -> column (-1: not in the block), for the ``series`` ids there were
+        self.columns = np.full(series, -1, dtype=np.int32)
+        self.columns[np.asarray(sids, dtype=np.int64)] = np.arange(len(sids), dtype=np.int32)
         self.ts = np.empty(_BLOCK_ROWS, dtype=np.int64)
         self.values = np.empty((_BLOCK_ROWS, len(sids)), dtype=np.float64)
         self.rows = 0
         #: the last row's timestamp
         self.last = _MIN_MS
+
+    def column(self, sid: int) -> int:
+        return int(self.columns[sid]) if sid < len(self.columns) else -1
 
     def add(self, tm: int, values: Sequence[float]) -> None:
         rows = self.rows
@@ -156,23 +164,23 @@ class _Block:
 
 
 class _MemSeries:
-    __slots__ = ("labels", "ts", "vs", "n", "owned", "last", "pending")
+    __slots__ = ("labels", "ts", "vs", "n", "owned", "last", "unread")
 
-    def __init__(self, labels: Labels) -> None:
+    def __init__(self, labels: Labels, unread: int, shared: tuple[np.ndarray, np.ndarray, int] | None = None) -> None:
+        """A new series, or one that takes over a snapshot's arrays (copied on the next write)."""
         self.labels = labels
-        self.ts = np.empty(_INITIAL_CAPACITY, dtype=np.int64)
-        self.vs = np.empty(_INITIAL_CAPACITY, dtype=np.float64)
-        self.n = 0
-        self.owned = True
+        #: the first block (by ``seq``) whose rows the series has not taken into its arrays
+        self.unread = unread
+        if shared is None:
+            self.ts = np.empty(_INITIAL_CAPACITY, dtype=np.int64)
+            self.vs = np.empty(_INITIAL_CAPACITY, dtype=np.float64)
+            self.n = 0
+            self.owned = True
+        else:
+            self.ts, self.vs, self.n = shared
+            self.owned = False
         #: the last sample's timestamp (``ts[n - 1]``) as a Python int, read on every append
-        self.last = _MIN_MS
-        #: rows of blocks not yet read into the arrays: ``(block, column, first row not read)``, oldest first
-        self.pending: list[tuple[_Block, int, int]] = []
-
-    def share(self, ts: np.ndarray, vs: np.ndarray, n: int) -> None:
-        """Take over a snapshot's arrays, copied on the next write."""
-        self.ts, self.vs, self.n, self.owned = ts, vs, n, False
-        self.last = int(ts[n - 1]) if n else _MIN_MS
+        self.last = int(self.ts[self.n - 1]) if self.n else _MIN_MS
 
     def append(self, t: int, v: float) -> None:
         n = self.n
@@ -267,14 +275,41 @@ class SampleBatch:
         return ((dict(r.labels), v) for r, v in zip(self.series, self.values, strict=True))
 
 
+@dataclass
+class _LabelIndex:
+    """What finds a store's series by their labels; shared by a store and its snapshots, copied before a change."""
+
+    by_labels: dict[Labels, int]
+    postings: dict[str, dict[str, set[int]]]
+    #: each series' ``job`` label as an index into ``jobs`` (staleness is kept per job)
+    job_of: np.ndarray
+    jobs: list[str]
+    job_index: dict[str, int]
+
+    @classmethod
+    def empty(cls) -> _LabelIndex:
+        return cls({}, {}, np.zeros(_INITIAL_CAPACITY, dtype=np.int64), [], {})
+
+    def copy(self) -> _LabelIndex:
+        return _LabelIndex(dict(self.by_labels), {k: {v: set(sids) for v, sids in d.items()} for k, d in self.postings.items()},
+                           self.job_of.copy(), list(self.jobs), dict(self.job_index))
+
+
 @dataclass(frozen=True)
 class TSDBSnapshot:
-    """An O(series) copy of the store: arrays and closed blocks are shared, arrays copied on the next write."""
+    """An O(series) copy of the store: arrays, closed blocks and the label index are shared, copied on the next write."""
 
-    #: labels, the series' own arrays and sample count, and its rows in blocks: (block, column, first row)
-    series: tuple[tuple[Labels, np.ndarray, np.ndarray, int, tuple[tuple[_Block, int, int], ...]], ...]
+    #: labels, the series' own arrays and sample count, and the first block it has not read
+    series: tuple[tuple[Labels, np.ndarray, np.ndarray, int, int], ...]
     last_scrape: dict[str, frozenset[int]]
-    blocks: tuple[_Block, ...] = ()
+    #: closed blocks, oldest first, and the number the next block gets
+    blocks: tuple[_Block, ...]
+    next_block: int
+    index: _LabelIndex
+    #: the label order of the series (``TSDB._label_order``): ids, label sets, ranks
+    order: tuple[list[int], list[Labels], np.ndarray]
+    #: the selections matched so far (``TSDB._selection``)
+    selections: dict[tuple[Matcher, ...], tuple[int, list[int]]]
 
 
 MatchersLike = Sequence[Matcher] | Mapping[str, str] | str | None
@@ -301,24 +336,22 @@ class TSDB:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._series: list[_MemSeries] = []
-        self._by_labels: dict[Labels, int] = {}
-        self._postings: dict[str, dict[str, set[int]]] = {}
+        self._index = _LabelIndex.empty()
+        #: whether a snapshot shares ``_index`` (it is then copied before a new series changes it)
+        self._index_shared = False
         self._last_scrape: dict[str, frozenset[int]] = {}
         self._ref_cache: dict[tuple[tuple[str, str], ...], int] = {}
         self._rank = np.zeros(0, dtype=np.int64)
-        #: the ranked series' ids and label sets in label order (what ``_rank`` was built from)
+        #: the ranked series' ids and label sets in label order (what ``_rank`` was built from; never changed in place)
         self._sorted_ids: list[int] = []
         self._sorted_labels: list[Labels] = []
         #: matcher list -> (series count when computed, matching ids in label order)
         self._selections: dict[tuple[Matcher, ...], tuple[int, list[int]]] = {}
-        #: each series' ``job`` label as an index into ``_jobs`` (staleness is kept per job)
-        self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
-        self._jobs: list[str] = []
-        self._job_index: dict[str, int] = {}
         self._generation = 0
         #: the block the next scrape of the same layout adds a row to, and closed blocks with rows to read
         self._live: _Block | None = None
         self._closed: list[_Block] = []
+        self._next_block = 0
 
     @property
     def generation(self) -> int:
@@ -340,21 +373,24 @@ class TSDB:
         return sid
 
     def _get_or_create(self, labels: Labels) -> int:
-        sid = self._by_labels.get(labels)
+        sid = self._index.by_labels.get(labels)
         if sid is None:
+            if self._index_shared:
+                self._index, self._index_shared = self._index.copy(), False
+            index = self._index
             sid = len(self._series)
-            self._series.append(_MemSeries(labels))
-            self._by_labels[labels] = sid
+            self._series.append(_MemSeries(labels, self._next_block))
+            index.by_labels[labels] = sid
             for k, v in labels:
-                self._postings.setdefault(k, {}).setdefault(v, set()).add(sid)
+                index.postings.setdefault(k, {}).setdefault(v, set()).add(sid)
             job = labels_get(labels, "job")
-            code = self._job_index.get(job)
+            code = index.job_index.get(job)
             if code is None:
-                code = self._job_index[job] = len(self._jobs)
-                self._jobs.append(job)
-            if sid == len(self._job_of):
-                self._job_of = np.concatenate((self._job_of, np.zeros(sid, dtype=np.int64)))
-            self._job_of[sid] = code
+                code = index.job_index[job] = len(index.jobs)
+                index.jobs.append(job)
+            if sid == len(index.job_of):
+                index.job_of = np.concatenate((index.job_of, np.zeros(sid, dtype=np.int64)))
+            index.job_of[sid] = code
         return sid
 
     def _batch_sids(self, batch: SampleBatch) -> list[int]:
@@ -409,23 +445,31 @@ class TSDB:
         continued = live.members if live is not None and live.last < tm else frozenset()
         self._close_live()
         series, members = self._series, frozenset(sids)
-        if not sids or len(members) != len(sids) or any(self._last_of(series[sid]) >= tm for sid in members - continued):
+        if not sids or len(members) != len(sids) or self._last_of(members - continued) >= tm:
             self._ingest(tm, zip(sids, values, strict=True), jobs)  # out of order or repeated: as append does
             return
-        block = _Block(sids, members, declared)
+        block = _Block(sids, members, declared, self._next_block, len(series))
+        self._next_block += 1
         block.add(tm, values)
-        for col, sid in enumerate(sids):
-            series[sid].pending.append((block, col, 0))
         self._live = block
         self._mark_stale(tm, self._seen_by_job(sids, jobs))
 
-    @staticmethod
-    def _last_of(s: _MemSeries) -> int:
-        """The series' last timestamp, counting the rows it has in blocks."""
-        return s.pending[-1][0].last if s.pending else s.last
+    def _last_of(self, sids: Iterable[int]) -> int:
+        """The last timestamp of any of the series, counting rows in closed blocks they have not read."""
+        series = self._series
+        arr = np.fromiter(sids, dtype=np.int64)
+        if not len(arr):
+            return _MIN_MS
+        last: int = max(series[i].last for i in arr.tolist())
+        unread = np.fromiter((series[i].unread for i in arr.tolist()), dtype=np.int64, count=len(arr))
+        for block in self._closed:
+            known = arr < len(block.columns)
+            if block.last > last and (block.columns[arr[known]] >= 0)[unread[known] <= block.seq].any():
+                last = block.last
+        return last
 
     def _close_live(self) -> None:
-        """No more rows for the live block; once closed blocks hold too many, their series read them."""
+        """No more rows for the live block; once closed blocks hold too many, their series take their rows."""
         if self._live is None:
             return
         self._closed.append(self._live)
@@ -433,24 +477,26 @@ class TSDB:
         if sum(b.rows for b in self._closed) > _CLOSED_ROWS_MAX:
             for block in self._closed:
                 for sid in block.sids:
-                    self._settle(self._series[sid])
+                    self._settled(sid)
             self._closed = []
 
-    def _settle(self, s: _MemSeries) -> None:
-        """Read the series' rows out of its blocks into its arrays."""
-        if not s.pending:
-            return
-        for block, col, first in s.pending:
-            if block.rows > first:
-                s.extend(block.ts[first:block.rows], block.values[first:block.rows, col])
-        block, col, _first = s.pending[-1]
-        s.pending = [(block, col, block.rows)] if block is self._live else []
+    def _settled(self, sid: int) -> _MemSeries:
+        """The series, with the rows of every closed block it has not read taken into its arrays."""
+        s = self._series[sid]
+        closed = self._closed
+        if closed and s.unread <= closed[-1].seq:
+            for block in closed:
+                if block.seq >= s.unread and (col := block.column(sid)) >= 0:
+                    s.extend(block.ts[:block.rows], block.values[:block.rows, col])
+            s.unread = closed[-1].seq + 1
+        return s
 
-    def _settle_to_write(self, s: _MemSeries) -> None:
-        """Before a sample is written to the series directly: its rows first, and no more rows after it."""
-        if s.pending[-1][0] is self._live:
+    def _to_write(self, sid: int) -> _MemSeries:
+        """The series, ready for a sample written directly: its rows taken, and the live block closed if
+        it has the series (no row may follow the sample)."""
+        if self._live is not None and self._live.column(sid) >= 0:
             self._close_live()
-        self._settle(s)
+        return self._settled(sid)
 
     def append_refs(
         self,
@@ -473,12 +519,9 @@ class TSDB:
 
     def _ingest(self, tm: int, samples: Iterable[tuple[int, float]], jobs: Iterable[str] | None) -> None:
         """Append each ``(series id, value)`` at ``tm`` in order, then mark what each scraped job lost stale."""
-        series = self._series
         done: list[int] = []
         for sid, value in samples:
-            s = series[sid]
-            if s.pending:
-                self._settle_to_write(s)
+            s = self._to_write(sid)
             n = s.n
             if s.last < tm and n < len(s.ts) and s.owned:  # _MemSeries.append without its rare cases
                 s.ts[n] = tm
@@ -495,20 +538,18 @@ class TSDB:
         seen: dict[str, set[int]] = {j: set() for j in (jobs or ())}
         if sids:
             arr = np.asarray(sids, dtype=np.int64)
-            codes = self._job_of[arr]
+            codes = self._index.job_of[arr]
             order = np.argsort(codes, kind="stable")
             arr, codes = arr[order], codes[order]
             cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
             for code, group in zip(codes[np.concatenate(([0], cuts))].tolist(), np.split(arr, cuts), strict=True):
-                seen.setdefault(self._jobs[code], set()).update(group.tolist())
+                seen.setdefault(self._index.jobs[code], set()).update(group.tolist())
         return seen
 
     def _mark_stale(self, tm: int, seen: dict[str, set[int]]) -> None:
         for job, sids in seen.items():
             for gone in self._last_scrape.get(job, frozenset()) - sids:
-                s = self._series[gone]
-                if s.pending:
-                    self._settle_to_write(s)
+                s = self._to_write(gone)
                 if s.n and s.last < tm:
                     s.append(tm, STALE_NAN)
             self._last_scrape[job] = frozenset(sids)
@@ -519,25 +560,18 @@ class TSDB:
 
     def append_ms(self, labels: Labels, t_ms: int, v: float) -> None:
         with self._lock:
-            s = self._series[self._get_or_create(labels)]
-            if s.pending:
-                self._settle_to_write(s)
-            s.append(int(t_ms), float(v))
+            self._to_write(self._get_or_create(labels)).append(int(t_ms), float(v))
 
     def clear(self) -> None:
         with self._lock:
             self._series = []
-            self._by_labels = {}
-            self._postings = {}
+            self._index, self._index_shared = _LabelIndex.empty(), False
             self._last_scrape = {}
             self._ref_cache = {}
             self._rank = np.zeros(0, dtype=np.int64)
             self._sorted_ids, self._sorted_labels = [], []
             self._selections = {}
-            self._job_of = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
-            self._jobs = []
-            self._job_index = {}
-            self._live, self._closed = None, []
+            self._live, self._closed, self._next_block = None, [], 0
             self._generation += 1
 
     # ------------------------------------------------------------- snapshots
@@ -546,10 +580,16 @@ class TSDB:
             self._close_live()
             for s in self._series:
                 s.owned = False
+            self._index_shared = True
+            self._label_order([])  # the snapshot keeps the label order of all its series
             return TSDBSnapshot(
-                series=tuple((s.labels, s.ts, s.vs, s.n, tuple(s.pending)) for s in self._series),
+                series=tuple((s.labels, s.ts, s.vs, s.n, s.unread) for s in self._series),
                 last_scrape=dict(self._last_scrape),
                 blocks=tuple(self._closed),
+                next_block=self._next_block,
+                index=self._index,
+                order=(self._sorted_ids, self._sorted_labels, self._rank),
+                selections=dict(self._selections),
             )
 
     def restore(self, snap: TSDBSnapshot) -> None:
@@ -557,12 +597,12 @@ class TSDB:
             raise TypeError(f"restore() needs a TSDBSnapshot from TSDB.snapshot(), got {type(snap).__name__}")
         with self._lock:
             self.clear()
-            for labels, ts, vs, n, pending in snap.series:
-                s = self._series[self._get_or_create(labels)]
-                s.share(ts, vs, n)
-                s.pending = list(pending)
+            self._series = [_MemSeries(labels, unread, (ts, vs, n)) for labels, ts, vs, n, unread in snap.series]
+            self._index, self._index_shared = snap.index, True
+            self._sorted_ids, self._sorted_labels, self._rank = snap.order
+            self._selections = dict(snap.selections)
             self._last_scrape = dict(snap.last_scrape)
-            self._closed = list(snap.blocks)
+            self._closed, self._next_block = list(snap.blocks), snap.next_block
 
     # ---------------------------------------------------------------- reads
     def __len__(self) -> int:
@@ -574,7 +614,7 @@ class TSDB:
         ids: set[int] | None = None
         # Cheapest first: positive equality matchers narrow the candidate set fastest.
         for m in sorted(matchers, key=lambda m: (m.op != "=", m.op.startswith("!"))):
-            by_value = self._postings.get(m.name, {})
+            by_value = self._index.postings.get(m.name, {})
             if check is not None:
                 check()
             if m.matches(""):
@@ -612,8 +652,8 @@ class TSDB:
             if done == 0 or n - done > _INSERT_AT_MOST:
                 order = sorted(range(n), key=lambda i: self._series[i].labels)
                 self._sorted_labels = [self._series[i].labels for i in order]
-            else:
-                order = self._sorted_ids
+            else:  # new lists: snapshots share the old ones
+                order, self._sorted_labels = list(self._sorted_ids), list(self._sorted_labels)
                 for sid in range(done, n):
                     at = bisect.bisect(self._sorted_labels, self._series[sid].labels)
                     self._sorted_labels.insert(at, self._series[sid].labels)
@@ -659,18 +699,27 @@ class TSDB:
         """
         with self._lock:
             out = []
-            series = self._series
+            live = self._live
             for k, sid in enumerate(self._selection(matchers, check)):
                 if check is not None and k % _CHECK_EVERY == 0:
                     check()
-                s = series[sid]
-                if s.pending:
-                    self._settle(s)
+                s = self._settled(sid)
                 n, ts = s.n, s.ts
                 # ``last`` spares a search for the usual query that ends at or after the newest sample.
                 lo = int(ts[:n].searchsorted(mint)) if n else 0
                 hi = n if s.last <= maxt else int(ts[:n].searchsorted(maxt, "right"))
-                out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
+                col = live.column(sid) if live is not None else -1
+                if live is None or col < 0:
+                    out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
+                    continue
+                rows = live.ts[:live.rows]  # the live block's rows follow the series' own samples
+                first = int(rows.searchsorted(mint))
+                end = live.rows if live.last <= maxt else int(rows.searchsorted(maxt, "right"))
+                if first >= end:
+                    out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
+                else:
+                    out.append((s.labels, np.concatenate((ts[lo:hi], rows[first:end])),
+                                np.concatenate((s.vs[lo:hi], live.values[first:end, col]))))
             return out
 
     def select_ms(self, matchers: Sequence[Matcher], mint: int, maxt: int) -> list[Series]:
@@ -704,7 +753,7 @@ class TSDB:
     ) -> list[str]:
         if matchers is None and start is None and end is None:
             with self._lock:
-                return sorted(k for k, vals in self._postings.items() if any(vals.values()))
+                return sorted(k for k, vals in self._index.postings.items() if any(vals.values()))
         names: set[str] = set()
         for s in self.select(matchers, start, end):
             names.update(k for k, _ in s.labels)
@@ -715,7 +764,7 @@ class TSDB:
     ) -> list[str]:
         if matchers is None and start is None and end is None:
             with self._lock:
-                return sorted(v for v, sids in self._postings.get(name, {}).items() if sids)
+                return sorted(v for v, sids in self._index.postings.get(name, {}).items() if sids)
         return sorted({v for s in self.select(matchers, start, end) if (v := labels_get(s.labels, name))})
 
 
