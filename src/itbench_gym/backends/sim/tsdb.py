@@ -13,8 +13,9 @@ immediately instead of after the 5 minute lookback.
 The scraper hands each scrape over as a :class:`SampleBatch` of :class:`SeriesRef` handles it keeps
 from one scrape to the next, so storing a sample costs no label sorting or hashing. While scrapes keep
 the same series in the same order, each is one row of a :class:`_Block` (one array write for the
-whole scrape); a series reads its rows into its own arrays when something reads or writes it, and a
-snapshot reads them all. Most series are never read between two snapshots.
+whole scrape, where a write per series cost ~7 ms for the shop's ~8,500 series); a series takes its
+rows out of closed blocks into its own arrays when something next reads or writes it, and most are
+never read between two snapshots. Snapshots share closed blocks and the label index.
 """
 
 from __future__ import annotations
