@@ -37,12 +37,17 @@ def _after(twin: Twin, seconds: float) -> tuple[dict[Any, Any], dict[Any, Any]]:
     return _objects(twin), _series(twin)
 
 
-@pytest.mark.parametrize("stored", [False, True], ids=["in-memory", "pickled"])
-def test_a_twin_restored_from_a_snapshot_goes_on_like_the_twin_that_took_it(stored: bool) -> None:
-    """...also from a pickled snapshot: what the disk cache of baselines stores (``BaselineStore``)."""
+@pytest.mark.parametrize(("stored", "deferred"), [(False, False), (True, False), (False, True)],
+                         ids=["in-memory", "pickled", "rules-deferred"])
+def test_a_twin_restored_from_a_snapshot_goes_on_like_the_twin_that_took_it(stored: bool, deferred: bool) -> None:
+    """...also from a pickled snapshot: what the disk cache of baselines stores (``BaselineStore``);
+    and from one whose due rule evaluations stay due (an incident's): the copy runs them later, the
+    twin that took it at once, and both record the same."""
     origin = Twin(APP, seed=0)
     origin.advance(300)
-    snap = origin.snapshot()
+    snap = origin.snapshot(deferred_rules=deferred)
+    assert (snap.rules.rules[-1] is not None) == deferred  # evaluations still due, or none
+    origin.rules.catch_up()
     copy = Twin(APP, seed=0, state=pickle.loads(pickle.dumps(snap)) if stored else snap)
     for twin in (origin, copy):
         twin.advance(300)

@@ -409,7 +409,11 @@ class RuleManager:
         self._lock = threading.RLock()
         self._outputs: tuple[int, frozenset[str]] = (-1, frozenset())
         #: (groups' identity, groups read) -> the groups to run, in order
-        self._plans: dict[tuple[int, frozenset[str] | None], list[Group]] = {}
+        self._plans: dict[tuple[int, frozenset[str] | None, bool], list[Group]] = {}
+        #: an expression -> the metric names it selects
+        self._reads: dict[str, frozenset[str]] = {}
+        #: a group's rules -> whether its evaluations must run one instant at a time (``_stepwise``)
+        self._stepwise_groups: dict[tuple[tuple[str, str, str], ...], bool] = {}
 
     def _checked(self, groups: list[Group]) -> list[Group]:
         for g in groups:
@@ -519,27 +523,26 @@ class RuleManager:
                 return
             busy, self._busy = self._busy, True
             try:
-                self._run_until(t, self._alert_groups(groups))
+                self._run_until(t, self._groups_to_run(groups))
             finally:
                 self._busy = busy
 
-    def _alert_groups(self, selected: frozenset[str] | None = None) -> list[Group]:
+    def _groups_to_run(self, selected: frozenset[str] | None = None, *, every: bool = False) -> list[Group]:
         """Groups a read needs, in evaluation order: recording groups they read from, then the
-        groups read (those named, or every group with alerting rules)."""
-        key = (self._generation, selected)
+        groups read (those named, every group with alerting rules, or ``every`` group).
+
+        A batch of evaluations over a window must run a group that records a series before the
+        groups that read it: run the other way round, a reader finds nothing recorded yet in the
+        whole window, where Prometheus' groups, each evaluating on its own schedule, see the series
+        from the recorder's first evaluation on.
+        """
+        key = (self._generation, selected, every)
         if key in self._plans:
             return self._plans[key]
-        from .promql import ast
-
-        recorded = {r.name: g for g in self._groups for r in g.rules if r.kind == "recording"}
-        reads: dict[int, set[str]] = {}
+        writers: dict[str, list[Group]] = {}
         for g in self._groups:
-            names: set[str] = set()
-            for r in g.rules:
-                for node in ast.walk(self.engine.parse(r.expr)):
-                    if isinstance(node, ast.VectorSel) and node.name:
-                        names.add(node.name)
-            reads[id(g)] = names
+            for name in sorted(set().union(*(_writes(r) for r in g.rules))):
+                writers.setdefault(name, []).append(g)
         needed: list[Group] = []
         seen: set[int] = set()
 
@@ -547,18 +550,45 @@ class RuleManager:
             if id(g) in seen:
                 return
             seen.add(id(g))
-            for name in sorted(reads[id(g)]):
-                dep = recorded.get(name)
-                if dep is not None:
+            for name in sorted(set().union(*(self._reads_of(r) for r in g.rules))):
+                for dep in writers.get(name, ()):
                     need(dep)
             needed.append(g)
 
         for g in self._groups:
-            if g.name in selected if selected is not None else any(r.kind == "alerting" for r in g.rules):
+            if every or (g.name in selected if selected is not None else any(r.kind == "alerting" for r in g.rules)):
                 need(g)
         self._plans = {k: v for k, v in self._plans.items() if k[0] == key[0]}
         self._plans[key] = needed
         return needed
+
+    def _reads_of(self, rule: Rule) -> frozenset[str]:
+        """The metric names the rule's expression selects."""
+        names = self._reads.get(rule.expr)
+        if names is None:
+            from .promql import ast
+
+            names = self._reads[rule.expr] = frozenset(
+                node.name for node in ast.walk(self.engine.parse(rule.expr)) if isinstance(node, ast.VectorSel) and node.name)
+        return names
+
+    def _stepwise(self, g: Group) -> bool:
+        """Whether a rule of the group reads what it or a later rule of the group writes.
+
+        Prometheus runs a group's rules in order at each instant, so such a rule sees those series
+        as of the group's previous evaluation; a batch that ran each rule over the whole window in
+        turn would show it none of them. Its instants then run one after the other.
+        """
+        key = tuple((r.kind, r.name, r.expr) for r in g.rules)
+        stepwise = self._stepwise_groups.get(key)
+        if stepwise is None:
+            written: set[str] = set()
+            stepwise = False
+            for r in reversed(g.rules):
+                written |= _writes(r)
+                stepwise = stepwise or bool(self._reads_of(r) & written)
+            self._stepwise_groups[key] = stepwise
+        return stepwise
 
     def output_names(self) -> frozenset[str]:
         """The metric names the rules write: ``ALERTS``, ``ALERTS_FOR_STATE`` and every recorded name."""
@@ -569,11 +599,11 @@ class RuleManager:
         return self._outputs[1]
 
     def evaluate_until(self, t: float) -> None:
-        """Run every evaluation due at or before ``t`` (seconds), in time order per group."""
+        """Run every evaluation due at or before ``t`` (seconds), in time order per group, recorders first."""
         with self._lock:
             busy, self._busy = self._busy, True
             try:
-                self._run_until(t)
+                self._run_until(t, self._groups_to_run(every=True))
             finally:
                 self._busy = busy
 
@@ -586,12 +616,13 @@ class RuleManager:
             count = int(math.floor((t - g.next_eval) / g.interval + 1e-9)) + 1
             times = g.next_eval + g.interval * np.arange(count)
             ms = np.round(times * 1000).astype(np.int64)
-            for rule in g.rules:
-                if not rule.active and not rule.prev_output and not self._may_produce(rule):
-                    # nothing it reads exists: an evaluation would return nothing and change nothing
-                    rule.health, rule.last_error, rule.last_eval = "ok", "", float(times[-1])
-                    continue
-                self._eval_rule(rule, ms)
+            for window in ([ms[k:k + 1] for k in range(count)] if self._stepwise(g) else [ms]):
+                for rule in g.rules:
+                    if not rule.active and not rule.prev_output and not self._may_produce(rule):
+                        # nothing it reads exists: an evaluation would return nothing and change nothing
+                        rule.health, rule.last_error, rule.last_eval = "ok", "", float(window[-1]) / 1000.0
+                        continue
+                    self._eval_rule(rule, window)
             g.last_eval = float(times[-1])
             g.next_eval = float(times[-1] + g.interval)
 
@@ -804,20 +835,28 @@ class RuleManager:
             )
         return out
 
-    def snapshot(self) -> object:
-        self.catch_up()
-        return (_copy_groups(self._groups), self.default_interval, dict(self.external_labels), self.last_reload_error)
+    def snapshot(self, *, deferred: bool = False) -> object:
+        """The rules' state; with ``deferred``, evaluations still due stay due in the snapshot (and run
+        when a read of the restored state needs them) instead of running first."""
+        if not deferred:
+            self.catch_up()
+        return (_copy_groups(self._groups), self.default_interval, dict(self.external_labels), self.last_reload_error, self._due)
 
     def restore(self, snap: object) -> None:
-        if not (isinstance(snap, tuple) and len(snap) == 4 and isinstance(snap[0], list)
+        if not (isinstance(snap, tuple) and len(snap) == 5 and isinstance(snap[0], list)
                 and all(isinstance(g, Group) for g in snap[0])):
             raise TypeError("restore() needs an object returned by RuleManager.snapshot()")
-        groups, interval, external, error = snap
+        groups, interval, external, error, due = snap
         self._groups = _copy_groups(groups)
         self._generation += 1
         self.default_interval, self.external_labels, self.last_reload_error = interval, dict(external), error
         self._needs = {}
-        self._due = None
+        self._due = due
+
+
+def _writes(rule: Rule) -> frozenset[str]:
+    """The metric names a rule writes: its own for a recording rule, ``ALERTS`` and ``ALERTS_FOR_STATE`` for an alert."""
+    return frozenset({rule.name}) if rule.kind == "recording" else frozenset({"ALERTS", "ALERTS_FOR_STATE"})
 
 
 def _copy_groups(groups: list[Group]) -> list[Group]:

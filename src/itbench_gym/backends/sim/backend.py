@@ -176,7 +176,9 @@ class SimBackend:
     def save_incident(self, key: Hashable, incident: object) -> None:
         """Keep the incident for every backend of the process (``incidents.py``): its snapshot is immutable."""
         assert self._twin is not None and self._spec is not None
-        SHARED_INCIDENTS.put(self._incident_key(key), SavedIncident(self._spec, self._twin.snapshot(), incident))
+        # Rules no read of the incident has needed yet (recording rules no alert reads) stay due.
+        snapshot = self._twin.snapshot(deferred_rules=True)
+        SHARED_INCIDENTS.put(self._incident_key(key), SavedIncident(self._spec, snapshot, incident))
 
     def restore_incident(self, key: Hashable) -> object | None:
         saved = SHARED_INCIDENTS.get(self._incident_key(key))

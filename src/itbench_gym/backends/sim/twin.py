@@ -214,11 +214,14 @@ class Twin:
         """The container log (what ``kubectl logs`` reads): its stdout only."""
         return self.apps.container_log_lines(namespace, pod, container, start, end)
 
-    def snapshot(self) -> TwinSnapshot:
+    def snapshot(self, *, deferred_rules: bool = False) -> TwinSnapshot:
         """The whole state. The rules' snapshot comes first: it runs their deferred evaluations,
-        whose recorded series and ``ALERTS`` samples the TSDB's snapshot must then hold."""
+        whose recorded series and ``ALERTS`` samples the TSDB's snapshot must then hold — unless
+        ``deferred_rules``: those stay due in the snapshot too, and run after a restore when a read
+        needs them (evaluated later they give the same, ``RuleManager.defer_until``). For a state
+        restored rarely or read little, such as an incident; a shared baseline runs them once."""
         with self.lock:
-            rules = self.monitoring.snapshot()
+            rules = self.monitoring.snapshot(deferred_rules=deferred_rules)
             return TwinSnapshot(
                 now=self.clock.now(),
                 next_tick=self._next_tick,

@@ -143,8 +143,8 @@ class Monitoring:
         return [list(inputs.cadvisor.get(target.node, ()))]
 
     # -- snapshots --------------------------------------------------------------------------------
-    def snapshot(self) -> MonitoringSnapshot:
-        return MonitoringSnapshot(self.rules.snapshot(), self.rule_source.snapshot(), self.scraper.snapshot(),
+    def snapshot(self, *, deferred_rules: bool = False) -> MonitoringSnapshot:
+        return MonitoringSnapshot(self.rules.snapshot(deferred=deferred_rules), self.rule_source.snapshot(), self.scraper.snapshot(),
                                   self.node_exporter.snapshot(), self.opencost.snapshot())
 
     def restore(self, snap: MonitoringSnapshot) -> None:
