@@ -128,7 +128,8 @@ def test_wall_clock_system_calls_return_the_simulated_time_and_monotonic_stays_r
 
 @needs_shim
 def test_the_rewritten_vdso_serves_every_wall_clock_call_of_the_c_library() -> None:
-    """gettimeofday and time through glibc's vDSO calls, and a clock the stub hands to the kernel."""
+    """glibc's gettimeofday and time reach the rewritten vDSO and answer the simulated time; a clock
+    id the rewritten clock_gettime does not know goes to the kernel, which refuses it as it would."""
     program = textwrap.dedent("""
         import ctypes, json, time
         libc = ctypes.CDLL(None, use_errno=True)

@@ -14,7 +14,6 @@ import random
 import numpy as np
 import pytest
 
-from itbench_gym.backends.sim import tsdb as tsdb_module
 from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, TSDBSnapshot, is_stale, make_labels
 
 JOBS = ("kubelet", "kube-state-metrics", "node-exporter")
@@ -22,7 +21,7 @@ JOBS = ("kubelet", "kube-state-metrics", "node-exporter")
 
 def _contents(db: TSDB) -> dict[tuple[tuple[str, str], ...], tuple[list[int], bytes]]:
     """Every series' timestamps and value bits (NaN payloads included)."""
-    return {s.labels: (s.ts.tolist(), s.vs.tobytes()) for s in db.select_ms([], tsdb_module._MIN_MS, tsdb_module._MAX_MS)}
+    return {s.labels: (s.ts.tolist(), s.vs.tobytes()) for s in db.select([])}
 
 
 class _Pair:
@@ -55,9 +54,7 @@ class _Pair:
     def assert_equal(self) -> None:
         assert _contents(self.blocks) == _contents(self.samples)
         for job in JOBS:  # through the label index, which snapshots share
-            by_job = [tsdb_module.Matcher("job", "=", job)]
-            assert [s.labels for s in self.blocks.select_ms(by_job, 0, 10**15)] == \
-                [s.labels for s in self.samples.select_ms(by_job, 0, 10**15)]
+            assert [s.labels for s in self.blocks.select({"job": job})] == [s.labels for s in self.samples.select({"job": job})]
 
 
 def _labels(i: int) -> dict[str, str]:
@@ -91,7 +88,7 @@ def test_block_rows_read_back_as_samples_written_one_by_one(seed: int) -> None:
         values = [rng.choice([rng.random(), float(rng.randint(0, 9)), float("nan"), float("inf")]) for _ in members]
         pair.scrape(t, list(members), values, JOBS)
         if rng.random() < 0.2:  # a query reads some series between scrapes
-            pair.blocks.select_raw([tsdb_module.Matcher("__name__", "=", f"metric_{rng.randrange(5)}")], 0, 10**15)
+            pair.blocks.select({"__name__": f"metric_{rng.randrange(5)}"})
     pair.assert_equal()
     values = np.concatenate([np.frombuffer(bits) for _ts, bits in _contents(pair.blocks).values()])
     assert is_stale(values).any() and (np.isnan(values) & ~is_stale(values)).any()  # markers and plain NaNs compared

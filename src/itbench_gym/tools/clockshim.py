@@ -285,9 +285,10 @@ def _patch_vdso(tid: int, base: int, now_ns: int) -> bool:
     """Rewrite the wall-clock functions of ``tid``'s vDSO to answer ``now_ns`` without a system call.
 
     The vDSO is mapped read-only and executable; ``/proc/TID/mem`` writes through that (copy on
-    write, as a debugger sets a breakpoint there), so only this process sees the change. False —
-    nothing written — when its functions are not where or as large as this expects, or when the
-    kernel refuses the write (``proc_mem.force_override=never``): the caller then hides the vDSO.
+    write, as a debugger sets a breakpoint there), so only this process sees the change. False when
+    its functions are not where or as large as this expects (nothing written), or when the kernel
+    refuses a write (``proc_mem.force_override=never``): the caller then hides the vDSO, so a Go
+    runtime calls none of it.
     """
     try:
         functions = _vdso_functions(tid, base)

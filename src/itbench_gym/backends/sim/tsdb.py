@@ -194,13 +194,7 @@ class _MemSeries:
             self._own()
             self.vs[n - 1] = v
             return
-        if n == len(self.ts) or not self.owned:
-            cap = max(_INITIAL_CAPACITY, len(self.ts) * 2 if n == len(self.ts) else len(self.ts))
-            ts = np.empty(cap, dtype=np.int64)
-            vs = np.empty(cap, dtype=np.float64)
-            ts[:n] = self.ts[:n]
-            vs[:n] = self.vs[:n]
-            self.ts, self.vs, self.owned = ts, vs, True
+        self._reserve(n + 1)
         self.ts[n] = t
         self.vs[n] = v
         self.n = n + 1
@@ -209,17 +203,20 @@ class _MemSeries:
     def extend(self, ts: np.ndarray, vs: np.ndarray) -> None:
         """Append samples whose times are in order and after the last sample's."""
         n, k = self.n, len(ts)
-        if n + k > len(self.ts) or not self.owned:
-            cap = max(_INITIAL_CAPACITY, len(self.ts), n + k)
-            if n + k > len(self.ts):
-                cap = max(cap, 2 * len(self.ts))
-            grown_ts, grown_vs = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64)
-            grown_ts[:n], grown_vs[:n] = self.ts[:n], self.vs[:n]
-            self.ts, self.vs, self.owned = grown_ts, grown_vs, True
+        self._reserve(n + k)
         self.ts[n:n + k] = ts
         self.vs[n:n + k] = vs
         self.n = n + k
         self.last = int(ts[-1])
+
+    def _reserve(self, size: int) -> None:
+        """Own arrays with room for ``size`` samples (doubling when they grow; a shared pair is copied)."""
+        if size <= len(self.ts) and self.owned:
+            return
+        cap = max(_INITIAL_CAPACITY, size, 2 * len(self.ts) if size > len(self.ts) else len(self.ts))
+        ts, vs = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64)
+        ts[:self.n], vs[:self.n] = self.ts[:self.n], self.vs[:self.n]
+        self.ts, self.vs, self.owned = ts, vs, True
 
     def _own(self) -> None:
         if not self.owned:
