@@ -57,21 +57,24 @@ def lognormal_params(m: Moments) -> tuple[float, float]:
     return math.log(m.mean) - s2 / 2, math.sqrt(s2)
 
 
-def bucket_probs(log_bounds_ms: Sequence[float], lat: Moments) -> np.ndarray:
+def bucket_probs(log_bounds_ms: Sequence[float], mean_s: np.ndarray, var_s: np.ndarray) -> np.ndarray:
     """Probability mass per histogram bucket (the last: above the largest bound) of durations that
-    follow the log-normal with moments ``lat`` (seconds); the bounds are natural logs of milliseconds."""
-    probs: np.ndarray = np.zeros(len(log_bounds_ms) + 1)
-    if lat.mean <= 0:
-        probs[0] = 1.0
-        return probs
-    mu, sigma = lognormal_params(Moments(lat.mean * 1000.0, lat.var * 1e6))
-    scale = max(sigma, 1e-4) * math.sqrt(2.0)
-    masses, below = [], 0.0
-    for cdf in [*(0.5 * (1.0 + math.erf((b - mu) / scale)) for b in log_bounds_ms), 1.0]:
-        masses.append(min(max(cdf - below, 0.0), 1.0))
-        below = cdf
-    probs = np.array(masses)
-    return probs / max(float(probs.sum()), 1e-12)
+    follow the log-normal with each row's mean and variance (seconds), one row each; the bounds are
+    natural logs of milliseconds. A row whose mean is not positive is all in the first bucket."""
+    bounds = np.asarray(log_bounds_ms, dtype=float)
+    timed = mean_s > 0
+    mean = np.where(timed, mean_s, 1.0) * 1000.0
+    s2 = np.log1p(np.where(timed, var_s, 0.0) * 1e6 / (mean * mean))
+    mu, scale = np.log(mean) - s2 / 2, np.maximum(np.sqrt(s2), 1e-4) * math.sqrt(2.0)
+    z = (bounds[None, :] - mu[:, None]) / scale[:, None]
+    cdf = np.ones((len(mean), len(bounds) + 2))
+    cdf[:, 0] = 0.0
+    cdf[:, 1:-1] = 0.5 * (1.0 + np.array([math.erf(x) for x in z.ravel().tolist()]).reshape(z.shape))
+    probs = np.clip(np.diff(cdf, axis=1), 0.0, 1.0)
+    probs[~timed] = 0.0
+    probs[~timed, 0] = 1.0
+    out: np.ndarray = probs / np.maximum(probs.sum(axis=1, keepdims=True), 1e-12)
+    return out
 
 
 def _phi(x: float) -> float:

@@ -121,7 +121,7 @@ class MeshTelemetry:
         h = exp.histograms.get(key)
         if h is None:
             h = exp.histograms[key] = _Histogram(np.zeros(len(_LES)))
-        h.buckets += rng.multinomial(n, bucket_probs(_LOG_BOUNDS, lat))
+        h.buckets += rng.multinomial(n, bucket_probs(_LOG_BOUNDS, np.array([lat.mean]), np.array([lat.var]))[0])
         h.sum_ms += n * lat.mean * 1000.0
         h.count += n
 

@@ -47,6 +47,7 @@ from .network import Reach, active_chaos, chaos_selects, http_selects, reach, re
 from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
+from .spanmetrics import SeriesKey, SpanMetrics
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
 
 Sample = tuple[dict[str, str], float]
@@ -704,15 +705,19 @@ class AppModel:
 
     def _record_spans(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> None:
-        """Count this tick's spans into the span metrics (their draws happen every tick)."""
-        tick = self._state.tick
+        """Count this tick's spans into the span metrics: every count of the tick in one Poisson draw,
+        the internal spans an error handler caught in one binomial draw, then each connector's series."""
+        rng = _rng(self.seed, self._state.tick, "spans")
+        lams: list[float] = []
+        drawn: list[tuple[SpanMetrics, SeriesKey, Moments]] = []
+        # (the server span's ok and error counts' positions, share caught, connector, its keys, moments)
+        internal: list[tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]] = []
         for svc in self.spec.services.values():
             if not svc.traced:
                 continue
             pods = senders(self.spec, view, svc.name)
             if not pods:
                 continue
-            rng = _rng(self.seed, tick, svc.name)
             shares = self._state.shares.get(svc.name, {})
             # what a pod sends while no collector answers it is lost
             pod_shares = [(p.uid, shares.get(instance_key(p), 0.0) * dt, spans) for p in pods
@@ -722,28 +727,41 @@ class AppModel:
                 s = stats[(svc.name, op.id)]
                 kind = f"SPAN_KIND_{op.kind}"
                 caught = {name: _caught_share(s, self._catchers.get((svc.name, op.id, name), ())) for name in op.internal_spans}
+                inner = Moments(s.ok.mean * 0.3, s.ok.var * 0.09)
                 for uid, share, spans in pod_shares:
                     if r > 0:
-                        n_ok = int(rng.poisson(r * (1.0 - s.p_err) * share))
-                        n_err = int(rng.poisson(r * s.p_err * share)) if s.p_err > 0 else 0
-                        spans.record((svc.name, op.span, kind, "STATUS_CODE_UNSET", uid), n_ok, s.ok, rng)
-                        spans.record((svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), n_err, s.err, rng)
                         for name in op.internal_spans:
-                            inner = Moments(s.ok.mean * 0.3, s.ok.var * 0.09)
-                            n_caught = int(rng.binomial(n_ok, caught[name])) if caught[name] > 0 else 0
-                            spans.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid), n_ok + n_err - n_caught, inner, rng)
-                            spans.record((svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_ERROR", uid), n_caught, inner, rng)
+                            internal.append((len(lams), caught[name], spans, (svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_UNSET", uid),
+                                             (svc.name, name, "SPAN_KIND_INTERNAL", "STATUS_CODE_ERROR", uid), inner))
+                        lams += (r * (1.0 - s.p_err) * share, r * s.p_err * share)
+                        drawn += ((spans, (svc.name, op.span, kind, "STATUS_CODE_UNSET", uid), s.ok),
+                                  (spans, (svc.name, op.span, kind, "STATUS_CODE_ERROR", uid), s.err))
                     for co in s.calls:
                         if co.call.client_span is None:
                             continue
                         ok, err = client.get((svc.name, op.id, co.call.id), (0.0, 0.0))
                         client_kind = f"SPAN_KIND_{co.call.client_kind}"
                         if ok > 0:
-                            spans.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_UNSET", uid),
-                                              int(rng.poisson(ok * share)), co.ok, rng)
+                            lams.append(ok * share)
+                            drawn.append((spans, (svc.name, co.call.client_span, client_kind, "STATUS_CODE_UNSET", uid), co.ok))
                         if err > 0:
-                            spans.record((svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid),
-                                              int(rng.poisson(err * share)), co.err, rng)
+                            lams.append(err * share)
+                            drawn.append((spans, (svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid), co.err))
+        if not lams:
+            return
+        counts = rng.poisson(lams)
+        if internal:
+            at = np.array([i for i, *_ in internal])
+            n_ok, served = counts[at], counts[at] + counts[at + 1]
+            n_caught = rng.binomial(n_ok, [p for _, p, *_ in internal])
+            for _, _, spans, unset, error, inner in internal:
+                drawn += ((spans, unset, inner), (spans, error, inner))
+            counts = np.concatenate([counts, np.column_stack([served - n_caught, n_caught]).ravel()])
+        by_connector: dict[int, tuple[SpanMetrics, list[int]]] = {}
+        for i, (spans, _, _) in enumerate(drawn):
+            by_connector.setdefault(id(spans), (spans, []))[1].append(i)
+        for spans, rows in by_connector.values():
+            spans.record([drawn[i][1] for i in rows], counts[rows], [drawn[i][2] for i in rows], rng)
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
                    burn: dict[str, float], mem_add: dict[str, float], effects: list[tuple[Effect, Any]],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,20 +29,14 @@ SeriesKey = tuple[str, str, str, str, str]  # service, span, kind, status, insta
 SCOPE = "spanmetricsconnector"
 
 
-@dataclass
-class _Histogram:
-    buckets: np.ndarray
-    sum_ms: float
-    count: float
-
-
-#: How many latency distributions' bucket probabilities a :class:`SpanMetrics` keeps (a tick needs a few dozen).
-_PROBS_CACHE = 1024
+#: Rows a :class:`SpanMetrics` makes room for at a time.
+_GROW = 64
 
 
 class SpanMetrics:
-    """The connector's counters; its label dicts are built once per series and shared between calls and,
-    through ``labels``, between the connectors of successive collector processes (read-only)."""
+    """The connector's counters, one row per series; its label dicts are built once per series and
+    shared between calls and, through ``labels``, between the connectors of successive collector
+    processes (read-only)."""
 
     def __init__(self, buckets_ms: tuple[float, ...], namespace: str, job_prefix: str,
                  labels: dict[SeriesKey, list[dict[str, str]]] | None = None) -> None:
@@ -50,32 +44,42 @@ class SpanMetrics:
         self.les = [f"{b:g}" for b in buckets_ms] + ["+Inf"]
         self.namespace = namespace
         self.job_prefix = job_prefix
-        self.calls: dict[SeriesKey, float] = {}
-        self.hist: dict[SeriesKey, _Histogram] = {}
-        #: every pod of an operation records the same latency distribution in a tick
-        self._probs: dict[Moments, np.ndarray] = {}
+        #: series key -> its row; a span's call and the histogram's count are the same number
+        self.rows: dict[SeriesKey, int] = {}
+        self.buckets = np.zeros((0, len(self.les)))
+        self.sum_ms = np.zeros(0)
+        self.count = np.zeros(0)
         self._labels: dict[SeriesKey, list[dict[str, str]]] = {} if labels is None else labels
-        self._order: list[SeriesKey] | None = None
+        #: the rows in the order :meth:`samples` serves them, with their label dicts
+        self._order: tuple[np.ndarray, list[dict[str, str]]] | None = None
 
-    def record(self, key: SeriesKey, n: int, lat: Moments, rng: np.random.Generator) -> None:
-        """Add ``n`` spans whose durations follow ``lat`` (seconds)."""
-        if n <= 0:
+    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: Sequence[Moments], rng: np.random.Generator) -> None:
+        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow ``lats[i]`` (seconds): one
+        multinomial draw of every series' bucket counts and one normal draw of their sums' noise."""
+        kept = np.flatnonzero(n > 0)
+        if not len(kept):
             return
-        if key not in self.calls:
+        rows = [self._row(keys[i]) for i in kept.tolist()]
+        counts = n[kept].astype(float)
+        mean = np.array([lats[i].mean for i in kept.tolist()])
+        var = np.array([lats[i].var for i in kept.tolist()])
+        drawn = rng.multinomial(n[kept], bucket_probs(self.log_bounds, mean, var))
+        noise = rng.normal(0.0, np.sqrt(counts * var)) * 1000.0
+        np.add.at(self.buckets, rows, drawn)
+        np.add.at(self.sum_ms, rows, np.maximum(counts * mean * 1000.0 + noise, 0.0))
+        np.add.at(self.count, rows, counts)
+
+    def _row(self, key: SeriesKey) -> int:
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = len(self.rows)
             self._order = None
-        self.calls[key] = self.calls.get(key, 0.0) + n
-        h = self.hist.get(key)
-        if h is None:
-            h = self.hist[key] = _Histogram(np.zeros(len(self.les)), 0.0, 0.0)
-        probs = self._probs.get(lat)
-        if probs is None:
-            if len(self._probs) >= _PROBS_CACHE:
-                self._probs.clear()
-            probs = self._probs[lat] = bucket_probs(self.log_bounds, lat)
-        h.buckets += rng.multinomial(n, probs)
-        noise = rng.normal(0.0, math.sqrt(n * lat.var)) * 1000.0 if lat.var > 0 else 0.0
-        h.sum_ms += max(n * lat.mean * 1000.0 + noise, 0.0)
-        h.count += n
+            if row >= len(self.count):
+                more = row + _GROW - len(self.count)
+                self.buckets = np.vstack([self.buckets, np.zeros((more, len(self.les)))])
+                self.sum_ms = np.concatenate([self.sum_ms, np.zeros(more)])
+                self.count = np.concatenate([self.count, np.zeros(more)])
+        return row
 
     def _series_labels(self, key: SeriesKey) -> list[dict[str, str]]:
         """A series key's label dicts in :meth:`samples` order: calls, each bucket, sum, count."""
@@ -88,28 +92,31 @@ class SpanMetrics:
                 {"__name__": "traces_span_metrics_duration_milliseconds_count", **base}]
 
     def samples(self) -> list[tuple[dict[str, str], float]]:
+        """Every series the connector holds, sorted by key: calls, cumulative buckets, sum, count."""
         if self._order is None:
-            self._order = sorted(self.calls)
-        out: list[tuple[dict[str, str], float]] = []
-        for key in self._order:
-            labels = self._labels.get(key)
-            if labels is None:
-                labels = self._labels[key] = self._series_labels(key)
-            h = self.hist[key]
-            out += zip(labels, [self.calls[key], *np.cumsum(h.buckets).tolist(), h.sum_ms, h.count], strict=True)
-        return out
+            keys = sorted(self.rows)
+            labels: list[dict[str, str]] = []
+            for key in keys:
+                made = self._labels.get(key)
+                if made is None:
+                    made = self._labels[key] = self._series_labels(key)
+                labels += made
+            self._order = (np.array([self.rows[k] for k in keys], dtype=np.intp), labels)
+        order, labels = self._order
+        count = self.count[order, None]
+        values = np.hstack([count, np.cumsum(self.buckets[order], axis=1), self.sum_ms[order, None], count])
+        return list(zip(labels, values.ravel().tolist(), strict=True))
 
     def copy(self) -> SpanMetrics:
-        """An independent copy of the counters, sharing the label dicts and bucket probabilities."""
+        """An independent copy of the counters, sharing the label dicts."""
         out = copy.copy(self)
         out.restore(self.snapshot())
         return out
 
-    def snapshot(self) -> tuple[dict[SeriesKey, float], dict[SeriesKey, tuple[np.ndarray, float, float]]]:
-        return dict(self.calls), {k: (h.buckets.copy(), h.sum_ms, h.count) for k, h in self.hist.items()}
+    def snapshot(self) -> tuple[dict[SeriesKey, int], np.ndarray, np.ndarray, np.ndarray]:
+        return dict(self.rows), self.buckets.copy(), self.sum_ms.copy(), self.count.copy()
 
-    def restore(self, snap: tuple[dict[SeriesKey, float], dict[SeriesKey, tuple[np.ndarray, float, float]]]) -> None:
-        calls, hist = snap
-        self.calls = dict(calls)
-        self.hist = {k: _Histogram(b.copy(), s, c) for k, (b, s, c) in hist.items()}
+    def restore(self, snap: tuple[dict[SeriesKey, int], np.ndarray, np.ndarray, np.ndarray]) -> None:
+        rows, buckets, sum_ms, count = snap
+        self.rows, self.buckets, self.sum_ms, self.count = dict(rows), buckets.copy(), sum_ms.copy(), count.copy()
         self._order = None
