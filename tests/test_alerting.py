@@ -187,3 +187,76 @@ def test_rule_files_reload_keeps_the_state_of_unchanged_rules_and_skips_invalid_
     assert after is before and after.state == "firing"  # the same alert object, its 'for' already served
     assert not rm.load_files([("b.yaml", broken)])  # a strict reload that fails keeps the rules it had
     assert [g.file for g in rm.rule_groups()] == ["a.yaml"]
+
+
+POLLED = {
+    "groups": [
+        {"name": "errors", "interval": "15s", "rules": [
+            *RULES["groups"][0]["rules"],
+            {"alert": "Flood", "expr": "job:errors:rate1m > 1000", "labels": {"severity": "warning"}},
+        ]},
+        {"name": "volume", "interval": "30s", "rules": [{"alert": "AnyErrors", "expr": "errors_total > 0"}]},
+    ]
+}
+
+
+def _deferred(rules: dict[str, object], end: int) -> tuple[RuleAwareTSDB, Engine, RuleManager]:
+    db = RuleAwareTSDB()
+    engine = Engine(db)
+    rm = RuleManager(rules, engine)
+    db.rules = rm
+    scrape(db, 0, end, failing=(300, 480))
+    return db, engine, rm
+
+
+def test_a_poll_of_one_rule_runs_it_and_the_rules_it_reads_and_leaves_the_rest_due() -> None:
+    _, engine, rm = _deferred(POLLED, 600)
+    for t in range(0, 600, 15):
+        rm.defer_until(t)
+    (group,) = rm.groups("alert", rule_names=["HighErrorRate"])
+    assert [r["name"] for r in group["rules"]] == ["HighErrorRate"] and group["lastEvaluation"] == "1970-01-01T00:09:45Z"
+    by_name = {r.name: r for g in rm._groups for r in g.rules}
+    assert by_name["HighErrorRate"].last_eval == 585.0 and by_name["job:errors:rate1m"].last_eval == 585.0
+    assert by_name["Flood"].last_eval is None and by_name["AnyErrors"].last_eval is None  # still due
+    # the rest runs when read, and everything ends as evaluating each instant as it came
+    deferred = [(a.labels["alertname"], a.state, a.active_at) for a in rm.all_alerts()]
+    recorded = engine.range_ms("job:errors:rate1m", np.arange(15_000, 600_000, 15_000, dtype=np.int64))
+    _, eager_engine, eager = _deferred(POLLED, 600)
+    for t in range(0, 600, 15):
+        eager.evaluate_until(t)
+    assert deferred == [(a.labels["alertname"], a.state, a.active_at) for a in eager.all_alerts()]
+    assert any(name == "AnyErrors" for name, _, _ in deferred)
+    expected = eager_engine.range_ms("job:errors:rate1m", np.arange(15_000, 600_000, 15_000, dtype=np.int64))
+    assert [list(vs) for _, _, vs in recorded.series] == [list(vs) for _, _, vs in expected.series]
+
+
+ALERTS_READERS = {
+    "groups": [
+        # kube-prometheus' InfoInhibitor shape: its selectors exclude its own alert, so the group runs as a batch
+        {"name": "general", "interval": "15s", "rules": [
+            {"alert": "Info", "expr": "errors_total > 0", "labels": {"severity": "info"}},
+            {"alert": "Inhibitor", "expr": 'ALERTS{severity="info"} unless on (job) ALERTS{alertname!="Inhibitor", severity="critical"}',
+             "labels": {"severity": "none"}},
+        ]},
+        # a rule reading a later rule's alert sees it as of the group's previous evaluation
+        {"name": "meta", "interval": "15s", "rules": [
+            {"alert": "Echo", "expr": 'ALERTS{alertname="Later", alertstate="firing"}'},
+            {"alert": "Later", "expr": "errors_total > 0"},
+        ]},
+    ]
+}
+
+
+def test_a_batch_of_instants_agrees_with_evaluating_each_instant_whatever_the_rules_read() -> None:
+    def run(step: int) -> list[tuple[str, str, float]]:
+        db = TSDB()
+        scrape(db, 0, 600, failing=(300, 480))
+        rm = RuleManager(ALERTS_READERS, Engine(db), start=0)
+        for t in range(0, 600, step):
+            rm.evaluate_until(t)
+        rm.evaluate_until(600)
+        return [(a.labels["alertname"], a.state, a.active_at) for a in rm.all_alerts()]
+
+    batched = run(600)
+    assert batched == run(15)
+    assert {name for name, _, _ in batched} == {"Info", "Inhibitor", "Echo", "Later"}

@@ -30,6 +30,7 @@ from itbench_gym.lang.timestamps import rfc3339_nano
 
 from .app.cluster_view import list_kind
 from .exporters.targets import MONITORING_API, PrometheusConfig, find_prometheus
+from .promql.ast import VectorSel, walk
 from .promql.engine import Engine
 from .promql.errors import PromQLError
 from .promql.values import LABEL_CACHE_SIZE
@@ -310,6 +311,8 @@ class Rule:
     last_error: str = ""
     last_eval: float | None = None
     prev_output: set[Labels] = field(default_factory=set)
+    #: its next evaluation when a read ran it ahead of its group (None: the group's next)
+    next_eval: float | None = None
 
     def state(self) -> str:
         states = {a.state for a in self.active.values()}
@@ -413,7 +416,7 @@ class RuleManager:
         #: an expression -> the metric names it selects
         self._reads: dict[str, frozenset[str]] = {}
         #: a group's rules -> whether its evaluations must run one instant at a time (``_stepwise``)
-        self._stepwise_groups: dict[tuple[tuple[str, str, str], ...], bool] = {}
+        self._stepwise_groups: dict[tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...], bool] = {}
 
     def _checked(self, groups: list[Group]) -> list[Group]:
         for g in groups:
@@ -504,13 +507,15 @@ class RuleManager:
                     g.next_eval = _align_up(t, g.interval)
             self._due = t if self._due is None else max(self._due, t)
 
-    def catch_up(self, *, alerts_only: bool = False, groups: frozenset[str] | None = None) -> None:
+    def catch_up(self, *, alerts_only: bool = False, groups: frozenset[str] | None = None,
+                 rules: frozenset[str] | None = None) -> None:
         """Run the deferred evaluations now (nothing when none is due, or from inside an evaluation).
 
         ``alerts_only`` (a read of alerts) runs the groups with alerting rules and the recording
         groups whose series those rules read, recorded series first; ``groups`` (a read of some
-        groups' rules) runs only those and the recording groups they read. The other groups stay
-        due until they are read. Each group keeps its own next evaluation time, so what runs later
+        groups' rules) runs only those and the recording groups they read, and with ``rules`` only
+        those rules of them (and the rules of their group they read from). What is not read stays
+        due until it is. Each group and rule keeps its own next evaluation time, so what runs later
         gives what running now would have.
         """
         with self._lock:
@@ -523,7 +528,7 @@ class RuleManager:
                 return
             busy, self._busy = self._busy, True
             try:
-                self._run_until(t, self._groups_to_run(groups))
+                self._run_until(t, self._groups_to_run(groups), groups if rules is not None else None, rules)
             finally:
                 self._busy = busy
 
@@ -566,27 +571,26 @@ class RuleManager:
         """The metric names the rule's expression selects."""
         names = self._reads.get(rule.expr)
         if names is None:
-            from .promql import ast
-
             names = self._reads[rule.expr] = frozenset(
-                node.name for node in ast.walk(self.engine.parse(rule.expr)) if isinstance(node, ast.VectorSel) and node.name)
+                node.name for node in walk(self.engine.parse(rule.expr)) if isinstance(node, VectorSel) and node.name)
         return names
 
     def _stepwise(self, g: Group) -> bool:
-        """Whether a rule of the group reads what it or a later rule of the group writes.
+        """Whether a rule of the group can select a series it or a later rule of the group writes.
 
         Prometheus runs a group's rules in order at each instant, so such a rule sees those series
         as of the group's previous evaluation; a batch that ran each rule over the whole window in
-        turn would show it none of them. Its instants then run one after the other.
+        turn would show it none of them. Its instants then run one after the other. A selector
+        whose matchers exclude every series a rule writes (another alert's name, a label value the
+        rule sets otherwise) does not read it.
         """
-        key = tuple((r.kind, r.name, r.expr) for r in g.rules)
+        key = tuple((r.kind, r.name, r.expr, tuple(r.labels.items())) for r in g.rules)
         stepwise = self._stepwise_groups.get(key)
         if stepwise is None:
-            written: set[str] = set()
-            stepwise = False
-            for r in reversed(g.rules):
-                written |= _writes(r)
-                stepwise = stepwise or bool(self._reads_of(r) & written)
+            stepwise = any(_may_select(node, later)
+                           for i, r in enumerate(g.rules)
+                           for node in walk(self.engine.parse(r.expr)) if isinstance(node, VectorSel)
+                           for later in g.rules[i:])
             self._stepwise_groups[key] = stepwise
         return stepwise
 
@@ -607,24 +611,58 @@ class RuleManager:
             finally:
                 self._busy = busy
 
-    def _run_until(self, t: float, groups: Sequence[Group] | None = None) -> None:
+    def _run_until(self, t: float, groups: Sequence[Group] | None = None, read: frozenset[str] | None = None,
+                   only: frozenset[str] | None = None) -> None:
+        """Every evaluation due at or before ``t`` of ``groups``; of the groups named in ``read``, only
+        the rules ``only`` names and those of the group they read from (a group that runs instant
+        by instant runs whole)."""
         for g in self._groups if groups is None else groups:
             if g.next_eval is None:
                 g.next_eval = _align_up(t, g.interval)
             if g.next_eval > t:
                 continue
-            count = int(math.floor((t - g.next_eval) / g.interval + 1e-9)) + 1
-            times = g.next_eval + g.interval * np.arange(count)
-            ms = np.round(times * 1000).astype(np.int64)
-            for window in ([ms[k:k + 1] for k in range(count)] if self._stepwise(g) else [ms]):
-                for rule in g.rules:
-                    if not rule.active and not rule.prev_output and not self._may_produce(rule):
-                        # nothing it reads exists: an evaluation would return nothing and change nothing
-                        rule.health, rule.last_error, rule.last_eval = "ok", "", float(window[-1]) / 1000.0
+            partial = read is not None and only is not None and g.name in read and not self._stepwise(g)
+            rules = self._with_inputs(g, only) if partial and only is not None else g.rules
+            if self._stepwise(g):
+                count = int(math.floor((t - g.next_eval) / g.interval + 1e-9)) + 1
+                times = g.next_eval + g.interval * np.arange(count)
+                for k in range(count):
+                    for rule in rules:
+                        self._eval_due(rule, np.round(times[k:k + 1] * 1000).astype(np.int64))
+                last = float(times[-1])
+            else:
+                last = g.last_eval or 0.0
+                for rule in rules:
+                    start = rule.next_eval if rule.next_eval is not None else g.next_eval
+                    if start > t:
                         continue
-                    self._eval_rule(rule, window)
-            g.last_eval = float(times[-1])
-            g.next_eval = float(times[-1] + g.interval)
+                    count = int(math.floor((t - start) / g.interval + 1e-9)) + 1
+                    times = start + g.interval * np.arange(count)
+                    self._eval_due(rule, np.round(times * 1000).astype(np.int64))
+                    last = max(last, float(times[-1]))
+                    rule.next_eval = float(times[-1] + g.interval)
+            g.last_eval = last
+            if len(rules) == len(g.rules):
+                g.next_eval = last + g.interval
+                for rule in g.rules:
+                    rule.next_eval = None
+
+    def _with_inputs(self, g: Group, names: frozenset[str]) -> list[Rule]:
+        """The rules of ``g`` named in ``names`` and, before them, those of its rules whose output they read."""
+        wanted = {id(r) for r in g.rules if r.name in names}
+        for r in reversed(g.rules):
+            if id(r) in wanted:
+                reads = self._reads_of(r)
+                wanted |= {id(w) for w in g.rules if _writes(w) & reads}
+        return [r for r in g.rules if id(r) in wanted]
+
+    def _eval_due(self, rule: Rule, window: np.ndarray) -> None:
+        """Evaluate ``rule`` at the instants of ``window`` (ms), or note an evaluation that could find nothing."""
+        if not rule.active and not rule.prev_output and not self._may_produce(rule):
+            # nothing it reads exists: an evaluation would return nothing and change nothing
+            rule.health, rule.last_error, rule.last_eval = "ok", "", float(window[-1]) / 1000.0
+            return
+        self._eval_rule(rule, window)
 
     def _may_produce(self, rule: Rule) -> bool:
         """Whether ``rule``'s expression can return anything, given the metric names the TSDB has."""
@@ -789,7 +827,7 @@ class RuleManager:
         names, wanted = set(rule_names), set(group_names)
         selected = [g for g in self._groups if (not wanted or g.name in wanted) and (not names or any(r.name in names for r in g.rules))]
         if names or wanted:
-            self.catch_up(groups=frozenset(g.name for g in selected))
+            self.catch_up(groups=frozenset(g.name for g in selected), rules=frozenset(names) if names else None)
         else:
             self.catch_up()
         out = []
@@ -857,6 +895,25 @@ class RuleManager:
 def _writes(rule: Rule) -> frozenset[str]:
     """The metric names a rule writes: its own for a recording rule, ``ALERTS`` and ``ALERTS_FOR_STATE`` for an alert."""
     return frozenset({rule.name}) if rule.kind == "recording" else frozenset({"ALERTS", "ALERTS_FOR_STATE"})
+
+
+def _may_select(node: VectorSel, writer: Rule) -> bool:
+    """Whether the vector selector ``node`` can select a series ``writer`` writes, judged by what
+    every such series carries: its metric name, the rule's static labels and, for an alert, its
+    ``alertname`` and (``ALERTS``) its ``alertstate``. Labels it cannot know may match."""
+    for name in sorted(_writes(writer)):
+        known: dict[str, tuple[str, ...]] = {k: (v,) for k, v in writer.labels.items() if "{{" not in v}
+        known["__name__"] = (name,)
+        if writer.kind == "alerting":
+            known["alertname"] = (writer.name,)
+            if name == "ALERTS":
+                known["alertstate"] = ("pending", "firing")
+        for matchers in node.matcher_sets():
+            if node.name is not None and node.name != name:
+                continue
+            if all(m.name not in known or any(m.matches(v) for v in known[m.name]) for m in matchers):
+                return True
+    return False
 
 
 def _copy_groups(groups: list[Group]) -> list[Group]:
