@@ -31,6 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from .cluster_view import PodView, StoreLike, list_kind, selector_matches
@@ -272,7 +273,13 @@ class MeshState:
 
 
 def endpoints(view: Any, host: str) -> list[Obj]:
-    """The ready pods behind the Service ``host`` names in the view's namespace (none for another name)."""
+    """The ready pods behind the Service ``host`` names in the view's namespace (none for another
+    name); a fact of the view's objects, worked out once while they stay the same (read-only)."""
+    found: list[Obj] = view.fact(("endpoints", host), partial(_endpoints, view, host))
+    return found
+
+
+def _endpoints(view: Any, host: str) -> list[Obj]:
     name = host.split(".", 1)[0]
     if "." in host and host.split(".")[1] != view.namespace:
         return []
