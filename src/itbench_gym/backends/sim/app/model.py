@@ -774,7 +774,6 @@ class AppModel:
         node_cpus = dict(self._node_cpus.of(list_kind(cluster.store, "Node")))
         node_memory = dict(self._node_memory.of(list_kind(cluster.store, "Node")))
         full_gcs = [e for e, _ in effects if e.type == "full_gc"]
-        rng = _rng(self.seed, st.tick, "res")
         for svc in self.spec.services.values():
             runtime = self.spec.runtime(svc.name)
             shares = st.shares.get(svc.name, {})
@@ -784,6 +783,7 @@ class AppModel:
             running = [p for p in view.by_service.get(svc.name, []) if p.running]
             if not running:
                 continue
+            rng = _rng(self.seed, st.tick, f"res/{svc.name}")
             svc_leaks = [(op, leaks[(svc.name, op.id)]) for op in svc.operations.values() if (svc.name, op.id) in leaks]
             for p in running:
                 key = instance_key(p)
