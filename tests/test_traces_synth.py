@@ -13,6 +13,7 @@ import pytest
 from itbench_gym.backends.sim.traces import Span, Trace, TraceSynth, TraceTick
 from itbench_gym.backends.sim.traces.catalog import flag_variants
 from itbench_gym.backends.sim.traces.jaeger_json import span_tags, trace_json
+from itbench_gym.backends.sim.traces.packing import TickPacker
 from itbench_gym.backends.sim.traces.search import dependencies, operations
 from itbench_gym.backends.sim.twin import Twin
 from itbench_gym.paths import envs_dir
@@ -258,3 +259,21 @@ def test_a_caught_rate_limit_marks_the_assistant_span_and_ends_the_request(twin:
         assert not spans["/oteldemo.ProductReviewService/AskProductAIAssistant"].error
         assert "chat astronomy-llm" not in spans and "SELECT" not in spans
         assert not [s for s in trace.spans if s.service == "frontend" and s.error]
+
+
+def test_a_packed_tick_unpacks_to_the_recorded_flow_with_the_specs_own_operations(twin: Twin) -> None:
+    spec = twin.model.spec
+    tick = twin.model.trace_ticks()[-1]
+    packer = TickPacker(spec)
+    blob = packer.pack(tick)
+    again = TickPacker(spec).unpack(blob)
+    assert again == tick and again is not tick
+    for key, stats in again.stats.items():
+        assert stats.op is spec.op(*key)  # references, not copies of the spec
+        assert all(co.call in stats.op.calls for co in stats.calls)
+    assert packer.unpack(blob) is packer.unpack(blob)  # unpacked once while kept
+    # an operation that is not the spec's own (an edited copy) travels by value
+    key, stats = next(iter(tick.stats.items()))
+    edited = dataclasses.replace(tick, stats={key: dataclasses.replace(stats, op=dataclasses.replace(stats.op, median_ms=1.0))})
+    copied = packer.unpack(packer.pack(edited)).stats[key].op
+    assert copied == edited.stats[key].op and copied is not spec.op(*key)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import pickle
 import re
 import time
 import zlib
@@ -101,15 +102,28 @@ class LogActivity:
     context: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, eq=False)
 class TickLog:
-    """What every container did during one tick; ``rendered`` memoises its lines per container."""
+    """What every container did during one tick; ``rendered`` memoises its lines per container.
 
-    t: float
-    dt: float
-    containers: dict[tuple[str, str], tuple[LogActivity, ...]]
-    starts: dict[tuple[str, str], float]
-    rendered: dict[tuple[int, str, str], tuple[Line, ...]] = field(default_factory=dict, repr=False)
+    The containers' activity is kept pickled: an incident keeps every tick, and one bytes object is
+    nothing for the garbage collector to scan where a tick's activity records were a few hundred
+    objects (``traces/packing.py`` says why that matters). It is unpickled when lines are rendered.
+    """
+
+    __slots__ = ("t", "dt", "keys", "starts", "rendered", "_activity")
+
+    def __init__(self, t: float, dt: float, containers: dict[tuple[str, str], tuple[LogActivity, ...]],
+                 starts: dict[tuple[str, str], float]) -> None:
+        self.t, self.dt, self.starts = t, dt, starts
+        #: the (pod, container) pairs that wrote during the tick
+        self.keys = tuple(containers)
+        self.rendered: dict[tuple[int, str, str], tuple[Line, ...]] = {}
+        self._activity = pickle.dumps(containers, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @property
+    def containers(self) -> dict[tuple[str, str], tuple[LogActivity, ...]]:
+        activity: dict[tuple[str, str], tuple[LogActivity, ...]] = pickle.loads(self._activity)
+        return activity
 
 
 @dataclass(frozen=True)
@@ -340,7 +354,7 @@ def render_tick(spec: AppSpec, pools: FieldPools, seed: int, tick: TickLog, pod:
             lines += _fill(text, np.array([start_t + _STARTUP_SPACING * i]), rng, clock, {"pod": pod}, pools)
     lo = tick.t - tick.dt
     language = pools.languages.get(container, "")
-    for act in _activities(pools, container, tick.containers.get(key, ())):
+    for act in _activities(pools, container, tick.containers.get(key, ()) if key in tick.keys else ()):
         n = min(int(rng.poisson(act.rate * tick.dt)), MAX_LINES_PER_TICK)
         if n:
             ts = np.sort(rng.uniform(lo, tick.t, size=n))
@@ -373,7 +387,7 @@ def streams(spec: AppSpec, history: list[TickLog], start: float, end: float) -> 
     seen: set[tuple[str, str]] = set()
     for tick in ticks_between(history, start, end):
         if tick.t - tick.dt <= end and tick.t >= start:
-            seen.update(tick.containers)
+            seen.update(tick.keys)
         seen.update(k for k, t in tick.starts.items() if start <= t <= end)
     out = []
     for pod, container in sorted(seen):

@@ -26,6 +26,7 @@ from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
+from itbench_gym.backends.sim.traces.packing import TickPacker
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.loader import shape_document_problems
@@ -97,8 +98,8 @@ class _State:
     history: list[logmod.TickLog] = field(default_factory=list)
     #: Labels of the pods that were Ready at the previous tick, by uid (endpoint hand-over).
     ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: Each tick's solved flow, from which traces are synthesised on demand.
-    trace_ticks: list[TraceTick] = field(default_factory=list)
+    #: Each tick's solved flow, from which traces are synthesised on demand (packed: ``traces/packing.py``).
+    trace_ticks: list[bytes] = field(default_factory=list)
     #: Client connections: "<caller instance>|<callee service>" -> the callee instance they reach.
     pins: dict[str, str] = field(default_factory=dict)
     #: Last tick's share of each service's requests per instance.
@@ -347,6 +348,7 @@ class AppModel:
         self._collectors = Collectors(spec)
         self._runtime_metrics = RuntimeTelemetry(spec.directory, set(spec.services))
         self._mesh_metrics = MeshTelemetry(spec)
+        self._ticks = TickPacker(spec)
         self._state = _State()
         self._reader = ClusterReader(spec)
         self._node_cpus = Derived(_node_cpus)
@@ -428,8 +430,8 @@ class AppModel:
         self._collectors.flush()
         usage = self._resources(view, cluster, t, dt, rates, burn, mem_add, effects, stats)
         st.history.append(logmod.TickLog(t, dt, self._log_activity(view, stats, rates, effects, effect_logs, knobs.error_log), starts))
-        st.trace_ticks.append(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
-                                                flags=flags, instances=st.instances))
+        st.trace_ticks.append(self._ticks.pack(TraceTick.capture(self.spec, view, t, dt, stats, rates, client, knobs, st.backlog,
+                                                                 flags=flags, instances=st.instances)))
         return usage
 
     def modelled(self) -> set[tuple[str, str]]:
@@ -949,4 +951,4 @@ class AppModel:
 
     def trace_ticks(self) -> tuple[TraceTick, ...]:
         """The recorded flow of every tick so far, oldest first (traces are synthesised from it)."""
-        return tuple(self._state.trace_ticks)
+        return tuple(self._ticks.unpack(blob) for blob in self._state.trace_ticks)

@@ -1,9 +1,9 @@
 """What the app model keeps of each tick so that traces and logs can be synthesised later, on demand.
 
 A tick's solved flow (per-operation error shares and latency moments, request rates, the knobs that
-slowed or broke operations) plus the pods that served each service is everything a trace needs;
-keeping references to these per-tick objects costs nothing, because the model builds fresh ones
-every tick and never mutates old ones. What is not in the flow but shows in telemetry is copied
+slowed or broke operations) plus the pods that served each service is everything a trace needs; the
+model builds fresh ones every tick and never mutates old ones, and keeps each tick packed
+(``packing.py``). What is not in the flow but shows in telemetry is copied
 here at capture time: the flag values flagd served (span attributes and ``feature_flag`` events),
 each process's cache size (``app.products.count`` of a leaking cache) and the Services' ClusterIPs
 (the addresses runtimes print when a connection fails).
