@@ -333,6 +333,26 @@ def _num(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (1.0 if v is True else 0.0)
 
 
+def _count_spans(rng: np.random.Generator, lams: list[float], drawn: list[tuple[SpanMetrics, SeriesKey, Moments]],
+                 internal: list[tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]]) -> None:
+    """One service's spans of a tick: every count in one Poisson draw (``lams``, one per ``drawn``
+    series), the internal spans an error handler caught in one binomial draw, then each connector's
+    series at once."""
+    counts = rng.poisson(lams)
+    if internal:
+        at = np.array([i for i, *_ in internal])
+        n_ok, served = counts[at], counts[at] + counts[at + 1]
+        n_caught = rng.binomial(n_ok, [p for _, p, *_ in internal])
+        for _, _, spans, unset, error, inner in internal:
+            drawn += ((spans, unset, inner), (spans, error, inner))
+        counts = np.concatenate([counts, np.column_stack([served - n_caught, n_caught]).ravel()])
+    by_connector: dict[int, tuple[SpanMetrics, list[int]]] = {}
+    for i, (spans, _, _) in enumerate(drawn):
+        by_connector.setdefault(id(spans), (spans, []))[1].append(i)
+    for spans, rows in by_connector.values():
+        spans.record([drawn[i][1] for i in rows], counts[rows], [drawn[i][2] for i in rows], rng)
+
+
 class AppModel:
     def __init__(self, spec: AppSpec, manifests: list[dict[str, Any]], seed: int, *, machines: Machines | None = None) -> None:
         """``machines``: the node-level part shared with the app's other instances (``fleet.py``); by
@@ -707,19 +727,18 @@ class AppModel:
 
     def _record_spans(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> None:
-        """Count this tick's spans into the span metrics: every count of the tick in one Poisson draw,
-        the internal spans an error handler caught in one binomial draw, then each connector's series."""
-        rng = _rng(self.seed, self._state.tick, "spans")
-        lams: list[float] = []
-        drawn: list[tuple[SpanMetrics, SeriesKey, Moments]] = []
-        # (the server span's ok and error counts' positions, share caught, connector, its keys, moments)
-        internal: list[tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]] = []
+        """Count this tick's spans into the span metrics, a service at a time from the service's own
+        stream (what one service's pods do never shifts another's draws)."""
         for svc in self.spec.services.values():
             if not svc.traced:
                 continue
             pods = senders(self.spec, view, svc.name)
             if not pods:
                 continue
+            lams: list[float] = []
+            drawn: list[tuple[SpanMetrics, SeriesKey, Moments]] = []
+            # (the server span's ok count's position, share caught, connector, its keys, moments)
+            internal: list[tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]] = []
             shares = self._state.shares.get(svc.name, {})
             # what a pod sends while no collector answers it is lost
             pod_shares = [(p.uid, shares.get(instance_key(p), 0.0) * dt, spans) for p in pods
@@ -749,21 +768,8 @@ class AppModel:
                         if err > 0:
                             lams.append(err * share)
                             drawn.append((spans, (svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid), co.err))
-        if not lams:
-            return
-        counts = rng.poisson(lams)
-        if internal:
-            at = np.array([i for i, *_ in internal])
-            n_ok, served = counts[at], counts[at] + counts[at + 1]
-            n_caught = rng.binomial(n_ok, [p for _, p, *_ in internal])
-            for _, _, spans, unset, error, inner in internal:
-                drawn += ((spans, unset, inner), (spans, error, inner))
-            counts = np.concatenate([counts, np.column_stack([served - n_caught, n_caught]).ravel()])
-        by_connector: dict[int, tuple[SpanMetrics, list[int]]] = {}
-        for i, (spans, _, _) in enumerate(drawn):
-            by_connector.setdefault(id(spans), (spans, []))[1].append(i)
-        for spans, rows in by_connector.values():
-            spans.record([drawn[i][1] for i in rows], counts[rows], [drawn[i][2] for i in rows], rng)
+            if lams:
+                _count_spans(_rng(self.seed, self._state.tick, svc.name), lams, drawn, internal)
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
                    burn: dict[str, float], mem_add: dict[str, float], effects: list[tuple[Effect, Any]],
