@@ -14,7 +14,7 @@ import math
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,10 @@ NETWORK_HOP_S = 0.0003
 TCP_MIN_RTO_S = 0.2
 #: Segments of a small request/response exchange, each of which a lossy path may drop.
 SEGMENTS_PER_CALL = 4
+
+
+#: A number or an array of them: what :func:`lognormal_params` works on.
+_F = TypeVar("_F", float, np.ndarray)
 
 
 class Moments(NamedTuple):
@@ -51,10 +55,10 @@ def lognormal(median_s: float, sigma: float) -> Moments:
     return Moments(mean, (math.exp(sigma * sigma) - 1) * mean * mean)
 
 
-def lognormal_params(m: Moments) -> tuple[float, float]:
-    """(mu, sigma) of the log-normal with these moments."""
-    s2 = math.log1p(m.var / (m.mean * m.mean))
-    return math.log(m.mean) - s2 / 2, math.sqrt(s2)
+def lognormal_params(mean: _F, var: _F) -> tuple[_F, _F]:
+    """(mu, sigma) of the log-normal with this mean and variance: numbers, or arrays element-wise."""
+    s2 = np.log1p(var / (mean * mean))
+    return np.log(mean) - s2 / 2, np.sqrt(s2)
 
 
 def bucket_probs(log_bounds_ms: Sequence[float], mean_s: np.ndarray, var_s: np.ndarray) -> np.ndarray:
@@ -64,8 +68,8 @@ def bucket_probs(log_bounds_ms: Sequence[float], mean_s: np.ndarray, var_s: np.n
     bounds = np.asarray(log_bounds_ms, dtype=float)
     timed = mean_s > 0
     mean = np.where(timed, mean_s, 1.0) * 1000.0
-    s2 = np.log1p(np.where(timed, var_s, 0.0) * 1e6 / (mean * mean))
-    mu, scale = np.log(mean) - s2 / 2, np.maximum(np.sqrt(s2), 1e-4) * math.sqrt(2.0)
+    mu, sigma = lognormal_params(mean, np.where(timed, var_s, 0.0) * 1e6)
+    scale = np.maximum(sigma, 1e-4) * math.sqrt(2.0)
     z = (bounds[None, :] - mu[:, None]) / scale[:, None]
     cdf = np.ones((len(mean), len(bounds) + 2))
     cdf[:, 0] = 0.0
@@ -91,7 +95,7 @@ def split_at(m: Moments, limit_s: float) -> tuple[float, Moments]:
         return 0.0, m
     if m.var <= 0:
         return (1.0, ZERO) if m.mean > limit_s else (0.0, m)
-    mu, s = lognormal_params(m)
+    mu, s = lognormal_params(m.mean, m.var)
     z = (math.log(limit_s) - mu) / s
     below = _phi(z)
     if below <= 1e-12:

@@ -59,10 +59,11 @@ class SpanMetrics:
         kept = np.flatnonzero(n > 0)
         if not len(kept):
             return
-        rows = [self._row(keys[i]) for i in kept.tolist()]
+        picked = kept.tolist()
+        rows = [self._row(keys[i]) for i in picked]
         counts = n[kept].astype(float)
-        mean = np.array([lats[i].mean for i in kept.tolist()])
-        var = np.array([lats[i].var for i in kept.tolist()])
+        mean = np.array([lats[i].mean for i in picked])
+        var = np.array([lats[i].var for i in picked])
         drawn = rng.multinomial(n[kept], bucket_probs(self.log_bounds, mean, var))
         noise = rng.normal(0.0, np.sqrt(counts * var)) * 1000.0
         np.add.at(self.buckets, rows, drawn)

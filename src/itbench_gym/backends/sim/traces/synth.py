@@ -167,7 +167,7 @@ class _Draws:
 
     def sample(self, m: Moments) -> float:
         """A lognormal draw with these moments, as the span-metrics histograms assume."""
-        mu, sigma = lognormal_params(Moments(max(m.mean, 1e-9), max(m.var, 0.0)))
+        mu, sigma = lognormal_params(max(m.mean, 1e-9), max(m.var, 0.0))
         return math.exp(mu + sigma * self.normal())
 
     def pick(self, items: Sequence[Any]) -> Any:
