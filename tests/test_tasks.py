@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Hashable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,9 @@ class SnapshotlessBackend:
     @property
     def baseline_key(self) -> None:
         return None
+
+    def setting_up(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def advance(self, seconds: float) -> None:
         self._clock.advance(seconds)

@@ -194,7 +194,8 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
         super().reset(seed=seed)
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
         self._episode = self._incident = None  # a set-up that fails leaves no episode to step
-        self._incident = self.task.setup(self.backend, episode_seed)
+        with self.backend.setting_up():
+            self._incident = self.task.setup(self.backend, episode_seed)
         self._endpoints = self.backend.endpoints
         self._fresh_workspace()
         assert self._workdir is not None

@@ -8,6 +8,7 @@ contract is twin-specific.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -88,6 +89,11 @@ class Backend(Protocol):
 
     def advance(self, seconds: float) -> None:
         """Let time pass (the twin fast-forwards; a real cluster waits)."""
+        ...
+
+    def setting_up(self) -> AbstractContextManager[None]:
+        """Held around a whole set-up (start, inject, wait, save): what the backend does for a burst
+        of work (the twin holds cyclic garbage collection off; a real cluster does nothing)."""
         ...
 
     def checkpoint(self) -> object | None:

@@ -22,6 +22,7 @@ outside the set) is refused there.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,10 @@ class KubernetesBackend:
     @property
     def baseline_key(self) -> Hashable | None:
         return None
+
+    def setting_up(self) -> AbstractContextManager[None]:
+        """Nothing: a set-up here mostly waits for the cluster."""
+        return nullcontext()
 
     def place(self, spec: ScenarioSpec) -> ScenarioSpec:
         """The scenario in this backend's namespace set (``<namespace>-<suffix>``), or as it is without a suffix."""

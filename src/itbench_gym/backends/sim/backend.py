@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
+from itbench_gym.backends.sim.gc_pause import gc_paused
 from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS, SavedIncident
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
@@ -156,6 +158,11 @@ class SimBackend:
         self._twins.move_to_end(key)
         while len(self._twins) > _CACHED_TWINS:
             self._twins.popitem(last=False)
+
+    def setting_up(self) -> AbstractContextManager[None]:
+        """Cyclic collection held off for the whole set-up (``gc_pause.py``): the ticks' survivors are
+        then scanned once, not after each fast-forward between alert polls."""
+        return gc_paused()
 
     @property
     def baseline_key(self) -> BaselineKey | None:

@@ -48,7 +48,7 @@ from .network import Reach, active_chaos, chaos_selects, http_selects, reach, re
 from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
-from .spanmetrics import SeriesKey, SpanMetrics
+from .spanmetrics import BucketTables, SeriesKey, SpanMetrics
 from .spec import AppSpec, AppSpecError, Effect, Operation, Service, load_spec
 
 Sample = tuple[dict[str, str], float]
@@ -333,24 +333,30 @@ def _num(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (1.0 if v is True else 0.0)
 
 
-def _count_spans(rng: np.random.Generator, lams: list[float], drawn: list[tuple[SpanMetrics, SeriesKey, Moments]],
-                 internal: list[tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]]) -> None:
+#: A span series drawn this tick: its connector, its key and its duration's moments.
+Drawn = tuple[SpanMetrics, SeriesKey, Moments]
+#: Internal spans an error handler may catch: (the server span's ok count's position, share caught,
+#: connector, its keys, moments).
+Internal = tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]
+
+
+def _count_spans(rng: np.random.Generator, lams: list[float], drawn: list[Drawn], internal: list[Internal],
+                 tables: BucketTables, at: np.ndarray) -> None:
     """One service's spans of a tick: every count in one Poisson draw (``lams``, one per ``drawn``
-    series), the internal spans an error handler caught in one binomial draw, then each connector's
-    series at once."""
+    series before the internal ones), the internal spans an error handler caught in one binomial
+    draw, then each connector's series at once (``at``: each series' row in ``tables``)."""
     counts = rng.poisson(lams)
     if internal:
-        at = np.array([i for i, *_ in internal])
-        n_ok, served = counts[at], counts[at] + counts[at + 1]
+        pos = np.array([i for i, *_ in internal])
+        n_ok, served = counts[pos], counts[pos] + counts[pos + 1]
         n_caught = rng.binomial(n_ok, [p for _, p, *_ in internal])
-        for _, _, spans, unset, error, inner in internal:
-            drawn += ((spans, unset, inner), (spans, error, inner))
         counts = np.concatenate([counts, np.column_stack([served - n_caught, n_caught]).ravel()])
     by_connector: dict[int, tuple[SpanMetrics, list[int]]] = {}
     for i, (spans, _, _) in enumerate(drawn):
         by_connector.setdefault(id(spans), (spans, []))[1].append(i)
     for spans, rows in by_connector.values():
-        spans.record([drawn[i][1] for i in rows], counts[rows], [drawn[i][2] for i in rows], rng)
+        spans.record([drawn[i][1] for i in rows], counts[rows], [drawn[i][2] for i in rows],
+                     tables.of(spans)[at[rows]], rng)
 
 
 class AppModel:
@@ -728,7 +734,9 @@ class AppModel:
     def _record_spans(self, view: ClusterView, stats: dict[OpKey, OpStats], rates: dict[OpKey, float],
                       client: dict[tuple[str, str, str], tuple[float, float]], dt: float) -> None:
         """Count this tick's spans into the span metrics, a service at a time from the service's own
-        stream (what one service's pods do never shifts another's draws)."""
+        stream (what one service's pods do never shifts another's draws); the bucket probabilities of
+        every series of the tick first, in one computation per set of bucket bounds."""
+        batches: list[tuple[str, list[float], list[Drawn], list[Internal]]] = []
         for svc in self.spec.services.values():
             if not svc.traced:
                 continue
@@ -736,9 +744,8 @@ class AppModel:
             if not pods:
                 continue
             lams: list[float] = []
-            drawn: list[tuple[SpanMetrics, SeriesKey, Moments]] = []
-            # (the server span's ok count's position, share caught, connector, its keys, moments)
-            internal: list[tuple[int, float, SpanMetrics, SeriesKey, SeriesKey, Moments]] = []
+            drawn: list[Drawn] = []
+            internal: list[Internal] = []
             shares = self._state.shares.get(svc.name, {})
             # what a pod sends while no collector answers it is lost
             pod_shares = [(p.uid, shares.get(instance_key(p), 0.0) * dt, spans) for p in pods
@@ -769,7 +776,13 @@ class AppModel:
                             lams.append(err * share)
                             drawn.append((spans, (svc.name, co.call.client_span, client_kind, "STATUS_CODE_ERROR", uid), co.err))
             if lams:
-                _count_spans(_rng(self.seed, self._state.tick, svc.name), lams, drawn, internal)
+                for _, _, spans, unset, error, inner in internal:
+                    drawn += ((spans, unset, inner), (spans, error, inner))
+                batches.append((svc.name, lams, drawn, internal))
+        tables = BucketTables()
+        rows = [tables.add(drawn) for _, _, drawn, _ in batches]
+        for (name, lams, drawn, internal), at in zip(batches, rows, strict=True):
+            _count_spans(_rng(self.seed, self._state.tick, name), lams, drawn, internal, tables, at)
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],
                    burn: dict[str, float], mem_add: dict[str, float], effects: list[tuple[Effect, Any]],

@@ -33,6 +33,37 @@ SCOPE = "spanmetricsconnector"
 _GROW = 64
 
 
+class BucketTables:
+    """Bucket probabilities of many series' latency distributions, computed in one call per set of
+    bucket bounds rather than once per connector and service (each row depends on its own moments
+    only, so the rows are the same either way)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[float, ...], dict[Moments, int]] = {}
+        self._tables: dict[tuple[float, ...], np.ndarray] = {}
+
+    def add(self, series: Sequence[tuple[SpanMetrics, object, Moments]]) -> np.ndarray:
+        """Each (connector, key, moments)'s row in its connector's table (equal moments share one)."""
+        at = []
+        for spans, _, lat in series:
+            rows = self._rows.setdefault(spans.log_bounds, {})
+            row = rows.get(lat)
+            if row is None:
+                row = rows[lat] = len(rows)
+                self._tables.pop(spans.log_bounds, None)  # computed again, with the new row, at the next call
+            at.append(row)
+        return np.array(at, dtype=np.intp)
+
+    def of(self, spans: SpanMetrics) -> np.ndarray:
+        """The table of ``spans``' bounds: one row per distinct moments added."""
+        table = self._tables.get(spans.log_bounds)
+        if table is None:
+            lats = list(self._rows.get(spans.log_bounds, {}))
+            table = self._tables[spans.log_bounds] = bucket_probs(
+                spans.log_bounds, np.array([m.mean for m in lats], dtype=float), np.array([m.var for m in lats], dtype=float))
+        return table
+
+
 class SpanMetrics:
     """The connector's counters, one row per series; its label dicts are built once per series and
     shared between calls and, through ``labels``, between the connectors of successive collector
@@ -53,9 +84,11 @@ class SpanMetrics:
         #: the rows in the order :meth:`samples` serves them, with their label dicts
         self._order: tuple[np.ndarray, list[dict[str, str]]] | None = None
 
-    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: Sequence[Moments], rng: np.random.Generator) -> None:
-        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow ``lats[i]`` (seconds): one
-        multinomial draw of every series' bucket counts and one normal draw of their sums' noise."""
+    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: Sequence[Moments], probs: np.ndarray,
+               rng: np.random.Generator) -> None:
+        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow ``lats[i]`` (seconds), whose
+        buckets have probabilities ``probs[i]`` (:class:`BucketTables`): one multinomial draw of every
+        series' bucket counts and one normal draw of their sums' noise."""
         kept = np.flatnonzero(n > 0)
         if not len(kept):
             return
@@ -64,7 +97,7 @@ class SpanMetrics:
         counts = n[kept].astype(float)
         mean = np.array([lats[i].mean for i in picked])
         var = np.array([lats[i].var for i in picked])
-        drawn = rng.multinomial(n[kept], bucket_probs(self.log_bounds, mean, var))
+        drawn = rng.multinomial(n[kept], probs[kept])
         noise = rng.normal(0.0, np.sqrt(counts * var)) * 1000.0
         np.add.at(self.buckets, rows, drawn)
         np.add.at(self.sum_ms, rows, np.maximum(counts * mean * 1000.0 + noise, 0.0))
