@@ -211,3 +211,24 @@ def test_a_batch_made_before_a_restore_is_stored_by_its_labels() -> None:
         late = SampleBatch(db)
         late.add(a, 4.0)
         db.append(-15, late)
+
+
+def test_a_run_list_handed_out_again_keeps_its_handles_and_values_and_a_new_list_its_own() -> None:
+    from itbench_gym.backends.sim.exporters.scrape import DROPPED, SeriesCache
+
+    resolved: list[dict[str, str]] = []
+
+    def resolve(exposed: Any) -> Any:
+        resolved.append(dict(exposed))
+        return DROPPED if exposed["__name__"] == "dropped" else SeriesRef(make_labels(dict(exposed)))
+
+    cache, tsdb = SeriesCache(resolve), TSDB()
+    a, b, gone = {"__name__": "a"}, {"__name__": "b"}, {"__name__": "dropped"}
+    run = [(a, 1.0), (gone, 2.0), (b, 3.0)]
+    batches = []
+    for samples in (run, run, [(a, 4.0), (gone, 5.0), (b, 6.0)]):
+        batch = SampleBatch(tsdb)
+        assert cache.feed([samples], batch) == 2
+        batches.append([(dict(ref.labels)["__name__"], v) for ref, v in zip(batch.series, batch.values, strict=True)])
+    assert batches == [[("a", 1.0), ("b", 3.0)], [("a", 1.0), ("b", 3.0)], [("a", 4.0), ("b", 6.0)]]
+    assert [lb["__name__"] for lb in resolved] == ["a", "dropped", "b"]  # each label set resolved once

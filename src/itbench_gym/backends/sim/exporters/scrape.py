@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import Any
+from typing import Any, NamedTuple
 
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
 from itbench_gym.backends.sim.kube.errors import ApiError
@@ -167,11 +167,22 @@ class _RunEntry:
     kept: tuple[bool, ...] | None
 
 
+class _ListEntry(NamedTuple):
+    """A run list of the last scrape (held, so its id stays its own), its label dicts' ids, their
+    handles and its kept values."""
+
+    run: Run
+    key: tuple[int, ...]
+    entry: _RunEntry
+    values: Sequence[float]
+
+
 class SeriesCache:
     """Exposed samples -> their series' handles, so a series' labels are worked out once, not every scrape.
 
     ``resolve`` turns an exposed label set into its handle (or :data:`DROPPED`) and must depend on
-    the labels alone. Lookups go by identity first: a run whose label dicts are the very dicts, in
+    the labels alone. Lookups go by identity first: a run list handed out again takes its handles
+    and values of the last scrape whole; a run whose label dicts are the very dicts, in
     order, of a run of the last scrape takes that run's handles whole (sources build new values
     each scrape around the same label dicts); a label dict seen last scrape maps to its handle; then
     by the labels' items, as Prometheus' scrape cache goes by a series' text.
@@ -182,48 +193,63 @@ class SeriesCache:
         self._by_items: dict[ExposedKey, SeriesRef] = {}
         # the last scrape's runs by their label dicts' ids (each entry holds its dicts, so no id is reused)
         self._by_run: dict[tuple[int, ...], _RunEntry] = {}
+        # the last scrape's run lists by id: a list handed out again holds the same samples (``Run``)
+        self._by_list: dict[int, _ListEntry] = {}
 
     def feed(self, runs: Sequence[Run], batch: SampleBatch) -> int:
         """Add the samples of ``runs`` to ``batch`` under their series; how many were kept."""
-        by_run, by_items = self._by_run, self._by_items
+        by_run, by_items, by_list = self._by_run, self._by_items, self._by_list
         by_id: dict[int, tuple[Mapping[str, str], SeriesRef]] | None = None  # built at the first run not seen whole
         runs_now: dict[tuple[int, ...], _RunEntry] = {}
+        lists_now: dict[int, _ListEntry] = {}
         kept = 0
         for run in runs:
             if not run:
                 continue
-            labels_seq, values = zip(*run, strict=True)
-            key = tuple(map(id, labels_seq))
-            entry = by_run.get(key)
-            if entry is None:
-                if by_id is None:
-                    by_id = {}
-                    for old in by_run.values():
-                        by_id.update(zip(map(id, old.labels), zip(old.labels, _expanded(old), strict=True), strict=True))
-                refs: list[SeriesRef] = []
-                mask: list[bool] = []
-                for labels in labels_seq:
-                    hit = by_id.get(id(labels))
-                    if hit is None or hit[0] is not labels:
-                        items = tuple(labels.items())
-                        ref = by_items.get(items)
-                        if ref is None:
-                            ref = by_items[items] = self._resolve(labels)
-                    else:
-                        ref = hit[1]
-                    mask.append(ref is not DROPPED)
-                    if ref is not DROPPED:
-                        refs.append(ref)
-                entry = _RunEntry(labels_seq, refs, None if all(mask) else tuple(mask))
+            same = by_list.get(id(run))
+            if same is not None and same.run is run:
+                key, entry, values = same.key, same.entry, same.values
+            else:
+                labels_seq, raw = zip(*run, strict=True)
+                key = tuple(map(id, labels_seq))
+                found = by_run.get(key)
+                if found is None:
+                    if by_id is None:
+                        by_id = {}
+                        for old in by_run.values():
+                            by_id.update(zip(map(id, old.labels), zip(old.labels, _expanded(old), strict=True), strict=True))
+                    found = self._entry(labels_seq, by_id, by_items)
+                entry = found
+                values = raw if entry.kept is None else tuple(compress(raw, entry.kept))
             runs_now[key] = entry
+            lists_now[id(run)] = _ListEntry(run, key, entry, values)
             batch.series += entry.refs
-            batch.values += values if entry.kept is None else compress(values, entry.kept)
+            batch.values += values
             kept += len(entry.refs)
-        self._by_run = runs_now
+        self._by_run, self._by_list = runs_now, lists_now
         if len(by_items) > 2 * sum(map(len, runs)) + 64:
             keys = {tuple(labels.items()) for run in runs for labels, _ in run}
             self._by_items = {k: v for k, v in by_items.items() if k in keys}
         return kept
+
+    def _entry(self, labels_seq: tuple[Mapping[str, str], ...], by_id: dict[int, tuple[Mapping[str, str], SeriesRef]],
+               by_items: dict[ExposedKey, SeriesRef]) -> _RunEntry:
+        """A run's handles: a label dict of the last scrape by identity, else by its items, else resolved."""
+        refs: list[SeriesRef] = []
+        mask: list[bool] = []
+        for labels in labels_seq:
+            hit = by_id.get(id(labels))
+            if hit is None or hit[0] is not labels:
+                items = tuple(labels.items())
+                ref = by_items.get(items)
+                if ref is None:
+                    ref = by_items[items] = self._resolve(labels)
+            else:
+                ref = hit[1]
+            mask.append(ref is not DROPPED)
+            if ref is not DROPPED:
+                refs.append(ref)
+        return _RunEntry(labels_seq, refs, None if all(mask) else tuple(mask))
 
 
 def _expanded(entry: _RunEntry) -> list[SeriesRef]:
