@@ -99,9 +99,15 @@ class SpanMetrics:
         var = np.array([lats[i].var for i in picked])
         drawn = rng.multinomial(n[kept], probs[kept])
         noise = rng.normal(0.0, np.sqrt(counts * var)) * 1000.0
-        np.add.at(self.buckets, rows, drawn)
-        np.add.at(self.sum_ms, rows, np.maximum(counts * mean * 1000.0 + noise, 0.0))
-        np.add.at(self.count, rows, counts)
+        sums = np.maximum(counts * mean * 1000.0 + noise, 0.0)
+        if len(set(rows)) == len(rows):  # each row once (the usual case): a plain indexed add is the same
+            self.buckets[rows] += drawn
+            self.sum_ms[rows] += sums
+            self.count[rows] += counts
+        else:
+            np.add.at(self.buckets, rows, drawn)
+            np.add.at(self.sum_ms, rows, sums)
+            np.add.at(self.count, rows, counts)
 
     def _row(self, key: SeriesKey) -> int:
         row = self.rows.get(key)
