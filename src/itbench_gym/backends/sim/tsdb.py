@@ -483,9 +483,13 @@ class TSDB:
         s = self._series[sid]
         closed = self._closed
         if closed and s.unread <= closed[-1].seq:
-            for block in closed:
-                if block.seq >= s.unread and (col := block.column(sid)) >= 0:
-                    s.extend(block.ts[:block.rows], block.values[:block.rows, col])
+            # closed blocks are numbered one after another: skip those already read, take the rest at once
+            parts = [(block.ts[:block.rows], block.values[:block.rows, col])
+                     for block in closed[max(s.unread - closed[0].seq, 0):] if (col := block.column(sid)) >= 0]
+            if len(parts) == 1:
+                s.extend(*parts[0])
+            elif parts:
+                s.extend(np.concatenate([ts for ts, _ in parts]), np.concatenate([vs for _, vs in parts]))
             s.unread = closed[-1].seq + 1
         return s
 
