@@ -232,3 +232,18 @@ def test_a_run_list_handed_out_again_keeps_its_handles_and_values_and_a_new_list
         batches.append([(dict(ref.labels)["__name__"], v) for ref, v in zip(batch.series, batch.values, strict=True)])
     assert batches == [[("a", 1.0), ("b", 3.0)], [("a", 1.0), ("b", 3.0)], [("a", 4.0), ("b", 6.0)]]
     assert [lb["__name__"] for lb in resolved] == ["a", "dropped", "b"]  # each label set resolved once
+
+
+def test_a_restore_keeps_the_scrape_cache_of_the_series_that_remain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewound store keeps the ids of its series: the scraper works out none of their labels again."""
+    from itbench_gym.backends.sim.exporters import scrape
+
+    twin = _twin()
+    snap = twin.snapshot()
+    twin.advance(120)
+    twin.restore(snap)
+    merged: list[Any] = []
+    real = scrape.merge
+    monkeypatch.setattr(scrape, "merge", lambda *args: merged.append(args) or real(*args))
+    twin.advance(60)
+    assert len(_scraped(twin)) > 4000 and len(merged) < 50, merged[:5]

@@ -564,6 +564,21 @@ class TSDB:
         with self._lock:
             self._to_write(self._get_or_create(labels)).append(int(t_ms), float(v))
 
+    def rebase(self, refs: Iterable[SeriesRef]) -> None:
+        """Make handles from before a restore (or :meth:`clear`) valid for this generation: a handle
+        keeps its id when that id still names a series with its labels, else it gets one again at
+        its next append. A writer that keeps its handles this way resolves none of its series again."""
+        with self._lock:
+            series = self._series
+            for ref in {id(ref): ref for ref in refs}.values():
+                sid = ref.sid
+                if sid < 0 or (sid < len(series) and series[sid].labels is ref.labels):
+                    continue
+                if sid < len(series) and series[sid].labels == ref.labels:
+                    ref.labels = series[sid].labels  # the store's own tuple: the next rebase compares identities
+                else:
+                    ref.sid = -1
+
     def clear(self) -> None:
         with self._lock:
             self._series = []

@@ -14,7 +14,7 @@ series: later scrapes find the series' handle in the target's :class:`SeriesCach
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, NamedTuple
@@ -232,6 +232,12 @@ class SeriesCache:
             self._by_items = {k: v for k, v in by_items.items() if k in keys}
         return kept
 
+    def refs(self) -> Iterator[SeriesRef]:
+        """Every handle the cache holds (:data:`DROPPED` left out)."""
+        yield from (ref for ref in self._by_items.values() if ref is not DROPPED)
+        for entry in self._by_run.values():
+            yield from entry.refs
+
     def _entry(self, labels_seq: tuple[Mapping[str, str], ...], by_id: dict[int, tuple[Mapping[str, str], SeriesRef]],
                by_items: dict[ExposedKey, SeriesRef]) -> _RunEntry:
         """A run's handles: a label dict of the last scrape by identity, else by its items, else resolved."""
@@ -270,6 +276,11 @@ class _TargetCache:
 
     own: tuple[SeriesRef, ...]
     exposed: SeriesCache
+
+    def refs(self) -> Iterator[SeriesRef]:
+        """Every handle the cache holds."""
+        yield from self.own
+        yield from self.exposed.refs()
 
 
 TargetKey = tuple[ExposedKey, bool, tuple[Relabel, ...]]
@@ -343,7 +354,12 @@ class Scraper:
         nodes = {n["metadata"]["name"]: n for n in list_kind(store, "Node")}
         hosts = _host_listeners(store)
         if self._cache_owner != batch.owner:
-            self._caches, self._cache_owner = {}, batch.owner
+            if self._cache_owner is not None and self._cache_owner[0] is batch.tsdb:
+                # the same store restored or cleared: its series that remain keep their ids
+                batch.tsdb.rebase(ref for cache in self._caches.values() for ref in cache.refs())
+            else:
+                self._caches = {}
+            self._cache_owner = batch.owner
         caches = self._caches
         live: dict[TargetKey, _TargetCache] = {}
         for target in self.targets:
