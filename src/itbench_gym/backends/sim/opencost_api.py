@@ -20,7 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 from werkzeug.exceptions import MethodNotAllowed
-from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from ...clock import Clock
@@ -38,7 +37,7 @@ from .opencost_allocation import (
 )
 from .promql.engine import Engine
 from .promql.errors import PromQLError
-from .wsgi import RoutedApp
+from .wsgi import RoutedApp, url_map
 
 #: Most sets one request may ask for (window / step).
 MAX_SETS = 500
@@ -66,11 +65,11 @@ class OpenCostAPI(RoutedApp):
     def __init__(self, engine: Engine, clock: Clock, cluster_id: str = DEFAULT_CLUSTER_ID) -> None:
         self.model = AllocationModel(engine, cluster_id)
         self.clock = clock
-        self.url_map = Map([
-            Rule("/allocation/compute", endpoint="allocation", methods=["GET"]),
-            Rule("/allocation", endpoint="allocation", methods=["GET"]),
-            Rule("/healthz", endpoint="healthz", methods=["GET", "HEAD"]),
-        ], strict_slashes=False)
+        self.url_map = url_map((
+            ("/allocation/compute", "allocation", ("GET",)),
+            ("/allocation", "allocation", ("GET",)),
+            ("/healthz", "healthz", ("GET", "HEAD")),
+        ))
 
     def method_not_allowed(self, request: Request, exc: MethodNotAllowed) -> Response:
         return _error(f"method {request.method} not allowed", status=405, headers=exc.get_headers())

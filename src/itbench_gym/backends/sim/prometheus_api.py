@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from werkzeug.exceptions import MethodNotAllowed
-from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from itbench_gym.lang.durations import DurationError, parse_prometheus_duration
@@ -31,7 +30,7 @@ from .promql.engine import MAX_TIME_SECONDS, Engine
 from .promql.errors import PromQLError
 from .promql.limits import API_LIMITS, QueryLimits
 from .tsdb import TSDB, Matcher, parse_matchers
-from .wsgi import RoutedApp
+from .wsgi import RoutedApp, url_map
 
 _STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "canceled": 503, "not_found": 404, "internal": 500}
 _MIN_TIME = -MAX_TIME_SECONDS
@@ -140,20 +139,15 @@ class PrometheusAPI(RoutedApp):
             ("/api/v1/status/buildinfo", self.buildinfo),
             ("/api/prometheus/grafana/api/v1/alerts", self.grafana_alerts),
         ]
-        self.handlers: dict[str, Callable[..., Any]] = {}
-        rules_list = []
-        for path, fn in api:
-            endpoint = fn.__name__
-            self.handlers[endpoint] = fn
-            rules_list.append(Rule(path, endpoint=endpoint, methods=["GET", "POST"]))
-        rules_list += [
-            Rule("/api/v2/alerts", endpoint="am_alerts", methods=["GET"]),
-            Rule("/-/ready", endpoint="ready", methods=["GET", "HEAD"]),
-            Rule("/-/healthy", endpoint="healthy", methods=["GET", "HEAD"]),
-            Rule("/", endpoint="root", methods=["GET", "HEAD"]),
-            Rule("/query", endpoint="ui", methods=["GET", "HEAD"]),
-        ]
-        self.url_map = Map(rules_list, strict_slashes=False)
+        self.handlers: dict[str, Callable[..., Any]] = {fn.__name__: fn for _, fn in api}
+        self.url_map = url_map((
+            *((path, fn.__name__, ("GET", "POST")) for path, fn in api),
+            ("/api/v2/alerts", "am_alerts", ("GET",)),
+            ("/-/ready", "ready", ("GET", "HEAD")),
+            ("/-/healthy", "healthy", ("GET", "HEAD")),
+            ("/", "root", ("GET", "HEAD")),
+            ("/query", "ui", ("GET", "HEAD")),
+        ))
 
     # ------------------------------------------------------------- plumbing
     def method_not_allowed(self, request: Request, exc: MethodNotAllowed) -> Response:

@@ -9,6 +9,7 @@ always receives a well-formed answer.
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
-from werkzeug.routing import Map
+from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 _log = logging.getLogger(__name__)
@@ -64,6 +65,18 @@ def invalid_request_text(request: Request) -> str | None:
     if name is not None:
         return f'invalid parameter "{name}": not valid UTF-8'
     return None
+
+
+#: A route of a :func:`url_map`: its path pattern, endpoint and methods.
+Route = tuple[str, str, tuple[str, ...]]
+
+
+@functools.cache
+def url_map(routes: tuple[Route, ...]) -> Map:
+    """The routing of ``routes`` (trailing slashes optional), built once per process: compiling the
+    rules is most of what a new app costs, and a built map is only read (a twin's apps are made
+    again at every reset)."""
+    return Map([Rule(path, endpoint=endpoint, methods=list(methods)) for path, endpoint, methods in routes], strict_slashes=False)
 
 
 class RoutedApp(ABC):

@@ -780,8 +780,8 @@ class AppModel:
                     drawn += ((spans, unset, inner), (spans, error, inner))
                 batches.append((svc.name, lams, drawn, internal))
         tables = BucketTables()
-        rows = [tables.add(drawn) for _, _, drawn, _ in batches]
-        for (name, lams, drawn, internal), at in zip(batches, rows, strict=True):
+        positions = [tables.add(drawn) for _, _, drawn, _ in batches]
+        for (name, lams, drawn, internal), at in zip(batches, positions, strict=True):
             _count_spans(_rng(self.seed, self._state.tick, name), lams, drawn, internal, tables, at)
 
     def _resources(self, view: ClusterView, cluster: ClusterLike, t: float, dt: float, rates: dict[OpKey, float],

@@ -12,7 +12,6 @@ like the API server's event TTL.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +46,11 @@ class EventState:
     #: need be), so ``expire`` scans them only when something may have aged out, not every tick.
     index_floor: float = float("-inf")
     similar_floor: float = float("-inf")
+
+    def copy(self) -> EventState:
+        """A copy that later records leave alone (the message sets are changed in place)."""
+        return EventState(dict(self.index), self.seq, {k: (t, dict(m)) for k, (t, m) in self.similar.items()},
+                          self.index_floor, self.similar_floor)
 
 
 class EventRecorder:
@@ -167,7 +171,7 @@ class EventRecorder:
         state.index_floor = min((last for _, _, last in state.index.values()), default=now)
 
     def snapshot(self) -> EventState:
-        return copy.deepcopy(self._state)
+        return self._state.copy()
 
     def restore(self, snap: EventState) -> None:
-        self._state = copy.deepcopy(snap)
+        self._state = snap.copy()

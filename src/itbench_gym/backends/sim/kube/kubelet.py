@@ -83,6 +83,12 @@ class ContainerRun:
     #: Why the last pull failed (containerd's words after the image reference).
     pull_cause: str = ""
 
+    def copy(self) -> ContainerRun:
+        """A copy the kubelet can change without touching this one (``last`` is replaced, never changed)."""
+        out = copy.copy(self)
+        out.last_probe = dict(self.last_probe)
+        return out
+
     def container_id(self, uid: str) -> str:
         return "containerd://" + hashlib.sha256(f"{uid}/{self.name}/{self.restarts}".encode()).hexdigest()
 
@@ -108,12 +114,23 @@ class PodRun:
     mount_retry: float = 0.0
     mount_due: float | None = None
 
+    def copy(self) -> PodRun:
+        out = copy.copy(self)
+        out.containers = [c.copy() for c in self.containers]
+        out.conditions = dict(self.conditions)
+        return out
+
 
 @dataclass
 class KubeletState:
     pods: dict[Key, PodRun] = field(default_factory=dict)
     ips: dict[str, set[str]] = field(default_factory=dict)  # node -> allocated pod IPs
     images: dict[str, set[str]] = field(default_factory=dict)  # node -> pulled images
+
+    def copy(self) -> KubeletState:
+        """What a snapshot keeps: copies of every run and set the kubelet changes in place."""
+        return KubeletState({k: run.copy() for k, run in self.pods.items()}, {n: set(v) for n, v in self.ips.items()},
+                            {n: set(v) for n, v in self.images.items()})
 
 
 #: How often a waiting init container retries its condition (the ``sleep`` of an ``until`` loop).
@@ -165,10 +182,10 @@ class Kubelet(Controller):
         return [k for k, run in self.state.pods.items() if any(c.state == "running" for c in run.containers)]
 
     def snapshot_state(self) -> KubeletState:
-        return copy.deepcopy(self.state)
+        return self.state.copy()
 
     def restore_state(self, state: KubeletState) -> None:
-        self.state = copy.deepcopy(state)
+        self.state = state.copy()
         self._unchanged.clear()
 
     # -- the pod worker -------------------------------------------------------------------------

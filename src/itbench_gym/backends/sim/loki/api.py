@@ -19,10 +19,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
-from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from itbench_gym.backends.sim.wsgi import RoutedApp
+from itbench_gym.backends.sim.wsgi import RoutedApp, url_map
 from itbench_gym.clock import Clock
 from itbench_gym.lang.durations import DurationError, format_go_duration, parse_prometheus_duration
 from itbench_gym.lang.gofloat import format_f
@@ -112,8 +111,7 @@ class LokiAPI(RoutedApp):
             ("/loki/api/v1/status/buildinfo", self.buildinfo),
         ]
         self.handlers = {f"{path}": fn for path, fn in routes}
-        self.url_map = Map([Rule(path, endpoint=path, methods=["GET", "POST"]) for path, _ in routes]
-                           + [Rule("/ready", endpoint="ready", methods=["GET", "HEAD"])], strict_slashes=False)
+        self.url_map = url_map((*((path, path, ("GET", "POST")) for path, _ in routes), ("/ready", "ready", ("GET", "HEAD"))))
 
     def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         if endpoint == "ready":

@@ -23,10 +23,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from itbench_gym.backends.sim.wsgi import RoutedApp
+from itbench_gym.backends.sim.wsgi import RoutedApp, url_map
 from itbench_gym.clock import Clock
 from itbench_gym.lang import durations
 
@@ -116,14 +115,14 @@ class JaegerAPI(RoutedApp):
         self.lock = lock
         #: each instance's synthesiser, remade when its seed changes (a reseeded incident)
         self._synths: dict[str, TraceSynth] = {}
-        self.url_map = Map([
-            Rule("/api/services", endpoint="services", methods=["GET"]),
-            Rule("/api/services/<service>/operations", endpoint="service_operations", methods=["GET"]),
-            Rule("/api/operations", endpoint="operations", methods=["GET"]),
-            Rule("/api/traces", endpoint="search", methods=["GET"]),
-            Rule("/api/traces/<trace_id>", endpoint="trace", methods=["GET"]),
-            Rule("/api/dependencies", endpoint="dependencies", methods=["GET"]),
-        ], strict_slashes=False)
+        self.url_map = url_map((
+            ("/api/services", "services", ("GET",)),
+            ("/api/services/<service>/operations", "service_operations", ("GET",)),
+            ("/api/operations", "operations", ("GET",)),
+            ("/api/traces", "search", ("GET",)),
+            ("/api/traces/<trace_id>", "trace", ("GET",)),
+            ("/api/dependencies", "dependencies", ("GET",)),
+        ))
 
     def _synth(self, model: AppModel) -> TraceSynth:
         synth = self._synths.get(model.spec.namespace)
