@@ -87,6 +87,13 @@ class Instance:
     load_shape: LoadShape | None = None
     shape_users: tuple[float, float] = (0.0, 0.0)
 
+    def copy(self) -> Instance:
+        """A copy the model can change without touching this one (its counters change in place)."""
+        out = copy.copy(self)
+        out.env = dict(self.env)
+        out.runtime = self.runtime.copy()
+        return out
+
 
 @dataclass
 class _State:
@@ -111,9 +118,10 @@ class _State:
 
     def copy(self) -> _State:
         """An independent copy (the per-tick history lists are append-only and shared)."""
-        return _State(self.tick, copy.deepcopy(self.instances), copy.deepcopy(self.flag_snapshots), dict(self.backlog),
-                      dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks), dict(self.pins),
-                      copy.deepcopy(self.shares), dict(self.service_rate), dict(self.op_rate))
+        return _State(self.tick, {k: inst.copy() for k, inst in self.instances.items()}, copy.deepcopy(self.flag_snapshots),
+                      dict(self.backlog), dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks),
+                      dict(self.pins), {svc: dict(shares) for svc, shares in self.shares.items()}, dict(self.service_rate),
+                      dict(self.op_rate))
 
 
 def _injected(obj: dict[str, Any], pods: list[PodView]) -> bool:

@@ -123,6 +123,9 @@ class Counters:
     gc: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
     exports: int = 0
 
+    def copy(self) -> Counters:
+        return Counters(dict(self.totals), {k: list(v) for k, v in self.gc.items()}, self.exports)
+
 
 def _need(raw: Any, key: str, where: str) -> Any:
     if not isinstance(raw, dict) or key not in raw:
