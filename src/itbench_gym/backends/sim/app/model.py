@@ -363,8 +363,7 @@ def _count_spans(rng: np.random.Generator, lams: list[float], drawn: list[Drawn]
     for i, (spans, _, _) in enumerate(drawn):
         by_connector.setdefault(id(spans), (spans, []))[1].append(i)
     for spans, rows in by_connector.values():
-        spans.record([drawn[i][1] for i in rows], counts[rows], [drawn[i][2] for i in rows],
-                     tables.of(spans)[at[rows]], rng)
+        spans.record([drawn[i][1] for i in rows], counts[rows], tables.of(spans).rows(at[rows]), rng)
 
 
 class AppModel:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +34,17 @@ SCOPE = "spanmetricsconnector"
 _GROW = 64
 
 
+class LatencyTable(NamedTuple):
+    """Latency distributions, one row each: mean and variance (seconds), bucket probabilities."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    probs: np.ndarray
+
+    def rows(self, at: np.ndarray) -> LatencyTable:
+        return LatencyTable(self.mean[at], self.var[at], self.probs[at])
+
+
 class BucketTables:
     """Bucket probabilities of many series' latency distributions, computed in one call per set of
     bucket bounds rather than once per connector and service (each row depends on its own moments
@@ -40,7 +52,7 @@ class BucketTables:
 
     def __init__(self) -> None:
         self._rows: dict[tuple[float, ...], dict[Moments, int]] = {}
-        self._tables: dict[tuple[float, ...], np.ndarray] = {}
+        self._tables: dict[tuple[float, ...], LatencyTable] = {}
 
     def add(self, series: Sequence[tuple[SpanMetrics, object, Moments]]) -> np.ndarray:
         """Each (connector, key, moments)'s row in its connector's table (equal moments share one)."""
@@ -54,13 +66,13 @@ class BucketTables:
             at.append(row)
         return np.array(at, dtype=np.intp)
 
-    def of(self, spans: SpanMetrics) -> np.ndarray:
+    def of(self, spans: SpanMetrics) -> LatencyTable:
         """The table of ``spans``' bounds: one row per distinct moments added."""
         table = self._tables.get(spans.log_bounds)
         if table is None:
             lats = list(self._rows.get(spans.log_bounds, {}))
-            table = self._tables[spans.log_bounds] = bucket_probs(
-                spans.log_bounds, np.array([m.mean for m in lats], dtype=float), np.array([m.var for m in lats], dtype=float))
+            mean, var = np.array([m.mean for m in lats], dtype=float), np.array([m.var for m in lats], dtype=float)
+            table = self._tables[spans.log_bounds] = LatencyTable(mean, var, bucket_probs(spans.log_bounds, mean, var))
         return table
 
 
@@ -84,20 +96,17 @@ class SpanMetrics:
         #: the rows in the order :meth:`samples` serves them, with their label dicts
         self._order: tuple[np.ndarray, list[dict[str, str]]] | None = None
 
-    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: Sequence[Moments], probs: np.ndarray,
-               rng: np.random.Generator) -> None:
-        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow ``lats[i]`` (seconds), whose
-        buckets have probabilities ``probs[i]`` (:class:`BucketTables`): one multinomial draw of every
-        series' bucket counts and one normal draw of their sums' noise."""
+    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: LatencyTable, rng: np.random.Generator) -> None:
+        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow row ``i`` of ``lats`` (from
+        :class:`BucketTables`): one multinomial draw of every series' bucket counts and one normal
+        draw of their sums' noise."""
         kept = np.flatnonzero(n > 0)
         if not len(kept):
             return
-        picked = kept.tolist()
-        rows = [self._row(keys[i]) for i in picked]
+        rows = [self._row(keys[i]) for i in kept.tolist()]
         counts = n[kept].astype(float)
-        mean = np.array([lats[i].mean for i in picked])
-        var = np.array([lats[i].var for i in picked])
-        drawn = rng.multinomial(n[kept], probs[kept])
+        mean, var, probs = lats.rows(kept)
+        drawn = rng.multinomial(n[kept], probs)
         noise = rng.normal(0.0, np.sqrt(counts * var)) * 1000.0
         sums = np.maximum(counts * mean * 1000.0 + noise, 0.0)
         if len(set(rows)) == len(rows):  # each row once (the usual case): a plain indexed add is the same
