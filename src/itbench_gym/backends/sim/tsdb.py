@@ -716,14 +716,18 @@ class TSDB:
         """
         with self._lock:
             out = []
-            live = self._live
+            live, series = self._live, self._series
+            unread = self._closed[-1].seq if self._closed else -1  # a series before it has rows to take
             for k, sid in enumerate(self._selection(matchers, check)):
                 if check is not None and k % _CHECK_EVERY == 0:
                     check()
-                s = self._settled(sid)
+                s = series[sid]
+                if s.unread <= unread:
+                    s = self._settled(sid)
                 n, ts = s.n, s.ts
-                # ``last`` spares a search for the usual query that ends at or after the newest sample.
-                lo = int(ts[:n].searchsorted(mint)) if n else 0
+                # A window reaching back past the first sample, and ``last`` for the usual query that
+                # ends at or after the newest one, spare a search.
+                lo = 0 if not n or ts[0] >= mint else int(ts[:n].searchsorted(mint))
                 hi = n if s.last <= maxt else int(ts[:n].searchsorted(maxt, "right"))
                 col = live.column(sid) if live is not None else -1
                 if live is None or col < 0:

@@ -10,6 +10,7 @@ looks (fast refusal vs. a timeout).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -77,8 +78,13 @@ def resolve_address(addr: Address, env: dict[str, str], override: str | None = N
         if addr.port_env and addr.port_env in env:
             host = raw.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
             raw = f"{host}:{env[addr.port_env]}"
-    if raw is None:
-        raw = addr.default
+    return _host_port(addr.default if raw is None else raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _host_port(raw: str) -> tuple[str, int | None]:
+    """The host and port an address setting names: a URL, ``host:port``, a .NET (``Host=...;Port=...``)
+    or libpq (``host=... port=...``) connection string (a port that is not a number: -1)."""
     if "Host=" in raw:
         parts = dict(p.split("=", 1) for p in raw.split(";") if "=" in p)
         raw = f"{parts.get('Host', '')}:{parts.get('Port', '')}" if parts.get("Port") else parts.get("Host", "")
