@@ -126,7 +126,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.healthy:
             backend.start(spec, args.seed)
         else:
-            task.setup(backend, args.seed)
+            with backend.setting_up():
+                task.setup(backend, args.seed)
         endpoints = backend.endpoints
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -219,8 +219,7 @@ class SeriesCache:
                         for old in by_run.values():
                             by_id.update(zip(map(id, old.labels), zip(old.labels, _expanded(old), strict=True), strict=True))
                     found = self._entry(labels_seq, by_id, by_items)
-                entry = found
-                values = raw if entry.kept is None else tuple(compress(raw, entry.kept))
+                entry, values = found, (raw if found.kept is None else tuple(compress(raw, found.kept)))
             runs_now[key] = entry
             lists_now[id(run)] = _ListEntry(run, key, entry, values)
             batch.series += entry.refs
