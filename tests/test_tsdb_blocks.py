@@ -87,8 +87,8 @@ def test_block_rows_read_back_as_samples_written_one_by_one(seed: int) -> None:
             t += 30.0
         values = [rng.choice([rng.random(), float(rng.randint(0, 9)), float("nan"), float("inf")]) for _ in members]
         pair.scrape(t, list(members), values, JOBS)
-        if rng.random() < 0.2:  # a query reads some series between scrapes
-            pair.blocks.select({"__name__": f"metric_{rng.randrange(5)}"})
+        if rng.random() < 0.2:  # a query reads some series between scrapes: one metric's, or a job's, or all
+            pair.blocks.select(rng.choice([{"__name__": f"metric_{rng.randrange(5)}"}, {"job": rng.choice(JOBS)}, {}]))
     pair.assert_equal()
     values = np.concatenate([np.frombuffer(bits) for _ts, bits in _contents(pair.blocks).values()])
     assert is_stale(values).any() and (np.isnan(values) & ~is_stale(values)).any()  # markers and plain NaNs compared

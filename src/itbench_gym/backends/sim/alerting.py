@@ -403,7 +403,8 @@ class RuleManager:
         self._groups = self._checked(load_groups(groups, default_interval))
         #: bumped whenever the rule set is replaced (keys the caches derived from it)
         self._generation = 0
-        self._needs: dict[int, Any] = {}
+        #: an expression -> what must exist for it to return anything (``_needs``)
+        self._needs: dict[str, Any] = {}
         self._names: frozenset[str] = frozenset()
         self._names_at = -1
         #: deferred evaluation: every evaluation due up to this time runs when someone reads
@@ -489,7 +490,6 @@ class RuleManager:
                     g.next_eval = _align_up(now, g.interval)
         self._groups = new
         self._generation += 1
-        self._needs = {}
         return True
 
     # ---------------------------------------------------------------- running
@@ -671,9 +671,9 @@ class RuleManager:
         if size != self._names_at:
             self._names = frozenset(storage.label_values("__name__"))
             self._names_at = size
-        need = self._needs.get(id(rule))
+        need = self._needs.get(rule.expr)
         if need is None:
-            need = self._needs[id(rule)] = _needs(self.engine.parse(rule.expr))
+            need = self._needs[rule.expr] = _needs(self.engine.parse(rule.expr))
         return _holds(need, self._names)
 
     def _eval_rule(self, rule: Rule, ms: np.ndarray) -> None:
@@ -888,7 +888,6 @@ class RuleManager:
         self._groups = _copy_groups(groups)
         self._generation += 1
         self.default_interval, self.external_labels, self.last_reload_error = interval, dict(external), error
-        self._needs = {}
         self._due = due
 
 

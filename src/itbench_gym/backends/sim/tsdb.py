@@ -44,6 +44,8 @@ _BLOCK_ROWS_MAX = 32
 #: Rows closed blocks may hold before every series reads its rows out of them: an hour of scrapes at
 #: 30 s, so the blocks of an incident's start (baseline, injection, alerts) stay shared by snapshots.
 _CLOSED_ROWS_MAX = 128
+#: Fewer series than this to settle for a selection are settled one by one (``TSDB._settle_many``).
+_SETTLE_ONE_BY_ONE = 16
 _MIN_MS = -(2**62)
 _MAX_MS = 2**62
 
@@ -133,7 +135,7 @@ class _Block:
     out of it into its own arrays (:meth:`TSDB._settle`) when it is next read or written.
     """
 
-    __slots__ = ("sids", "members", "jobs", "seq", "columns", "ts", "values", "rows", "last")
+    __slots__ = ("sids", "members", "jobs", "seq", "columns", "_column_list", "ts", "values", "rows", "last")
 
     def __init__(self, sids: list[int], members: frozenset[int], jobs: frozenset[str], seq: int, series: int) -> None:
         self.sids = sids
@@ -144,6 +146,7 @@ class _Block:
         #: series id -> column (-1: not in the block), for the ``series`` ids there were
         self.columns = np.full(series, -1, dtype=np.int32)
         self.columns[np.asarray(sids, dtype=np.int64)] = np.arange(len(sids), dtype=np.int32)
+        self._column_list: list[int] | None = None
         self.ts = np.empty(_BLOCK_ROWS, dtype=np.int64)
         self.values = np.empty((_BLOCK_ROWS, len(sids)), dtype=np.float64)
         self.rows = 0
@@ -152,6 +155,12 @@ class _Block:
 
     def column(self, sid: int) -> int:
         return int(self.columns[sid]) if sid < len(self.columns) else -1
+
+    def column_list(self) -> list[int]:
+        """``columns`` as a list (a selection's reads look a column up per series)."""
+        if self._column_list is None:
+            self._column_list = self.columns.tolist()
+        return self._column_list
 
     def add(self, tm: int, values: Sequence[float]) -> None:
         rows = self.rows
@@ -493,6 +502,39 @@ class TSDB:
             s.unread = closed[-1].seq + 1
         return s
 
+    def _settle_many(self, sids: list[int]) -> None:
+        """Settle the series of a selection (as :meth:`_settled`), each closed block's columns for all
+        of them at once."""
+        closed, series = self._closed, self._series
+        if not closed:
+            return
+        last_seq = closed[-1].seq
+        todo = [sid for sid in sids if series[sid].unread <= last_seq]
+        if len(todo) < _SETTLE_ONE_BY_ONE:
+            for sid in todo:
+                self._settled(sid)
+            return
+        arr = np.asarray(todo, dtype=np.int64)
+        unread = np.fromiter((series[sid].unread for sid in todo), dtype=np.int64, count=len(todo))
+        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in todo]
+        for block in closed:
+            cols = np.full(len(arr), -1, dtype=np.int32)
+            known = arr < len(block.columns)
+            cols[known] = block.columns[arr[known]]
+            take = np.flatnonzero((cols >= 0) & (unread <= block.seq))
+            if not len(take):
+                continue
+            ts = block.ts[:block.rows]
+            for i, vs in zip(take.tolist(), block.values[:block.rows, cols[take]].T, strict=True):
+                parts[i].append((ts, vs))
+        for sid, got in zip(todo, parts, strict=True):
+            s = series[sid]
+            if len(got) == 1:
+                s.extend(*got[0])
+            elif got:
+                s.extend(np.concatenate([ts for ts, _ in got]), np.concatenate([vs for _, vs in got]))
+            s.unread = last_seq + 1
+
     def _to_write(self, sid: int) -> _MemSeries:
         """The series, ready for a sample written directly: its rows taken, and the live block closed if
         it has the series (no row may follow the sample)."""
@@ -716,31 +758,32 @@ class TSDB:
         """
         with self._lock:
             out = []
-            live, series = self._live, self._series
-            unread = self._closed[-1].seq if self._closed else -1  # a series before it has rows to take
-            for k, sid in enumerate(self._selection(matchers, check)):
+            sids = self._selection(matchers, check)
+            self._settle_many(sids)
+            series, live = self._series, self._live
+            # the live block's rows in the window follow each of its series' own samples
+            cols: list[int] = []
+            if live is not None:
+                rows = live.ts[:live.rows]
+                first = int(rows.searchsorted(mint))
+                end = live.rows if live.last <= maxt else int(rows.searchsorted(maxt, "right"))
+                if first < end:
+                    cols, live_ts, live_values = live.column_list(), rows[first:end], live.values[first:end]
+            known = len(cols)
+            for k, sid in enumerate(sids):
                 if check is not None and k % _CHECK_EVERY == 0:
                     check()
                 s = series[sid]
-                if s.unread <= unread:
-                    s = self._settled(sid)
                 n, ts = s.n, s.ts
                 # A window reaching back past the first sample, and ``last`` for the usual query that
                 # ends at or after the newest one, spare a search.
                 lo = 0 if not n or ts[0] >= mint else int(ts[:n].searchsorted(mint))
                 hi = n if s.last <= maxt else int(ts[:n].searchsorted(maxt, "right"))
-                col = live.column(sid) if live is not None else -1
-                if live is None or col < 0:
-                    out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
-                    continue
-                rows = live.ts[:live.rows]  # the live block's rows follow the series' own samples
-                first = int(rows.searchsorted(mint))
-                end = live.rows if live.last <= maxt else int(rows.searchsorted(maxt, "right"))
-                if first >= end:
+                col = cols[sid] if sid < known else -1
+                if col < 0:
                     out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
                 else:
-                    out.append((s.labels, np.concatenate((ts[lo:hi], rows[first:end])),
-                                np.concatenate((s.vs[lo:hi], live.values[first:end, col]))))
+                    out.append((s.labels, np.concatenate((ts[lo:hi], live_ts)), np.concatenate((s.vs[lo:hi], live_values[:, col]))))
             return out
 
     def select_ms(self, matchers: Sequence[Matcher], mint: int, maxt: int) -> list[Series]:
