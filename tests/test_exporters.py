@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.exporters import kube_state_metrics
+from itbench_gym.backends.sim.exporters.kube_state import KubeStateMetrics
+from itbench_gym.backends.sim.kube.cluster import KubeCluster
+from itbench_gym.clock import SimClock
 from test_app_model import APP, _run, _setup
 
 
@@ -44,3 +49,32 @@ def test_kube_state_reports_hpa_and_deployment_replicas(base_model: AppModel) ->
     assert value == 3 and labels["namespace"] == "otel-demo" and "job" not in labels  # the scrape adds job/instance
     assert by[("kube_horizontalpodautoscaler_spec_target_metric", "frontend")][1] == 20
     assert by[("kube_deployment_spec_replicas", "checkout")][1] == 1
+
+
+def test_kube_state_keeps_its_series_through_a_restore_and_follows_the_store_back() -> None:
+    """Series are kept per stored object, not per resourceVersion: after a rewind the store hands the
+    same versions out again, and an object written anew under a version the other timeline already
+    used must show its own values, while every object both timelines hold keeps its series list."""
+    store = KubeCluster(SimClock(), seed=0).store
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "otel-demo"}})
+    for name in ("ad", "cart"):
+        store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "otel-demo"},
+                      "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                               "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": name}]}}}})
+    ksm = KubeStateMetrics()
+    snap = store.snapshot()
+    before = {id(run) for run in ksm.runs(store)}
+
+    def scale(replicas: int) -> dict[str, float]:
+        deployment = copy.deepcopy(store.get("Deployment", "otel-demo", "ad"))
+        deployment["spec"]["replicas"] = replicas
+        store.update(deployment)
+        return {lb["deployment"]: v for run in ksm.runs(store) for lb, v in run if lb["__name__"] == "kube_deployment_spec_replicas"}
+
+    assert scale(2) == {"ad": 2.0, "cart": 1.0}
+    version = store.get("Deployment", "otel-demo", "ad")["metadata"]["resourceVersion"]
+    store.restore(snap)
+    assert scale(3) == {"ad": 3.0, "cart": 1.0}
+    assert store.get("Deployment", "otel-demo", "ad")["metadata"]["resourceVersion"] == version
+    changed = [run for run in ksm.runs(store) if id(run) not in before]
+    assert len(changed) == 1 and {lb.get("deployment") for lb, _ in changed[0]} == {"ad"}

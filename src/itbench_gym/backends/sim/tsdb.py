@@ -612,14 +612,19 @@ class TSDB:
         its next append. A writer that keeps its handles this way resolves none of its series again."""
         with self._lock:
             series = self._series
-            for ref in {id(ref): ref for ref in refs}.values():
+            n = len(series)
+            for ref in refs:  # a handle met twice passes the identity test the second time
                 sid = ref.sid
-                if sid < 0 or (sid < len(series) and series[sid].labels is ref.labels):
+                if sid < 0:
                     continue
-                if sid < len(series) and series[sid].labels == ref.labels:
-                    ref.labels = series[sid].labels  # the store's own tuple: the next rebase compares identities
-                else:
-                    ref.sid = -1
+                if sid < n:
+                    labels = series[sid].labels
+                    if labels is ref.labels:
+                        continue
+                    if labels == ref.labels:
+                        ref.labels = labels  # the store's own tuple: the next rebase compares identities
+                        continue
+                ref.sid = -1
 
     def clear(self) -> None:
         with self._lock:

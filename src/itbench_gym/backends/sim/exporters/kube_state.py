@@ -504,7 +504,7 @@ def resources_flag(args: Iterable[str]) -> tuple[str, ...]:
 
 
 class KubeStateMetrics:
-    """The exporter: each object's series, recomputed only when its resourceVersion changed."""
+    """The exporter: each object's series, recomputed only when the object changed (``ObjectSeries``)."""
 
     def __init__(self) -> None:
         self._series = ObjectSeries()

@@ -153,5 +153,3 @@ class Monitoring:
         self.scraper.restore(snap.jobs)
         self.node_exporter.restore(snap.nodes)  # type: ignore[arg-type]
         self.opencost.restore(snap.opencost)
-        # resourceVersions are handed out again after a rewind: series cached by version are void
-        self.kube_state = KubeStateMetrics()

@@ -1,10 +1,12 @@
 """Series computed per Kubernetes object, again only when the object changed.
 
 Exporters that turn objects into series (kube-state-metrics, OpenCost's collectors) run at every scrape
-over objects that mostly did not change. A family's series of an object are kept with the object's
-resourceVersion and handed out again, the same list of the same label dicts (which the scrape cache
-recognises by identity), until the version changes. Versions are handed out again after the store is
-rewound to a snapshot, so an exporter starts a new cache on restore.
+over objects that mostly did not change. A family's series of an object are kept with the stored object
+they came from and handed out again, the same list of the same label dicts (which the scrape cache
+recognises by identity), while the store holds that very object. The store never changes a stored
+object in place (a write stores a new one; snapshots share them), so the same object means the same
+series — across a rewind to a snapshot too, where resourceVersions are handed out again and so could
+not tell two objects apart.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ Family = Callable[[Obj], Iterable[Sample]]
 
 
 class ObjectSeries:
-    """Each (family, object)'s series, recomputed only when the object's resourceVersion changed."""
+    """Each (family, object)'s series, recomputed only when the store holds another object for it."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[Family, str], tuple[str, list[Sample]]] = {}
+        #: (family, object uid) -> the stored object (held, so its id is never reused) and its series
+        self._cache: dict[tuple[Family, str], tuple[Obj, list[Sample]]] = {}
 
     def runs(self, store: StoreLike, families: Iterable[tuple[str, Family]]) -> list[list[Sample]]:
         """Per object of each ``(kind, family)``, its series as one run; an unchanged object's run is the
@@ -36,10 +39,9 @@ class ObjectSeries:
                 meta = obj["metadata"]
                 key = (family, str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}"))
                 seen.add(key)
-                version = str(meta.get("resourceVersion", ""))
                 hit = self._cache.get(key)
-                if hit is None or hit[0] != version:
-                    hit = self._cache[key] = (version, list(family(obj)))
+                if hit is None or hit[0] is not obj:
+                    hit = self._cache[key] = (obj, list(family(obj)))
                 out.append(hit[1])
         if len(self._cache) > 2 * len(seen) + 64:
             self._cache = {k: v for k, v in self._cache.items() if k in seen}

@@ -283,4 +283,3 @@ class OpenCost:
         self._started = dict(snap.started)
         self._cpu = dict(snap.cpu_counters)
         self._usage_at = None
-        self._kube = OpenCostKubeMetrics()  # resourceVersions are handed out again after a rewind

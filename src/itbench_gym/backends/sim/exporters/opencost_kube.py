@@ -98,7 +98,7 @@ _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 class OpenCostKubeMetrics:
     """The collectors of OpenCost's processes: each object's series, recomputed when it changed
-    (:class:`.object_series.ObjectSeries`; a new instance after the store is rewound)."""
+    (:class:`.object_series.ObjectSeries`)."""
 
     def __init__(self) -> None:
         self._series = ObjectSeries()

@@ -14,7 +14,7 @@ series: later scrapes find the series' handle in the target's :class:`SeriesCach
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, NamedTuple
@@ -231,11 +231,12 @@ class SeriesCache:
             self._by_items = {k: v for k, v in by_items.items() if k in keys}
         return kept
 
-    def refs(self) -> Iterator[SeriesRef]:
-        """Every handle the cache holds (:data:`DROPPED` left out)."""
-        yield from (ref for ref in self._by_items.values() if ref is not DROPPED)
+    def refs(self) -> list[SeriesRef]:
+        """Every handle the cache holds (:data:`DROPPED` left out; a handle may come more than once)."""
+        out = [ref for ref in self._by_items.values() if ref is not DROPPED]
         for entry in self._by_run.values():
-            yield from entry.refs
+            out += entry.refs
+        return out
 
     def _entry(self, labels_seq: tuple[Mapping[str, str], ...], by_id: dict[int, tuple[Mapping[str, str], SeriesRef]],
                by_items: dict[ExposedKey, SeriesRef]) -> _RunEntry:
@@ -276,10 +277,9 @@ class _TargetCache:
     own: tuple[SeriesRef, ...]
     exposed: SeriesCache
 
-    def refs(self) -> Iterator[SeriesRef]:
-        """Every handle the cache holds."""
-        yield from self.own
-        yield from self.exposed.refs()
+    def refs(self) -> list[SeriesRef]:
+        """Every handle the cache holds (a handle may come more than once)."""
+        return [*self.own, *self.exposed.refs()]
 
 
 TargetKey = tuple[ExposedKey, bool, tuple[Relabel, ...]]
@@ -355,7 +355,7 @@ class Scraper:
         if self._cache_owner != batch.owner:
             if self._cache_owner is not None and self._cache_owner[0] is batch.tsdb:
                 # the same store restored or cleared: its series that remain keep their ids
-                batch.tsdb.rebase(ref for cache in self._caches.values() for ref in cache.refs())
+                batch.tsdb.rebase([ref for cache in self._caches.values() for ref in cache.refs()])
             else:
                 self._caches = {}
             self._cache_owner = batch.owner
