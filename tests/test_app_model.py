@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -397,3 +398,21 @@ def test_the_load_generator_ramps_up_at_its_spawn_rate(base_model: AppModel) -> 
     per_tick = [b - a for a, b in zip([0.0, *totals], totals, strict=False)]
     assert per_tick[0] == 0
     assert 0.5 < per_tick[1] / per_tick[4] < 0.85, per_tick
+
+
+def test_an_app_is_parsed_once_until_a_file_of_it_changes(tmp_path: Path) -> None:
+    """New twins of an app share one parse of its spec and manifests; editing any file of the app's
+    folder (here a latency in app.yaml, or a manifest) makes the next twin read the app again."""
+    app = tmp_path / "shop"
+    shutil.copytree(APP, app)
+    first = AppModel.load(app, seed=0)
+    again = AppModel.load(app, seed=1)
+    assert again.spec is first.spec and again.manifests_read_only() is first.manifests_read_only()
+    text = (app / "app.yaml").read_text()
+    (app / "app.yaml").write_text(text.replace("latency_ms: {median: 0.2, sigma: 0.3}", "latency_ms: {median: 0.4, sigma: 0.3}", 1))
+    edited = AppModel.load(app, seed=0)
+    assert edited.spec.op("load-generator", "user_index").median_ms == 0.4
+    assert first.spec.op("load-generator", "user_index").median_ms == 0.2
+    manifest = next(p for p in sorted((app / "manifests").glob("*.yaml")) if "kind: Deployment" in p.read_text())
+    manifest.write_text(manifest.read_text() + "\n")
+    assert AppModel.load(app, seed=0).manifests_read_only() is not edited.manifests_read_only()

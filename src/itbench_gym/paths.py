@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -32,3 +33,14 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "itbench-gym"
+
+
+def tree_digest(root: Path, skip: Path | None = None) -> str:
+    """Digest of every file's path and bytes under ``root`` (compiled bytecode and ``skip`` left out):
+    what keys a result computed from the folder (a parsed app, a stored baseline)."""
+    h = hashlib.blake2b(digest_size=16)
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and (skip is None or not path.is_relative_to(skip)):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()

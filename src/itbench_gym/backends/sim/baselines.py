@@ -35,7 +35,7 @@ from filelock import FileLock
 import itbench_gym
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, ClusterTwinSnapshot
 from itbench_gym.backends.sim.twin import TwinSnapshot
-from itbench_gym.paths import cache_dir
+from itbench_gym.paths import cache_dir, tree_digest
 from itbench_gym.spec.model import LoadOptions
 
 #: The seed every shared baseline is built with.
@@ -61,28 +61,18 @@ class BaselineKey:
     finops: bool = False
 
 
-def _tree_digest(root: Path, skip: Path | None = None) -> str:
-    """Digest of every file's path and bytes under ``root`` (compiled bytecode and ``skip`` left out)."""
-    h = hashlib.blake2b(digest_size=16)
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and (skip is None or not path.is_relative_to(skip)):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
-
-
 @cache
 def _code_digest() -> str:
     """The package's code and data, and the interpreter and numpy the snapshot's pickle depends on."""
     package = Path(itbench_gym.__file__).resolve().parent
-    return f"{itbench_gym.__version__}-{platform.python_version()}-{np.__version__}-{_tree_digest(package)}"
+    return f"{itbench_gym.__version__}-{platform.python_version()}-{np.__version__}-{tree_digest(package)}"
 
 
 @cache
 def _envs_digest(envs_root: Path) -> str:
     """The apps' folder: an app's cluster may list files of another app (Istio is in every cluster)."""
     package = Path(itbench_gym.__file__).resolve().parent
-    return "" if envs_root.is_relative_to(package) else _tree_digest(envs_root)
+    return "" if envs_root.is_relative_to(package) else tree_digest(envs_root)
 
 
 def key_digest(key: BaselineKey) -> str:

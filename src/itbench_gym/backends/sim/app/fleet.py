@@ -30,7 +30,7 @@ def _workload_images(model: AppModel) -> frozenset[tuple[str, str, str]]:
     spec = model.spec
     wanted = {(s.workload, s.container) for s in spec.services.values()}
     out = set()
-    for obj in model.manifests():
+    for obj in model.manifests_read_only():
         meta = obj.get("metadata") or {}
         if obj.get("kind") != "Deployment" or meta.get("namespace") != spec.namespace:
             continue

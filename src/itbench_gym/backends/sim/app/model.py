@@ -13,9 +13,9 @@ import math
 import posixpath
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from itbench_gym.backends.sim.traces.catalog import TraceCatalog
 from itbench_gym.backends.sim.traces.packing import TickPacker
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
+from itbench_gym.paths import tree_digest
 from itbench_gym.spec.loader import shape_document_problems
 from itbench_gym.spec.loadshape import LoadShape, parse_shape, run_ticks
 
@@ -220,6 +221,26 @@ def load_manifests(spec: AppSpec) -> list[dict[str, Any]]:
     return read_manifests(spec.directory, spec.manifests)
 
 
+#: Apps whose parse the process keeps (``parsed_app``).
+PARSED_APPS = 16
+
+
+def parsed_app(app_dir: Path) -> tuple[AppSpec, list[dict[str, Any]]]:
+    """The app's spec and manifests, parsed once per process while the files of its folder stay as
+    they are (every new twin of an app needs them: ~0.15 s of YAML and schema checks; the digest of
+    the folder's bytes ~2 ms). Callers share them and must not modify them (:meth:`AppModel.manifests`
+    hands out copies)."""
+    folder = Path(app_dir)
+    return _parse_app(str(folder), tree_digest(folder))
+
+
+@lru_cache(maxsize=PARSED_APPS)
+def _parse_app(app_dir: str, digest: str) -> tuple[AppSpec, list[dict[str, Any]]]:
+    """``digest`` keys the cache only: a changed file makes a new key."""
+    spec = load_spec(Path(app_dir))
+    return spec, load_manifests(spec)
+
+
 def read_manifests(directory: Path, entries: Iterable[str]) -> list[dict[str, Any]]:
     """The objects of an environment's manifest files and folders (``entries``, relative to
     ``directory``), nodes first, then namespaces, then the rest in file order."""
@@ -400,12 +421,16 @@ class AppModel:
 
     @classmethod
     def load(cls, app_dir: Path, *, seed: int) -> AppModel:
-        spec = load_spec(Path(app_dir))
-        return cls(spec, load_manifests(spec), seed)
+        spec, manifests = parsed_app(app_dir)
+        return cls(spec, manifests, seed)
 
     def manifests(self) -> list[dict[str, Any]]:
         """Everything to deploy, nodes and namespaces first."""
         return copy.deepcopy(self._manifests)
+
+    def manifests_read_only(self) -> Sequence[Mapping[str, Any]]:
+        """The manifests as parsed, without a copy: to read, never to modify (other twins share them)."""
+        return self._manifests
 
     def runtime(self) -> AppRuntime:
         return self._runtime
