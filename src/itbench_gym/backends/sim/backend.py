@@ -22,7 +22,7 @@ from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.loki import make_loki_app
 from itbench_gym.backends.sim.opencost_api import make_opencost_app
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
-from itbench_gym.backends.sim.server import ServerHandle, serve
+from itbench_gym.backends.sim.server import ServerHandle, serve, stop_all
 from itbench_gym.backends.sim.traces import make_jaeger_app
 from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
 from itbench_gym.clock import SIM_EPOCH, SimClock
@@ -290,8 +290,7 @@ class SimBackend:
         self._deadline = deadline
 
     def close(self) -> None:
-        for server in self._servers:
-            server.stop()
+        stop_all(self._servers)
         self._servers = []
         if self._workdir is not None:
             self._workdir.close()

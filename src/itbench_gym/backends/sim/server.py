@@ -17,7 +17,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
 from werkzeug.exceptions import InternalServerError
@@ -208,6 +208,16 @@ class ServerHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_all(handles: Sequence[ServerHandle]) -> None:
+    """Stop servers together: each waits up to a poll interval for its loop to notice, so one after
+    another they would take a poll interval each."""
+    threads = [threading.Thread(target=h.stop, name=f"itbench-gym-stop-{h.port}") for h in handles]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int = 0) -> ServerHandle:
