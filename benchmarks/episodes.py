@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import itbench_gym
-from benchmarks.options import Options, default_agent, shop_scenarios
+from benchmarks.options import Options, default_agent, reference_scenario
 from benchmarks.report import Row, Section
 
 KEY, TITLE = "episodes", "3. Episode throughput"
@@ -24,7 +24,7 @@ def run(opts: Options) -> Section:
     agent_name = opts.agent or default_agent()
     if agent_name not in AGENTS:
         raise KeyError(f"no agent {agent_name!r}; the package has {sorted(AGENTS)}")
-    scenario = (opts.scenarios or tuple(shop_scenarios()))[0]
+    scenario = reference_scenario(opts)
     episodes = 1 if opts.quick else 3
     section = Section(KEY, f"{TITLE} ({agent_name} agent, {scenario})", facts={"agent": agent_name, "scenario": scenario})
     env = itbench_gym.make(scenario)

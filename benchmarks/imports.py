@@ -12,11 +12,11 @@ import subprocess
 import sys
 import time
 
-from benchmarks.options import Options, child_env
+from benchmarks.options import REFERENCE_SCENARIO, Options, child_env
 from benchmarks.report import Row, Section
 
 KEY, TITLE = "import", "7. Import time"
-SCENARIO = "SRE-CacheFailure-v0"
+SCENARIO = REFERENCE_SCENARIO
 #: (operation, setup statements run before the clock starts, statements timed; empty: the whole process).
 CASES: list[tuple[str, str, str]] = [
     ("interpreter start-up (`python -c pass`, whole process)", "", ""),

@@ -13,7 +13,7 @@ import gc
 import multiprocessing
 from pathlib import Path
 
-from benchmarks.options import Options, shop_scenarios
+from benchmarks.options import Options, reference_scenario
 from benchmarks.report import Row, Section
 
 KEY, TITLE = "memory", "4. Resident memory per environment"
@@ -50,7 +50,7 @@ def measure(scenario: str, envs: int) -> list[float]:
 
 def run(opts: Options) -> Section:
     rss_mb()  # fail early (n/a) where there is no /proc
-    scenario = (opts.scenarios or tuple(shop_scenarios()))[0]
+    scenario = reference_scenario(opts)
     envs = 2 if opts.quick else 4
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         points = pool.apply(measure, (scenario, envs))

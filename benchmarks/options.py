@@ -13,6 +13,9 @@ SECTIONS = ("reset", "steps", "episodes", "memory", "synthetic", "vector", "impo
 PREFERRED_AGENTS = ("heuristic", "oracle")
 FULL_SIZES = (10, 30, 100, 1000)
 QUICK_SIZES = (10, 100)
+#: The scenario of the sections that measure one (steps, episodes, memory, vector, import) when no
+#: ``--scenario`` is given: the SRE incident of the README's example, which every agent can play.
+REFERENCE_SCENARIO = "SRE-CacheFailure-v0"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,11 @@ def shop_scenarios() -> list[str]:
     import itbench_gym
 
     return [s["id"] for s in itbench_gym.list_scenarios() if s["app"] == "astronomy-shop"]
+
+
+def reference_scenario(opts: Options) -> str:
+    """The scenario a single-scenario section measures: the first ``--scenario``, else :data:`REFERENCE_SCENARIO`."""
+    return opts.scenarios[0] if opts.scenarios else REFERENCE_SCENARIO
 
 
 def child_env() -> dict[str, str]:

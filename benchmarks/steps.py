@@ -1,6 +1,6 @@
 """Figure 2: what one step costs, per tool, and where the time goes.
 
-One env of the first Astronomy Shop scenario is reset (seed 0); then, for each tool:
+One env of the reference scenario (``options.REFERENCE_SCENARIO`` unless ``--scenario`` names one) is reset (seed 0); then, for each tool:
 
 - the whole ``env.step`` (parsing, the tool, the sandbox, the observation), which is what an agent waits for;
 - the query in-process: the PromQL engine itself, and the same WSGI API objects the servers serve
@@ -24,7 +24,7 @@ from typing import Any
 import requests
 
 import itbench_gym
-from benchmarks.options import Options, shop_scenarios
+from benchmarks.options import Options, reference_scenario
 from benchmarks.report import Row, Section, timed_ms
 
 KEY, TITLE = "steps", "2. Step latency per tool"
@@ -37,7 +37,7 @@ def run(opts: Options) -> Section:
     from itbench_gym.env import ITBenchEnv
 
     runs = 5 if opts.quick else 15
-    scenario = (opts.scenarios or tuple(shop_scenarios()))[0]
+    scenario = reference_scenario(opts)
     env = itbench_gym.make(scenario, max_steps=1_000_000, max_sim_seconds=1e9)
     unwrapped = env.unwrapped
     assert isinstance(unwrapped, ITBenchEnv)

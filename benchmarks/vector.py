@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import itbench_gym
-from benchmarks.options import Options, shop_scenarios
+from benchmarks.options import Options, reference_scenario
 from benchmarks.report import Row, Section
 
 KEY, TITLE = "vector", "6. Parallel environments (make_vec, async)"
@@ -21,7 +21,7 @@ ACTION = "alerts"
 
 
 def run(opts: Options) -> Section:
-    scenario = (opts.scenarios or tuple(shop_scenarios()))[0]
+    scenario = reference_scenario(opts)
     section = Section(KEY, f"{TITLE} ({scenario})")
     for n in opts.vector_sizes:
         envs = itbench_gym.make_vec(scenario, num_envs=n, vectorization_mode="async")
