@@ -184,9 +184,19 @@ def _fail_latency(reach: Reach, call: Call) -> Moments:
 
 
 def _dominant_cause(r: Reach, unreached: float, late: float, dropped: float, callee_err: float) -> str | None:
-    """The failure mode behind most of a call's failures; None when the callee's own errors dominate."""
-    shares = {r.cause: unreached, "deadline": late, "reset": dropped}
-    cause, share = max(((k, v) for k, v in shares.items() if k), key=lambda kv: kv[1], default=(None, 0.0))
+    """The failure mode behind most of a call's failures; None when the callee's own errors dominate.
+    The first of equal shares wins, in the order: the path's own cause, a missed deadline, a reset (a
+    path that fails by one of the other two names counts its share there)."""
+    if r.cause == "reset":
+        shares: tuple[tuple[str, float], ...] = (("reset", dropped), ("deadline", late))
+    elif r.cause and r.cause != "deadline":
+        shares = ((r.cause, unreached), ("deadline", late), ("reset", dropped))
+    else:
+        shares = (("deadline", late), ("reset", dropped))
+    cause, share = shares[0]
+    for name, value in shares[1:]:
+        if value > share:
+            cause, share = name, value
     return cause if share > 0 and share >= callee_err else None
 
 
@@ -207,6 +217,8 @@ class FlowSolver:
     def __init__(self, spec: AppSpec) -> None:
         self.spec = spec
         self.order = self._topological()
+        #: each operation's own latency before any slowdown (its spec's log-normal)
+        self._own = {key: lognormal(spec.op(*key).median_ms / 1000.0, spec.op(*key).sigma) for key in self.order}
         #: The exact bytes of the last inputs of :meth:`stats` and what they gave.
         self._last_stats: tuple[bytes, dict[OpKey, OpStats]] | None = None
 
@@ -245,7 +257,7 @@ class FlowSolver:
         for key in reversed(self.order):
             op = self.spec.op(*key)
             slow = knobs.slowdown.get(op.service, 1.0)
-            self_t = lognormal(op.median_ms / 1000.0, op.sigma).scaled(slow)
+            self_t = self._own[key].scaled(slow)
             if op.service in knobs.queue_wait:
                 self_t = self_t.plus(knobs.queue_wait[op.service])
             if key in knobs.extra_latency:
