@@ -230,6 +230,22 @@ def test_a_poll_of_one_rule_runs_it_and_the_rules_it_reads_and_leaves_the_rest_d
     assert [list(vs) for _, _, vs in recorded.series] == [list(vs) for _, _, vs in expected.series]
 
 
+
+def test_a_list_of_the_alerting_rules_runs_them_and_what_they_read_and_leaves_other_recordings_due() -> None:
+    rules = {"groups": [*POLLED["groups"], {"name": "capacity", "interval": "30s", "rules": [
+        {"record": "job:errors:total", "expr": "sum by (job) (errors_total)"}]}]}
+    _, engine, rm = _deferred(rules, 600)
+    for t in range(0, 600, 15):
+        rm.defer_until(t)
+    listed = rm.groups("alert")
+    assert [g["name"] for g in listed] == ["errors", "volume"]
+    by_name = {r.name: r for g in rm._groups for r in g.rules}
+    assert by_name["job:errors:rate1m"].last_eval == 585.0 and by_name["AnyErrors"].last_eval == 570.0
+    assert by_name["job:errors:total"].last_eval is None  # no alert reads it: still due
+    assert [r["name"] for g in rm.groups("record") for r in g["rules"]] == ["job:errors:rate1m", "job:errors:total"]
+    assert by_name["job:errors:total"].last_eval == 570.0
+    assert engine.instant("job:errors:total", 570.0).series
+
 ALERTS_READERS = {
     "groups": [
         # kube-prometheus' InfoInhibitor shape: its selectors exclude its own alert, so the group runs as a batch

@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env
 
 import itbench_gym
 from conftest import PROJECT_ROOT
-from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.base import BackendError, Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.clock import SimClock
 from itbench_gym.env import ITBenchEnv
@@ -148,6 +148,10 @@ class SnapshotlessBackend:
 
     def advance(self, seconds: float) -> None:
         self._clock.advance(seconds)
+
+    @property
+    def can_checkpoint(self) -> bool:
+        return False
 
     def checkpoint(self) -> None:
         return None
@@ -384,3 +388,11 @@ def test_the_alert_wait_sleeps_through_evaluations_at_which_the_alerts_cannot_al
     assert poll_delay(quiet, now=1000.0, deadline=1100.0, missing=[frontend]) == 100.0  # never past the deadline
     unknown = RulePoll([], None, (RuleState("HighRequestErrorRate", 300.0, (), None, 30.0),))
     assert poll_delay(unknown, now=1000.0, deadline=5000.0, missing=[frontend]) == ALERT_POLL_SECONDS
+
+
+def test_a_finops_scenario_asks_for_a_backend_that_can_snapshot_before_setting_anything_up(tmp_path: Path) -> None:
+    task = make_task(itbench_gym.get_spec("FinOps-AutoscalerMisconfiguration-v0"))
+    backend = SnapshotlessBackend(tmp_path)
+    with pytest.raises(BackendError, match="needs a backend that can snapshot"):
+        task.setup(backend, 0)
+    assert not backend.started

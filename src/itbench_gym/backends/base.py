@@ -96,6 +96,11 @@ class Backend(Protocol):
         of work (the twin holds cyclic garbage collection off; a real cluster does nothing)."""
         ...
 
+    @property
+    def can_checkpoint(self) -> bool:
+        """Whether :meth:`checkpoint` gives a token (asked without the cost of taking one)."""
+        ...
+
     def checkpoint(self) -> object | None:
         """An opaque token for the whole current state, or None when the backend cannot snapshot
         (a real cluster). Used to replay a seed's incident without re-injecting it."""

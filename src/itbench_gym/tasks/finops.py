@@ -87,10 +87,10 @@ class FinOpsTask(SRETask):
         self._budget_editable = any(f.id == BUDGET_FAULT for f in spec.faults)
 
     def setup(self, backend: Backend, seed: int) -> Incident:
-        incident = super().setup(backend, seed)
-        if backend.checkpoint() is None:
+        if not backend.can_checkpoint:
             raise BackendError(f"scenario {self.spec.id}: FinOps grading compares the episode with a reference run of the "
                                "healthy installation, which needs a backend that can snapshot (the twin)")
+        incident = super().setup(backend, seed)
         self._backend, self._seed = backend, seed
         return incident
 

@@ -187,6 +187,10 @@ class KubernetesBackend:
     def advance(self, seconds: float) -> None:
         self._clock.advance(seconds)
 
+    @property
+    def can_checkpoint(self) -> bool:
+        return False
+
     def checkpoint(self) -> object | None:
         return None
 

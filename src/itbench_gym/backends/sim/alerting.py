@@ -823,13 +823,14 @@ class RuleManager:
                group_names: Collection[str] = ()) -> list[dict[str, Any]]:
         """The ``groups`` list of ``/api/v1/rules`` (``rule_type`` is ``alert`` or ``record``),
         filtered as its ``rule_name[]`` and ``rule_group[]`` parameters filter it: only what is
-        listed is brought up to date, so a poll of a few rules costs those rules alone."""
+        listed is brought up to date, so a poll of a few rules costs those rules alone (and a list of the
+        alerting rules, those rules and the recording rules they read)."""
         names, wanted = set(rule_names), set(group_names)
         selected = [g for g in self._groups if (not wanted or g.name in wanted) and (not names or any(r.name in names for r in g.rules))]
         if names or wanted:
             self.catch_up(groups=frozenset(g.name for g in selected), rules=frozenset(names) if names else None)
         else:
-            self.catch_up()
+            self.catch_up(alerts_only=rule_type == "alert")
         out = []
         for g in selected:
             rules = []

@@ -169,6 +169,10 @@ class SimBackend:
         """The shared baseline the last ``start`` restored (None before one and after a restore)."""
         return self._baseline_key
 
+    @property
+    def can_checkpoint(self) -> bool:
+        return True
+
     def checkpoint(self) -> SimCheckpoint:
         assert self._twin is not None and self._spec is not None
         return SimCheckpoint(self._twin, self._spec, self._twin.snapshot())
