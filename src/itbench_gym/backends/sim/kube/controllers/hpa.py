@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from itbench_gym.lang.selectors import selector_matches
+from itbench_gym.lang.selectors import selector_from_dict
 from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError
@@ -114,7 +114,11 @@ class HpaController(Controller):
     def _pods(self, hpa: Obj, target: Obj) -> list[Obj]:
         selector = (target.get("spec") or {}).get("selector")
         ns = hpa["metadata"].get("namespace") or ""
-        return [p for p in self.ctx.cache.list("Pod", ns) if selector_matches(selector, p["metadata"].get("labels"))]
+        pods = self.ctx.cache.list("Pod", ns)
+        if not pods:
+            return []
+        chosen = selector_from_dict(selector)  # parsed once for every pod
+        return [p for p in pods if chosen.matches(p["metadata"].get("labels"))]
 
     def _resource_replicas(self, metric: Obj, pods: list[Obj], current: int) -> tuple[int, Obj, str]:
         res = metric.get("resource") or {}
