@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,37 @@ def test_kube_state_keeps_its_series_through_a_restore_and_follows_the_store_bac
     assert store.get("Deployment", "otel-demo", "ad")["metadata"]["resourceVersion"] == version
     changed = [run for run in ksm.runs(store) if id(run) not in before]
     assert len(changed) == 1 and {lb.get("deployment") for lb, _ in changed[0]} == {"ad"}
+
+
+def test_kube_state_hands_out_the_same_label_dicts_when_a_changed_object_keeps_its_series() -> None:
+    """A write that changes values only (a Deployment scaled) gives new values under the label dicts of
+    before, which the scrape cache recognises by identity; a series whose labels change (a Service's
+    type) gets a new dict, and its object's other series keep theirs."""
+    store = KubeCluster(SimClock(), seed=0).store
+    store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "otel-demo"}})
+    store.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ad", "namespace": "otel-demo"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "ad"}},
+                           "template": {"metadata": {"labels": {"app": "ad"}}, "spec": {"containers": [{"name": "ad", "image": "ad"}]}}}})
+    store.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ad", "namespace": "otel-demo"},
+                  "spec": {"selector": {"app": "ad"}, "ports": [{"port": 8080}]}})
+    ksm = KubeStateMetrics()
+
+    def series(label: str) -> dict[str, tuple[dict[str, str], float]]:
+        return {lb["__name__"]: (lb, v) for run in ksm.runs(store) for lb, v in run if lb.get(label) == "ad"}
+
+    def write(kind: str, change: Any) -> None:
+        obj = copy.deepcopy(store.get(kind, "otel-demo", "ad"))
+        change(obj)
+        store.update(obj)
+
+    before = series("deployment")
+    write("Deployment", lambda d: d["spec"].update(replicas=4))
+    after = series("deployment")
+    assert after["kube_deployment_spec_replicas"][1] == 4.0 and after.keys() == before.keys()
+    assert all(after[name][0] is labels for name, (labels, _) in before.items())
+    service = series("service")
+    write("Service", lambda s: s["spec"].update(type="NodePort"))
+    changed = series("service")
+    assert changed["kube_service_spec_type"][0]["type"] == "NodePort"
+    assert changed["kube_service_spec_type"][0] is not service["kube_service_spec_type"][0]
+    assert changed["kube_service_labels"][0] is service["kube_service_labels"][0]

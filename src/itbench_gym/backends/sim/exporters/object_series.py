@@ -6,7 +6,8 @@ they came from and handed out again, the same list of the same label dicts (whic
 recognises by identity), while the store holds that very object. The store never changes a stored
 object in place (a write stores a new one; snapshots share them), so the same object means the same
 series — across a rewind to a snapshot too, where resourceVersions are handed out again and so could
-not tell two objects apart.
+not tell two objects apart. When an object changes, its series that keep their place and labels keep
+their label dicts too (a status write mostly changes values), so the scrape cache still knows them.
 """
 
 from __future__ import annotations
@@ -41,8 +42,16 @@ class ObjectSeries:
                 seen.add(key)
                 hit = self._cache.get(key)
                 if hit is None or hit[0] is not obj:
-                    hit = self._cache[key] = (obj, list(family(obj)))
+                    samples = list(family(obj))
+                    hit = self._cache[key] = (obj, samples if hit is None else _same_dicts(hit[1], samples))
                 out.append(hit[1])
         if len(self._cache) > 2 * len(seen) + 64:
             self._cache = {k: v for k, v in self._cache.items() if k in seen}
         return out
+
+
+def _same_dicts(old: list[Sample], new: list[Sample]) -> list[Sample]:
+    """``new`` with the label dicts of ``old`` wherever a series keeps its place and its labels (a
+    changed object mostly changes values): the scrape cache then knows them by identity."""
+    return [(old[i][0], value) if i < len(old) and old[i][0] == labels else (labels, value)
+            for i, (labels, value) in enumerate(new)]
