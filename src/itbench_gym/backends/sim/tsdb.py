@@ -46,6 +46,9 @@ _BLOCK_ROWS_MAX = 32
 _CLOSED_ROWS_MAX = 128
 #: Fewer series than this to settle for a selection are settled one by one (``TSDB._settle_many``).
 _SETTLE_ONE_BY_ONE = 16
+#: Series settled together (``TSDB._settle_many``): a chunk's matrix is at most this many rows of the
+#: closed blocks' rows (at most ``_CLOSED_ROWS_MAX``), ~4 MB.
+_SETTLE_CHUNK = 4096
 _MIN_MS = -(2**62)
 _MAX_MS = 2**62
 
@@ -503,8 +506,8 @@ class TSDB:
         return s
 
     def _settle_many(self, sids: list[int]) -> None:
-        """Settle the series of a selection (as :meth:`_settled`), each closed block's columns for all
-        of them at once."""
+        """Settle the series of a selection (as :meth:`_settled`): the closed blocks' rows of a chunk of
+        series gathered into one (series x rows) matrix, read out series by series in one pass."""
         closed, series = self._closed, self._series
         if not closed:
             return
@@ -514,26 +517,35 @@ class TSDB:
             for sid in todo:
                 self._settled(sid)
             return
-        arr = np.asarray(todo, dtype=np.int64)
-        unread = np.fromiter((series[sid].unread for sid in todo), dtype=np.int64, count=len(todo))
-        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in todo]
-        for block in closed:
-            cols = np.full(len(arr), -1, dtype=np.int32)
-            known = arr < len(block.columns)
-            cols[known] = block.columns[arr[known]]
-            take = np.flatnonzero((cols >= 0) & (unread <= block.seq))
-            if not len(take):
-                continue
-            ts = block.ts[:block.rows]
-            for i, vs in zip(take.tolist(), block.values[:block.rows, cols[take]].T, strict=True):
-                parts[i].append((ts, vs))
-        for sid, got in zip(todo, parts, strict=True):
-            s = series[sid]
-            if len(got) == 1:
-                s.extend(*got[0])
-            elif got:
-                s.extend(np.concatenate([ts for ts, _ in got]), np.concatenate([vs for _, vs in got]))
-            s.unread = last_seq + 1
+        first = min(series[sid].unread for sid in todo)
+        blocks = [b for b in closed if b.seq >= first and b.rows]
+        times = np.concatenate([b.ts[:b.rows] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+        for at in range(0, len(todo), _SETTLE_CHUNK):
+            chunk = todo[at:at + _SETTLE_CHUNK]
+            arr = np.asarray(chunk, dtype=np.int64)
+            unread = np.fromiter((series[sid].unread for sid in chunk), dtype=np.int64, count=len(chunk))
+            values = np.empty((len(chunk), len(times)), dtype=np.float64)
+            present = np.zeros((len(chunk), len(times)), dtype=bool)
+            offset = 0
+            for block in blocks:
+                cols = np.full(len(arr), -1, dtype=np.int32)
+                known = arr < len(block.columns)
+                cols[known] = block.columns[arr[known]]
+                take = np.flatnonzero((cols >= 0) & (unread <= block.seq))
+                if len(take):
+                    values[take, offset:offset + block.rows] = block.values[:block.rows, cols[take]].T
+                    present[take, offset:offset + block.rows] = True
+                offset += block.rows
+            # row-major order: each series' rows in block order, one series after another
+            flat_ts, flat_vs = np.broadcast_to(times, present.shape)[present], values[present]
+            ends = np.cumsum(present.sum(axis=1)).tolist()
+            begin = 0
+            for sid, end in zip(chunk, ends, strict=True):
+                s = series[sid]
+                if end > begin:
+                    s.extend(flat_ts[begin:end], flat_vs[begin:end])
+                s.unread = last_seq + 1
+                begin = end
 
     def _to_write(self, sid: int) -> _MemSeries:
         """The series, ready for a sample written directly: its rows taken, and the live block closed if
