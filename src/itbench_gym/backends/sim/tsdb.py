@@ -485,9 +485,7 @@ class TSDB:
         self._closed.append(self._live)
         self._live = None
         if sum(b.rows for b in self._closed) > _CLOSED_ROWS_MAX:
-            for block in self._closed:
-                for sid in block.sids:
-                    self._settled(sid)
+            self._settle_many(sorted({sid for block in self._closed for sid in block.sids}))
             self._closed = []
 
     def _settled(self, sid: int) -> _MemSeries:
