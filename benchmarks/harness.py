@@ -44,7 +44,7 @@ def _sections(text: str) -> tuple[str, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The harness's options (shared by ``python -m benchmarks`` and ``itbench-gym bench``)."""
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, synthetic apps up to 100 services, 1 and 2 parallel envs (about 6 minutes; the full run about 9)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, synthetic apps up to 100 services, 1 and 2 parallel envs (about 5 minutes; the full run about 9)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder for benchmarks.json and benchmarks.md (default {DEFAULT_OUT})")
     parser.add_argument("--only", type=_sections, default=SECTIONS, help=f"comma-separated sections: {','.join(SECTIONS)}")
     parser.add_argument("--sizes", type=_ints, help=f"synthetic app sizes in services (default {','.join(map(str, FULL_SIZES))}; "

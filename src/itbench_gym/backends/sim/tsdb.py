@@ -160,10 +160,14 @@ class _Block:
         return int(self.columns[sid]) if sid < len(self.columns) else -1
 
     def column_list(self) -> list[int]:
-        """``columns`` as a list (a selection's reads look a column up per series)."""
+        """``columns`` as a list (a selection's reads of the live block look a column up per series)."""
         if self._column_list is None:
             self._column_list = self.columns.tolist()
         return self._column_list
+
+    def drop_column_list(self) -> None:
+        """Forget :meth:`column_list` (a closed block, which snapshots keep, needs none)."""
+        self._column_list = None
 
     def add(self, tm: int, values: Sequence[float]) -> None:
         rows = self.rows
@@ -482,6 +486,7 @@ class TSDB:
         """No more rows for the live block; once closed blocks hold too many, their series take their rows."""
         if self._live is None:
             return
+        self._live.drop_column_list()  # read only while the block is live
         self._closed.append(self._live)
         self._live = None
         if sum(b.rows for b in self._closed) > _CLOSED_ROWS_MAX:
