@@ -43,8 +43,8 @@ class _Pair:
         for db in (self.blocks, self.samples):
             db.append_ms(make_labels(_labels(i)), t_ms, v)
 
-    def snapshot(self) -> tuple[TSDBSnapshot, TSDBSnapshot]:
-        return self.blocks.snapshot(), self.samples.snapshot()
+    def snapshot(self, *, compact: bool = False) -> tuple[TSDBSnapshot, TSDBSnapshot]:
+        return self.blocks.snapshot(compact=compact), self.samples.snapshot()
 
     def restore(self, snaps: tuple[TSDBSnapshot, TSDBSnapshot]) -> None:
         self.blocks.restore(snaps[0])
@@ -79,7 +79,7 @@ def test_block_rows_read_back_as_samples_written_one_by_one(seed: int) -> None:
         elif roll < 0.2:  # a rule output, or a test, writes a scraped series directly
             pair.direct(rng.choice(members), int(t * 1000) - 5_000, rng.random())
         elif roll < 0.25:
-            snaps.append((t, pair.snapshot()))
+            snaps.append((t, pair.snapshot(compact=len(snaps) % 2 == 1)))  # every other one compact
         elif roll < 0.28 and snaps:
             t, snap = rng.choice(snaps)
             pair.restore(snap)
@@ -107,6 +107,22 @@ def test_a_snapshot_shares_closed_blocks_and_each_restore_goes_its_own_way() -> 
         pair.assert_equal()
     pair.restore((blocks_snap, samples_snap))
     pair.assert_equal()
+
+
+def test_a_compact_snapshot_holds_every_row_in_its_series_and_restores_like_any_other() -> None:
+    pair = _Pair()
+    for k in range(40):  # a closed block and a live one
+        pair.scrape(30.0 * k, list(range(20 + k % 3)), [float(k)] * (20 + k % 3), JOBS)
+    snaps = pair.snapshot(compact=True)
+    assert not snaps[0].blocks, "a compact snapshot keeps no block: each series holds its rows"
+    assert all(len(ts) == n for _, ts, _, n, _ in snaps[0].series), "its arrays cut to size"
+    for fork in range(2):
+        pair.restore(snaps)
+        pair.assert_equal()
+        for k in range(40, 44):
+            pair.scrape(30.0 * k, list(range(22)), [100.0 * fork + k] * 22, JOBS)
+        pair.direct(3, 44 * 30_000, -1.0)
+        pair.assert_equal()
 
 
 @pytest.mark.parametrize("members", [[0, 1], [0, 1, 2]], ids=["same series", "a new series too"])

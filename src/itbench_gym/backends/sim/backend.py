@@ -128,7 +128,7 @@ class SimBackend:
             fresh = self._new_twin(app_dir, BASELINE_SEED, spec)
             fresh.advance(spec.baseline_seconds)
             built.append(fresh)
-            return fresh.snapshot()
+            return fresh.snapshot(compact=True)
 
         snap = SHARED_BASELINES.get(key, build)
         twin = built[0] if built else self._twins.get(key)

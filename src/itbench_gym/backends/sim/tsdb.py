@@ -654,9 +654,17 @@ class TSDB:
             self._generation += 1
 
     # ------------------------------------------------------------- snapshots
-    def snapshot(self) -> TSDBSnapshot:
+    def snapshot(self, *, compact: bool = False) -> TSDBSnapshot:
+        """The store's state; with ``compact``, every series first takes its rows out of the blocks
+        into arrays of its own, cut to size (a snapshot many restores read: each restore then finds
+        its series settled instead of settling them again)."""
         with self._lock:
             self._close_live()
+            if compact and self._closed:
+                self._settle_many(list(range(len(self._series))))
+                self._closed = []
+                for s in self._series:
+                    s.ts, s.vs = s.ts[:s.n].copy(), s.vs[:s.n].copy()
             for s in self._series:
                 s.owned = False
             self._index_shared = True

@@ -214,12 +214,14 @@ class Twin:
         """The container log (what ``kubectl logs`` reads): its stdout only."""
         return self.apps.container_log_lines(namespace, pod, container, start, end)
 
-    def snapshot(self, *, deferred_rules: bool = False) -> TwinSnapshot:
+    def snapshot(self, *, deferred_rules: bool = False, compact: bool = False) -> TwinSnapshot:
         """The whole state. The rules' snapshot comes first: it runs their deferred evaluations,
         whose recorded series and ``ALERTS`` samples the TSDB's snapshot must then hold — unless
         ``deferred_rules``: those stay due in the snapshot too, and run after a restore when a read
         needs them (evaluated later they give the same, ``RuleManager.defer_until``). For a state
-        restored rarely or read little, such as an incident; a shared baseline runs them once."""
+        restored rarely or read little, such as an incident; a shared baseline runs them once.
+        ``compact``: the TSDB's series take their rows out of its blocks first (``TSDB.snapshot``),
+        for a state restored again and again, such as a shared baseline."""
         with self.lock:
             rules = self.monitoring.snapshot(deferred_rules=deferred_rules)
             return TwinSnapshot(
@@ -228,7 +230,7 @@ class Twin:
                 seed=self.seed,
                 store_quotas=(self.cluster.store.quota_bytes, self.cluster.store.event_quota_bytes),
                 cluster=self.cluster.snapshot(),
-                tsdb=self.tsdb.snapshot(),
+                tsdb=self.tsdb.snapshot(compact=compact),
                 rules=rules,
                 model=self.apps.snapshot(),
             )
