@@ -134,8 +134,9 @@ class ClusterTwin:
         """No component of a cluster-only environment models its log output: ``kubectl logs`` is empty."""
         return []
 
-    def snapshot(self, *, deferred_rules: bool = False) -> ClusterTwinSnapshot:
-        """The whole state (a cluster-only twin has no rules: ``deferred_rules`` changes nothing)."""
+    def snapshot(self, *, deferred_rules: bool = False, compact: bool = False) -> ClusterTwinSnapshot:
+        """The whole state (a cluster-only twin has no rules or metrics: ``deferred_rules`` and
+        ``compact`` change nothing)."""
         with self.lock:
             return ClusterTwinSnapshot(self.clock.now(), self._next_tick, self.seed, self.cluster.snapshot())
 
