@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env
 
 import itbench_gym
 from conftest import PROJECT_ROOT
-from itbench_gym.backends.base import BackendError, Endpoints
+from itbench_gym.backends.base import BackendError, Endpoints, Provisioning
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.clock import SimClock
 from itbench_gym.env import ITBenchEnv
@@ -134,7 +134,7 @@ class SnapshotlessBackend:
     def place(self, spec: ScenarioSpec) -> ScenarioSpec:
         return spec
 
-    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
+    def start(self, spec: ScenarioSpec, seed: int, provisioning: Provisioning | None = None) -> Endpoints:
         self.started.append(seed)
         self._clock.reset(1_000.0 + seed)
         return self.endpoints

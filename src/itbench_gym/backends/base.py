@@ -7,7 +7,7 @@ contract is twin-specific.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +53,19 @@ class Endpoints:
         }
 
 
+@dataclass(frozen=True)
+class Provisioning:
+    """What a scenario deploys besides its app before the healthy baseline (FinOps budget alerts).
+
+    ``apply`` deploys it on the backend that ``start`` is setting up (with the admin credential) and
+    lets what it needs settle; ``key`` names everything it deploys, so equal keys deploy equal
+    objects and a backend that shares baselines between seeds may share the provisioned one too.
+    """
+
+    key: str
+    apply: Callable[[Backend], None]
+
+
 class Backend(Protocol):
     @property
     def clock(self) -> Clock:
@@ -76,8 +89,9 @@ class Backend(Protocol):
         task from this spec; BackendError says why the backend cannot run the scenario there."""
         ...
 
-    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
-        """Provision the environment and settle its healthy baseline (no fault yet)."""
+    def start(self, spec: ScenarioSpec, seed: int, provisioning: Provisioning | None = None) -> Endpoints:
+        """Provision the environment (with what ``provisioning`` deploys) and settle its healthy
+        baseline (no fault yet)."""
         ...
 
     @property

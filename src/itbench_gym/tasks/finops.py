@@ -24,16 +24,17 @@ the reference computed, and the episode restored for the watch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
-from itbench_gym.backends.base import Backend, BackendError
+from itbench_gym.backends.base import Backend, BackendError, Provisioning
 from itbench_gym.backends.rbac import agent_service_account
 from itbench_gym.evaluation.finops import CostMeasures, FinOpsEvaluation, grade_cost_report, measure
 from itbench_gym.evaluation.groundtruth import parse_ground_truth
@@ -94,17 +95,27 @@ class FinOpsTask(SRETask):
         self._backend, self._seed = backend, seed
         return incident
 
-    def provision(self, backend: Backend) -> None:
-        """Deploy the budget alerts (and the agent's right to edit them), then let their group evaluate once."""
+    def provisioning(self) -> Provisioning | None:
+        """The budget alerts (and the agent's right to edit them): the same objects for every seed, so
+        a backend that shares baselines deploys them once on its shared start."""
         if not self.spec.budgets:
-            return
+            return None
+        objects = self._budget_objects()
+        key = hashlib.blake2b(json.dumps([objects, PROVISION_SECONDS], sort_keys=True).encode(), digest_size=16).hexdigest()
+        return Provisioning(key=f"finops-budgets-{key}", apply=self._deploy_budgets)
+
+    def _budget_objects(self) -> list[dict[str, Any]]:
+        account = agent_service_account()
+        return budget_objects(self.spec.namespace, self.spec.budgets, (account.namespace, account.name))
+
+    def _deploy_budgets(self, backend: Backend) -> None:
+        """Create the budget objects, then let their group evaluate once."""
         from kubernetes import config
 
-        account = agent_service_account()
         api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
         try:
             objects = dynamic.DynamicClient(api)
-            for obj in budget_objects(self.spec.namespace, self.spec.budgets, (account.namespace, account.name)):
+            for obj in self._budget_objects():
                 resource = objects.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
                 try:
                     resource.create(body=obj, namespace=obj["metadata"]["namespace"])
@@ -114,10 +125,6 @@ class FinOpsTask(SRETask):
         finally:
             api.close()
         backend.advance(PROVISION_SECONDS)
-
-    def _baseline(self, probe: ClusterProbe, key: Hashable | None) -> Baseline:
-        # The budgets are deployed after the shared start state: a baseline is this spec's own.
-        return super()._baseline(probe, None)
 
     def default_tools(self) -> list[Tool]:
         from itbench_gym.tools import default_tools
@@ -185,8 +192,7 @@ class FinOpsTask(SRETask):
         cached = self._references.get(key)
         if cached is not None:
             return cached
-        backend.start(self.spec, self._seed)
-        self.provision(backend)
+        backend.start(self.spec, self._seed, self.provisioning())
         probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
         try:
             if end > probe.now():

@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from itbench_gym.backends.base import Backend, BackendError
+from itbench_gym.backends.base import Backend, BackendError, Provisioning
 from itbench_gym.evaluation.episode import evaluate_episode
 from itbench_gym.evaluation.mitigation import (
     ITBENCH_INTERVAL,
@@ -510,8 +510,7 @@ class SRETask(Task):
             self._probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
             incident = saved
         else:
-            backend.start(self.spec, seed)
-            self.provision(backend)
+            backend.start(self.spec, seed, self.provisioning())
             self._probe = ClusterProbe(self.spec, backend, self._edge, self._app.golden_signals, self._app.flags)
             self._seed = seed
             incident = self._inject_and_wait(self._probe, backend)
@@ -519,8 +518,8 @@ class SRETask(Task):
         self._incident = incident
         return incident
 
-    def provision(self, backend: Backend) -> None:
-        """Add what the scenario deploys besides the app, before its healthy baseline (none for SRE)."""
+    def provisioning(self) -> Provisioning | None:
+        """What the scenario deploys besides the app, before its healthy baseline (nothing for SRE)."""
         return None
 
     def _inject_and_wait(self, probe: ClusterProbe, backend: Backend) -> Incident:

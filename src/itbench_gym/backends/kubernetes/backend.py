@@ -30,7 +30,7 @@ import requests
 from kubernetes import config as kube_config
 from kubernetes import dynamic
 
-from itbench_gym.backends.base import BackendError, Endpoints
+from itbench_gym.backends.base import BackendError, Endpoints, Provisioning
 from itbench_gym.backends.kubernetes import access, inventory, provision
 from itbench_gym.backends.kubernetes.clock import ClusterClock
 from itbench_gym.backends.kubernetes.config import ClusterConfig
@@ -149,7 +149,7 @@ class KubernetesBackend:
                                    "episode on the cluster shares; run it without namespace_suffix (one episode at a time)")
         return placed
 
-    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
+    def start(self, spec: ScenarioSpec, seed: int, provisioning: Provisioning | None = None) -> Endpoints:
         objects = self._connect()
         namespaces = scenario_namespaces(spec)
         account = self._account(spec)
@@ -176,6 +176,8 @@ class KubernetesBackend:
             prometheus=self.config.prometheus, loki=self.config.loki, jaeger=self.config.jaeger,
             grafana=self.config.grafana, alertmanager=self.config.alertmanager, opencost=self.config.opencost,
         )
+        if provisioning is not None:
+            provisioning.apply(self)
         assert self._found is not None
         self._ready = inventory.take(objects, self._found.namespaces, self._cluster_kinds)
         return self._endpoints

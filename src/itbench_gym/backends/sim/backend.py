@@ -11,7 +11,7 @@ from typing import Any
 
 from werkzeug.exceptions import NotFound
 
-from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.base import Endpoints, Provisioning
 from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
@@ -117,9 +117,14 @@ class SimBackend:
         """Every scenario runs where it says: each env has a twin of its own."""
         return spec
 
-    def start(self, spec: ScenarioSpec, seed: int) -> Endpoints:
-        """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``."""
-        key = self._baseline_key_of(spec)
+    def start(self, spec: ScenarioSpec, seed: int, provisioning: Provisioning | None = None) -> Endpoints:
+        """The app's healthy baseline (shared by the process, ``baselines.py``), reseeded with ``seed``.
+
+        What ``provisioning`` deploys is part of the shared start: deployed once on the healthy
+        baseline (still with ``BASELINE_SEED``), and that state is shared under a key of its own.
+        """
+        healthy = self._baseline_key_of(spec)
+        key = replace(healthy, provisioned=provisioning.key) if provisioning is not None else healthy
         app_dir = Path(key.app_dir)
         built: list[AnyTwin] = []
 
@@ -130,16 +135,29 @@ class SimBackend:
             built.append(fresh)
             return fresh.snapshot(compact=True)
 
-        snap = SHARED_BASELINES.get(key, build)
-        twin = built[0] if built else self._twins.get(key)
-        if twin is None:
-            twin = self._new_twin(app_dir, seed, spec, snap)
-        elif not built:
-            twin.restore(snap)
-        self._keep_twin(key, twin)
+        def build_provisioned() -> AnySnapshot:
+            assert provisioning is not None
+            start = SHARED_BASELINES.get(healthy, build)
+            twin = built[0] if built else self._twin_at(healthy, start, spec, BASELINE_SEED)
+            self._activate(twin, spec)
+            provisioning.apply(self)
+            built[:] = [twin]
+            return twin.snapshot(compact=True)
+
+        snap = SHARED_BASELINES.get(key, build_provisioned if provisioning is not None else build)
+        twin = built[0] if built else self._twin_at(healthy, snap, spec, seed)
+        self._keep_twin(healthy, twin)
         twin.reseed(seed)
         self._baseline_key = key
         return self._activate(twin, spec)
+
+    def _twin_at(self, key: BaselineKey, snap: AnySnapshot, spec: ScenarioSpec, seed: int) -> AnyTwin:
+        """The app's twin (this backend's, else a new one) restored to ``snap``."""
+        twin = self._twins.get(key)
+        if twin is None:
+            return self._new_twin(Path(key.app_dir), seed, spec, snap)
+        twin.restore(snap)
+        return twin
 
     def _new_twin(self, env_dir: Path, seed: int, spec: ScenarioSpec, state: AnySnapshot | None = None) -> AnyTwin:
         """The environment's twin on this backend's clock: the app's, or a cluster-only one (``clustertwin.py``)."""

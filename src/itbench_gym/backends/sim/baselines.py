@@ -59,6 +59,8 @@ class BaselineKey:
     load: LoadOptions
     hpa: bool = False
     finops: bool = False
+    #: what the scenario deploys on top of the healthy baseline (``Provisioning.key``; empty: nothing)
+    provisioned: str = ""
 
 
 @cache
@@ -78,7 +80,7 @@ def _envs_digest(envs_root: Path) -> str:
 def key_digest(key: BaselineKey) -> str:
     """The name a baseline is stored under: changes whenever anything that could change it does."""
     app_dir = Path(key.app_dir)
-    parts = (_code_digest(), _envs_digest(app_dir.parent), app_dir.name, repr(key.seconds), repr(key.load), repr(key.hpa), repr(key.finops))
+    parts = (_code_digest(), _envs_digest(app_dir.parent), app_dir.name, repr(key.seconds), repr(key.load), repr(key.hpa), repr(key.finops), key.provisioned)
     return hashlib.blake2b("\0".join(parts).encode(), digest_size=20).hexdigest()
 
 
@@ -148,11 +150,12 @@ class BaselineCache:
     def __init__(self, size: int = CACHED_BASELINES, store: Callable[[], BaselineStore | None] = default_store) -> None:
         self._size = size
         self._store = store
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._snapshots: OrderedDict[BaselineKey, AnySnapshot] = OrderedDict()
 
     def get(self, key: BaselineKey, build: Callable[[], AnySnapshot]) -> AnySnapshot:
-        """The baseline of ``key``, calling ``build`` when no cache has it (one builder at a time)."""
+        """The baseline of ``key``, calling ``build`` when no cache has it (one builder at a time; a
+        build may get the baseline it starts from)."""
         with self._lock:
             snap = self._snapshots.get(key)
             if snap is None:
