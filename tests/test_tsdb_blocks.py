@@ -115,7 +115,7 @@ def test_a_compact_snapshot_holds_every_row_in_its_series_and_restores_like_any_
         pair.scrape(30.0 * k, list(range(20 + k % 3)), [float(k)] * (20 + k % 3), JOBS)
     snaps = pair.snapshot(compact=True)
     assert not snaps[0].blocks, "a compact snapshot keeps no block: each series holds its rows"
-    assert all(len(ts) == n for _, ts, _, n, _ in snaps[0].series), "its arrays cut to size"
+    assert all(len(s.ts) == s.n for s in snaps[0].series), "its arrays cut to size"
     for fork in range(2):
         pair.restore(snaps)
         pair.assert_equal()

@@ -181,23 +181,31 @@ class _Block:
 
 
 class _MemSeries:
-    __slots__ = ("labels", "ts", "vs", "n", "owned", "last", "unread")
+    """One series' samples. A snapshot holds the store's series objects themselves (``frozen``): a
+    store that changes one first puts a copy in its place (:meth:`TSDB._writable`), and a copy's
+    arrays are copied in turn on its first write (``owned``), so a restore costs one list copy."""
 
-    def __init__(self, labels: Labels, unread: int, shared: tuple[np.ndarray, np.ndarray, int] | None = None) -> None:
-        """A new series, or one that takes over a snapshot's arrays (copied on the next write)."""
+    __slots__ = ("labels", "ts", "vs", "n", "owned", "last", "unread", "frozen")
+
+    def __init__(self, labels: Labels, unread: int) -> None:
         self.labels = labels
         #: the first block (by ``seq``) whose rows the series has not taken into its arrays
         self.unread = unread
-        if shared is None:
-            self.ts = np.empty(_INITIAL_CAPACITY, dtype=np.int64)
-            self.vs = np.empty(_INITIAL_CAPACITY, dtype=np.float64)
-            self.n = 0
-            self.owned = True
-        else:
-            self.ts, self.vs, self.n = shared
-            self.owned = False
+        self.ts = np.empty(_INITIAL_CAPACITY, dtype=np.int64)
+        self.vs = np.empty(_INITIAL_CAPACITY, dtype=np.float64)
+        self.n = 0
+        self.owned = True
+        #: held by a snapshot: never changed again
+        self.frozen = False
         #: the last sample's timestamp (``ts[n - 1]``) as a Python int, read on every append
-        self.last = int(self.ts[self.n - 1]) if self.n else _MIN_MS
+        self.last = _MIN_MS
+
+    def thawed(self) -> _MemSeries:
+        """A changeable copy sharing the arrays (copied on its first write)."""
+        out = _MemSeries.__new__(_MemSeries)
+        out.labels, out.unread, out.ts, out.vs, out.n, out.last = self.labels, self.unread, self.ts, self.vs, self.n, self.last
+        out.owned, out.frozen = False, False
+        return out
 
     def append(self, t: int, v: float) -> None:
         n = self.n
@@ -313,8 +321,8 @@ class _LabelIndex:
 class TSDBSnapshot:
     """An O(series) copy of the store: arrays, closed blocks and the label index are shared, copied on the next write."""
 
-    #: labels, the series' own arrays and sample count, and the first block it has not read
-    series: tuple[tuple[Labels, np.ndarray, np.ndarray, int, int], ...]
+    #: the series, frozen (a store that restores them copies one before changing it)
+    series: tuple[_MemSeries, ...]
     last_scrape: dict[str, frozenset[int]]
     #: closed blocks, oldest first, and the number the next block gets
     blocks: tuple[_Block, ...]
@@ -493,11 +501,19 @@ class TSDB:
             self._settle_many(sorted({sid for block in self._closed for sid in block.sids}))
             self._closed = []
 
+    def _writable(self, sid: int) -> _MemSeries:
+        """The series, made the store's own if a snapshot holds it (see :class:`_MemSeries`)."""
+        s = self._series[sid]
+        if s.frozen:
+            s = self._series[sid] = s.thawed()
+        return s
+
     def _settled(self, sid: int) -> _MemSeries:
         """The series, with the rows of every closed block it has not read taken into its arrays."""
         s = self._series[sid]
         closed = self._closed
         if closed and s.unread <= closed[-1].seq:
+            s = self._writable(sid)
             # closed blocks are numbered one after another: skip those already read, take the rest at once
             parts = [(block.ts[:block.rows], block.values[:block.rows, col])
                      for block in closed[max(s.unread - closed[0].seq, 0):] if (col := block.column(sid)) >= 0]
@@ -544,7 +560,7 @@ class TSDB:
             ends = np.cumsum(present.sum(axis=1)).tolist()
             begin = 0
             for sid, end in zip(chunk, ends, strict=True):
-                s = series[sid]
+                s = self._writable(sid)
                 if end > begin:
                     s.extend(flat_ts[begin:end], flat_vs[begin:end])
                 s.unread = last_seq + 1
@@ -555,7 +571,8 @@ class TSDB:
         it has the series (no row may follow the sample)."""
         if self._live is not None and self._live.column(sid) >= 0:
             self._close_live()
-        return self._settled(sid)
+        self._settled(sid)
+        return self._writable(sid)
 
     def append_refs(
         self,
@@ -663,14 +680,16 @@ class TSDB:
             if compact and self._closed:
                 self._settle_many(list(range(len(self._series))))
                 self._closed = []
-                for s in self._series:
+                for sid in range(len(self._series)):
+                    s = self._writable(sid)
                     s.ts, s.vs = s.ts[:s.n].copy(), s.vs[:s.n].copy()
             for s in self._series:
                 s.owned = False
+                s.frozen = True
             self._index_shared = True
             self._label_order([])  # the snapshot keeps the label order of all its series
             return TSDBSnapshot(
-                series=tuple((s.labels, s.ts, s.vs, s.n, s.unread) for s in self._series),
+                series=tuple(self._series),
                 last_scrape=dict(self._last_scrape),
                 blocks=tuple(self._closed),
                 next_block=self._next_block,
@@ -684,7 +703,7 @@ class TSDB:
             raise TypeError(f"restore() needs a TSDBSnapshot from TSDB.snapshot(), got {type(snap).__name__}")
         with self._lock:
             self.clear()
-            self._series = [_MemSeries(labels, unread, (ts, vs, n)) for labels, ts, vs, n, unread in snap.series]
+            self._series = list(snap.series)
             self._index, self._index_shared = snap.index, True
             self._sorted_ids, self._sorted_labels, self._rank = snap.order
             self._selections = dict(snap.selections)
