@@ -41,11 +41,15 @@ class TickPacker:
 
     def __init__(self, spec: AppSpec) -> None:
         self.spec = spec
-        self._calls = {id(c): SpecRef(svc.name, op.id, c.id)
-                       for svc in spec.services.values() for op in svc.operations.values() for c in op.calls}
+        #: the spec's own operations and calls by identity, with their references
+        self._refs: dict[int, tuple[object, SpecRef]] = {}
+        for svc in spec.services.values():
+            for op in svc.operations.values():
+                self._refs[id(op)] = (op, SpecRef(op.service, op.id, None))
+                for c in op.calls:
+                    self._refs[id(c)] = (c, SpecRef(svc.name, op.id, c.id))
         self._table = copyreg.dispatch_table.copy()
-        self._table[Operation] = self._reduce_operation
-        self._table[Call] = self._reduce_call
+        self._table[Operation] = self._table[Call] = self._reduce
         self._unpacked: OrderedDict[int, tuple[bytes, TraceTick]] = OrderedDict()
 
     def pack(self, tick: TraceTick) -> bytes:
@@ -68,17 +72,11 @@ class TickPacker:
             self._unpacked.popitem(last=False)
         return tick
 
-    def _reduce_operation(self, op: Operation) -> Any:
-        ref = SpecRef(op.service, op.id, None)
-        if _spec_object(self.spec, ref) is op:
-            return SpecRef, tuple(ref)
-        return op.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # not the spec's own: by value
-
-    def _reduce_call(self, call: Call) -> Any:
-        ref = self._calls.get(id(call))
-        if ref is not None and _spec_object(self.spec, ref) is call:
-            return SpecRef, tuple(ref)
-        return call.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    def _reduce(self, obj: Operation | Call) -> Any:
+        known = self._refs.get(id(obj))
+        if known is not None and known[0] is obj:
+            return SpecRef, tuple(known[1])
+        return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # not the spec's own: by value
 
 
 def _spec_object(spec: AppSpec, ref: SpecRef) -> Operation | Call | None:
