@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -225,14 +226,22 @@ class ApiLoad:
         self.histograms: dict[tuple[str, RequestClass], list[float]] = {}
         self._rejected_carry = 0.0
         self._labels = LabelSets()
+        #: request classes by what classifies them (one object per class: its metric labels are worked out once)
+        self._classes: dict[tuple[str, tuple[str, ...], str, str, str, str, str, str], RequestClass] = {}
+        #: a pod's running API-calling programs by pod (a stored object never changes in place), with the
+        #: ConfigMaps its volumes named when they were found
+        self._programs: dict[int, tuple[Obj, tuple[Obj | None, ...], list[tuple[Obj, Obj]]]] = {}
 
     # -- classification -----------------------------------------------------------------------
     def classify(self, user: str, groups: Sequence[str], verb: str, group: str, version: str, resource: str,
                  subresource: str, scope: str) -> RequestClass:
-        for schema in self.config.schemas:
-            if schema.matches(user, groups, resource):
-                return RequestClass(verb, group, version, resource, subresource, scope, schema.name, schema.level)
-        return RequestClass(verb, group, version, resource, subresource, scope, "catch-all", "catch-all")
+        key = (user, tuple(groups), verb, group, version, resource, subresource, scope)
+        cls = self._classes.get(key)
+        if cls is None:
+            schema = next((s for s in self.config.schemas if s.matches(user, groups, resource)), None)
+            cls = self._classes[key] = RequestClass(verb, group, version, resource, subresource, scope,
+                                                    *((schema.name, schema.level) if schema is not None else ("catch-all", "catch-all")))
+        return cls
 
     def _stored(self, kind: str, namespace: str | None = None) -> list[Obj]:
         """Stored objects, not copies: read every tick, never changed."""
@@ -256,8 +265,17 @@ class ApiLoad:
                     flows.append(_Flow(cls, float(r["perSecond"]), self._service(cls.verb, 0)))
         pods = self._stored("Pod")
         by_cls: dict[tuple[RequestClass, float, float, float], int] = {}
+        programs = self._programs
+        self._programs = {}
         for pod in pods:
-            for program, container in _running_programs(self.store, pod, self.config.programs):
+            maps = _mounted_configmaps(self.store, pod)
+            known = programs.get(id(pod))
+            if known is not None and known[0] is pod and len(known[1]) == len(maps) and all(map(operator.is_, known[1], maps)):
+                running = known[2]
+            else:
+                running = _running_programs(self.store, pod, self.config.programs)
+            self._programs[id(pod)] = (pod, maps, running)
+            for program, container in running:
                 r = program["request"]
                 namespace = pod["metadata"]["namespace"]
                 sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
@@ -498,6 +516,13 @@ def _running_programs(store: ObjectStore, pod: Obj, programs: Sequence[Obj]) -> 
                 if item.get("path") and str(item["path"]) in words:
                     out.extend((p, c) for p in programs if str(p["call"]) in text)
     return out
+
+
+def _mounted_configmaps(store: ObjectStore, pod: Obj) -> tuple[Obj | None, ...]:
+    """The ConfigMaps the pod's volumes name, in volume order (None where one is missing)."""
+    namespace = pod["metadata"]["namespace"]
+    return tuple(_configmap(store, namespace, str(v["configMap"].get("name", "")))
+                 for v in (pod.get("spec") or {}).get("volumes") or () if v.get("configMap"))
 
 
 def _configmap(store: ObjectStore, namespace: str, name: str) -> Obj | None:
