@@ -91,3 +91,25 @@ def test_an_overloaded_level_queues_then_rejects_the_agents_requests(twin: ShopT
     assert any("429 too many requests" in text.lower() and "Retry-After" in text for text in verbose)
     assert twin.value('sum(rate(apiserver_flowcontrol_rejected_requests_total{priority_level="workload-low"}[5m]))') > 0
     assert twin.value('sum(rate(apiserver_request_terminations_total{code="429"}[5m]))') > 0
+
+
+def test_the_load_follows_an_edited_program_and_a_new_configuration(twin: ShopTwin) -> None:
+    """What a generator runs is read from the ConfigMap its pods mount, as it is now: a script edited to
+    stop listing pods sends nothing more. A new configuration classifies requests by its own schemas."""
+    load = twin.backend.twin.cluster.apiload
+    inject_faults([SURGE], twin.context())
+    twin.backend.advance(60)
+    assert any(f.clients for f in load.flows), "the generators' closed loops"
+    script = _kubectl(twin, "-n", NS, "get", "configmap", "generator-script", "-o", "json", admin=True)
+    assert script.returncode == 0 and "list_pod_for_all_namespaces" in script.stdout
+    edited = script.stdout.replace("list_pod_for_all_namespaces", "read_namespace")
+    assert subprocess.run([kubectl_path(), "--kubeconfig", str(twin.backend.admin_kubeconfig), "replace", "-f", "-"],
+                          input=edited, capture_output=True, text=True, timeout=120).returncode == 0
+    twin.backend.advance(30)
+    assert not any(f.clients for f in load.flows)
+
+    user, groups = "system:serviceaccount:otel-demo:default", ("system:serviceaccounts", "system:authenticated")
+    assert load.classify(user, groups, "LIST", "", "v1", "pods", "", "cluster").level == "workload-low"
+    raw = yamltext.load(CONFIG.read_text(encoding="utf-8"))
+    load.config = parse_config({**raw, "flowSchemas": [s for s in raw["flowSchemas"] if s["level"] != "workload-low"]})
+    assert load.classify(user, groups, "LIST", "", "v1", "pods", "", "cluster").level != "workload-low"

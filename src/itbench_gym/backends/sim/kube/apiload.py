@@ -231,10 +231,13 @@ class ApiLoad:
         #: a pod's running API-calling programs by pod (a stored object never changes in place), with the
         #: ConfigMaps its volumes named when they were found
         self._programs: dict[int, tuple[Obj, tuple[Obj | None, ...], list[tuple[Obj, Obj]]]] = {}
+        #: the configuration both caches were filled under (a new one empties them)
+        self._cached_for = self.config
 
     # -- classification -----------------------------------------------------------------------
     def classify(self, user: str, groups: Sequence[str], verb: str, group: str, version: str, resource: str,
                  subresource: str, scope: str) -> RequestClass:
+        self._check_caches()
         key = (user, tuple(groups), verb, group, version, resource, subresource, scope)
         cls = self._classes.get(key)
         if cls is None:
@@ -242,6 +245,10 @@ class ApiLoad:
             cls = self._classes[key] = RequestClass(verb, group, version, resource, subresource, scope,
                                                     *((schema.name, schema.level) if schema is not None else ("catch-all", "catch-all")))
         return cls
+
+    def _check_caches(self) -> None:
+        if self._cached_for is not self.config:
+            self._classes, self._programs, self._cached_for = {}, {}, self.config
 
     def _stored(self, kind: str, namespace: str | None = None) -> list[Obj]:
         """Stored objects, not copies: read every tick, never changed."""
@@ -265,6 +272,7 @@ class ApiLoad:
                     flows.append(_Flow(cls, float(r["perSecond"]), self._service(cls.verb, 0)))
         pods = self._stored("Pod")
         by_cls: dict[tuple[RequestClass, float, float, float], int] = {}
+        self._check_caches()
         programs = self._programs
         self._programs = {}
         for pod in pods:
