@@ -32,9 +32,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
-from .cluster_view import PodView, StoreLike, list_kind, selector_matches
+from .cluster_view import PodView, StoreLike, list_kind, same_objects, selector_matches
 from .network import Reach
 
 Obj = dict[str, Any]
@@ -160,21 +160,18 @@ class MeshState:
     ztunnels: Mapping[str, Obj]
 
     @classmethod
-    def read(cls, store: StoreLike) -> MeshState:
-        namespaces = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in list_kind(store, "Namespace")}
-        controllers = {c["metadata"]["name"]: (c.get("spec") or {}).get("controllerName")
-                       for c in list_kind(store, "GatewayClass", None, f"{GATEWAY_GROUP}/v1")}
-        gateways = frozenset((g["metadata"].get("namespace", ""), g["metadata"]["name"])
-                             for g in list_kind(store, "Gateway", None, f"{GATEWAY_GROUP}/v1")
+    def of(cls, inputs: _MeshInputs) -> MeshState:
+        namespaces = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in inputs.namespaces}
+        controllers = {c["metadata"]["name"]: (c.get("spec") or {}).get("controllerName") for c in inputs.gateway_classes}
+        gateways = frozenset((g["metadata"].get("namespace", ""), g["metadata"]["name"]) for g in inputs.gateways
                              if controllers.get((g.get("spec") or {}).get("gatewayClassName")) in ISTIO_CONTROLLERS)
         ztunnels = {}
-        for p in list_kind(store, "Pod", ROOT_NAMESPACE):
+        for p in inputs.root_pods:
             status = p.get("status") or {}
             if (selector_matches({"matchLabels": ZTUNNEL_LABELS}, p["metadata"].get("labels")) and status.get("phase") == "Running"
                     and not p["metadata"].get("deletionTimestamp")):
                 ztunnels[(p.get("spec") or {}).get("nodeName", "")] = p
-        return cls(namespaces, tuple(list_kind(store, "PeerAuthentication", None, f"{SECURITY_GROUP}/v1")),
-                   tuple(list_kind(store, "AuthorizationPolicy", None, f"{SECURITY_GROUP}/v1")), gateways, ztunnels)
+        return cls(namespaces, tuple(inputs.peer_authentications), tuple(inputs.authorization_policies), gateways, ztunnels)
 
     @property
     def present(self) -> bool:
@@ -272,6 +269,45 @@ class MeshState:
         return None if self.authorized(dst, src, req) else "rbac_reset"
 
 
+class _MeshInputs(NamedTuple):
+    """The stored objects a :class:`MeshState` is read from."""
+
+    namespaces: list[Obj]
+    gateway_classes: list[Obj]
+    gateways: list[Obj]
+    root_pods: list[Obj]
+    peer_authentications: list[Obj]
+    authorization_policies: list[Obj]
+
+    @classmethod
+    def read(cls, store: StoreLike) -> _MeshInputs:
+        return cls(list_kind(store, "Namespace"), list_kind(store, "GatewayClass", None, f"{GATEWAY_GROUP}/v1"),
+                   list_kind(store, "Gateway", None, f"{GATEWAY_GROUP}/v1"), list_kind(store, "Pod", ROOT_NAMESPACE),
+                   list_kind(store, "PeerAuthentication", None, f"{SECURITY_GROUP}/v1"),
+                   list_kind(store, "AuthorizationPolicy", None, f"{SECURITY_GROUP}/v1"))
+
+    def same(self, other: _MeshInputs) -> bool:
+        """Whether both reads found the very same stored objects."""
+        return all(same_objects(a, b) for a, b in zip(self, other, strict=True))
+
+
+class MeshReader:
+    """Reads the mesh each tick, keeping the last :class:`MeshState` while its objects are the very
+    same stored objects (stored objects never change in place): callers may then key what they
+    derive from the mesh by the state's identity."""
+
+    def __init__(self) -> None:
+        self._last: tuple[_MeshInputs, MeshState] | None = None
+
+    def read(self, store: StoreLike) -> MeshState:
+        inputs = _MeshInputs.read(store)
+        if self._last is not None and self._last[0].same(inputs):
+            return self._last[1]
+        state = MeshState.of(inputs)
+        self._last = (inputs, state)
+        return state
+
+
 def endpoints(view: Any, host: str) -> list[Obj]:
     """The ready pods behind the Service ``host`` names in the view's namespace (none for another
     name); a fact of the view's objects, worked out once while they stay the same (read-only)."""
@@ -293,15 +329,27 @@ def _endpoints(view: Any, host: str) -> list[Obj]:
 
 
 def admit(mesh: MeshState, view: Any, src: PodView | None, host: str, port: int | None, operation: str, r: Reach) -> Reach:
-    """``r`` with the share of the Service's endpoints that the mesh refuses taken out of it."""
+    """``r`` with the share of the Service's endpoints that the mesh refuses taken out of it (worked
+    out once per mesh state while the view's objects stay the same)."""
     if r.ok_share <= 0 or not mesh.present:
         return r
+    key = ("mesh refusal", id(mesh), src.uid if src is not None else None, host, port, operation)
+    known = view.derived.get(key)
+    if known is None or known[0] is not mesh:
+        known = view.derived[key] = (mesh, _refusal(mesh, view, src, host, port, operation))
+    refused, cause = known[1]
+    if cause is None:
+        return r
+    return replace(r, ok_share=r.ok_share * (1.0 - refused), cause=cause)
+
+
+def _refusal(mesh: MeshState, view: Any, src: PodView | None, host: str, port: int | None, operation: str) -> tuple[float, str | None]:
+    """Share of the Service's ready endpoints the mesh refuses a call from ``src``, and the main cause."""
     pods = endpoints(view, host)
     if not pods:
-        return r
+        return 0.0, None
     req = Request.of_operation(operation, port)
     causes = Counter(c for c in (mesh.verdict(p, src.pod if src is not None else None, req) for p in pods) if c)
     if not causes:
-        return r
-    refused = sum(causes.values()) / len(pods)
-    return replace(r, ok_share=r.ok_share * (1.0 - refused), cause=causes.most_common(1)[0][0])
+        return 0.0, None
+    return sum(causes.values()) / len(pods), causes.most_common(1)[0][0]

@@ -43,7 +43,7 @@ from .httpbody import body_failure
 from .jvm import JvmCode, heap_stress_bytes, max_heap_bytes, script_rules
 from .jvm import outcome as jvm_outcome
 from .machines import Machines, stress_bytes
-from .mesh import MeshState, admit
+from .mesh import MeshReader, MeshState, admit
 from .mesh_metrics import MeshTelemetry
 from .network import Reach, active_chaos, chaos_selects, http_selects, reach, request_body_patch, resolve_address
 from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
@@ -405,6 +405,7 @@ class AppModel:
         self._ticks = TickPacker(spec)
         self._state = _State()
         self._reader = ClusterReader(spec)
+        self._mesh = MeshReader()
         self._node_cpus = Derived(_node_cpus)
         self._node_memory = Derived(_node_memory)
         self._view: ClusterView | None = None
@@ -470,7 +471,7 @@ class AppModel:
         effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
         knobs, burn, mem_add = self._knobs(view, effects, dict(self._node_memory.of(list_kind(cluster.store, "Node"))))
         knobs.dropped.update(dropped)
-        mesh = MeshState.read(cluster.store)
+        mesh = self._mesh.read(cluster.store)
         reaches = self._reaches(view, effects, mesh)
         stats = self._solver.stats(reaches, knobs)
         roots = self._load_roots(view, stats, t, dt)
