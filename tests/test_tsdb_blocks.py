@@ -53,6 +53,12 @@ class _Pair:
 
     def assert_equal(self) -> None:
         assert _contents(self.blocks) == _contents(self.samples)
+        # the engine's flat read of the same window: the series one after the other, with their offsets
+        window = (15_000, 10**12)
+        raw = self.blocks.select_raw([], *window)
+        labels, ts, vs, starts = self.blocks.select_flat([], *window)
+        assert labels == [lb for lb, _, _ in raw] and starts.tolist() == np.cumsum([0, *(len(t) for _, t, _ in raw)]).tolist()
+        assert ts.tolist() == [int(x) for _, t, _ in raw for x in t] and vs.tobytes() == b"".join(v.tobytes() for _, _, v in raw)
         for job in JOBS:  # through the label index, which snapshots share
             assert [s.labels for s in self.blocks.select({"job": job})] == [s.labels for s in self.samples.select({"job": job})]
 

@@ -1078,6 +1078,11 @@ class RuleAwareTSDB(TSDB):
         self._catch_up(matchers)
         return super().select_raw(matchers, mint, maxt, check)
 
+    def select_flat(self, matchers: Sequence[Matcher], mint: int, maxt: int,
+                    check: Callable[[], None] | None = None) -> tuple[list[Labels], np.ndarray, np.ndarray, np.ndarray]:
+        self._catch_up(matchers)
+        return super().select_flat(matchers, mint, maxt, check)
+
     def label_names(self, matchers: Any = None, start: float | None = None, end: float | None = None) -> list[str]:
         self._catch_up(None)
         return super().label_names(matchers, start, end)

@@ -795,43 +795,77 @@ class TSDB:
         self._selections[key] = (len(self._series), sids)
         return sids
 
+    def _gather(self, matchers: Sequence[Matcher], mint: int, maxt: int, check: Check | None
+                ) -> tuple[list[tuple[Labels, np.ndarray, np.ndarray, int]], np.ndarray, np.ndarray]:
+        """The selected series' own samples in ``[mint, maxt]`` (views), each with its column of the
+        live block (-1: none), and the live block's rows in the window: times and values by column.
+        Call with the lock held."""
+        sids = self._selection(matchers, check)
+        self._settle_many(sids)
+        series, live = self._series, self._live
+        # the live block's rows in the window follow each of its series' own samples
+        cols: list[int] = []
+        live_ts, live_values = np.zeros(0, dtype=np.int64), np.zeros((0, 0))
+        if live is not None:
+            rows = live.ts[:live.rows]
+            first = int(rows.searchsorted(mint))
+            end = live.rows if live.last <= maxt else int(rows.searchsorted(maxt, "right"))
+            if first < end:
+                cols, live_ts, live_values = live.column_list(), rows[first:end], live.values[first:end]
+        known = len(cols)
+        out = []
+        for k, sid in enumerate(sids):
+            if check is not None and k % _CHECK_EVERY == 0:
+                check()
+            s = series[sid]
+            n, ts = s.n, s.ts
+            # A window reaching back past the first sample, and ``last`` for the usual query that
+            # ends at or after the newest one, spare a search.
+            lo = 0 if not n or ts[0] >= mint else int(ts[:n].searchsorted(mint))
+            hi = n if s.last <= maxt else int(ts[:n].searchsorted(maxt, "right"))
+            out.append((s.labels, ts[lo:hi], s.vs[lo:hi], cols[sid] if sid < known else -1))
+        return out, live_ts, live_values
+
     def select_raw(
         self, matchers: Sequence[Matcher], mint: int, maxt: int, check: Check | None = None
     ) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
-        """Like :meth:`select_ms` but returns plain ``(labels, ts, vs)`` tuples (the engine's hot path).
+        """Like :meth:`select_ms` but returns plain ``(labels, ts, vs)`` tuples.
 
         ``check`` is called every few hundred series or label values; it may raise to abandon the
         selection (the engines pass their query deadline).
         """
         with self._lock:
-            out = []
-            sids = self._selection(matchers, check)
-            self._settle_many(sids)
-            series, live = self._series, self._live
-            # the live block's rows in the window follow each of its series' own samples
-            cols: list[int] = []
-            if live is not None:
-                rows = live.ts[:live.rows]
-                first = int(rows.searchsorted(mint))
-                end = live.rows if live.last <= maxt else int(rows.searchsorted(maxt, "right"))
-                if first < end:
-                    cols, live_ts, live_values = live.column_list(), rows[first:end], live.values[first:end]
-            known = len(cols)
-            for k, sid in enumerate(sids):
-                if check is not None and k % _CHECK_EVERY == 0:
-                    check()
-                s = series[sid]
-                n, ts = s.n, s.ts
-                # A window reaching back past the first sample, and ``last`` for the usual query that
-                # ends at or after the newest one, spare a search.
-                lo = 0 if not n or ts[0] >= mint else int(ts[:n].searchsorted(mint))
-                hi = n if s.last <= maxt else int(ts[:n].searchsorted(maxt, "right"))
-                col = cols[sid] if sid < known else -1
-                if col < 0:
-                    out.append((s.labels, ts[lo:hi], s.vs[lo:hi]))
+            found, live_ts, live_values = self._gather(matchers, mint, maxt, check)
+            return [(labels, ts, vs) if col < 0 else
+                    (labels, np.concatenate((ts, live_ts)), np.concatenate((vs, live_values[:, col])))
+                    for labels, ts, vs, col in found]
+
+    def select_flat(
+        self, matchers: Sequence[Matcher], mint: int, maxt: int, check: Check | None = None
+    ) -> tuple[list[Labels], np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`select_raw`'s series as the engine's hot path reads them: labels, every series'
+        times and values one after the other in two flat arrays, and each series' offset (one more
+        at the end), without an array per series."""
+        with self._lock:
+            found, live_ts, live_values = self._gather(matchers, mint, maxt, check)
+            ts_parts: list[np.ndarray] = []
+            vs_parts: list[np.ndarray] = []
+            lens = np.empty(len(found) + 1, dtype=np.int64)
+            lens[0] = 0
+            n_live = len(live_ts)
+            for i, (_, ts, vs, col) in enumerate(found, 1):
+                ts_parts.append(ts)
+                vs_parts.append(vs)
+                if col >= 0:
+                    ts_parts.append(live_ts)
+                    vs_parts.append(live_values[:, col])
+                    lens[i] = len(ts) + n_live
                 else:
-                    out.append((s.labels, np.concatenate((ts[lo:hi], live_ts)), np.concatenate((s.vs[lo:hi], live_values[:, col]))))
-            return out
+                    lens[i] = len(ts)
+            starts = np.cumsum(lens)
+            if not ts_parts:
+                return [], np.zeros(0, dtype=np.int64), np.zeros(0), starts
+            return [labels for labels, _, _, _ in found], np.concatenate(ts_parts), np.concatenate(vs_parts), starts
 
     def select_ms(self, matchers: Sequence[Matcher], mint: int, maxt: int) -> list[Series]:
         """Series matching all ``matchers`` with their samples in ``[mint, maxt]`` ms, sorted by labels.

@@ -382,23 +382,24 @@ class Engine:
             base = np.full(len(ctx.ts), at.ms, dtype=np.int64)
         return base - offset
 
-    def _select(self, node: VectorSel, mint: int, maxt: int, ctx: _Ctx) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+    def _select(self, node: VectorSel, mint: int, maxt: int, ctx: _Ctx) -> tuple[list[Labels], np.ndarray, np.ndarray, np.ndarray]:
+        """The selected series: labels, flat times and values, each series' offset (``TSDB.select_flat``)."""
         sets = node.matcher_sets()
         check = ctx.budget.check
         if len(sets) == 1:
-            return self.storage.select_raw(sets[0], mint, maxt, check)
+            return self.storage.select_flat(sets[0], mint, maxt, check)
         merged: dict[Labels, tuple[Labels, np.ndarray, np.ndarray]] = {}
         for ms in sets:
             for item in self.storage.select_raw(ms, mint, maxt, check):
                 merged[item[0]] = item
-        return [merged[k] for k in sorted(merged)]
+        series = [merged[k] for k in sorted(merged)]
+        return [lb for lb, _, _ in series], *flatten([(a, b) for _, a, b in series])
 
     def _vector_selector(self, node: VectorSel, ctx: _Ctx) -> tuple[Block, np.ndarray]:
         t = self._times(node.at, node.offset, ctx)
-        series = self._select(node, int(t.min()) - self.lookback + 1, int(t.max()), ctx)
+        labels, ts, vs, starts = self._select(node, int(t.min()) - self.lookback + 1, int(t.max()), ctx)
         n = len(t)
-        ctx.budget.charge(len(series) * n)
-        ts, vs, starts = flatten([(a, b) for _, a, b in series])
+        ctx.budget.charge(len(labels) * n)
         hi = search(ts, starts, t, "right")
         idx = hi - 1
         valid = idx >= starts[:-1, None]
@@ -411,7 +412,6 @@ class Engine:
         else:
             st = np.zeros(idx.shape, dtype=np.int64)
             val = np.zeros(idx.shape)
-        labels = [lb for lb, _, _ in series]
         block = Block(labels, np.where(valid, val, 0.0), valid, np.zeros(len(labels), dtype=bool))
         keep = valid.any(axis=1)
         if not keep.all():
@@ -423,10 +423,8 @@ class Engine:
         if isinstance(node, MatrixSel):
             vs = node.vs
             end = self._times(vs.at, vs.offset, ctx)
-            series = self._select(vs, int(end.min()) - node.range + 1, int(end.max()), ctx)
-            ctx.budget.charge(sum(len(a) for _, a, _ in series))
-            arrays = [(a, b) for _, a, b in series]
-            labels = [lb for lb, _, _ in series]
+            labels, ts, vs_flat, starts = self._select(vs, int(end.min()) - node.range + 1, int(end.max()), ctx)
+            ctx.budget.charge(len(ts))
             drop = np.zeros(len(labels), dtype=bool)
         else:
             end = self._times(node.at, node.offset, ctx)
@@ -452,15 +450,15 @@ class Engine:
                 labels = list(val.labels)
                 arrays = [(grid[val.present[i]], val.values[i][val.present[i]]) for i in range(len(val))]
                 drop = val.drop_name.copy()
+            ts, vs_flat, starts = flatten(arrays)
         ctx.budget.charge(len(labels) * len(end))
-        ts, vs_flat, starts = flatten(arrays)
         if isinstance(node, MatrixSel):
             # Range selectors never return staleness markers.
             stale = is_stale(vs_flat)
             if stale.any():
                 keep = ~stale
-                sid = np.repeat(np.arange(len(arrays)), np.diff(starts))
-                counts = np.bincount(sid[keep], minlength=len(arrays))
+                sid = np.repeat(np.arange(len(labels)), np.diff(starts))
+                counts = np.bincount(sid[keep], minlength=len(labels))
                 starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
                 ts, vs_flat = ts[keep], vs_flat[keep]
         lo = search(ts, starts, end - node.range, "right")
