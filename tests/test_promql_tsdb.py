@@ -100,10 +100,14 @@ def test_append_refs_matches_append() -> None:
         b.append_refs(30, [99], [1.0])
 
 
-def test_a_repeated_selection_sees_series_added_in_between() -> None:
+@pytest.mark.parametrize("matchers", [
+    [Matcher("__name__", "=", "up"), Matcher("job", "=~", "a|c"), Matcher("instance", "!=", "2")],
+    [Matcher("__name__", "=", "up"), Matcher("job", "=", "")],  # series without a job
+    [Matcher("job", "=~", "a|b")],  # no equality matcher to narrow the new series by
+], ids=["equality and regex", "empty equality", "regex only"])
+def test_a_repeated_selection_sees_series_added_in_between(matchers: list[Matcher]) -> None:
     """Selections are kept between queries; series created later (a few or many, after a clear
     too) must still be found, in label order, exactly as a fresh store finds them."""
-    matchers = [Matcher("__name__", "=", "up"), Matcher("job", "=~", "a|c"), Matcher("instance", "!=", "2")]
     db = TSDB()
     added: list[dict[str, str]] = []
 
@@ -122,10 +126,10 @@ def test_a_repeated_selection_sees_series_added_in_between() -> None:
     assert [s.labels for s in db.select(matchers)] == fresh()
     grow([_up("a", "3"), _up("a", "2"), {"__name__": "up", "instance": "1"}, _up("c", "0")])
     assert [s.labels for s in db.select(matchers)] == fresh()
-    grow([_up("a", str(i)) for i in range(10, 400)])
+    grow([_up("a", str(i)) for i in range(10, 400)] + [{"__name__": "up", "instance": str(i)} for i in range(300)])
     assert [s.labels for s in db.select(matchers)] == fresh()
-    assert len(fresh()) == 393
+    assert len(fresh()) > 256  # more than are checked one by one
     db.clear()
     added.clear()
     grow([_up("a", "9")])
-    assert [s.labels for s in db.select(matchers)] == fresh() == [tuple(sorted(_up("a", "9").items()))]
+    assert [s.labels for s in db.select(matchers)] == fresh()

@@ -772,6 +772,23 @@ class TSDB:
         ordered: list[int] = arr[np.argsort(self._rank[arr], kind="stable")].tolist()  # tolist() is typed Any
         return ordered
 
+    def _matched_since(self, matchers: Sequence[Matcher], since: int) -> list[int] | None:
+        """The series from id ``since`` on that match ``matchers``, or None when that would cost
+        about as much as matching every series: a few new series are checked one by one; many, only
+        those an equality matcher's postings hold (the smallest such list)."""
+        n = len(self._series)
+        candidates: Iterable[int]
+        if n - since <= _REMATCH_AFTER:
+            candidates = range(since, n)
+        else:
+            # (``name=""`` matches series without the label, which no postings list holds)
+            postings = [self._index.postings.get(m.name, {}).get(m.value, set()) for m in matchers if m.op == "=" and m.value]
+            if not postings:
+                return None
+            candidates = sorted(sid for sid in min(postings, key=len) if sid >= since)
+        series = self._series
+        return [sid for sid in candidates if all(m.matches(labels_get(series[sid].labels, m.name)) for m in matchers)]
+
     def _selection(self, matchers: Sequence[Matcher], check: Check | None) -> list[int]:
         """Ids of the series matching ``matchers``, in label order.
 
@@ -784,9 +801,8 @@ class TSDB:
         n = len(self._series)
         if hit is not None and hit[0] == n:
             return hit[1]
-        if hit is not None and n - hit[0] <= _REMATCH_AFTER:
-            new = [sid for sid in range(hit[0], n)
-                   if all(m.matches(labels_get(self._series[sid].labels, m.name)) for m in matchers)]
+        new = self._matched_since(matchers, hit[0]) if hit is not None else None
+        if hit is not None and new is not None:
             sids = self._label_order(hit[1] + new) if new else hit[1]
         else:
             sids = self._label_order(self._match_ids(matchers, check))
