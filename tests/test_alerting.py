@@ -7,7 +7,7 @@ import pytest
 
 from itbench_gym.backends.sim.alerting import RESOLVED_RETENTION, RuleAwareTSDB, RuleError, RuleManager, expand_template
 from itbench_gym.backends.sim.promql import Engine
-from itbench_gym.backends.sim.tsdb import TSDB
+from itbench_gym.backends.sim.tsdb import TSDB, is_stale
 
 RULES = {
     "groups": [
@@ -91,6 +91,35 @@ def test_batched_and_tick_by_tick_evaluation_agree() -> None:
         return seen[-1:] + [(a.state, a.active_at) for a in rm.all_alerts()]
 
     assert run(15) == run(300)
+
+
+FLAKY = {"groups": [{"name": "flaky", "interval": "15s", "rules": [
+    {"record": "job:flaky:up", "expr": "flaky > 0"},
+    # the rule's label overwrites what tells the two jobs apart: both record under one label set
+    {"record": "flaky:any", "expr": "flaky > 0", "labels": {"job": "any"}},
+]}]}
+
+
+def _recorded(db: TSDB, name: str) -> list[tuple[tuple[tuple[str, str], ...], list[int], bytes]]:
+    return [(s.labels, s.ts.tolist(), s.vs.tobytes()) for s in db.select({"__name__": name})]
+
+
+def test_a_batch_of_instants_records_and_marks_stale_as_each_instant_does() -> None:
+    """Recorded series that come and go inside one batch get their values and a staleness marker at
+    each instant they went missing, as evaluating instant by instant writes them."""
+    def run(batch: int) -> list[object]:
+        db = TSDB()
+        for k, t in enumerate(range(0, 600, 15)):
+            db.append(t, [({"__name__": "flaky", "job": job}, float((k + shift) % 3 == 0)) for job, shift in (("a", 0), ("b", 1))])
+        rm = RuleManager(FLAKY, Engine(db), start=0)
+        for t in [*range(0, 585, batch), 585]:
+            rm.evaluate_until(t)
+        return _recorded(db, "job:flaky:up") + _recorded(db, "flaky:any")
+
+    one_by_one = run(15)
+    assert one_by_one == run(300) == run(600)
+    values = np.concatenate([np.frombuffer(bits) for _, _, bits in one_by_one])
+    assert is_stale(values).any() and (values == 1.0).any()
 
 
 def test_keep_firing_for_holds_the_alert() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -133,3 +134,17 @@ def test_a_repeated_selection_sees_series_added_in_between(matchers: list[Matche
     added.clear()
     grow([_up("a", "9")])
     assert [s.labels for s in db.select(matchers)] == fresh()
+
+
+def test_many_samples_at_once_are_stored_as_one_by_one_with_refusals_left_out() -> None:
+    labels = (("__name__", "x"),)
+    ts, vs = np.array([10_000, 20_000, 30_000, 40_000], dtype=np.int64), np.array([1.0, 2.0, 3.0, 4.0])
+    one, many = TSDB(), TSDB()
+    for db in (one, many):
+        db.append_ms(labels, 20_000, 9.0)
+    for t, v in zip(ts.tolist(), vs.tolist(), strict=True):
+        with contextlib.suppress(ValueError):
+            one.append_ms(labels, t, v)
+    assert many.append_many_ms(labels, ts, vs) == 1  # 10 s is before the last sample
+    assert [(s.ts.tolist(), s.vs.tolist()) for s in many.select([])] == [(s.ts.tolist(), s.vs.tolist()) for s in one.select([])]
+    assert many.select([])[0].vs.tolist() == [2.0, 3.0, 4.0]  # the sample at the last time took the new value

@@ -684,6 +684,8 @@ class RuleManager:
             rule.last_eval = float(ms[-1]) / 1000.0
             return
         rule.health, rule.last_error = "ok", ""
+        if rule.kind == "recording" and res.type != "scalar" and self._record_all(rule, ms, res.series):
+            return
         per_step: list[dict[Labels, float]] = [dict() for _ in ms]
         index = {int(t): i for i, t in enumerate(ms.tolist())}
         if res.type == "scalar":
@@ -700,6 +702,37 @@ class RuleManager:
             else:
                 self._alert_step(rule, t, per_step[i])
             rule.last_eval = t
+
+    def _record_all(self, rule: Rule, ms: np.ndarray, series: Sequence[tuple[Labels, np.ndarray, np.ndarray]]) -> bool:
+        """A recording rule's evaluations at the instants ``ms``, written series by series: each
+        recorded series' values at the instants it had one, and a staleness marker at each instant
+        it had none after one (or after the last evaluation's output), as :meth:`_record` at each
+        instant in turn writes them. False (nothing written) when two results record under one
+        label set (the rule's labels overwrite what told them apart): those go instant by instant."""
+        extra = tuple(rule.labels.items())
+        present: dict[Labels, tuple[np.ndarray, np.ndarray]] = {}
+        for lb, ts, vs in series:
+            recorded = _recorded_labels(lb, rule.name, extra)
+            if recorded in present:
+                return False
+            at = np.zeros(len(ms), dtype=bool)
+            values = np.empty(len(ms))
+            idx = np.searchsorted(ms, ts)
+            at[idx], values[idx] = True, vs
+            present[recorded] = (at, values)
+        none = (np.zeros(len(ms), dtype=bool), np.empty(len(ms)))
+        for labels in [*present, *(gone for gone in rule.prev_output if gone not in present)]:
+            at, values = present.get(labels, none)
+            before = np.concatenate(([labels in rule.prev_output], at[:-1]))
+            write = at | before
+            self._store_many(labels, ms[write], np.where(at, values, STALE_NAN)[write])
+        rule.prev_output = {labels for labels, (at, _) in present.items() if at[-1]}
+        rule.last_eval = float(ms[-1]) / 1000.0
+        return True
+
+    def _store_many(self, labels: Labels, ts: np.ndarray, vs: np.ndarray) -> None:
+        if len(ts):
+            self.engine.storage.append_many_ms(labels, ts, vs)
 
     def _record(self, rule: Rule, t_ms: int, samples: dict[Labels, float]) -> None:
         out: set[Labels] = set()

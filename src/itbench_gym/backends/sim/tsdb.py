@@ -638,6 +638,23 @@ class TSDB:
         with self._lock:
             self._to_write(self._get_or_create(labels)).append(int(t_ms), float(v))
 
+    def append_many_ms(self, labels: Labels, ts: np.ndarray, vs: np.ndarray) -> int:
+        """Store one series' samples (times increasing) as :meth:`append_ms` one after the other would,
+        with each sample it refuses left out: one at the series' last time replaces that sample's
+        value, earlier ones are not stored. Returns how many were left out (what a rule's writes of
+        a rewound store lose, as Prometheus' do)."""
+        with self._lock:
+            s = self._to_write(self._get_or_create(labels))
+            first = int(np.searchsorted(ts, s.last, side="right")) if s.n else 0
+            if first and int(ts[first - 1]) == s.last:
+                s.append(s.last, float(vs[first - 1]))
+                refused = first - 1
+            else:
+                refused = first
+            if first < len(ts):
+                s.extend(np.asarray(ts[first:], dtype=np.int64), np.asarray(vs[first:], dtype=np.float64))
+            return refused
+
     def rebase(self, refs: Iterable[SeriesRef]) -> None:
         """Make handles from before a restore (or :meth:`clear`) valid for this generation: a handle
         keeps its id when that id still names a series with its labels, else it gets one again at
