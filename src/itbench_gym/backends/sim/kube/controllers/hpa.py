@@ -11,6 +11,7 @@ reasons and messages.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -93,6 +94,9 @@ class HpaController(Controller):
         super().__init__(ctx)
         self.usage = usage
         self.memory: dict[Key, HpaMemory] = {}
+        #: whether a pod matches a target's selector, by the pod object (a stored object never
+        #: changes in place: a pod's status write makes a new one) and the selector's text
+        self._matched: dict[tuple[int, str], tuple[Obj, bool]] = {}
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "HorizontalPodAutoscaler":
@@ -112,13 +116,26 @@ class HpaController(Controller):
     # -- metrics --------------------------------------------------------------------------------
 
     def _pods(self, hpa: Obj, target: Obj) -> list[Obj]:
+        """The namespace's pods the target's selector picks (each pod matched once while it is the same object)."""
         selector = (target.get("spec") or {}).get("selector")
         ns = hpa["metadata"].get("namespace") or ""
-        pods = self.ctx.cache.list("Pod", ns)
+        pods = list(self.ctx.cache.list("Pod", ns))
         if not pods:
             return []
-        chosen = selector_from_dict(selector)  # parsed once for every pod
-        return [p for p in pods if chosen.matches(p["metadata"].get("labels"))]
+        text, matched = json.dumps(selector, sort_keys=True), self._matched
+        if len(matched) > 16 * len(pods) + 1024:  # pods long replaced
+            matched.clear()
+        chosen = None
+        out = []
+        for p in pods:
+            known = matched.get((id(p), text))
+            if known is None or known[0] is not p:
+                if chosen is None:
+                    chosen = selector_from_dict(selector)  # parsed once for every pod
+                known = matched[(id(p), text)] = (p, chosen.matches(p["metadata"].get("labels")))
+            if known[1]:
+                out.append(p)
+        return out
 
     def _resource_replicas(self, metric: Obj, pods: list[Obj], current: int) -> tuple[int, Obj, str]:
         res = metric.get("resource") or {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
@@ -31,6 +32,17 @@ def parse_time(s: str | None) -> float | None:
 
 
 def quantity(value: Any) -> Decimal:
+    """A Quantity's value (Kubernetes' parser; a text is parsed once per process: controllers read
+    the same requests and limits every sync, and a Decimal never changes)."""
+    return _parsed_text(value) if isinstance(value, str) else _parse(value)
+
+
+@lru_cache(maxsize=4096)
+def _parsed_text(text: str) -> Decimal:
+    return _parse(text)
+
+
+def _parse(value: Any) -> Decimal:
     parsed: Decimal = parse_quantity(value)
     return parsed
 
