@@ -118,3 +118,16 @@ def test_deleting_an_autoscaler_fails(env: ITBenchEnv) -> None:
     evaluation = _submit(env, "kubectl -n otel-demo delete hpa frontend", SETTLE)
     assert not evaluation["mitigation"]["passed"]
     assert any(r.startswith("HorizontalPodAutoscaler otel-demo/frontend deleted") for r in evaluation["mitigation"]["reasons"])
+
+
+def test_the_budgets_are_deployed_once_on_the_shared_start(env: ITBenchEnv) -> None:
+    """The budget alerts are the same objects for every seed: every new seed starts from one
+    deployment of them (same uid), made on the shared healthy baseline, and names that start."""
+    uids = []
+    for seed in (11, 12):
+        env.reset(seed=seed)
+        assert env.backend.baseline_key is not None and env.backend.baseline_key.provisioned.startswith("finops-budgets-")
+        observation, *_ = env.step("kubectl -n otel-demo get prometheusrule finops-budget-alerts -o jsonpath={.metadata.uid}")
+        assert observation["exit_status"] == 0, observation["text"]
+        uids.append(observation["text"].strip())
+    assert uids[0] and uids[0] == uids[1]
