@@ -131,7 +131,7 @@ class NodeController(Controller):
                              "renewTime": rfc3339(now, 6)},
                 })
             else:
-                self.ctx.store.update(dict(lease, spec=dict(lease["spec"], renewTime=rfc3339(now, 6))))
+                self.ctx.store.update(dict(lease, spec=dict(lease["spec"], renewTime=rfc3339(now, 6))), copy_result=False)
         except ApiError as e:
             if e.code not in (404, 409) and not is_storage_error(e):
                 raise

@@ -262,7 +262,10 @@ class ObjectStore:
                 out.append(o)
         return out
 
-    def update(self, obj: Obj, *, subresource: str | None = None, dry_run: bool = False) -> Obj:
+    def update(self, obj: Obj, *, subresource: str | None = None, dry_run: bool = False, copy_result: bool = True) -> Obj:
+        """Store ``obj``; returns the stored object as its version serves it, a copy the caller may
+        change unless ``copy_result`` is False (then the store's own: read-only, as controllers
+        read the objects of their cache)."""
         rt = self._type_of(obj)
         stype = self.registry.storage_type(rt)
         if rt is not stype:
@@ -278,8 +281,8 @@ class ObjectStore:
         old = self._get_stored(rt, ns, meta["name"])
         self._check_precondition(rt, old, meta.get("resourceVersion"))
         new = self._merge_update(stype, old, incoming, subresource)
-        out = self._commit_update(stype, old, new, dry_run=dry_run, subresource=subresource)
-        return clone(self.registry.convert(out, rt))
+        out = self.registry.convert(self._commit_update(stype, old, new, dry_run=dry_run, subresource=subresource), rt)
+        return clone(out) if copy_result else out
 
     def patch(
         self,

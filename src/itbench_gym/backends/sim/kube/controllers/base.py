@@ -248,13 +248,14 @@ class Controller(ABC):
         return (obj["metadata"].get("namespace") or "", ref.get("name", ""))
 
     def write_status(self, obj: Obj, status: Obj) -> Obj | None:
-        """Store ``status`` when it differs from what the object has; None if the object is gone."""
+        """Store ``status`` when it differs from what the object has: the object as stored (read-only,
+        like the cache's), or None if it is gone."""
         if obj.get("status") == status:
             return obj
         new = dict(obj)
         new["status"] = status
         try:
-            return self.ctx.store.update(new, subresource="status")
+            return self.ctx.store.update(new, subresource="status", copy_result=False)
         except ApiError as e:
             if e.code in (404, 409) or is_storage_error(e):
                 return None  # gone, raced, or the store is full: the next sync writes it again
