@@ -725,14 +725,11 @@ class RuleManager:
             at, values = present.get(labels, none)
             before = np.concatenate(([labels in rule.prev_output], at[:-1]))
             write = at | before
-            self._store_many(labels, ms[write], np.where(at, values, STALE_NAN)[write])
+            if write.any():
+                self.engine.storage.append_many_ms(labels, ms[write], np.where(at, values, STALE_NAN)[write])
         rule.prev_output = {labels for labels, (at, _) in present.items() if at[-1]}
         rule.last_eval = float(ms[-1]) / 1000.0
         return True
-
-    def _store_many(self, labels: Labels, ts: np.ndarray, vs: np.ndarray) -> None:
-        if len(ts):
-            self.engine.storage.append_many_ms(labels, ts, vs)
 
     def _record(self, rule: Rule, t_ms: int, samples: dict[Labels, float]) -> None:
         out: set[Labels] = set()

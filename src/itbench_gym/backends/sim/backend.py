@@ -138,24 +138,23 @@ class SimBackend:
         def build_provisioned() -> AnySnapshot:
             assert provisioning is not None
             start = SHARED_BASELINES.get(healthy, build)
-            twin = built[0] if built else self._twin_at(healthy, start, spec, BASELINE_SEED)
+            twin = built[0] if built else self._twin_at(healthy, start, spec)
             self._activate(twin, spec)
             provisioning.apply(self)
             built[:] = [twin]
             return twin.snapshot(compact=True)
 
         snap = SHARED_BASELINES.get(key, build_provisioned if provisioning is not None else build)
-        twin = built[0] if built else self._twin_at(healthy, snap, spec, seed)
+        twin = built[0] if built else self._twin_at(healthy, snap, spec)
         self._keep_twin(healthy, twin)
         twin.reseed(seed)
         self._baseline_key = key
         return self._activate(twin, spec)
 
-    def _twin_at(self, key: BaselineKey, snap: AnySnapshot, spec: ScenarioSpec, seed: int) -> AnyTwin:
-        """The app's twin (this backend's, else a new one) restored to ``snap``."""
-        twin = self._twins.get(key)
-        if twin is None:
-            return self._new_twin(Path(key.app_dir), seed, spec, snap)
+    def _twin_at(self, key: BaselineKey, snap: AnySnapshot, spec: ScenarioSpec) -> AnyTwin:
+        """The app's twin (this backend's, else a new one) in exactly the state of ``snap``, its seed
+        included (a new twin reseeds as it is made)."""
+        twin = self._twins.get(key) or self._new_twin(Path(key.app_dir), snap.seed, spec, snap)
         twin.restore(snap)
         return twin
 
@@ -213,9 +212,8 @@ class SimBackend:
         saved = SHARED_INCIDENTS.get(self._incident_key(key))
         if saved is None:
             return None
-        key, snap = self._baseline_key_of(saved.spec), saved.snapshot
-        twin = self._twins.get(key) or self._new_twin(Path(key.app_dir), snap.seed, saved.spec, snap)
-        twin.restore(snap)  # exactly the state saved (a new twin has reseeded since)
+        key = self._baseline_key_of(saved.spec)
+        twin = self._twin_at(key, saved.snapshot, saved.spec)
         self._keep_twin(key, twin)
         self._baseline_key = None
         self._activate(twin, saved.spec)
