@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
+from itbench_gym.backends.sim.exporters.targets import DiscoveryWatch
 from itbench_gym.backends.sim.promql.engine import Engine
 from itbench_gym.backends.sim.tsdb import TSDB, Matcher, SampleBatch, SeriesRef, is_stale, make_labels
 from itbench_gym.backends.sim.twin import SCRAPE_INTERVAL, Twin
@@ -247,3 +248,37 @@ def test_a_restore_keeps_the_scrape_cache_of_the_series_that_remain(monkeypatch:
     monkeypatch.setattr(scrape, "merge", lambda *args: merged.append(args) or real(*args))
     twin.advance(60)
     assert len(_scraped(twin)) > 4000 and len(merged) < 50, merged[:5]
+
+
+def test_targets_are_discovered_again_only_when_what_discovery_reads_changes() -> None:
+    twin = _twin()
+    store, watch = twin.cluster.store, DiscoveryWatch()
+    name = next(p["metadata"]["name"] for p in store.list("Pod", MON) if p["metadata"]["name"].startswith("prometheus-kube-state-metrics-"))
+
+    def edit(kind: str, ns: str, obj_name: str, change: Any, subresource: str | None = None) -> tuple[Any, ...]:
+        obj = store.get(kind, ns, obj_name)
+        change(obj)
+        store.update(obj, subresource=subresource)
+        return watch.state(store)
+
+    state = watch.state(store)
+    # status the kubelet writes often that no target depends on: a restart count, a node's heartbeat
+    assert edit("Pod", MON, name, lambda p: p["status"]["containerStatuses"][0].update(restartCount=7), "status") == state
+    node = store.list("Node")[0]["metadata"]["name"]
+    assert edit("Node", "", node, lambda n: n["status"]["conditions"][0].update(lastHeartbeatTime="2026-01-01T01:00:00Z"),
+                "status") == state
+    # what a target's labels come from: the pod's readiness and labels, a node's addresses, any Endpoints write
+    ready = edit("Pod", MON, name, lambda p: next(c for c in p["status"]["conditions"] if c["type"] == "Ready").update(status="False"),
+                 "status")
+    assert ready != state
+    labelled = edit("Pod", MON, name, lambda p: p["metadata"]["labels"].update(team="sre"))
+    assert labelled != ready
+    moved = edit("Node", "", node, lambda n: n["status"]["addresses"].append({"type": "ExternalIP", "address": "203.0.113.9"}), "status")
+    assert moved != labelled
+    endpoints = store.list("Endpoints", MON)[0]["metadata"]["name"]
+    assert edit("Endpoints", MON, endpoints, lambda e: e["metadata"].setdefault("annotations", {}).update(touched="1")) != moved
+    # and the scraper's targets follow: the pod's new label is among its discovered labels
+    cached, uncached = _cached_and_fresh(twin)
+    assert cached == uncached
+    metas = [t.meta for t in twin.monitoring.scraper.targets if t.pod == (MON, name)]
+    assert metas and all(m.get("__meta_kubernetes_pod_label_team") == "sre" for m in metas)

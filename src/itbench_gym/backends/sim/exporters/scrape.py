@@ -14,7 +14,7 @@ series: later scrapes find the series' handle in the target's :class:`SeriesCach
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, NamedTuple
@@ -24,7 +24,7 @@ from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, make_labels
 
 from .relabel import Relabel
-from .targets import PrometheusConfig, Target, discover, discovery_state, find_prometheus
+from .targets import DiscoveryWatch, PrometheusConfig, Target, discover, find_prometheus
 
 Sample = tuple[dict[str, str], float]
 Obj = dict[str, Any]
@@ -303,8 +303,9 @@ class Scraper:
         self.prometheus: PrometheusConfig | None = None
         self._filters: dict[tuple[Relabel, ...], MetricFilter] = {}
         self._jobs: set[str] = set()
-        #: the objects' versions ``targets`` were discovered from (:func:`discovery_state`)
-        self._discovered: tuple[tuple[str, ...], ...] | None = None
+        self._watch = DiscoveryWatch()
+        #: what ``targets`` were discovered from (:meth:`DiscoveryWatch.state`)
+        self._discovered: tuple[Hashable, ...] | None = None
         self._caches: dict[TargetKey, _TargetCache] = {}
         #: the store and generation the cached handles belong to
         self._cache_owner: tuple[TSDB, int] | None = None
@@ -345,7 +346,7 @@ class Scraper:
     def scrape(self, inputs: ScrapeInput, batch: SampleBatch) -> set[str]:
         """Add every target's series of this tick to ``batch``; every job ever scraped (for staleness)."""
         store = inputs.store
-        state = discovery_state(store)
+        state = self._watch.state(store)
         if state != self._discovered:
             self.prometheus = find_prometheus(store)
             self.targets = discover(store, self.prometheus) if self.prometheus is not None else []

@@ -15,7 +15,7 @@ Everything is read from the store: no component's name is known here.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -376,14 +376,55 @@ DISCOVERY_KINDS = (("Prometheus", MONITORING_API), ("ServiceMonitor", MONITORING
                    ("Namespace", None), ("Node", None), ("Service", None), ("Endpoints", None), ("Pod", None))
 
 
-def discovery_state(store: StoreLike) -> tuple[tuple[str, ...], ...]:
-    """The resourceVersions of everything :func:`discover` reads: its targets hold while this is unchanged.
+def _pod_inputs(pod: Obj) -> Hashable:
+    """What discovery reads of a Pod (:func:`_pod_meta`, the pod monitors, bare host addresses)."""
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), "Unknown")
+    containers = tuple((c.get("name", ""), tuple((p.get("containerPort"), p.get("name", "")) for p in c.get("ports") or []))
+                       for c in spec.get("containers") or [])
+    return (meta.get("namespace", ""), meta["name"], tuple((meta.get("labels") or {}).items()), spec.get("nodeName", ""),
+            containers, status.get("phase", "Pending"), ready, status.get("podIP", ""), status.get("hostIP", ""))
 
-    Any write, create or delete changes it, as long as resourceVersions are not handed out again
-    (a store restored to a snapshot does that: whoever caches by this key forgets it on a rewind).
+
+def _node_inputs(node: Obj) -> Hashable:
+    """What discovery reads of a Node: its name and addresses."""
+    return node["metadata"]["name"], tuple((a.get("type"), a.get("address")) for a in (node.get("status") or {}).get("addresses") or [])
+
+
+class DiscoveryWatch:
+    """What :func:`discover` reads, as a value that changes only when the targets may change.
+
+    Pods and Nodes enter it by the fields discovery reads: their status is written far more often
+    (container states, heartbeats) than their targets change. Every other kind enters by its
+    resourceVersions, so any write changes it, as long as resourceVersions are not handed out
+    again (a store restored to a snapshot does that: whoever caches by this value forgets it on a
+    rewind). A stored object is never changed in place, so what was read of one is kept by identity.
     """
-    return tuple(tuple(str(o["metadata"].get("resourceVersion", "")) for o in list_kind(store, kind, api_version=api))
-                 for kind, api in DISCOVERY_KINDS)
+
+    _INPUTS = {"Pod": _pod_inputs, "Node": _node_inputs}
+
+    def __init__(self) -> None:
+        self._read: dict[int, tuple[Obj, Hashable]] = {}
+
+    def state(self, store: StoreLike) -> tuple[Hashable, ...]:
+        read, seen = self._read, {}
+        out: list[Hashable] = []
+        for kind, api in DISCOVERY_KINDS:
+            objs = list_kind(store, kind, api_version=api)
+            inputs = self._INPUTS.get(kind)
+            if inputs is None:
+                out.append(tuple(str(o["metadata"].get("resourceVersion", "")) for o in objs))
+                continue
+            values = []
+            for o in objs:
+                hit = read.get(id(o))
+                if hit is None or hit[0] is not o:
+                    hit = (o, inputs(o))
+                seen[id(o)] = hit
+                values.append(hit[1])
+            out.append(tuple(values))
+        self._read = seen
+        return tuple(out)
 
 
 def discover(store: StoreLike, prometheus: PrometheusConfig) -> list[Target]:
