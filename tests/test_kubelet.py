@@ -286,3 +286,56 @@ def test_quiet_cluster_tick_is_cheap_and_deterministic():
     # In a healthy steady state only the nodes' heartbeat Leases are renewed (every 10 s, 3 nodes).
     changed = a.store.events_since(rv)
     assert {ev.obj["kind"] for ev in changed} == {"Lease"} and len(changed) == 18
+
+
+def test_pods_left_alone_at_the_end_of_a_tick_end_up_as_if_every_pod_had_been_synced(monkeypatch):
+    """The end of a tick syncs only pods that may change; what the cluster shows must be what syncing
+    every running pod shows, through node address changes, kills, edits and a restore."""
+    from itbench_gym.backends.sim.kube.kubelet import Kubelet
+
+    class Flaky(DefaultRuntime):
+        healthy = True
+
+        def probe_succeeds(self, pod, c, kind):
+            return self.healthy
+
+    probe = {"readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 10, "failureThreshold": 2}}
+    objs = [deployment("plain", 2), deployment("probed", 1), _pod("probe", containers=[container(**probe)]),
+            _pod("boot", init=[container("migrate", image="ghcr.io/demo/migrate:1")])]
+
+    def history(every: bool) -> list:
+        if every:
+            monkeypatch.setattr(Kubelet, "_may_change", lambda self, key, run: True)
+        else:
+            monkeypatch.undo()
+        runtime = Flaky()
+        cluster, clock = make_cluster(*objs, seed=4, runtime=runtime)
+        seen = []
+
+        def look() -> None:
+            seen.append(sorted((p["metadata"]["name"], p["status"]) for p in pods(cluster)))
+
+        run(cluster, clock, 300)
+        look()
+        node = cluster.store.get("Node", "", _get(cluster, "probe")["spec"]["nodeName"])
+        node["status"]["addresses"][0]["address"] = "172.18.0.99"
+        cluster.store.update(node, subresource="status")
+        run(cluster, clock, 15)
+        look()
+        runtime.healthy = False
+        run(cluster, clock, 60)
+        look()
+        snap = cluster.snapshot()
+        plain = pods(cluster, "plain-")[0]["metadata"]["name"]
+        cluster.kill_container(NS, plain, "main")
+        run(cluster, clock, 120)
+        look()
+        cluster.restore(snap)
+        run(cluster, clock, 30, step=2)
+        look()
+        return seen
+
+    synced_all = history(every=True)
+    assert any(status["hostIP"] == "172.18.0.99" for _, status in synced_all[1])
+    assert not next(status for name, status in synced_all[2] if name == "probe")["containerStatuses"][0]["ready"]
+    assert history(every=False) == synced_all

@@ -169,17 +169,43 @@ class Kubelet(Controller):
         #: pod -> (the cached pod, what its status was rendered from) for pods whose status that
         #: rendering left as it was: the same inputs render the same status, so it is not rebuilt.
         self._unchanged: dict[Key, tuple[Obj, tuple[Any, ...]]] = {}
+        #: pod -> (the cached pod, whether its spec probes any container): specs do not change
+        self._probed: dict[Key, tuple[Obj, bool]] = {}
 
     # -- wiring ---------------------------------------------------------------------------------
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "Pod" and ((obj.get("spec") or {}).get("nodeName") or Cache.key_of(obj) in self.state.pods):
             return [Cache.key_of(obj)]
+        if kind == "Node" and old is not None and _node_ip(obj) != _node_ip(old):
+            name = obj["metadata"]["name"]
+            return [k for k, run in self.state.pods.items() if run.node == name]  # their status shows it as hostIP
         return ()
 
     def probing_pods(self) -> list[Key]:
-        """Pods whose probes need a look at the end of a tick."""
-        return [k for k, run in self.state.pods.items() if any(c.state == "running" for c in run.containers)]
+        """Running pods a sync at the end of a tick may find something to do for: those with a probe,
+        a container not yet started or ready, or one whose last sync was for another version of the
+        pod. Any other pod's sync would find it idle (``_idle``) until an event, a timer or a kill
+        enqueues it (after a restore, which forgets what syncs found, every running pod may change)."""
+        return [k for k, run in self.state.pods.items() if any(c.state == "running" for c in run.containers) and self._may_change(k, run)]
+
+    def _may_change(self, key: Key, run: PodRun) -> bool:
+        pod = self.ctx.cache.get("Pod", *key)
+        seen = self._unchanged.get(key)
+        if pod is None or seen is None or seen[0] is not pod:
+            return True
+        for c in run.containers:
+            if c.state == "running" and (not c.started or not c.ready or (c.init and not c.sidecar)):
+                return True
+            if c.due is None and c.state == "waiting" and c.step == "create":
+                return True
+        probed = self._probed.get(key)
+        if probed is None or probed[0] is not pod:
+            spec = pod.get("spec") or {}
+            probed = self._probed[key] = (pod, any(
+                c.get(p) for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+                for p in ("startupProbe", "readinessProbe", "livenessProbe")))
+        return probed[1]
 
     def snapshot_state(self) -> KubeletState:
         return self.state.copy()
@@ -272,6 +298,7 @@ class Kubelet(Controller):
     def _forget(self, key: Key, run: PodRun) -> None:
         self.state.pods.pop(key, None)
         self._unchanged.pop(key, None)
+        self._probed.pop(key, None)
         self._release_ip(run)
 
     def _release_ip(self, run: PodRun) -> None:
