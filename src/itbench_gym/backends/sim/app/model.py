@@ -380,11 +380,15 @@ def _count_spans(rng: np.random.Generator, lams: list[float], drawn: list[Drawn]
         n_ok, served = counts[pos], counts[pos] + counts[pos + 1]
         n_caught = rng.binomial(n_ok, [p for _, p, *_ in internal])
         counts = np.concatenate([counts, np.column_stack([served - n_caught, n_caught]).ravel()])
+    first = drawn[0][0]
+    if all(spans is first for spans, _, _ in drawn):  # the usual case: one collector counts them all
+        first.record([key for _, key, _ in drawn], counts, tables.of(first), at, rng)
+        return
     by_connector: dict[int, tuple[SpanMetrics, list[int]]] = {}
     for i, (spans, _, _) in enumerate(drawn):
         by_connector.setdefault(id(spans), (spans, []))[1].append(i)
     for spans, rows in by_connector.values():
-        spans.record([drawn[i][1] for i in rows], counts[rows], tables.of(spans).rows(at[rows]), rng)
+        spans.record([drawn[i][1] for i in rows], counts[rows], tables.of(spans), at[rows], rng)
 
 
 class AppModel:

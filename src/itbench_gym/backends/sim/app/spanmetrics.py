@@ -41,9 +41,6 @@ class LatencyTable(NamedTuple):
     var: np.ndarray
     probs: np.ndarray
 
-    def rows(self, at: np.ndarray) -> LatencyTable:
-        return LatencyTable(self.mean[at], self.var[at], self.probs[at])
-
 
 class BucketTables:
     """Bucket probabilities of many series' latency distributions, computed in one call per set of
@@ -96,17 +93,22 @@ class SpanMetrics:
         #: the rows in the order :meth:`samples` serves them, with their label dicts
         self._order: tuple[np.ndarray, list[dict[str, str]]] | None = None
 
-    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: LatencyTable, rng: np.random.Generator) -> None:
-        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow row ``i`` of ``lats`` (from
-        :class:`BucketTables`): one multinomial draw of every series' bucket counts and one normal
-        draw of their sums' noise."""
+    def record(self, keys: Sequence[SeriesKey], n: np.ndarray, lats: LatencyTable, at: np.ndarray, rng: np.random.Generator) -> None:
+        """Add ``n[i]`` spans of series ``keys[i]`` whose durations follow row ``at[i]`` of ``lats``
+        (from :class:`BucketTables`): one multinomial draw of every series' bucket counts and one
+        normal draw of their sums' noise."""
         kept = np.flatnonzero(n > 0)
         if not len(kept):
             return
-        rows = [self._row(keys[i]) for i in kept.tolist()]
-        counts = n[kept].astype(float)
-        mean, var, probs = lats.rows(kept)
-        drawn = rng.multinomial(n[kept], probs)
+        known = self.rows.get
+        rows = [known(key) for key in map(keys.__getitem__, kept.tolist())]
+        if None in rows:
+            rows = [self._row(keys[i]) for i in kept.tolist()]
+        taken = n[kept]
+        counts = taken.astype(float)
+        sel = at[kept]
+        mean, var = lats.mean[sel], lats.var[sel]
+        drawn = rng.multinomial(taken, lats.probs[sel])
         noise = rng.normal(0.0, np.sqrt(counts * var)) * 1000.0
         sums = np.maximum(counts * mean * 1000.0 + noise, 0.0)
         if len(set(rows)) == len(rows):  # each row once (the usual case): a plain indexed add is the same
