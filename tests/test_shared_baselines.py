@@ -96,3 +96,19 @@ def test_a_new_seed_reuses_the_healthy_baseline_its_task_measured_on_the_same_st
     finally:
         first.close()
         second.close()
+
+
+def test_set_ups_share_the_backends_admin_client_and_the_env_closes_it() -> None:
+    env = itbench_gym.make(SCENARIO)
+    backend = env.unwrapped.backend  # type: ignore[attr-defined]
+    try:
+        env.reset(seed=23)
+        client = backend.admin_client()
+        pool = client.rest_client.pool_manager
+        env.reset(seed=24)  # a new seed: injected and probed again, on the same connection
+        assert backend.admin_client() is client and len(pool.pools) == 1
+        assert env.unwrapped.task._probe._api is client  # type: ignore[attr-defined]
+    finally:
+        env.close()
+    with pytest.raises(RuntimeError, match="not been started"):
+        backend.admin_client()

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from itbench_gym.clock import Clock
 
 if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
     from itbench_gym.spec import ScenarioSpec
 
 
@@ -76,6 +78,12 @@ class Backend(Protocol):
     def admin_kubeconfig(self) -> Path:
         """The task's cluster-admin kubeconfig (mode 0600, in a 0700 directory): fault injection
         and grading only; never given to the agent's tools."""
+        ...
+
+    def admin_client(self) -> ApiClient:
+        """A Kubernetes client on the admin credential for the harness's own calls (injection,
+        probes, grading), kept open with its connections until ``close``: set-ups share it rather
+        than connecting again. Its users never close it."""
         ...
 
     @property

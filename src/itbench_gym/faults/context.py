@@ -94,7 +94,7 @@ class FaultContext:
             raise FaultError(f"the cluster serves no {kind} in {api_version}") from None
 
     def close(self) -> None:
-        self.api.close()
+        """Forget discovery (the API client belongs to whoever made the context)."""
         if self._cache_dir is not None:
             self._cache_dir.cleanup()
             self._cache_dir = None

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kubernetes import config
-
 from itbench_gym.faults.catalogue import WAITER, catalogue
 from itbench_gym.faults.context import FaultContext
 from itbench_gym.faults.operations import OPERATIONS
@@ -18,9 +16,8 @@ if TYPE_CHECKING:
 
 
 def fault_context(backend: Backend, app: AppFacts, seed: int = 0) -> FaultContext:
-    """A context on ``backend``'s admin credential and clock; close it with ``ctx.close()``."""
-    api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
-    return FaultContext(api=api, app=app, now=backend.clock.now, advance=backend.advance, seed=seed,
+    """A context on ``backend``'s admin client and clock; close it with ``ctx.close()``."""
+    return FaultContext(api=backend.admin_client(), app=app, now=backend.clock.now, advance=backend.advance, seed=seed,
                         discovery_cache=backend.admin_kubeconfig.parent / "discovery.json")
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import config, dynamic
+from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.backends.base import Backend, BackendError
@@ -133,7 +133,7 @@ class CISOTask(Task):
         case = draw_case(self.spec, seed)
         backend.start(self.spec, seed)
         self._backend = backend
-        self._api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
+        self._api = backend.admin_client()
         injected_at = backend.clock.now()
         log = [f"case {case.id} ({'compliant' if case.compliant else 'non-compliant'})"]
         objects = [*self.compliance.existing, *case.objects]
@@ -312,9 +312,7 @@ class CISOTask(Task):
         return f"{fetcher} exited with status {done.returncode}"
 
     def close(self) -> None:
-        if self._api is not None:
-            self._api.close()
-            self._api = None
+        self._api = None  # the backend's client: the backend closes it
 
 
 def _has_policy_file(workspace: Path | None) -> bool:

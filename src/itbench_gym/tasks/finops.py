@@ -110,20 +110,14 @@ class FinOpsTask(SRETask):
 
     def _deploy_budgets(self, backend: Backend) -> None:
         """Create the budget objects, then let their group evaluate once."""
-        from kubernetes import config
-
-        api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
-        try:
-            objects = dynamic.DynamicClient(api)
-            for obj in self._budget_objects():
-                resource = objects.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-                try:
-                    resource.create(body=obj, namespace=obj["metadata"]["namespace"])
-                except ApiException as exc:
-                    raise BackendError(f"scenario {self.spec.id}: cannot create {obj['kind']} {obj['metadata']['name']}: "
-                                       f"{exc.status} {exc.reason}") from None
-        finally:
-            api.close()
+        objects = dynamic.DynamicClient(backend.admin_client())
+        for obj in self._budget_objects():
+            resource = objects.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            try:
+                resource.create(body=obj, namespace=obj["metadata"]["namespace"])
+            except ApiException as exc:
+                raise BackendError(f"scenario {self.spec.id}: cannot create {obj['kind']} {obj['metadata']['name']}: "
+                                   f"{exc.status} {exc.reason}") from None
         backend.advance(PROVISION_SECONDS)
 
     def default_tools(self) -> list[Tool]:
@@ -211,32 +205,26 @@ class FinOpsTask(SRETask):
 
     def _autoscalers(self, backend: Backend) -> frozenset[str]:
         """Names of the namespace's HorizontalPodAutoscalers now (admin credential)."""
-        from kubernetes import client, config
+        from kubernetes import client
 
-        api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
-        try:
-            raw = client.AutoscalingV2Api(api).list_namespaced_horizontal_pod_autoscaler(self.spec.namespace, _preload_content=False)
-            return frozenset(str(h["metadata"]["name"]) for h in json.loads(raw.data).get("items") or [])
-        finally:
-            api.close()
+        raw = client.AutoscalingV2Api(backend.admin_client()).list_namespaced_horizontal_pod_autoscaler(
+            self.spec.namespace, _preload_content=False)
+        return frozenset(str(h["metadata"]["name"]) for h in json.loads(raw.data).get("items") or [])
 
     def _budget_failures(self, backend: Backend, peaks: Mapping[str, float]) -> list[str]:
         """A corrected budget must still watch the same cost and sit between the legitimate peak and
         :data:`BUDGET_HEADROOM` times it."""
-        from kubernetes import client, config
+        from kubernetes import client
 
         ns, where = self.spec.namespace, f"PrometheusRule {self.spec.namespace}/{BUDGET_RULE}"
-        api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
         try:
-            raw = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            raw = client.CustomObjectsApi(backend.admin_client()).get_namespaced_custom_object(
                 "monitoring.coreos.com", "v1", ns, "prometheusrules", BUDGET_RULE, _preload_content=False)
             rule: dict[str, Any] = json.loads(raw.data)
         except ApiException as exc:
             if exc.status == 404:
                 return [f"{where} deleted (the namespace's budget alerts must stay)"]
             raise
-        finally:
-            api.close()
         exprs = {str(r.get("alert")): str(r.get("expr", "")) for g in (rule.get("spec") or {}).get("groups") or []
                  for r in g.get("rules") or [] if r.get("alert")}
         reasons: list[str] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from itbench_gym.backends.base import Backend, BackendError, Provisioning
@@ -203,7 +203,7 @@ class ClusterProbe:
         self._signals = signals
         self._flags = flags
         self._prometheus = backend.endpoints.prometheus
-        self._api = config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
+        self._api = backend.admin_client()
         self._http = requests.Session()
         #: ReplicaSet name -> the Deployment that owns it ("" for none); learnt from ReplicaSet lists.
         self._rs_parent: dict[str, str] = {}
@@ -216,7 +216,6 @@ class ClusterProbe:
         return self._signals.service_label if self._signals is not None else ""
 
     def close(self) -> None:
-        self._api.close()
         self._http.close()
 
     def now(self) -> float:

@@ -208,6 +208,10 @@ class KubernetesBackend:
     def set_time_limit(self, deadline: float | None) -> None:
         return None  # no request of the agent's blocks on the harness's clock here
 
+    def admin_client(self) -> Any:
+        self._connect()
+        return self._api
+
     def close(self) -> None:
         """Put the cluster back as it was found, wait for it to settle, and check it is so."""
         try:

@@ -84,6 +84,7 @@ class SimBackend:
         self._served: Endpoints | None = None
         self._endpoints: Endpoints | None = None
         self._auth: Auth | None = None
+        self._admin: Any = None
 
     @property
     def clock(self) -> SimClock:
@@ -94,6 +95,14 @@ class SimBackend:
         if self._workdir is None:
             raise RuntimeError("the backend has not been started")
         return self._workdir.path / "admin" / "kubeconfig"
+
+    def admin_client(self) -> Any:
+        """The admin credential and the servers stay the same from the first start to ``close``."""
+        if self._admin is None:
+            from kubernetes import config as kube_config  # the client library costs its import only when used
+
+            self._admin = kube_config.new_client_from_config(config_file=str(self.admin_kubeconfig))
+        return self._admin
 
     @property
     def endpoints(self) -> Endpoints:
@@ -310,6 +319,9 @@ class SimBackend:
         self._deadline = deadline
 
     def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
         stop_all(self._servers)
         self._servers = []
         if self._workdir is not None:

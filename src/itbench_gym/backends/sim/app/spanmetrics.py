@@ -100,10 +100,7 @@ class SpanMetrics:
         kept = np.flatnonzero(n > 0)
         if not len(kept):
             return
-        known = self.rows.get
-        rows = [known(key) for key in map(keys.__getitem__, kept.tolist())]
-        if None in rows:
-            rows = [self._row(keys[i]) for i in kept.tolist()]
+        rows = [self._row(keys[i]) for i in kept.tolist()]
         taken = n[kept]
         counts = taken.astype(float)
         sel = at[kept]
