@@ -11,8 +11,10 @@ import requests
 from werkzeug.serving import make_server
 
 from itbench_gym.backends.sim.alerting import RuleManager
+from itbench_gym.backends.sim.inprocess import in_process_session
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.promql import Engine
+from itbench_gym.backends.sim.server import WSGIApp
 from itbench_gym.backends.sim.tsdb import TSDB
 from itbench_gym.clock import SIM_EPOCH, SimClock
 
@@ -33,7 +35,7 @@ RULES = {
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, SimClock]]:
+def api() -> tuple[WSGIApp, SimClock]:
     clock = SimClock()
     db = TSDB()
     engine = Engine(db)
@@ -48,8 +50,12 @@ def server() -> Iterator[tuple[str, SimClock]]:
         ])
     clock.advance(600)
     rules.evaluate_until(clock.now())
-    app = make_prometheus_app(engine, db, rules, clock,
-                              metadata={"up": {"type": "gauge", "help": "Target up.", "unit": ""}})
+    return make_prometheus_app(engine, db, rules, clock, metadata={"up": {"type": "gauge", "help": "Target up.", "unit": ""}}), clock
+
+
+@pytest.fixture(scope="module")
+def server(api: tuple[WSGIApp, SimClock]) -> Iterator[tuple[str, SimClock]]:
+    app, clock = api
     srv = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
@@ -170,3 +176,22 @@ def test_prometheus_api_client_understands_the_responses(server: tuple[str, SimC
     end = datetime.fromtimestamp(SIM_EPOCH + 120, tz=UTC)
     matrix = prom.custom_query_range('up{job="cart"}', start_time=start, end_time=end, step="30")
     assert matrix[0]["values"] == [[SIM_EPOCH + 60, "1"], [SIM_EPOCH + 90, "1"], [SIM_EPOCH + 120, "1"]]
+
+
+@pytest.mark.parametrize(("method", "path", "fields"), [
+    ("GET", "/api/v1/alerts", {}),
+    ("GET", "/api/v1/rules", {"type": "alert", "rule_name[]": "CartDown"}),
+    ("POST", "/api/v1/query", {"query": 'sum by (job) (up)'}),
+    ("POST", "/api/v1/query", {"query": "sum(("}),
+    ("GET", "/api/v1/query_range", {"query": "up", "start": "1767225600", "end": "1767226200", "step": "0"}),
+    ("GET", "/api/v1/nowhere", {}),
+])
+def test_the_harness_in_process_session_gets_what_the_served_endpoint_answers(
+        server: tuple[str, SimClock], api: tuple[WSGIApp, SimClock], method: str, path: str, fields: dict[str, str]) -> None:
+    base, _ = server
+    where = {"params": fields} if method == "GET" else {"data": fields}
+    with in_process_session({base: api[0]}) as local, requests.Session() as remote:
+        inside, served = local.request(method, base + path, timeout=10, **where), remote.request(method, base + path, timeout=10, **where)
+    assert (inside.status_code, inside.reason, inside.headers["Content-Type"], inside.content) == (
+        served.status_code, served.reason, served.headers["Content-Type"], served.content)
+    assert inside.url == served.url and inside.encoding == served.encoding

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from itbench_gym.clock import Clock
 
 if TYPE_CHECKING:
+    import requests
     from kubernetes.client import ApiClient
 
     from itbench_gym.spec import ScenarioSpec
@@ -84,6 +85,12 @@ class Backend(Protocol):
         """A Kubernetes client on the admin credential for the harness's own calls (injection,
         probes, grading), kept open with its connections until ``close``: set-ups share it rather
         than connecting again. Its users never close it."""
+        ...
+
+    def harness_http(self) -> requests.Session:
+        """A new HTTP session for the harness's own requests to the endpoints (alerts, rules,
+        queries); the caller closes it. The twin answers its own endpoints in-process, without a
+        socket; a real cluster's go over the network."""
         ...
 
     @property

@@ -204,7 +204,7 @@ class ClusterProbe:
         self._flags = flags
         self._prometheus = backend.endpoints.prometheus
         self._api = backend.admin_client()
-        self._http = requests.Session()
+        self._http = backend.harness_http()
         #: ReplicaSet name -> the Deployment that owns it ("" for none); learnt from ReplicaSet lists.
         self._rs_parent: dict[str, str] = {}
         #: The alerts API's answer at one clock time (a poll asks for firing and for active alerts).

@@ -212,6 +212,9 @@ class KubernetesBackend:
         self._connect()
         return self._api
 
+    def harness_http(self) -> requests.Session:
+        return requests.Session()
+
     def close(self) -> None:
         """Put the cluster back as it was found, wait for it to settle, and check it is so."""
         try:

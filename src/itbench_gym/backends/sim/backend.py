@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import requests
 from werkzeug.exceptions import NotFound
 
 from itbench_gym.backends.base import Endpoints, Provisioning
@@ -17,6 +18,7 @@ from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, 
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
 from itbench_gym.backends.sim.gc_pause import gc_paused
 from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS, SavedIncident
+from itbench_gym.backends.sim.inprocess import in_process_session
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.loki import make_loki_app
@@ -103,6 +105,12 @@ class SimBackend:
 
             self._admin = kube_config.new_client_from_config(config_file=str(self.admin_kubeconfig))
         return self._admin
+
+    def harness_http(self) -> requests.Session:
+        """Requests to the twin's Prometheus (alerts, rules, queries) reach its app in-process."""
+        if self._served is None:
+            raise RuntimeError("the backend has not been started")
+        return in_process_session({self._served.prometheus: self._prom_switch} if self._served.prometheus else {})
 
     @property
     def endpoints(self) -> Endpoints:
