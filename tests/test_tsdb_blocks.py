@@ -131,6 +131,22 @@ def test_a_compact_snapshot_holds_every_row_in_its_series_and_restores_like_any_
         pair.assert_equal()
 
 
+def test_a_restored_series_copies_its_shared_history_with_room_for_a_few_samples_only() -> None:
+    """An episode adds far fewer samples to a shared baseline's series than the history they share:
+    doubling every copied history would double the memory of every env on that baseline."""
+    pair = _Pair()
+    for k in range(100):
+        pair.scrape(30.0 * k, list(range(20)), [float(k)] * 20, JOBS)
+    snaps = pair.snapshot(compact=True)
+    pair.restore(snaps)
+    for k in range(100, 140):  # a block of rows closes
+        pair.scrape(30.0 * k, list(range(20)), [float(k)] * 20, JOBS)
+    pair.assert_equal()  # reads every series: each takes the closed block's rows into a copy of its arrays
+    copies = [s for s in pair.blocks._series if s.n > 100]
+    assert len(copies) == 20 and all(len(s.ts) < s.n + 20 for s in copies)
+    assert all(len(s.ts) == 100 for s in snaps[0].series), "the snapshot's arrays are left as they were"
+
+
 @pytest.mark.parametrize("members", [[0, 1], [0, 1, 2]], ids=["same series", "a new series too"])
 def test_a_batch_out_of_order_is_refused_as_a_sample_would_be(members: list[int]) -> None:
     db = TSDB()

@@ -234,10 +234,15 @@ class _MemSeries:
         self.last = int(ts[-1])
 
     def _reserve(self, size: int) -> None:
-        """Own arrays with room for ``size`` samples (doubling when they grow; a shared pair is copied)."""
+        """Own arrays with room for ``size`` samples (doubling when they grow; a shared pair is copied
+        with room for a few more samples only: most series of a shared baseline take an episode's
+        samples, far fewer than the history they share)."""
         if size <= len(self.ts) and self.owned:
             return
-        cap = max(_INITIAL_CAPACITY, size, 2 * len(self.ts) if size > len(self.ts) else len(self.ts))
+        if self.owned:
+            cap = max(_INITIAL_CAPACITY, size, 2 * len(self.ts))
+        else:
+            cap = max(size, self.n + _INITIAL_CAPACITY)
         ts, vs = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64)
         ts[:self.n], vs[:self.n] = self.ts[:self.n], self.vs[:self.n]
         self.ts, self.vs, self.owned = ts, vs, True
