@@ -296,6 +296,27 @@ def test_hpa_reports_missing_requests():
     assert "missing request for cpu in container main of Pod api-" in conds["ScalingActive"]["message"]
 
 
+def test_an_hpa_that_cannot_compute_its_metrics_leaves_no_garbage_for_the_collector():
+    """Each sync of such an HPA fails its metric; what it keeps of the failure must not hold the
+    sync's frame (a reference cycle per sync only the cyclic collector frees, thousands per set-up)."""
+    import gc
+
+    from itbench_gym.backends.sim.kube.controllers.hpa import MetricError
+
+    cluster, clock = make_cluster(deployment("api", 1, containers=[{"name": "main", "image": "x:1"}]), _hpa("api", 50))
+    run(cluster, clock, 30)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run(cluster, clock, 300)
+        gc.collect()
+        kept = [o for o in gc.garbage if isinstance(o, MetricError)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert kept == []
+
+
 def test_statefulset_creates_ordinals_in_order():
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "kafka", "namespace": NS},
            "spec": {"replicas": 3, "serviceName": "kafka", "selector": {"matchLabels": {"app": "kafka"}},

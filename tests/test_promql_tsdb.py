@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from itbench_gym.backends.sim.tsdb import TSDB, Matcher, is_stale
+from itbench_gym.backends.sim.tsdb import TSDB, Matcher, is_stale, make_labels
 
 
 def _up(job: str, inst: str) -> dict[str, str]:
@@ -148,3 +148,19 @@ def test_many_samples_at_once_are_stored_as_one_by_one_with_refusals_left_out() 
     assert many.append_many_ms(labels, ts, vs) == 1  # 10 s is before the last sample
     assert [(s.ts.tolist(), s.vs.tolist()) for s in many.select([])] == [(s.ts.tolist(), s.vs.tolist()) for s in one.select([])]
     assert many.select([])[0].vs.tolist() == [2.0, 3.0, 4.0]  # the sample at the last time took the new value
+
+
+def test_label_sets_share_their_pairs_and_the_shared_pairs_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new pod's series repeat names and values: one tuple per pair, so a set-up leaves the collector
+    a few new pairs to walk rather than one per label of every new series."""
+    from itbench_gym.backends.sim import tsdb
+
+    a = make_labels({"__name__": "up", "job": "kubelet", "pod": "a"})
+    b = make_labels([("pod", "b"), ("job", "kubelet"), ("__name__", "up")])
+    assert a[0] is b[0] and a[1] is b[1] and a[2] != b[2]
+    assert tsdb.items_key({"job": "kubelet", "__name__": "up"}) == (("job", "kubelet"), ("__name__", "up"))
+    assert tsdb.items_key({"job": "kubelet"})[0] is a[1]
+    monkeypatch.setattr(tsdb, "_PAIRS_KEPT", 10)
+    for i in range(50):
+        make_labels({"pod": f"p{i}"})
+    assert len(tsdb._PAIRS) <= 11

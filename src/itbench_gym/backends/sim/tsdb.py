@@ -58,10 +58,29 @@ def is_stale(values: np.ndarray) -> np.ndarray:
     return np.equal(np.asarray(values, dtype=np.float64).view(np.uint64), STALE_NAN_BITS)
 
 
+#: Label pairs handed out before: the series of a set-up share most names and values with others
+#: (a new pod's series repeat its metric names, namespace and job), so sharing one tuple per pair
+#: leaves the collector a few thousand new pairs to walk instead of a hundred thousand. Emptied when
+#: it holds too many (pod names and ids come and go with the seeds).
+_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
+_PAIRS_KEPT = 100_000
+
+
 def make_labels(labels: Mapping[str, str] | Iterable[tuple[str, str]]) -> Labels:
     """Normalise a mapping or pair list to the canonical :data:`Labels` tuple (empty values dropped)."""
     items = labels.items() if isinstance(labels, Mapping) else labels
-    return tuple(sorted((str(k), str(v)) for k, v in items if v != ""))
+    pairs = _PAIRS
+    if len(pairs) > _PAIRS_KEPT:
+        pairs.clear()
+    shared = pairs.setdefault
+    return tuple(sorted(shared(pair, pair) for pair in ((str(k), str(v)) for k, v in items if v != "")))
+
+
+def items_key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """A label dict's items, in its order, as a key that a cache keeps (made of shared pairs, as
+    :func:`make_labels`' are)."""
+    shared = _PAIRS.setdefault
+    return tuple(shared(pair, pair) for pair in labels.items())
 
 
 def labels_get(labels: Labels, name: str) -> str:
@@ -392,7 +411,7 @@ class TSDB:
             return self._get_or_create(make_labels(labels))
 
     def _ref_of(self, labels: Mapping[str, str]) -> int:
-        key = tuple(labels.items())
+        key = items_key(labels)
         sid = self._ref_cache.get(key)
         if sid is None:
             sid = self._get_or_create(make_labels(labels))

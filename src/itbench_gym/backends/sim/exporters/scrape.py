@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from itbench_gym.backends.sim.app.cluster_view import StoreLike, list_kind
 from itbench_gym.backends.sim.kube.errors import ApiError
-from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, make_labels
+from itbench_gym.backends.sim.tsdb import TSDB, SampleBatch, SeriesRef, items_key, make_labels
 
 from .relabel import Relabel
 from .targets import DiscoveryWatch, PrometheusConfig, Target, discover, find_prometheus
@@ -246,7 +246,7 @@ class SeriesCache:
         for labels in labels_seq:
             hit = by_id.get(id(labels))
             if hit is None or hit[0] is not labels:
-                items = tuple(labels.items())
+                items = items_key(labels)
                 ref = by_items.get(items)
                 if ref is None:
                     ref = by_items[items] = self._resolve(labels)

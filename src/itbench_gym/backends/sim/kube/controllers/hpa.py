@@ -306,7 +306,8 @@ class HpaController(Controller):
             try:
                 desired_m, current_metric, label = self._resource_replicas(metric, pods, current)
             except MetricError as e:
-                errors.append(e)
+                # kept without its traceback, which holds this frame and so the list: a cycle per sync
+                errors.append(e.with_traceback(None))
                 continue
             metrics_status.append(current_metric)
             proposals.append((desired_m, label))
