@@ -419,6 +419,9 @@ class AppModel:
         self._otlp_only_logs = frozenset(s.container for s in spec.services.values() if s.logs.destination == "otlp")
         self._disk_io = load_disk_io(spec.directory)
         self._log_context = {(svc.name, op.id): _log_context(op) for svc in spec.services.values() for op in svc.operations.values()}
+        #: each operation's request lines as activities at one line per request (their context worded once)
+        self._request_lines = {key: tuple(a for line in spec.services[key[0]].logs.request for a in logmod.activity(line.text, line.ratio, **ctx))
+                               for key, ctx in self._log_context.items()}
         self._catchers = _catchers(spec, self._log_pools.catalog)
         #: operations that fail every request by design, as the flow's self errors
         self._always_fails = {(svc.name, op.id): (1.0, *op.always_fails) for svc in spec.services.values()
@@ -931,8 +934,9 @@ class AppModel:
                     continue
                 s = stats[(svc.name, op.id)]
                 ctx = self._log_context[(svc.name, op.id)]
-                for line in lg.request:
-                    acts += logmod.activity(line.text, r * (1.0 - s.p_err) * line.ratio, **ctx)
+                served = r * (1.0 - s.p_err)
+                acts += [logmod.LogActivity(a.template, served * a.rate, a.context) for a in self._request_lines[(svc.name, op.id)]
+                         if served * a.rate > 0]
                 if s.p_err > 0:
                     failing = next((co for co in s.calls if co.q > 0 and co.call.on_error == "propagate"), None)
                     error = s.error_text
