@@ -187,16 +187,35 @@ def test_probe_that_starts_failing_after_a_quiet_spell_is_seen_at_the_next_tick(
     run(cluster, clock, 600)
     assert cstatus(_get(cluster))["ready"] and not events(cluster, "Unhealthy")
     runtime.healthy = False
-    failing_from = clock.now() + 15  # the first probe after the switch
-    run(cluster, clock, 15)
+    switched = clock.now()
+    run(cluster, clock, 10, step=1)  # one probe in any 10 s
     (unhealthy,) = events(cluster, "Unhealthy")
     assert unhealthy["message"] == 'Readiness probe failed: Get "http://10.244.1.2:8080/": dial tcp 10.244.1.2:8080: connect: connection refused'
     assert unhealthy["count"] == 1 and cstatus(_get(cluster))["ready"]  # one failure: the threshold is two
-    run(cluster, clock, 30)  # unready one period after the first failure, and it stays so (no requeue loop)
+    first = parse_time(unhealthy["firstTimestamp"])
+    assert switched < first <= switched + 10
+    run(cluster, clock, 30)  # unready at the second failing probe, a period after the first, and it stays so
     pod = _get(cluster)
     assert not cstatus(pod)["ready"]
     ready = {c["type"]: c for c in pod["status"]["conditions"]}["Ready"]
-    assert ready["status"] == "False" and parse_time(ready["lastTransitionTime"]) == failing_from + 10
+    assert ready["status"] == "False" and parse_time(ready["lastTransitionTime"]) == first + 10
+
+
+@pytest.mark.parametrize("step", [1.0, 2.0, 15.0, 60.0])
+def test_a_failing_probe_counts_one_failure_a_period_however_time_is_stepped(step):
+    """The kubelet probes once a period: how often the twin's clock is advanced (an agent's short
+    steps, a tick, a long wait) changes neither the failures an event counts nor when they end."""
+    class Failing(DefaultRuntime):
+        def probe_succeeds(self, pod, c, kind):
+            return kind != "readiness"
+
+    probe = {"readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 10, "failureThreshold": 3}}
+    cluster, clock = make_cluster(_pod(containers=[container(**probe)]), runtime=Failing(startup=0))
+    start = parse_time(_get(cluster)["metadata"]["creationTimestamp"])
+    run(cluster, clock, 120, step=step)
+    (unhealthy,) = events(cluster, "Unhealthy")
+    assert unhealthy["count"] == 13  # probes at 0, 10, ..., 120 s after the start
+    assert parse_time(unhealthy["firstTimestamp"]) - start <= 10 + step
 
 
 def test_container_killed_after_a_quiet_spell_shows_the_kill_at_once():

@@ -671,21 +671,31 @@ class Kubelet(Controller):
 
     @staticmethod
     def _probe_noted(c: ContainerRun, probe: Obj, kind: str, now: float) -> bool:
-        """Whether ``_probe_due`` would answer 0 and note nothing new: not yet, or evaluated at ``now``."""
+        """Whether ``_probe_due`` would answer 0: before the first probe, or no probe since the last one."""
         first = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0) or 0)
-        return now < first or c.last_probe.get(kind) == now
+        last = c.last_probe.get(kind)
+        return now < first or (last is not None and now - last < float(probe.get("periodSeconds", 10) or 10))
 
     def _probe_due(self, c: ContainerRun, probe: Obj, kind: str, now: float) -> int:
-        """How many probe periods of ``kind`` have elapsed since the last evaluation (0 = not yet)."""
+        """How many probes of ``kind`` the kubelet has run since the last one evaluated (0: none).
+
+        The kubelet probes once a period from the initial delay on, whatever the steps time takes:
+        ``last_probe`` holds the time of the latest of those probes, so a step shorter than the
+        period runs none and a longer one runs every probe it spans (each failure counted)."""
         first = (c.started_at or now) + float(probe.get("initialDelaySeconds", 0) or 0)
         if now < first:
             return 0
         period = float(probe.get("periodSeconds", 10) or 10)
         last = c.last_probe.get(kind)
-        c.last_probe[kind] = now
-        if last is None:
-            return 1 + int((now - first) // period)
-        return max(1, int((now - last) // period)) if now > last else 0
+        n = 1 + int((now - first) // period) if last is None else int((now - last) // period)
+        if n > 0:
+            c.last_probe[kind] = (first - period if last is None else last) + n * period
+        return n
+
+    @staticmethod
+    def _first_of(c: ContainerRun, probe: Obj, kind: str, n: int) -> float:
+        """When the first of the ``n`` probes of ``kind`` just evaluated ran."""
+        return c.last_probe[kind] - (n - 1) * float(probe.get("periodSeconds", 10) or 10)
 
     def _startup_probe(self, pod: Obj, run: PodRun, c: ContainerRun, spec: Obj, now: float) -> None:
         probe = spec.get("startupProbe") or {}
@@ -719,7 +729,7 @@ class Kubelet(Controller):
                      f"Readiness probe failed: {_probe_target(run.ip, spec, probe)}", count=n)
         if not c.ready:
             return
-        c.ready_fail_since = c.ready_fail_since if c.ready_fail_since is not None else now
+        c.ready_fail_since = c.ready_fail_since if c.ready_fail_since is not None else self._first_of(c, probe, "readiness", n)
         threshold = int(probe.get("failureThreshold", 3) or 3)
         period = float(probe.get("periodSeconds", 10) or 10)
         if now >= c.ready_fail_since + (threshold - 1) * period:
@@ -737,7 +747,7 @@ class Kubelet(Controller):
             return
         self._record(pod, c, "Warning", "Unhealthy",
                      f"Liveness probe failed: {_probe_target(run.ip, spec, probe)}", count=n)
-        c.live_fail_since = c.live_fail_since if c.live_fail_since is not None else now
+        c.live_fail_since = c.live_fail_since if c.live_fail_since is not None else self._first_of(c, probe, "liveness", n)
         threshold = int(probe.get("failureThreshold", 3) or 3)
         period = float(probe.get("periodSeconds", 10) or 10)
         if now >= c.live_fail_since + (threshold - 1) * period:
