@@ -133,6 +133,8 @@ class KubeletState:
                             {n: set(v) for n, v in self.images.items()})
 
 
+#: The probes of a container: kind -> its field.
+_PROBES = {"startup": "startupProbe", "readiness": "readinessProbe", "liveness": "livenessProbe"}
 #: How often a waiting init container retries its condition (the ``sleep`` of an ``until`` loop).
 INIT_POLL_SECONDS = 2.0
 
@@ -183,8 +185,8 @@ class Kubelet(Controller):
         return ()
 
     def probing_pods(self) -> list[Key]:
-        """Running pods a sync at the end of a tick may find something to do for: those with a probe,
-        a container not yet started or ready, or one whose last sync was for another version of the
+        """Running pods a sync at the end of a tick may find something to do for: those with a probe
+        that runs now, a container not yet started or ready, or whose last sync was for another version of the
         pod. Any other pod's sync would find it idle (``_idle``) until an event, a timer or a kill
         enqueues it (after a restore, which forgets what syncs found, every running pod may change)."""
         return [k for k, run in self.state.pods.items() if any(c.state == "running" for c in run.containers) and self._may_change(k, run)]
@@ -204,8 +206,17 @@ class Kubelet(Controller):
             spec = pod.get("spec") or {}
             probed = self._probed[key] = (pod, any(
                 c.get(p) for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-                for p in ("startupProbe", "readinessProbe", "livenessProbe")))
-        return probed[1]
+                for p in _PROBES.values()))
+        if not probed[1]:
+            return False
+        now = self.ctx.now()
+        for c in run.containers:
+            if c.state == "running" and c.started_at is not None:
+                spec = self._spec_of(pod, c)
+                if any((probe := spec.get(field)) is not None and not self._probe_noted(c, probe, kind, now)
+                       for kind, field in _PROBES.items()):
+                    return True  # one of its probes runs
+        return False
 
     def snapshot_state(self) -> KubeletState:
         return self.state.copy()
