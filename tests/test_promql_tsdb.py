@@ -107,7 +107,7 @@ def test_append_refs_matches_append() -> None:
     [Matcher("job", "=~", "a|b")],  # no equality matcher to narrow the new series by
 ], ids=["equality and regex", "empty equality", "regex only"])
 def test_a_repeated_selection_sees_series_added_in_between(matchers: list[Matcher]) -> None:
-    """Selections are kept between queries; series created later (a few or many, after a clear
+    """Selections are kept between queries; series created later (one, a few or many, after a clear
     too) must still be found, in label order, exactly as a fresh store finds them."""
     db = TSDB()
     added: list[dict[str, str]] = []
@@ -126,6 +126,8 @@ def test_a_repeated_selection_sees_series_added_in_between(matchers: list[Matche
     grow([_up("c", "1"), _up("b", "1")])
     assert [s.labels for s in db.select(matchers)] == fresh()
     grow([_up("a", "3"), _up("a", "2"), {"__name__": "up", "instance": "1"}, _up("c", "0")])
+    assert [s.labels for s in db.select(matchers)] == fresh()
+    grow([_up("b", "0")])
     assert [s.labels for s in db.select(matchers)] == fresh()
     grow([_up("a", str(i)) for i in range(10, 400)] + [{"__name__": "up", "instance": str(i)} for i in range(300)])
     assert [s.labels for s in db.select(matchers)] == fresh()
