@@ -170,11 +170,12 @@ def test_namespace_sandbox_hides_host_files_even_from_an_unchecked_command(tmp_p
         workspace=tmp_path / "ws", env={}, stdin=None, timeout=60,
     )
     assert result.returncode != 0 and "no such file" in result.stderr
-    leaked = run_confined(
-        [str(kubectl_path()), "create", "secret", "generic", "s", "--from-file=/etc/shadow", "--dry-run=client", "-o", "json"],
-        workspace=tmp_path / "ws", env={}, stdin=None, timeout=60,
-    )
-    assert leaked.returncode != 0
+    for host_file in ("/etc/shadow", "/proc/self/environ", "/dev/zero"):
+        leaked = run_confined(
+            [str(kubectl_path()), "create", "secret", "generic", "s", f"--from-file={host_file}", "--dry-run=client", "-o", "json"],
+            workspace=tmp_path / "ws", env={}, stdin=None, timeout=60,
+        )
+        assert leaked.returncode != 0 and "no such file" in leaked.stderr, (host_file, leaked.stderr)
 
 
 # -- 4. stdin is the action's, never the parent's ---------------------------------------------------

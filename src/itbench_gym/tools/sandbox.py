@@ -190,9 +190,11 @@ def _bwrap_argv(
 ) -> list[str]:
     bwrap = _bwrap()
     assert bwrap is not None
+    # No /proc and no /dev: a network client needs neither (its standard streams are inherited), and
+    # populating /dev is a third of what bwrap costs a call.
     cmd = [
         bwrap, "--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--clearenv", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        "--clearenv", "--tmpfs", "/tmp",
         "--ro-bind", argv[0], argv[0],
     ]
     for system_file in _SYSTEM_FILES:

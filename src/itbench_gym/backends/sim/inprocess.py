@@ -57,8 +57,10 @@ class WSGITransport(BaseAdapter):
 
 def in_process_session(apps: Mapping[str, WSGIApp]) -> requests.Session:
     """A session that sends requests under each base URL of ``apps`` to its app in-process (any other
-    URL goes out over the network as usual)."""
+    URL goes out over the network, directly: the environment's proxy and netrc settings are not read,
+    as none applies to an in-process call and looking them up is a third of what a call costs)."""
     session = requests.Session()
+    session.trust_env = False
     for base, app in apps.items():
         session.mount(base.rstrip("/") + "/", WSGITransport(app))
     return session
