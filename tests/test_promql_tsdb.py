@@ -127,7 +127,7 @@ def test_a_repeated_selection_sees_series_added_in_between(matchers: list[Matche
     assert [s.labels for s in db.select(matchers)] == fresh()
     grow([_up("a", "3"), _up("a", "2"), {"__name__": "up", "instance": "1"}, _up("c", "0")])
     assert [s.labels for s in db.select(matchers)] == fresh()
-    grow([_up("b", "0")])
+    grow([_up("b", "0"), {"__name__": "down", "job": "a"}])
     assert [s.labels for s in db.select(matchers)] == fresh()
     grow([_up("a", str(i)) for i in range(10, 400)] + [{"__name__": "up", "instance": str(i)} for i in range(300)])
     assert [s.labels for s in db.select(matchers)] == fresh()
