@@ -132,6 +132,8 @@ def test_a_repeated_selection_sees_series_added_in_between(matchers: list[Matche
     grow([_up("a", str(i)) for i in range(10, 400)] + [{"__name__": "up", "instance": str(i)} for i in range(300)])
     assert [s.labels for s in db.select(matchers)] == fresh()
     assert len(fresh()) > 256  # more than are checked one by one
+    grow([_up("b", "5"), _up("a", "250")])  # a few among many: placed one by one
+    assert [s.labels for s in db.select(matchers)] == fresh()
     db.clear()
     added.clear()
     grow([_up("a", "9")])

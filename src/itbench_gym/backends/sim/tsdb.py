@@ -381,6 +381,8 @@ _CHECK_EVERY = 256
 _SELECTIONS_KEPT = 1024
 #: Above this many new series a kept selection is matched afresh from the postings.
 _REMATCH_AFTER = 256
+#: New series are merged into the label order one by one while fewer than 1/this of those ranked.
+_MERGE_ABOVE = 16
 
 
 
@@ -812,8 +814,9 @@ class TSDB:
         """Put the series added since the rank table was built into the label order.
 
         Only the first build sorts every series: later ones sort the new series among themselves and
-        merge them in at the places bisection finds in the kept order (a new incident's few hundred
-        series against the baseline's ten thousand). The kept arrays are replaced, never changed in
+        merge them into the kept order, a few at the places bisection finds (a new incident's few
+        hundred series against the baseline's ten thousand), many in one merge of the two sorted
+        runs (the series of a scaled-out deployment). The kept arrays are replaced, never changed in
         place: snapshots share them.
         """
         series, done, n = self._series, len(self._rank), len(self._series)
@@ -821,10 +824,14 @@ class TSDB:
         new_labels = np.fromiter((series[i].labels for i in new), dtype=object, count=len(new))
         if done == 0:
             order, labels = np.asarray(new, dtype=np.int64), new_labels
-        else:
+        elif len(new) * _MERGE_ABOVE < done:
             at = [bisect.bisect(self._sorted_labels, lb) for lb in new_labels]
             order = np.insert(self._sorted_ids, at, new)
             labels = np.insert(self._sorted_labels, at, new_labels)
+        else:  # Python's sort finds the two runs and merges them
+            labels = np.concatenate((self._sorted_labels, new_labels))
+            merged = np.asarray(sorted(range(n), key=labels.__getitem__), dtype=np.int64)
+            order, labels = np.concatenate((self._sorted_ids, np.asarray(new, dtype=np.int64)))[merged], labels[merged]
         self._sorted_ids, self._sorted_labels = order, labels
         rank = np.empty(n, dtype=np.int64)
         rank[order] = np.arange(n)
@@ -844,8 +851,21 @@ class TSDB:
             if not postings:
                 return None
             candidates = sorted(sid for sid in min(postings, key=len) if sid >= since)
-        series = self._series
-        return [sid for sid in candidates if all(m.matches(labels_get(series[sid].labels, m.name)) for m in matchers)]
+        # each matcher once per label value (as Prometheus matches values, not series): new series
+        # repeat a few values (services, namespaces) and a regex costs far more than a lookup
+        series, verdicts, out = self._series, [dict[str, bool]() for _ in matchers], []
+        for sid in candidates:
+            labels = series[sid].labels
+            for m, seen in zip(matchers, verdicts, strict=True):
+                value = labels_get(labels, m.name)
+                hit = seen.get(value)
+                if hit is None:
+                    hit = seen[value] = m.matches(value)
+                if not hit:
+                    break
+            else:
+                out.append(sid)
+        return out
 
     def _selection(self, matchers: Sequence[Matcher], check: Check | None) -> list[int]:
         """Ids of the series matching ``matchers``, in label order.
