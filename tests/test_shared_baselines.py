@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Any
 
@@ -99,15 +100,32 @@ def test_a_new_seed_reuses_the_healthy_baseline_its_task_measured_on_the_same_st
 
 
 def test_set_ups_share_the_backends_admin_client_and_the_env_closes_it() -> None:
+    """One admin client for every set-up; its requests are answered in-process, as the served API answers them."""
+    from kubernetes import client as k8s
+    from kubernetes import config as kube_config
+
     env = itbench_gym.make(SCENARIO)
     backend = env.unwrapped.backend  # type: ignore[attr-defined]
     try:
         env.reset(seed=23)
         client = backend.admin_client()
-        pool = client.rest_client.pool_manager
-        env.reset(seed=24)  # a new seed: injected and probed again, on the same connection
-        assert backend.admin_client() is client and len(pool.pools) == 1
+        env.reset(seed=24)  # a new seed: injected and probed again, through the same client
+        assert backend.admin_client() is client
         assert env.unwrapped.task._probe._api is client  # type: ignore[attr-defined]
+        served = kube_config.new_client_from_config(config_file=str(backend.admin_kubeconfig))
+        try:
+            local, remote = k8s.CoreV1Api(client), k8s.CoreV1Api(served)
+            pods = [json.loads(api.list_namespaced_pod("otel-demo", label_selector="app.kubernetes.io/component",
+                                                       _preload_content=False).data) for api in (local, remote)]
+            assert pods[0] == pods[1] and pods[0]["items"]
+            statuses = []
+            for api in (local, remote):
+                with pytest.raises(k8s.ApiException) as missing:
+                    api.read_namespaced_config_map("no-such-map", "otel-demo")
+                statuses.append((missing.value.status, json.loads(missing.value.body)["reason"]))
+            assert statuses == [(404, "NotFound")] * 2
+        finally:
+            served.close()
     finally:
         env.close()
     with pytest.raises(RuntimeError, match="not been started"):

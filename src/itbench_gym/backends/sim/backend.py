@@ -18,7 +18,7 @@ from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, 
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
 from itbench_gym.backends.sim.gc_pause import gc_paused
 from itbench_gym.backends.sim.incidents import SHARED_INCIDENTS, SavedIncident
-from itbench_gym.backends.sim.inprocess import in_process_session
+from itbench_gym.backends.sim.inprocess import WSGIPoolManager, in_process_session
 from itbench_gym.backends.sim.kube.apiserver import make_kube_app
 from itbench_gym.backends.sim.kube.auth import Auth, Visibility, tls_material
 from itbench_gym.backends.sim.loki import make_loki_app
@@ -99,11 +99,13 @@ class SimBackend:
         return self._workdir.path / "admin" / "kubeconfig"
 
     def admin_client(self) -> Any:
-        """The admin credential and the servers stay the same from the first start to ``close``."""
+        """The admin credential and the servers stay the same from the first start to ``close``; the
+        client's requests reach the Kubernetes API's app in-process (``inprocess.py``)."""
         if self._admin is None:
             from kubernetes import config as kube_config  # the client library costs its import only when used
 
             self._admin = kube_config.new_client_from_config(config_file=str(self.admin_kubeconfig))
+            self._admin.rest_client.pool_manager = WSGIPoolManager(self._kube_switch)
         return self._admin
 
     def harness_http(self) -> requests.Session:
