@@ -88,8 +88,8 @@ class WSGIPoolManager:
             else:
                 body, sent["Content-Type"] = urlencode(fields), "application/x-www-form-urlencoded"
         code, reason, response_headers, content = call_app(self._app, method, url, sent.items(), body)
-        return urllib3.HTTPResponse(body=io.BytesIO(content), headers=urllib3.HTTPHeaderDict(response_headers), status=code, reason=reason,
-                                    preload_content=preload_content, request_method=method, request_url=url)
+        return urllib3.HTTPResponse(body=io.BytesIO(content), headers=urllib3.HTTPHeaderDict(response_headers), status=code,
+                                    reason=reason, preload_content=preload_content, request_method=method, request_url=url)
 
     def clear(self) -> None:
         """Nothing to release: no connection was opened."""
