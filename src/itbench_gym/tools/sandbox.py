@@ -191,7 +191,7 @@ def _bwrap_argv(
     bwrap = _bwrap()
     assert bwrap is not None
     # No /proc and no /dev: a network client needs neither (its standard streams are inherited), and
-    # populating /dev is a third of what bwrap costs a call.
+    # populating /dev is a quarter of what bwrap costs a call.
     cmd = [
         bwrap, "--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--clearenv", "--tmpfs", "/tmp",
