@@ -277,3 +277,19 @@ def test_a_packed_tick_unpacks_to_the_recorded_flow_with_the_specs_own_operation
     edited = dataclasses.replace(tick, stats={key: dataclasses.replace(stats, op=dataclasses.replace(stats.op, median_ms=1.0))})
     copied = packer.unpack(packer.pack(edited)).stats[key].op
     assert copied == edited.stats[key].op and copied is not spec.op(*key)
+
+
+def test_ticks_of_one_statistics_object_share_its_packed_bytes(twin: Twin) -> None:
+    """A steady cluster's ticks share their flow statistics: packed once, unpacked to each tick."""
+    spec = twin.model.spec
+    tick = twin.model.trace_ticks()[-1]
+    packer = TickPacker(spec)
+    later = dataclasses.replace(tick, t=tick.t + tick.dt, rates={k: 2 * v for k, v in tick.rates.items()})
+    first, second = packer.pack(tick), packer.pack(later)
+    assert second[1] is first[1]
+    fresh = TickPacker(spec)
+    assert fresh.unpack(second) == later and fresh.unpack(first) == tick
+    # equal statistics in another object are packed again (nothing compares them)
+    copied = dataclasses.replace(later, stats=dict(later.stats))
+    third = packer.pack(copied)
+    assert third[1] is not second[1] and TickPacker(spec).unpack(third) == copied

@@ -26,7 +26,7 @@ from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
-from itbench_gym.backends.sim.traces.packing import TickPacker
+from itbench_gym.backends.sim.traces.packing import PackedTick, TickPacker
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
 from itbench_gym.paths import tree_digest
@@ -107,7 +107,7 @@ class _State:
     #: Labels of the pods that were Ready at the previous tick, by uid (endpoint hand-over).
     ready_before: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Each tick's solved flow, from which traces are synthesised on demand (packed: ``traces/packing.py``).
-    trace_ticks: list[bytes] = field(default_factory=list)
+    trace_ticks: list[PackedTick] = field(default_factory=list)
     #: Client connections: "<caller instance>|<callee service>" -> the callee instance they reach.
     pins: dict[str, str] = field(default_factory=dict)
     #: Last tick's share of each service's requests per instance.

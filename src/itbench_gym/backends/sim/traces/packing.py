@@ -1,15 +1,20 @@
-"""Recorded ticks kept as pickles: one bytes object a tick instead of several hundred small objects.
+"""Recorded ticks kept as pickles: two bytes objects a tick instead of several hundred small objects.
 
 CPython's cyclic garbage collector scans every container object the process holds each time it
 collects its oldest generation. A tick's recorded flow (``record.py``: per-operation statistics, call
 outcomes, latency moments, reachability) is ~500 such objects, and an incident keeps every tick of
 its history, so the records of a few incidents were most of what each full collection scanned (~0.4 s
-a collection; ~10 % of a new seed's reset). A bytes object is not tracked at all.
+a collection; ~10 % of a new seed's reset). A bytes object is not tracked at all, nor (after the first
+collection that sees it) a tuple of them.
 
 The spec's operations and calls a record refers to are pickled as references (:class:`SpecRef`) and
 resolved against the spec when the tick is unpacked, so an unpacked tick shares the spec's objects as
 the recorded one did. Unpacked ticks are kept (a bounded number): traces are synthesised from the same
 ticks query after query.
+
+A tick's per-operation statistics are most of its pickle, and a steady cluster's flow solver hands out
+the same statistics object tick after tick (``FlowSolver.stats``; nobody modifies it), so they are
+pickled apart, once per object, and the ticks that share the object share the bytes.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import copyreg
 import io
 import pickle
 from collections import OrderedDict
+from dataclasses import fields
 from typing import Any, NamedTuple
 
 from itbench_gym.backends.sim.app.spec import AppSpec, Call, Operation
@@ -26,6 +32,10 @@ from .record import TraceTick
 
 #: Unpacked ticks a packer keeps (an episode's worth and more).
 UNPACKED_KEPT = 2048
+
+#: A packed tick: its fields but the statistics, and its statistics (bytes shared between ticks).
+PackedTick = tuple[bytes, bytes]
+_FIELDS = tuple(f.name for f in fields(TraceTick) if f.name != "stats")
 
 
 class SpecRef(NamedTuple):
@@ -50,27 +60,44 @@ class TickPacker:
                     self._refs[id(c)] = (c, SpecRef(svc.name, op.id, c.id))
         self._table = copyreg.dispatch_table.copy()
         self._table[Operation] = self._table[Call] = self._reduce
-        self._unpacked: OrderedDict[int, tuple[bytes, TraceTick]] = OrderedDict()
+        self._unpacked: OrderedDict[int, tuple[PackedTick, TraceTick]] = OrderedDict()
+        #: the last statistics packed and unpacked, with their bytes
+        self._packed_stats: tuple[object, bytes] | None = None
+        self._unpacked_stats: tuple[bytes, Any] | None = None
 
-    def pack(self, tick: TraceTick) -> bytes:
-        out = io.BytesIO()
-        pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
-        pickler.dispatch_table = self._table
-        pickler.dump(tick)
-        return out.getvalue()
+    def pack(self, tick: TraceTick) -> PackedTick:
+        last = self._packed_stats
+        if last is None or last[0] is not tick.stats:
+            last = self._packed_stats = (tick.stats, self._dumps(tick.stats))
+        return self._dumps(tuple(getattr(tick, name) for name in _FIELDS)), last[1]
 
-    def unpack(self, blob: bytes) -> TraceTick:
-        kept = self._unpacked.get(id(blob))
-        if kept is not None and kept[0] is blob:
-            self._unpacked.move_to_end(id(blob))
+    def unpack(self, packed: PackedTick) -> TraceTick:
+        kept = self._unpacked.get(id(packed))
+        if kept is not None and kept[0] is packed:
+            self._unpacked.move_to_end(id(packed))
             return kept[1]
-        tick = _Unpickler(io.BytesIO(blob), self.spec).load()
-        if not isinstance(tick, TraceTick):
-            raise TypeError(f"a packed tick holds a {type(tick).__name__}")
-        self._unpacked[id(blob)] = (blob, tick)
+        rest, stats_blob = packed
+        last = self._unpacked_stats
+        if last is None or last[0] is not stats_blob:
+            last = self._unpacked_stats = (stats_blob, self._loads(stats_blob))
+        values = self._loads(rest)
+        if not isinstance(values, tuple) or len(values) != len(_FIELDS) or not isinstance(last[1], dict):
+            raise TypeError("a packed tick holds something else than a tick's fields and statistics")
+        tick = TraceTick(**dict(zip(_FIELDS, values, strict=True)), stats=last[1])
+        self._unpacked[id(packed)] = (packed, tick)
         while len(self._unpacked) > UNPACKED_KEPT:
             self._unpacked.popitem(last=False)
         return tick
+
+    def _dumps(self, obj: object) -> bytes:
+        out = io.BytesIO()
+        pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = self._table
+        pickler.dump(obj)
+        return out.getvalue()
+
+    def _loads(self, blob: bytes) -> Any:
+        return _Unpickler(io.BytesIO(blob), self.spec).load()
 
     def _reduce(self, obj: Operation | Call) -> Any:
         known = self._refs.get(id(obj))
