@@ -284,12 +284,12 @@ def test_ticks_of_one_statistics_object_share_its_packed_bytes(twin: Twin) -> No
     spec = twin.model.spec
     tick = twin.model.trace_ticks()[-1]
     packer = TickPacker(spec)
-    later = dataclasses.replace(tick, t=tick.t + tick.dt, rates={k: 2 * v for k, v in tick.rates.items()})
-    first, second = packer.pack(tick), packer.pack(later)
-    assert second[1] is first[1]
+    ticks = [dataclasses.replace(tick, t=tick.t + k * tick.dt, rates={key: k * v for key, v in tick.rates.items()}) for k in range(4)]
+    packed = [packer.pack(t) for t in ticks]
+    assert packed[1][1] and packed[2][1] is packed[1][1]  # from the second tick on, one copy of the statistics
     fresh = TickPacker(spec)
-    assert fresh.unpack(second) == later and fresh.unpack(first) == tick
+    assert [fresh.unpack(p) for p in packed[::-1]] == ticks[::-1]
     # equal statistics in another object are packed again (nothing compares them)
-    copied = dataclasses.replace(later, stats=dict(later.stats))
-    third = packer.pack(copied)
-    assert third[1] is not second[1] and TickPacker(spec).unpack(third) == copied
+    copied = dataclasses.replace(ticks[-1], stats=dict(tick.stats))
+    again = [packer.pack(copied), packer.pack(copied)]
+    assert again[1][1] is not packed[2][1] and [TickPacker(spec).unpack(p) for p in again] == [copied, copied]

@@ -13,8 +13,8 @@ the recorded one did. Unpacked ticks are kept (a bounded number): traces are syn
 ticks query after query.
 
 A tick's per-operation statistics are most of its pickle, and a steady cluster's flow solver hands out
-the same statistics object tick after tick (``FlowSolver.stats``; nobody modifies it), so they are
-pickled apart, once per object, and the ticks that share the object share the bytes.
+the same statistics object tick after tick (``FlowSolver.stats``; nobody modifies it), so from the
+second tick of one statistics object on they are pickled apart, once, and those ticks share the bytes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from .record import TraceTick
 #: Unpacked ticks a packer keeps (an episode's worth and more).
 UNPACKED_KEPT = 2048
 
-#: A packed tick: its fields but the statistics, and its statistics (bytes shared between ticks).
+#: A packed tick: the whole tick and b"", or its fields but the statistics and its statistics (bytes
+#: shared between the ticks of one statistics object).
 PackedTick = tuple[bytes, bytes]
 _FIELDS = tuple(f.name for f in fields(TraceTick) if f.name != "stats")
 
@@ -62,32 +63,46 @@ class TickPacker:
         self._table[Operation] = self._table[Call] = self._reduce
         self._unpacked: OrderedDict[int, tuple[PackedTick, TraceTick]] = OrderedDict()
         #: the last statistics packed and unpacked, with their bytes
-        self._packed_stats: tuple[object, bytes] | None = None
+        self._packed_stats: tuple[object, bytes | None] | None = None
         self._unpacked_stats: tuple[bytes, Any] | None = None
 
     def pack(self, tick: TraceTick) -> PackedTick:
+        """The tick whole while its statistics are new (one pickle shares what the fields have in
+        common), its other fields apart once a second tick brings the same statistics object."""
         last = self._packed_stats
         if last is None or last[0] is not tick.stats:
-            last = self._packed_stats = (tick.stats, self._dumps(tick.stats))
-        return self._dumps(tuple(getattr(tick, name) for name in _FIELDS)), last[1]
+            self._packed_stats = (tick.stats, None)
+            return self._dumps(tick), b""
+        stats_blob = last[1]
+        if stats_blob is None:
+            stats_blob = self._dumps(tick.stats)
+            self._packed_stats = (tick.stats, stats_blob)
+        return self._dumps(tuple(getattr(tick, name) for name in _FIELDS)), stats_blob
 
     def unpack(self, packed: PackedTick) -> TraceTick:
         kept = self._unpacked.get(id(packed))
         if kept is not None and kept[0] is packed:
             self._unpacked.move_to_end(id(packed))
             return kept[1]
-        rest, stats_blob = packed
-        last = self._unpacked_stats
-        if last is None or last[0] is not stats_blob:
-            last = self._unpacked_stats = (stats_blob, self._loads(stats_blob))
-        values = self._loads(rest)
-        if not isinstance(values, tuple) or len(values) != len(_FIELDS) or not isinstance(last[1], dict):
-            raise TypeError("a packed tick holds something else than a tick's fields and statistics")
-        tick = TraceTick(**dict(zip(_FIELDS, values, strict=True)), stats=last[1])
+        tick = self._unpacked_tick(*packed)
         self._unpacked[id(packed)] = (packed, tick)
         while len(self._unpacked) > UNPACKED_KEPT:
             self._unpacked.popitem(last=False)
         return tick
+
+    def _unpacked_tick(self, blob: bytes, stats_blob: bytes) -> TraceTick:
+        if not stats_blob:
+            whole = self._loads(blob)
+            if not isinstance(whole, TraceTick):
+                raise TypeError(f"a packed tick holds a {type(whole).__name__}")
+            return whole
+        last = self._unpacked_stats
+        if last is None or last[0] is not stats_blob:
+            last = self._unpacked_stats = (stats_blob, self._loads(stats_blob))
+        values = self._loads(blob)
+        if not isinstance(values, tuple) or len(values) != len(_FIELDS) or not isinstance(last[1], dict):
+            raise TypeError("a packed tick holds something else than a tick's fields and statistics")
+        return TraceTick(**dict(zip(_FIELDS, values, strict=True)), stats=last[1])
 
     def _dumps(self, obj: object) -> bytes:
         out = io.BytesIO()
