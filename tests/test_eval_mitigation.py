@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from itbench_gym.backends.sim.promql.engine import Engine
+from itbench_gym.backends.sim.tsdb import TSDB
 from itbench_gym.evaluation.mitigation import (
     Baseline,
     ConfigState,
@@ -15,14 +17,16 @@ from itbench_gym.evaluation.mitigation import (
     PodsSnapshot,
     ServiceSignals,
     Termination,
+    Tolerances,
     TrafficSample,
     WorkloadState,
     recently_restarting,
     restart_interval,
+    service_dropped,
     symptom_window,
     watch_mitigation,
 )
-from itbench_gym.tasks.sre import parse_problem, rollout_status
+from itbench_gym.tasks.sre import parse_problem, rollout_status, smoothed_rate
 
 NS = "otel-demo"
 HEALTHY = {
@@ -340,6 +344,39 @@ def test_service_error_ratio_latency_and_traffic_must_return_to_baseline() -> No
     gone = {k: v for k, v in SIGNALS.items() if k != "recommendation"}
     verdict = watch_mitigation(ScriptedProbe(lambda t: healthy(services=gone)), SIGNAL_BASELINE, TRIGGERING)
     assert verdict.reasons == ("service recommendation served 0.00 req/s over the last 150s, below 50% of its baseline 3.00 req/s",)
+
+
+def test_a_service_drop_counts_only_beyond_the_chance_of_its_request_count() -> None:
+    tol = Tolerances()
+    # 0.6 req/s at baseline, 108 requests expected over 180 s: 43 of them (40 %) is a one-in-a-trillion
+    # draw of a service still at its baseline rate
+    assert service_dropped(0.6, 0.24, 180.0, tol)
+    # a quiet service at 40 % over one minute: 4 requests where 12 were expected happen 0.8 % of the time
+    assert not service_dropped(0.2, 0.08, 60.0, tol)
+    assert service_dropped(0.2, 0.04, 60.0, tol)  # 2 of 12: 0.05 %
+    # silence counts once it is improbable: e^-9 for 9 requests expected, e^-6 for 6
+    assert service_dropped(0.05, 0.0, 180.0, tol)
+    assert not service_dropped(0.05, 0.0, 120.0, tol)
+    assert not service_dropped(3.0, 1.6, 150.0, tol)  # above the line is never a drop
+
+
+def test_the_probe_reads_a_flushed_counter_at_its_rate_whatever_the_phase() -> None:
+    """Span metrics step once a minute and are scraped every 30 s: one rate() over three minutes reads
+    two or three flushes (0.8 or 1.2 of the rate) depending on when it is taken; the probe's does not."""
+    db = TSDB()
+    for t in range(7, 2000, 30):
+        db.append(t, [({"__name__": "calls_total", "service_name": "email", "job": "collector"}, 60.0 * (t // 60))])
+    engine = Engine(db)
+
+    def read(expr: str, t: float) -> float:
+        return float(engine.instant(expr, t).series[0][2][0])
+
+    phases = [1000.0 + p for p in range(0, 60, 3)]
+    plain = {round(read("sum by (service_name) (rate(calls_total[180s]))", t), 6) for t in phases}
+    assert plain == {0.8, 1.2}
+    for seconds in (60.0, 180.0, 300.0):
+        expr = smoothed_rate("sum by (service_name)", "calls_total", seconds)
+        assert {round(read(expr, t), 6) for t in phases} == {1.0}, seconds
 
 
 # -- guards: configuration the app depends on, monitoring that judges it ---------------------------

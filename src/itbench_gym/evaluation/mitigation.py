@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from itbench_gym.poisson import poisson_cdf
+
 #: ITBench's watcher: polls every 30 s, 2 consecutive clear polls, for 300 s after submit.
 ITBENCH_INTERVAL = 30.0
 ITBENCH_CONSECUTIVE = 2
@@ -164,6 +166,9 @@ class Tolerances:
     latency_slack_ms: float = 25.0
     #: Relative drop allowed in a service's request rate.
     service_traffic: float = 0.5
+    #: A service's drop counts only beyond chance (``service_dropped``): the probability that a service
+    #: serving its baseline rate shows as few requests in the window.
+    service_traffic_chance: float = 0.001
     #: Services slower than this at baseline (req/s) are not judged: too few requests for a ratio.
     min_rate: float = 0.05
 
@@ -557,6 +562,20 @@ def _traffic_failures(before: TrafficSample, now: TrafficSample, tolerances: Tol
     return reasons
 
 
+def service_dropped(before: float, now: float, span: float, tol: Tolerances) -> bool:
+    """Whether a service's request rate ``now`` over the last ``span`` seconds fell below ``1 -
+    service_traffic`` of its baseline ``before``, and by more than chance.
+
+    Requests arrive at random, so a quiet service's count over a few minutes spreads (±14 % for 50
+    requests) and a healthy one reads under the line now and then. A drop counts when the count
+    ``now × span`` is also one that a service serving its baseline rate (a Poisson count of mean
+    ``before × span``) shows with probability under ``service_traffic_chance``: a correct fix fails
+    this check by chance at most that often, and silence is caught from ~7 requests expected on.
+    """
+    return (now < (1.0 - tol.service_traffic) * before
+            and poisson_cdf(math.floor(now * span), before * span) < tol.service_traffic_chance)
+
+
 def _service_failures(
     before: Mapping[str, ServiceSignals], now: Mapping[str, ServiceSignals], span: float, tol: Tolerances
 ) -> list[str]:
@@ -568,7 +587,7 @@ def _service_failures(
             continue
         n = now.get(name, ServiceSignals(0.0, math.nan, math.nan))
         rate = n.rate if math.isfinite(n.rate) else 0.0
-        if rate < (1.0 - tol.service_traffic) * b.rate:
+        if service_dropped(b.rate, rate, span, tol):
             reasons.append(f"service {name} served {rate:.2f} req/s {over}, below {100 * (1 - tol.service_traffic):.0f}% "
                            f"of its baseline {b.rate:.2f} req/s")
             continue

@@ -57,12 +57,18 @@ from itbench_gym.topology import build_topology
 ALERT_POLL_SECONDS = 15.0
 #: Healthy baselines a task keeps, one per reproducible start state it met (``Backend.baseline_key``).
 CACHED_BASELINES = 4
-#: Window of the traffic probe's rates (as the span-metric alert rules use).
-TRAFFIC_WINDOW = "2m"
-#: The traffic probe averages its rates over this subquery range and step: span metrics arrive in steps
-#: (the collector's connector flushes once a minute), so one rate swings with its window's phase
-#: against the flushes (between about 2/3 and 4/3 of the traffic with 30 s scrapes); the average does not.
-TRAFFIC_SMOOTHING = "2m:15s"
+#: The user-facing traffic probe reads the last four minutes: rates over two (as the span-metric alert
+#: rules use), averaged across the two before (``smoothed_rate``).
+TRAFFIC_RANGE_SECONDS = 240.0
+#: Span metrics arrive in steps (the collector's connector flushes once a minute), so one rate() reads a
+#: whole number of flushes and swings with its window's phase against them: 2/3 to 4/3 of the traffic
+#: for two minutes with 30 s scrapes, 0.54 to 1.36 of a healthy service's rate over three minutes
+#: (measured on the twin). The probe's rates average, every this many seconds, the rates over half the
+#: range across its other half: the same data read at every phase.
+SMOOTHING_STEP_SECONDS = 15
+#: Each rate and the span they are averaged across are at least a minute: two scrapes (30 s apart) in a
+#: rate, every phase of a flush in the average. (Ranges under two minutes so read a little further back.)
+MIN_SMOOTHING_SECONDS = 60
 #: The baseline's golden signals and "was it restarting" look back over its last five minutes.
 BASELINE_LOOKBACK_SECONDS = 300.0
 #: The prometheus-operator resources that decide what Prometheus scrapes and which rules it evaluates
@@ -326,19 +332,20 @@ class ClusterProbe:
 
     def traffic(self) -> TrafficSample:
         ns = self._spec.namespace
-        rate = self._scalar(f"avg_over_time(sum(rate({self._edge.selector(ns)}[{TRAFFIC_WINDOW}]))[{TRAFFIC_SMOOTHING}])")
-        errors = self._scalar(f"avg_over_time(sum(rate({self._edge.selector(ns, errors=True)}[{TRAFFIC_WINDOW}]))[{TRAFFIC_SMOOTHING}])")
+        rate = self._scalar(smoothed_rate("sum", self._edge.selector(ns), TRAFFIC_RANGE_SECONDS))
+        errors = self._scalar(smoothed_rate("sum", self._edge.selector(ns, errors=True), TRAFFIC_RANGE_SECONDS))
         success = 1.0 - errors / rate if rate > 0 else 0.0
         return TrafficSample(rate=rate, success_ratio=success)
 
     def service_signals(self, range_seconds: float) -> dict[str, ServiceSignals]:
-        """Per service over the last ``range_seconds``: request rate, failed share, p95 latency in ms."""
+        """Per service over the last ``range_seconds``: request rate, failed share (both ``smoothed_rate``),
+        p95 latency in ms (a ratio of buckets flushed together: no phase to average)."""
         g = self._signals
         if g is None or self._prometheus is None:
             return {}
         ns, label, window = self._spec.namespace, g.service_label, f"{max(1, int(round(range_seconds)))}s"
-        rates = self._vector(f"sum by ({label}) (rate({g.selector(g.calls, ns)}[{window}]))", label)
-        errors = self._vector(f"sum by ({label}) (rate({g.selector(g.calls, ns, errors=True)}[{window}]))", label)
+        rates = self._vector(smoothed_rate(f"sum by ({label})", g.selector(g.calls, ns), range_seconds), label)
+        errors = self._vector(smoothed_rate(f"sum by ({label})", g.selector(g.calls, ns, errors=True), range_seconds), label)
         p95 = self._vector(f"histogram_quantile(0.95, sum by ({label}, le) (rate({g.selector(g.duration_bucket, ns)}[{window}])))", label)
         scale = g.duration_unit_seconds * 1000.0
         return {
@@ -434,6 +441,15 @@ class ClusterProbe:
 
     def _vector(self, query: str, label: str) -> dict[str, float]:
         return {str(r["metric"].get(label, "")): float(r["value"][1]) for r in self._query(query)}
+
+
+def smoothed_rate(aggregation: str, selector: str, range_seconds: float) -> str:
+    """PromQL for ``aggregation``'s per-second rate of ``selector`` over the last ``range_seconds``, read
+    at every phase of the counters' steps: rates over half the range, averaged every
+    ``SMOOTHING_STEP_SECONDS`` across the other half (each at least ``MIN_SMOOTHING_SECONDS``)."""
+    window = max(MIN_SMOOTHING_SECONDS, int(round(range_seconds / 2)))
+    span = max(MIN_SMOOTHING_SECONDS, int(round(range_seconds)) - window)
+    return f"avg_over_time({aggregation} (rate({selector}[{window}s]))[{span}s:{SMOOTHING_STEP_SECONDS}s])"
 
 
 def _decoded(value: Any) -> str:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from itbench_gym.poisson import poisson_sf
+
 #: CFS bandwidth period (the kernel's default ``cpu.cfs_period_us`` of 100 ms).
 CFS_PERIOD_S = 0.1
 #: Highest utilisation the processor-sharing slowdown 1 / (1 - rho) is taken at; beyond it the
@@ -83,23 +85,6 @@ def fair_shares(demands: list[float], weights: list[float], capacity: float) -> 
     return alloc
 
 
-def _poisson_above(mean: float, k: float) -> float:
-    """P(N > k) for N ~ Poisson(mean)."""
-    if k < 0:
-        return 1.0
-    if mean <= 0:
-        return 0.0
-    n = math.floor(k)
-    if n > mean + 12 * math.sqrt(mean) + 12:
-        return 0.0
-    term = math.exp(-mean)
-    cdf = term
-    for i in range(1, n + 1):
-        term *= mean / i
-        cdf += term
-    return max(0.0, 1.0 - cdf)
-
-
 def cpu_tick(prev: CpuState, d: CpuDemand, dt: float) -> CpuTick:
     """Advance one container by ``dt`` seconds of demand ``d``."""
     warm = min(prev.jit_cpu_s / d.jit_warmup_cpu_s, 1.0) if d.jit_warmup_cpu_s > 0 else 1.0
@@ -133,7 +118,7 @@ def cpu_tick(prev: CpuState, d: CpuDemand, dt: float) -> CpuTick:
             # bursts: a period whose arrivals need more than the quota left by the background
             work = d.cpu_per_request_s * cold
             spare = d.limit * CFS_PERIOD_S - (d.idle + d.busy_threads + compiling) * CFS_PERIOD_S
-            thr_periods = periods * (_poisson_above(d.requests_per_s * CFS_PERIOD_S, spare / work) if work > 0 else 0.0)
+            thr_periods = periods * (poisson_sf(math.floor(spare / work), d.requests_per_s * CFS_PERIOD_S) if work > 0 else 0.0)
             thr_s = thr_periods * CFS_PERIOD_S / 2
     # a hand-off that lands in throttled time waits, on average, half a period
     wakeup_wait = d.wakeups_per_request * min(thr_s, 1.0) * CFS_PERIOD_S / 2
