@@ -17,12 +17,11 @@ from itbench_gym.evaluation.mitigation import (
     PodsSnapshot,
     ServiceSignals,
     Termination,
-    Tolerances,
     TrafficSample,
     WorkloadState,
+    dropped,
     recently_restarting,
     restart_interval,
-    service_dropped,
     symptom_window,
     watch_mitigation,
 )
@@ -346,18 +345,24 @@ def test_service_error_ratio_latency_and_traffic_must_return_to_baseline() -> No
     assert verdict.reasons == ("service recommendation served 0.00 req/s over the last 150s, below 50% of its baseline 3.00 req/s",)
 
 
-def test_a_service_drop_counts_only_beyond_the_chance_of_its_request_count() -> None:
-    tol = Tolerances()
-    # 0.6 req/s at baseline, 108 requests expected over 180 s: 43 of them (40 %) is a one-in-a-trillion
-    # draw of a service still at its baseline rate
-    assert service_dropped(0.6, 0.24, 180.0, tol)
-    # a quiet service at 40 % over one minute: 4 requests where 12 were expected happen 0.8 % of the time
-    assert not service_dropped(0.2, 0.08, 60.0, tol)
-    assert service_dropped(0.2, 0.04, 60.0, tol)  # 2 of 12: 0.05 %
-    # silence counts once it is improbable: e^-9 for 9 requests expected, e^-6 for 6
-    assert service_dropped(0.05, 0.0, 180.0, tol)
-    assert not service_dropped(0.05, 0.0, 120.0, tol)
-    assert not service_dropped(3.0, 1.6, 150.0, tol)  # above the line is never a drop
+def test_a_traffic_drop_counts_only_beyond_the_chance_of_both_request_counts() -> None:
+    def drop(before: float, before_s: float, now: float, now_s: float, tolerance: float = 0.5) -> bool:
+        return dropped(TrafficSample(before, 1.0, before_s), TrafficSample(now, 1.0, now_s), tolerance, 0.001)
+
+    # 0.6 req/s over a five-minute baseline (180 requests), 40 % of it over 180 s (43 of the 108 expected)
+    assert drop(0.6, 300.0, 0.24, 180.0)
+    # a quiet service at 40 % over one minute: 4 requests against 60 at baseline happen 1.5 % of the time
+    assert not drop(0.2, 300.0, 0.08, 60.0)
+    assert drop(0.2, 300.0, 0.02, 60.0)  # 1 of 12: 0.04 %
+    # silence counts once it is improbable: none of 9 expected (against 15 at baseline), not of 6
+    assert drop(0.05, 300.0, 0.0, 180.0)
+    assert not drop(0.05, 300.0, 0.0, 120.0)
+    assert not drop(3.0, 300.0, 1.6, 150.0)  # above the line is never a drop
+    # a quiet edge (0.66 req/s, 160 requests in four minutes): 77 % of it is within chance, 60 % is not
+    assert not drop(0.666, 240.0, 0.51, 240.0, tolerance=0.2)
+    assert drop(0.666, 240.0, 0.40, 240.0, tolerance=0.2)
+    # a window of unknown length leaves the tolerance alone to judge
+    assert drop(0.2, 0.0, 0.08, 60.0)
 
 
 def test_the_probe_reads_a_flushed_counter_at_its_rate_whatever_the_phase() -> None:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from itbench_gym.poisson import poisson_cdf
+from itbench_gym.poisson import fewer_than_chance
 
 #: ITBench's watcher: polls every 30 s, 2 consecutive clear polls, for 300 s after submit.
 ITBENCH_INTERVAL = 30.0
@@ -48,6 +48,9 @@ class TrafficSample:
 
     rate: float
     success_ratio: float
+    #: Seconds the rate covers: a drop is weighed against the chance of its request count (0: unknown,
+    #: the drop is judged by its tolerance alone).
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,8 @@ class Baseline:
     monitoring: Mapping[str, str] = field(default_factory=dict)
     #: Workloads whose containers were restarting at baseline: their restarts are not the agent's doing.
     restarting: frozenset[str] = frozenset()
+    #: Seconds the services' golden signals cover (0: unknown, as ``TrafficSample.seconds``).
+    services_seconds: float = 0.0
     #: The label that names a service in the app's golden signals (``service_name``,
     #: ``destination_canonical_service``); "" when the app has none.
     service_label: str = ""
@@ -166,9 +171,9 @@ class Tolerances:
     latency_slack_ms: float = 25.0
     #: Relative drop allowed in a service's request rate.
     service_traffic: float = 0.5
-    #: A service's drop counts only beyond chance (``service_dropped``): the probability that a service
-    #: serving its baseline rate shows as few requests in the window.
-    service_traffic_chance: float = 0.001
+    #: A drop of the user-facing or a service's traffic counts only beyond chance (``dropped``): the
+    #: probability that, at one rate, the window would show as few requests against the baseline's.
+    traffic_chance: float = 0.001
     #: Services slower than this at baseline (req/s) are not judged: too few requests for a ratio.
     min_rate: float = 0.05
 
@@ -488,7 +493,7 @@ def watch_mitigation(
     reasons.extend(_invariant_failures(probe, baseline, firing_now, last.at, tolerances, [*injection_alerts, *incident]))
     if baseline.services:
         span = max(2 * interval, last.at / 2)
-        reasons.extend(_service_failures(baseline.services, probe.service_signals(span), span, tolerances))
+        reasons.extend(_service_failures(baseline, probe.service_signals(span), span, tolerances))
     reasons.extend(guards)
     return MitigationVerdict(
         passed=not reasons, reasons=tuple(reasons), cleared_at=cleared_at, polls=tuple(polls), started_at=start,
@@ -546,8 +551,8 @@ def _traffic_failures(before: TrafficSample, now: TrafficSample, tolerances: Tol
     """Traffic checks are skipped when the baseline itself could not be measured (NaN or no load)."""
     reasons: list[str] = []
     if math.isfinite(before.rate) and before.rate > 0:
-        floor = (1.0 - tolerances.traffic) * before.rate
-        if not (now.rate >= floor):
+        rate = now.rate if math.isfinite(now.rate) else 0.0
+        if dropped(before, TrafficSample(rate, now.success_ratio, now.seconds), tolerances.traffic, tolerances.traffic_chance):
             reasons.append(
                 f"user-facing traffic {now.rate:.2f} req/s is below {100 * (1 - tolerances.traffic):.0f}% "
                 f"of the baseline {before.rate:.2f} req/s"
@@ -562,32 +567,34 @@ def _traffic_failures(before: TrafficSample, now: TrafficSample, tolerances: Tol
     return reasons
 
 
-def service_dropped(before: float, now: float, span: float, tol: Tolerances) -> bool:
-    """Whether a service's request rate ``now`` over the last ``span`` seconds fell below ``1 -
-    service_traffic`` of its baseline ``before``, and by more than chance.
+def dropped(before: TrafficSample, now: TrafficSample, tolerance: float, chance: float) -> bool:
+    """Whether the request rate ``now`` fell below ``1 - tolerance`` of the baseline's, and by more
+    than chance.
 
     Requests arrive at random, so a quiet service's count over a few minutes spreads (±14 % for 50
-    requests) and a healthy one reads under the line now and then. A drop counts when the count
-    ``now × span`` is also one that a service serving its baseline rate (a Poisson count of mean
-    ``before × span``) shows with probability under ``service_traffic_chance``: a correct fix fails
-    this check by chance at most that often, and silence is caught from ~7 requests expected on.
+    requests), and so does the baseline's own: a correct fix reads under the line now and then. When
+    both windows are known, a drop counts only when the two counts (rate × seconds) are also unlikely
+    (under ``chance``) for one rate (``poisson.fewer_than_chance``): a correct fix fails by chance at
+    most that often, and silence is caught from ~7 requests at baseline on.
     """
-    return (now < (1.0 - tol.service_traffic) * before
-            and poisson_cdf(math.floor(now * span), before * span) < tol.service_traffic_chance)
+    if not now.rate < (1.0 - tolerance) * before.rate:
+        return False
+    if before.seconds <= 0 or now.seconds <= 0:
+        return True
+    return fewer_than_chance(now.rate * now.seconds, now.seconds, before.rate * before.seconds, before.seconds) < chance
 
 
-def _service_failures(
-    before: Mapping[str, ServiceSignals], now: Mapping[str, ServiceSignals], span: float, tol: Tolerances
-) -> list[str]:
+def _service_failures(baseline: Baseline, now: Mapping[str, ServiceSignals], span: float, tol: Tolerances) -> list[str]:
     """Per service: still served, error ratio and p95 latency back within tolerance of baseline."""
     reasons: list[str] = []
     over = f"over the last {span:.0f}s"
-    for name, b in sorted(before.items()):
+    for name, b in sorted(baseline.services.items()):
         if not (math.isfinite(b.rate) and b.rate >= tol.min_rate):
             continue
         n = now.get(name, ServiceSignals(0.0, math.nan, math.nan))
         rate = n.rate if math.isfinite(n.rate) else 0.0
-        if service_dropped(b.rate, rate, span, tol):
+        if dropped(TrafficSample(b.rate, math.nan, baseline.services_seconds), TrafficSample(rate, math.nan, span),
+                   tol.service_traffic, tol.traffic_chance):
             reasons.append(f"service {name} served {rate:.2f} req/s {over}, below {100 * (1 - tol.service_traffic):.0f}% "
                            f"of its baseline {b.rate:.2f} req/s")
             continue

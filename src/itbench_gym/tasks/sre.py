@@ -335,7 +335,7 @@ class ClusterProbe:
         rate = self._scalar(smoothed_rate("sum", self._edge.selector(ns), TRAFFIC_RANGE_SECONDS))
         errors = self._scalar(smoothed_rate("sum", self._edge.selector(ns, errors=True), TRAFFIC_RANGE_SECONDS))
         success = 1.0 - errors / rate if rate > 0 else 0.0
-        return TrafficSample(rate=rate, success_ratio=success)
+        return TrafficSample(rate=rate, success_ratio=success, seconds=TRAFFIC_RANGE_SECONDS)
 
     def service_signals(self, range_seconds: float) -> dict[str, ServiceSignals]:
         """Per service over the last ``range_seconds``: request rate, failed share (both ``smoothed_rate``),
@@ -468,6 +468,7 @@ def measure_baseline(probe: ClusterProbe, lookback: float) -> Baseline:
         traffic=probe.traffic(),
         alerts=[dict(a) for a in probe.firing_alerts()],
         services=probe.service_signals(lookback),
+        services_seconds=lookback,
         configs=probe.configs(),
         monitoring=probe.monitoring(),
         restarting=recently_restarting(probe.pods(), probe.now(), lookback),
