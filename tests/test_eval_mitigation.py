@@ -351,10 +351,10 @@ def test_a_traffic_drop_counts_only_beyond_the_chance_of_both_request_counts() -
 
     # 0.6 req/s over a five-minute baseline (180 requests), 40 % of it over 180 s (43 of the 108 expected)
     assert drop(0.6, 300.0, 0.24, 180.0)
-    # a quiet service at 40 % over one minute: 4 requests against 60 at baseline happen 1.5 % of the time
+    # a quiet service at 40 % over one minute: 4 requests against 60 at baseline happen 1.2 % of the time
     assert not drop(0.2, 300.0, 0.08, 60.0)
-    assert drop(0.2, 300.0, 0.02, 60.0)  # 1 of 12: 0.04 %
-    # silence counts once it is improbable: none of 9 expected (against 15 at baseline), not of 6
+    assert drop(0.2, 300.0, 0.02, 60.0)  # 1 against 60: 0.02 %
+    # silence counts once it is improbable: none against 15 at baseline over 180 s (0.625^15), not over 120 s
     assert drop(0.05, 300.0, 0.0, 180.0)
     assert not drop(0.05, 300.0, 0.0, 120.0)
     assert not drop(3.0, 300.0, 1.6, 150.0)  # above the line is never a drop

@@ -575,7 +575,8 @@ def dropped(before: TrafficSample, now: TrafficSample, tolerance: float, chance:
     requests), and so does the baseline's own: a correct fix reads under the line now and then. When
     both windows are known, a drop counts only when the two counts (rate × seconds) are also unlikely
     (under ``chance``) for one rate (``poisson.fewer_than_chance``): a correct fix fails by chance at
-    most that often, and silence is caught from ~7 requests at baseline on.
+    most that often; silence is caught once it is improbable (15 requests over a five-minute baseline
+    against a three-minute watch: p = 0.625^15).
     """
     if not now.rate < (1.0 - tolerance) * before.rate:
         return False
