@@ -21,7 +21,6 @@ cannot reach (the injection machinery: Chaos Mesh) stay as they are and are list
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Generator, Mapping
 from typing import Any
@@ -220,7 +219,7 @@ class OracleAgent(ScriptedAgent):
         """Whether the triggering alerts are quiet and every service's p95 latency and request rate are
         back near its baseline (the dashboards an SRE watches after a fix; a cold JVM takes minutes to
         warm up, and a queue's consumers or a page's callees serve a trickle until users come back)."""
-        from itbench_gym.evaluation.mitigation import Tolerances, TrafficSample, dropped
+        from itbench_gym.evaluation.mitigation import Tolerances, service_dropped
         from itbench_gym.tasks.sre import ClusterProbe
 
         incident, facts = self._env.incident, load_app_facts(envs_dir() / self._spec.app)
@@ -240,10 +239,7 @@ class OracleAgent(ScriptedAgent):
             now = signals.get(name)
             if now is not None and now.p95_ms > before.p95_ms * RECOVERED_LATENCY_FACTOR + RECOVERED_LATENCY_MS:
                 return False
-            rate = now.rate if now is not None and math.isfinite(now.rate) else 0.0
-            baseline = TrafficSample(before.rate, math.nan, incident.baseline.services_seconds)
-            if before.rate >= graded.min_rate and dropped(baseline, TrafficSample(rate, math.nan, RECOVERY_WINDOW_SECONDS),
-                                                          graded.service_traffic, graded.traffic_chance):
+            if before.rate >= graded.min_rate and service_dropped(incident.baseline, name, now, RECOVERY_WINDOW_SECONDS, graded):
                 return False
         return True
 

@@ -551,8 +551,7 @@ def _traffic_failures(before: TrafficSample, now: TrafficSample, tolerances: Tol
     """Traffic checks are skipped when the baseline itself could not be measured (NaN or no load)."""
     reasons: list[str] = []
     if math.isfinite(before.rate) and before.rate > 0:
-        rate = now.rate if math.isfinite(now.rate) else 0.0
-        if dropped(before, TrafficSample(rate, now.success_ratio, now.seconds), tolerances.traffic, tolerances.traffic_chance):
+        if dropped(before, now, tolerances.traffic, tolerances.traffic_chance):
             reasons.append(
                 f"user-facing traffic {now.rate:.2f} req/s is below {100 * (1 - tolerances.traffic):.0f}% "
                 f"of the baseline {before.rate:.2f} req/s"
@@ -576,13 +575,22 @@ def dropped(before: TrafficSample, now: TrafficSample, tolerance: float, chance:
     both windows are known, a drop counts only when the two counts (rate × seconds) are also unlikely
     (under ``chance``) for one rate (``poisson.fewer_than_chance``): a correct fix fails by chance at
     most that often; silence is caught once it is improbable (15 requests over a five-minute baseline
-    against a three-minute watch: p = 0.625^15).
+    against a three-minute watch: p = 0.625^15). A rate that could not be read (NaN) is no traffic.
     """
-    if not now.rate < (1.0 - tolerance) * before.rate:
+    rate = now.rate if math.isfinite(now.rate) else 0.0
+    if not rate < (1.0 - tolerance) * before.rate:
         return False
     if before.seconds <= 0 or now.seconds <= 0:
         return True
-    return fewer_than_chance(now.rate * now.seconds, now.seconds, before.rate * before.seconds, before.seconds) < chance
+    return fewer_than_chance(rate * now.seconds, now.seconds, before.rate * before.seconds, before.seconds) < chance
+
+
+def service_dropped(baseline: Baseline, name: str, now: ServiceSignals | None, span: float, tol: Tolerances) -> bool:
+    """``dropped`` for the service ``name`` of ``baseline``, read ``now`` over the last ``span`` seconds
+    (None: it served nothing)."""
+    before = TrafficSample(baseline.services[name].rate, math.nan, baseline.services_seconds)
+    return dropped(before, TrafficSample(now.rate if now is not None else 0.0, math.nan, span),
+                   tol.service_traffic, tol.traffic_chance)
 
 
 def _service_failures(baseline: Baseline, now: Mapping[str, ServiceSignals], span: float, tol: Tolerances) -> list[str]:
@@ -594,8 +602,7 @@ def _service_failures(baseline: Baseline, now: Mapping[str, ServiceSignals], spa
             continue
         n = now.get(name, ServiceSignals(0.0, math.nan, math.nan))
         rate = n.rate if math.isfinite(n.rate) else 0.0
-        if dropped(TrafficSample(b.rate, math.nan, baseline.services_seconds), TrafficSample(rate, math.nan, span),
-                   tol.service_traffic, tol.traffic_chance):
+        if service_dropped(baseline, name, n, span, tol):
             reasons.append(f"service {name} served {rate:.2f} req/s {over}, below {100 * (1 - tol.service_traffic):.0f}% "
                            f"of its baseline {b.rate:.2f} req/s")
             continue
