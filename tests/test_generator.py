@@ -100,3 +100,12 @@ def test_generate_emits_a_proven_variant_that_loads(tmp_path: Path) -> None:
     assert spec.id.startswith("SRE-Gen-") and spec.id == result.variants[0].draft.scenario_id
     index = ScenarioIndex(result.files)
     assert index.spec(spec.id.replace("-v0", "-NoTraces-v0")).observability.traces is False
+
+
+def test_an_alert_about_a_pod_alone_is_credited_to_the_service_that_owns_the_pod(judge: _Judge) -> None:
+    # A claim that never binds leaves the new pod Pending while the old one serves: the only alert is
+    # KubePodNotReady{namespace, pod}, as in ITBench's own unbindable-claim scenario.
+    claim = next(c for c in judge.space.candidates if c.key == "unbindable-claim:checkout/checkout")
+    outcome = judge.judge(Draft(0, (claim,)))
+    assert outcome.doc is not None, outcome.reason
+    assert {"alertname": "KubePodNotReady", "labels": {"namespace": "otel-demo"}} in outcome.doc["alerts"]["triggering"]

@@ -147,8 +147,12 @@ def draw(space: _Space, seed: int, faults: int, noise: bool) -> Iterator[Draft]:
         yield draft
 
 
-def _service_of(labels: Mapping[str, str], space: _Space) -> tuple[str, dict[str, str]] | None:
-    """The service an alert is about and the labels that say so, or None (cluster-wide alerts)."""
+def _service_of(labels: Mapping[str, str], space: _Space, store: Any = None) -> tuple[str, dict[str, str]] | None:
+    """The service an alert is about and the labels that say so, or None (cluster-wide alerts).
+
+    An alert about a pod alone (KubePodNotReady: ``namespace`` and ``pod``) is about the service
+    whose workload owns the pod in ``store``; its matcher is the namespace, since pod names change
+    from seed to seed."""
     by_container = {s.container: name for name, s in space.model.services.items()}
     for label in _SERVICE_LABELS:
         value = labels.get(label)
@@ -160,6 +164,30 @@ def _service_of(labels: Mapping[str, str], space: _Space) -> tuple[str, dict[str
             if "namespace" in labels:
                 matcher["namespace"] = labels["namespace"]
             return service, matcher
+    namespace, pod = labels.get("namespace"), labels.get("pod")
+    if store is None or namespace != space.namespace or pod is None:
+        return None
+    service = _owning_service(store, space, namespace, pod)
+    return (service, {"namespace": namespace}) if service is not None else None
+
+
+def _owning_service(store: Any, space: _Space, namespace: str, pod: str) -> str | None:
+    """The service whose workload controls ``pod``: the pod's controller, through a ReplicaSet to its Deployment."""
+    from itbench_gym.backends.sim.kube.errors import ApiError
+
+    by_workload = {s.workload: name for name, s in space.model.services.items()}
+    kind, name = "Pod", pod
+    for _ in range(3):  # Pod -> ReplicaSet -> Deployment at most
+        try:
+            obj = store.get(kind, namespace, name)
+        except ApiError:
+            return None
+        owner = next((r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        if owner is None:
+            return None
+        if owner["kind"] != "ReplicaSet":
+            return by_workload.get(owner["name"])
+        kind, name = owner["kind"], owner["name"]
     return None
 
 
@@ -238,6 +266,7 @@ class _Judge:
 
         backend, baseline = self._twin(spec, users)
         endpoints = backend.restore(baseline)
+        store = backend.twin.cluster.store
         ctx = fault_context(backend, self.space.facts)
         seen: dict[tuple[str, str], tuple[float, dict[str, str]]] = {}
         try:
@@ -248,7 +277,7 @@ class _Judge:
                 backend.advance(_POLL_SECONDS)
                 now = backend.clock.now()
                 for alert in fetch_alerts(endpoints.prometheus):
-                    found = _service_of(alert["labels"], self.space) if alert["state"] == "firing" else None
+                    found = _service_of(alert["labels"], self.space, store) if alert["state"] == "firing" else None
                     if found is not None:
                         seen.setdefault((alert["labels"]["alertname"], found[0]), (now - start, found[1]))
                 if since is None and done(seen):
