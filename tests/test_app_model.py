@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from itbench_gym.backends.sim.app import AppModel
-from itbench_gym.backends.sim.app.model import ramped_users
+from itbench_gym.backends.sim.app.model import parsed_app, ramped_users
+from itbench_gym.backends.sim.app.runtime import AppRuntime
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
 from itbench_gym.lang.timestamps import rfc3339
@@ -416,3 +417,18 @@ def test_an_app_is_parsed_once_until_a_file_of_it_changes(tmp_path: Path) -> Non
     manifest = next(p for p in sorted((app / "manifests").glob("*.yaml")) if "kind: Deployment" in p.read_text())
     manifest.write_text(manifest.read_text() + "\n")
     assert AppModel.load(app, seed=0).manifests_read_only() is not edited.manifests_read_only()
+
+
+@pytest.mark.parametrize("app", ["astronomy-shop", "book-info"])
+def test_every_image_an_app_deploys_fails_a_command_it_does_not_hold(app: str) -> None:
+    # ITBench's invalid-command fault must break whichever workload it targets, as containerd does:
+    # that needs each image's catalogue entry to say what its PATH holds.
+    spec, manifests = parsed_app(APP.parent / app)
+    rt = AppRuntime(spec, lambda namespace: False)
+    pod: dict[str, Any] = {"metadata": {"name": "x", "namespace": spec.namespace}, "spec": {"containers": []}}
+    containers = [c for obj in manifests if obj.get("kind") in ("Deployment", "StatefulSet", "DaemonSet")
+                  and obj["metadata"].get("namespace") == spec.namespace
+                  for c in obj["spec"]["template"]["spec"].get("containers", [])]
+    assert containers
+    for c in containers:
+        assert "executable file not found" in (rt.start_error(pod, {**c, "command": ["invalid-command"]}) or ""), c["image"]
