@@ -165,6 +165,30 @@ def test_dns_policy_default_breaks_only_the_workloads_own_lookups(shop_twin: Sho
     ctx.close()
 
 
+def _kafka_pods(twin: ShopTwin) -> list[dict[str, Any]]:
+    return [p for p in twin.store.list("Pod", NS) if p["metadata"]["name"].startswith("kafka-") and not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_broker_that_cannot_resolve_its_controller_exits_and_one_that_can_keeps_running(shop_twin: ShopTwin) -> None:
+    # KRaft: the broker registers with 1@kafka:9093 (its own Service); with the node's resolver it
+    # cannot, and exits after initial.broker.registration.timeout.ms, restart after restart.
+    ctx = _inject(shop_twin, "failing-name-resolution-kubernetes-workload-dns-policy", {"kubernetesObject": _workload("kafka")}, 600)
+    [pod] = _kafka_pods(shop_twin)
+    [status] = pod["status"]["containerStatuses"]
+    assert status["restartCount"] >= 2 and status["lastState"]["terminated"]["exitCode"] == 1
+    assert not any("Kafka Server started" in line for line in _logs(shop_twin, "kafka", 600))
+    assert shop_twin.value(ERRORS.format(svc="checkout")) > 0
+    ctx.close()
+    # restarted with the cluster's DNS, the new broker reaches its own Service once it is ready
+    shop_twin.reset()
+    shop_twin.context().patch(ObjectRef("apps/v1", "Deployment", "kafka", NS),
+                              {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}}}}}, "merge")
+    shop_twin.backend.advance(600)
+    [pod] = _kafka_pods(shop_twin)
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0 and pod["status"]["containerStatuses"][0]["ready"]
+    assert any("Kafka Server started" in line for line in _logs(shop_twin, "kafka", 600))
+
+
 def test_an_edited_env_var_is_read_from_the_new_pods(shop_twin: ShopTwin) -> None:
     args = {"kubernetesObject": _workload("shipping"), "container": {"name": "shipping", "env": {"name": "QUOTE_ADDR", "value": "quote:0000"}}}
     ctx = _inject(shop_twin, "modified-kubernetes-workload-container-environment-variable", args)

@@ -294,7 +294,7 @@ def read_flags(store: StoreLike, spec: AppSpec) -> dict[str, Any]:
     return flags_of(_flag_config_map(store, spec), spec)
 
 
-def _pod_view(spec: AppSpec, service: str, p: dict[str, Any]) -> PodView | None:
+def pod_view(spec: AppSpec, service: str, p: dict[str, Any]) -> PodView | None:
     """A pod its Deployment selects as a pod of ``service``, None when it is not one (gone, or without the service's container)."""
     svc = spec.services[service]
     meta = p["metadata"]
@@ -372,7 +372,7 @@ class ClusterReader:
         self.spec = spec
         #: service -> the pods its Deployment selects as that service's
         self._pod_views: dict[str, Derived[PodView | None]] = {
-            svc.name: Derived(partial(_pod_view, spec, svc.name)) for svc in spec.services.values()}
+            svc.name: Derived(partial(pod_view, spec, svc.name)) for svc in spec.services.values()}
         self._flags: Derived[dict[str, Any]] = Derived(lambda cm: flags_of(cm, spec))
         self._last: tuple[list[list[dict[str, Any]]], ClusterView] | None = None
 

@@ -45,7 +45,7 @@ from .jvm import outcome as jvm_outcome
 from .machines import Machines, stress_bytes
 from .mesh import MeshReader, MeshState, admit
 from .mesh_metrics import MeshTelemetry
-from .network import Reach, active_chaos, chaos_selects, http_selects, reach, request_body_patch, resolve_address
+from .network import Reach, active_chaos, chaos_selects, http_selects, reach, reachable_once_started, request_body_patch, resolve_address
 from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
@@ -537,7 +537,9 @@ class AppModel:
                 st.instances[key] = Instance(started=t, service=p.service, panic_calls=self._panics_at_start(view, p),
                                              env=env, writes=self._store_writes(view, p, env),
                                              load_shape=self._started_shape(view, p, env))
-                starts[(p.name, p.container["name"])] = t
+                dependency = self.spec.services[p.service].start_dependency
+                if dependency is None or reachable_once_started(self.spec, view, p, dependency.address):
+                    starts[(p.name, p.container["name"])] = t  # a server that will exit never says it started
         living_pods = {p["metadata"].get("uid", "") for p in view.all_pods if not p["metadata"].get("deletionTimestamp")}
         lost: dict[str, float] = {}
         for key, inst in st.instances.items():

@@ -220,7 +220,7 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str,
 
 
 def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
-    """Ports the pod's process listens on (the app's port env, else its declared default)."""
+    """Ports the pod's process listens on (the app's port env, else its declared default, and its other ports)."""
     return view.fact(("listening", pod_obj["metadata"]["name"]), lambda: _listening_ports(spec, pod_obj, view))
 
 
@@ -237,6 +237,7 @@ def _listening_ports(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) 
                 pass
         elif svc.port is not None:
             ports.add(svc.port)
+        ports.update(svc.other_ports)
     if not ports:
         for c in pod_obj["spec"].get("containers") or []:
             ports |= {int(x["containerPort"]) for x in c.get("ports") or [] if "containerPort" in x}
@@ -346,6 +347,25 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     ok = dial.ok
     return Reach(share, cause, dial.delay_ms / ok if ok else 0.0, dial.http_errors / max(ok, 1), dial.target,
                  dial.loss / ok if ok else 0.0)
+
+
+def reachable_once_started(spec: AppSpec, view: ClusterView, src: PodView, addr: Address) -> bool:
+    """Whether a process of ``src``, just started, connects to the host the ``addr`` setting names, or
+    to any of them for a list (Kafka's ``id@host:port,...`` controller voters): its DNS, the Service
+    and its port as for any dial. A pod the Service selects counts among its endpoints, which it
+    joins once ready (a single-node broker dials its own Service)."""
+    raw = src.env.get(addr.env, addr.default) if addr.env else addr.default
+    for item in raw.split(","):
+        host, port = _host_port(item.strip())
+        r = reach(spec, view, src, host, port, src.service, handshake=False)
+        if r.ok_share > 0:
+            return True
+        if r.cause == "no_endpoints":
+            name = service_for(host, src.pod["spec"], view.namespace, view.services)
+            selector = ((view.services.get(name) or {}).get("spec") or {}).get("selector") if name is not None else None
+            if selector and all(src.labels.get(k) == v for k, v in selector.items()):
+                return True
+    return False
 
 
 def _authenticated(spec: AppSpec, view: ClusterView, pod_obj: dict[str, Any], service: str, password: str | None) -> bool:

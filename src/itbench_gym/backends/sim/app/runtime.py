@@ -17,8 +17,8 @@ from typing import Any
 from itbench_gym.backends.sim.kube.registry import RegistryRuntime, shared
 from itbench_gym.backends.sim.kube.runtime import FileReader, ProbeKind
 
-from .cluster_view import ClusterView
-from .network import reach
+from .cluster_view import ClusterView, pod_view
+from .network import reach, reachable_once_started
 from .processes import Process
 from .spec import AppSpec
 
@@ -102,7 +102,11 @@ class AppRuntime(RegistryRuntime):
     def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
         """A container with a command line runs it (``processes``); one without runs its image's
         entrypoint: an app server until killed, an init container's or a batch pod's job to success.
-        A long-running container's command line ends in its server, so only a failing step ends it."""
+        A long-running container's command line ends in its server, so only a failing step ends it;
+        a server that cannot reach its start dependency exits (:meth:`_dependency_exit`)."""
+        unmet = self._dependency_exit(pod, container)
+        if unmet is not None:
+            return unmet
         argv = [*(container.get("command") or []), *(container.get("args") or [])]
         if not container.get("command"):
             return super().exit_after(pod, container, files)
@@ -119,6 +123,19 @@ class AppRuntime(RegistryRuntime):
             # a server's command line ends in the server itself: only a failing step ends it
             return done if done[1] != 0 else None
         return max(done[0], self._init_run), done[1]
+
+    def _dependency_exit(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[float, int] | None:
+        """When the service's server cannot reach its app.yaml ``start_dependency`` from this pod (as
+        the last tick's view of its namespace routes it): the exit its process makes, else None."""
+        name = self._service_of(pod, container)
+        svc = self.spec.services.get(name) if name is not None else None
+        if svc is None or svc.start_dependency is None or container.get("name") != svc.container:
+            return None
+        view = self._view_of(str(pod["metadata"].get("namespace", "")))
+        src = pod_view(self.spec, svc.name, pod)
+        if isinstance(view, bool) or src is None or reachable_once_started(self.spec, view, src, svc.start_dependency.address):
+            return None
+        return svc.start_dependency.within_seconds, svc.start_dependency.exit_code
 
     def _reachable(self, namespace: str, host: str, port: int) -> bool:
         """Whether a process in ``namespace`` connects to ``host:port`` (unknown before the model's first look)."""

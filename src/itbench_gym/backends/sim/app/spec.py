@@ -42,6 +42,15 @@ class Address:
 
 
 @dataclass(frozen=True)
+class StartDependency:
+    """What a server must reach once started, else it exits (app.yaml ``start_dependency``)."""
+
+    address: Address
+    within_seconds: float
+    exit_code: int
+
+
+@dataclass(frozen=True)
 class Call:
     id: str
     service: str
@@ -144,6 +153,10 @@ class Service:
     jvm: JvmCode | None = None
     #: What its HTTP handlers read of a request's JSON body, by operation (app.yaml ``request_bodies``).
     request_bodies: dict[str, RequestBody] = field(default_factory=dict)
+    #: An address its process must reach after starting, else it exits (app.yaml ``start_dependency``).
+    start_dependency: StartDependency | None = None
+    #: Ports its server listens on besides ``port`` (app.yaml ``other_ports``).
+    other_ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -465,7 +478,13 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         store_commands=tuple((raw.get("store") or {}).get("commands", ())),
         jvm=load_jvm(raw["jvm"]) if "jvm" in raw else None,
         request_bodies=load_bodies(raw.get("request_bodies") or {}),
+        start_dependency=_start_dependency(raw["start_dependency"]) if "start_dependency" in raw else None,
+        other_ports=tuple(int(p) for p in raw.get("other_ports", ())),
     )
+
+
+def _start_dependency(raw: dict[str, Any]) -> StartDependency:
+    return StartDependency(_address(raw["address"]), float(raw["within_seconds"]), int(raw["exit_code"]))
 
 
 def _cross_check(spec: AppSpec, file: str) -> None:
