@@ -109,3 +109,14 @@ def test_an_alert_about_a_pod_alone_is_credited_to_the_service_that_owns_the_pod
     outcome = judge.judge(Draft(0, (claim,)))
     assert outcome.doc is not None, outcome.reason
     assert {"alertname": "KubePodNotReady", "labels": {"namespace": "otel-demo"}} in outcome.doc["alerts"]["triggering"]
+
+
+def test_a_mesh_alert_is_credited_to_the_destination_it_names() -> None:
+    # Bookinfo's alerts name the service by Istio's destination labels (destination_app,
+    # destination_canonical_service); its Service deleted, productpage's calls to details fail.
+    mesh = _Judge("book-info")
+    deleted = next(c for c in mesh.space.candidates if c.key == "deleted-service:details")
+    outcome = mesh.judge(Draft(0, (deleted,)))
+    assert outcome.doc is not None, outcome.reason
+    assert any(m["labels"].get("destination_app") == "details" or m["labels"].get("destination_canonical_service") == "details"
+               for m in outcome.doc["alerts"]["triggering"])

@@ -30,8 +30,9 @@ ALERT_WAIT_SECONDS = 900.0
 _POLL_SECONDS = 30.0
 #: After every fault has an alert, this much longer, so alerts pending at that moment are seen too.
 _LINGER_SECONDS = 60.0
-#: Labels that tie an alert to a service, in order of preference.
-_SERVICE_LABELS = ("service_name", "container", "consumergroup")
+#: Labels that tie an alert to a service, in order of preference (the last two: Istio's, of the
+#: destination of the requests a mesh alert counts).
+_SERVICE_LABELS = ("service_name", "container", "consumergroup", "destination_canonical_service", "destination_app")
 #: Draws in a row that give no new variant before the space counts as exhausted.
 _MAX_REPEATS = 2000
 
@@ -147,28 +148,29 @@ def draw(space: _Space, seed: int, faults: int, noise: bool) -> Iterator[Draft]:
         yield draft
 
 
-def _service_of(labels: Mapping[str, str], space: _Space, store: Any = None) -> tuple[str, dict[str, str]] | None:
-    """The service an alert is about and the labels that say so, or None (cluster-wide alerts).
+def _services_of(labels: Mapping[str, str], space: _Space, store: Any = None) -> list[tuple[str, dict[str, str]]]:
+    """The services an alert is about, each with the labels that say so; none for cluster-wide
+    alerts. A label value names a service, or every service whose container it names (Bookinfo's
+    canonical service ``reviews``: reviews-v1, -v2 and -v3).
 
     An alert about a pod alone (KubePodNotReady: ``namespace`` and ``pod``) is about the service
     whose workload owns the pod in ``store``; its matcher is the namespace, since pod names change
     from seed to seed."""
-    by_container = {s.container: name for name, s in space.model.services.items()}
     for label in _SERVICE_LABELS:
         value = labels.get(label)
         if value is None:
             continue
-        service = value if value in space.model.services else by_container.get(value)
-        if service is not None:
+        services = [value] if value in space.model.services else [n for n, s in space.model.services.items() if s.container == value]
+        if services:
             matcher = {label: value}
             if "namespace" in labels:
                 matcher["namespace"] = labels["namespace"]
-            return service, matcher
+            return [(service, matcher) for service in services]
     namespace, pod = labels.get("namespace"), labels.get("pod")
     if store is None or namespace != space.namespace or pod is None:
-        return None
+        return []
     service = _owning_service(store, space, namespace, pod)
-    return (service, {"namespace": namespace}) if service is not None else None
+    return [(service, {"namespace": namespace})] if service is not None else []
 
 
 def _owning_service(store: Any, space: _Space, namespace: str, pod: str) -> str | None:
@@ -277,9 +279,10 @@ class _Judge:
                 backend.advance(_POLL_SECONDS)
                 now = backend.clock.now()
                 for alert in fetch_alerts(endpoints.prometheus):
-                    found = _service_of(alert["labels"], self.space, store) if alert["state"] == "firing" else None
-                    if found is not None:
-                        seen.setdefault((alert["labels"]["alertname"], found[0]), (now - start, found[1]))
+                    if alert["state"] != "firing":
+                        continue
+                    for service, matcher in _services_of(alert["labels"], self.space, store):
+                        seen.setdefault((alert["labels"]["alertname"], service), (now - start, matcher))
                 if since is None and done(seen):
                     since = now
                 if since is not None and now - since >= _LINGER_SECONDS:
