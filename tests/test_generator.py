@@ -111,12 +111,16 @@ def test_an_alert_about_a_pod_alone_is_credited_to_the_service_that_owns_the_pod
     assert {"alertname": "KubePodNotReady", "labels": {"namespace": "otel-demo"}} in outcome.doc["alerts"]["triggering"]
 
 
-def test_a_mesh_alert_is_credited_to_the_destination_it_names() -> None:
-    # Bookinfo's alerts name the service by Istio's destination labels (destination_app,
-    # destination_canonical_service); its Service deleted, productpage's calls to details fail.
+def test_a_mesh_alert_is_credited_to_the_destination_and_the_source_it_names() -> None:
+    # Bookinfo's alerts name services by Istio's destination and source labels: details' Service
+    # deleted, productpage's calls to details fail; productpage unable to resolve names, it opens no
+    # connection to details (NoRequestsOpened{source_canonical_service="productpage"}).
     mesh = _Judge("book-info")
-    deleted = next(c for c in mesh.space.candidates if c.key == "deleted-service:details")
-    outcome = mesh.judge(Draft(0, (deleted,)))
-    assert outcome.doc is not None, outcome.reason
+    by_key = {c.key: c for c in mesh.space.candidates}
+    deleted = mesh.judge(Draft(0, (by_key["deleted-service:details"],)))
+    assert deleted.doc is not None, deleted.reason
     assert any(m["labels"].get("destination_app") == "details" or m["labels"].get("destination_canonical_service") == "details"
-               for m in outcome.doc["alerts"]["triggering"])
+               for m in deleted.doc["alerts"]["triggering"])
+    unresolved = mesh.judge(Draft(1, (by_key["dns-policy:productpage-v1"],)))
+    assert unresolved.doc is not None, unresolved.reason
+    assert any(m["labels"].get("source_canonical_service") == "productpage" for m in unresolved.doc["alerts"]["triggering"])

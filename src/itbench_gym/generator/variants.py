@@ -33,6 +33,9 @@ _LINGER_SECONDS = 60.0
 #: Labels that tie an alert to a service, in order of preference (the last two: Istio's, of the
 #: destination of the requests a mesh alert counts).
 _SERVICE_LABELS = ("service_name", "container", "consumergroup", "destination_canonical_service", "destination_app")
+#: Istio's labels of the source of the requests a mesh alert counts: such an alert is about that
+#: service's requests too (a caller that cannot resolve its callee opens no connection to it).
+_SOURCE_LABELS = ("source_canonical_service", "source_app")
 #: Draws in a row that give no new variant before the space counts as exhausted.
 _MAX_REPEATS = 2000
 
@@ -151,26 +154,32 @@ def draw(space: _Space, seed: int, faults: int, noise: bool) -> Iterator[Draft]:
 def _services_of(labels: Mapping[str, str], space: _Space, store: Any = None) -> list[tuple[str, dict[str, str]]]:
     """The services an alert is about, each with the labels that say so; none for cluster-wide
     alerts. A label value names a service, or every service whose container it names (Bookinfo's
-    canonical service ``reviews``: reviews-v1, -v2 and -v3).
+    canonical service ``reviews``: reviews-v1, -v2 and -v3). A mesh alert about requests between two
+    services is about both: its destination's, then its source's.
 
     An alert about a pod alone (KubePodNotReady: ``namespace`` and ``pod``) is about the service
     whose workload owns the pod in ``store``; its matcher is the namespace, since pod names change
     from seed to seed."""
     for label in _SERVICE_LABELS:
-        value = labels.get(label)
-        if value is None:
-            continue
-        services = [value] if value in space.model.services else [n for n, s in space.model.services.items() if s.container == value]
-        if services:
-            matcher = {label: value}
-            if "namespace" in labels:
-                matcher["namespace"] = labels["namespace"]
-            return [(service, matcher) for service in services]
+        found = _named(labels, label, space)
+        if found:
+            return found + [pair for source in _SOURCE_LABELS for pair in _named(labels, source, space)]
     namespace, pod = labels.get("namespace"), labels.get("pod")
     if store is None or namespace != space.namespace or pod is None:
         return []
     service = _owning_service(store, space, namespace, pod)
     return [(service, {"namespace": namespace})] if service is not None else []
+
+
+def _named(labels: Mapping[str, str], label: str, space: _Space) -> list[tuple[str, dict[str, str]]]:
+    """The services ``label``'s value names (itself, or the services running a container so named),
+    each with the matcher: that label and the alert's namespace."""
+    value = labels.get(label)
+    if value is None:
+        return []
+    services = [value] if value in space.model.services else [n for n, s in space.model.services.items() if s.container == value]
+    matcher = {label: value, **({"namespace": labels["namespace"]} if "namespace" in labels else {})}
+    return [(service, matcher) for service in services]
 
 
 def _owning_service(store: Any, space: _Space, namespace: str, pod: str) -> str | None:
