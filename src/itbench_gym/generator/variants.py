@@ -17,10 +17,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itbench_gym.generator.groundtruth import build_ground_truth, call_graph, chain, reach, technologies
 from itbench_gym.generator.templates import Candidate, Noise, canonical, fault_candidates, load_templates, noise_candidates
+
+if TYPE_CHECKING:
+    from itbench_gym.backends.sim.kube.store import ObjectStore
 
 #: Locust users of a variant without a load surge (ITBench's value).
 DEFAULT_USERS = 50
@@ -151,7 +154,7 @@ def draw(space: _Space, seed: int, faults: int, noise: bool) -> Iterator[Draft]:
         yield draft
 
 
-def _services_of(labels: Mapping[str, str], space: _Space, store: Any = None) -> list[tuple[str, dict[str, str]]]:
+def _services_of(labels: Mapping[str, str], space: _Space, store: ObjectStore) -> list[tuple[str, dict[str, str]]]:
     """The services an alert is about, each with the labels that say so; none for cluster-wide
     alerts. A label value names a service, or every service whose container it names (Bookinfo's
     canonical service ``reviews``: reviews-v1, -v2 and -v3). A mesh alert about requests between two
@@ -165,7 +168,7 @@ def _services_of(labels: Mapping[str, str], space: _Space, store: Any = None) ->
         if found:
             return found + [pair for source in _SOURCE_LABELS for pair in _named(labels, source, space)]
     namespace, pod = labels.get("namespace"), labels.get("pod")
-    if store is None or namespace != space.namespace or pod is None:
+    if namespace != space.namespace or pod is None:
         return []
     service = _owning_service(store, space, namespace, pod)
     return [(service, {"namespace": namespace})] if service is not None else []
@@ -182,7 +185,7 @@ def _named(labels: Mapping[str, str], label: str, space: _Space) -> list[tuple[s
     return [(service, matcher) for service in services]
 
 
-def _owning_service(store: Any, space: _Space, namespace: str, pod: str) -> str | None:
+def _owning_service(store: ObjectStore, space: _Space, namespace: str, pod: str) -> str | None:
     """The service whose workload controls ``pod``: the pod's controller, through a ReplicaSet to its Deployment."""
     from itbench_gym.backends.sim.kube.errors import ApiError
 
