@@ -214,6 +214,26 @@ def test_enforce_denies_with_kyvernos_message(twin: PolicyTwin) -> None:
     assert twin.apply(deployment("hostnet-enforced", True)).returncode == 0
 
 
+def test_a_cel_policy_enforces_and_reports_like_a_pattern_one(twin: PolicyTwin) -> None:
+    team_label = {"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": "require-team-cel"},
+                  "spec": {"validationFailureAction": "Enforce", "background": True, "rules": [{
+                      "name": "team", "match": {"any": [{"resources": {"kinds": ["Deployment"]}}]},
+                      "validate": {"cel": {"expressions": [{
+                          "expression": "object.metadata.?labels[?'team'].orValue('') != ''",
+                          "messageExpression": "'deployment ' + object.metadata.name + ' needs a team label'"}]}}}]}}
+    twin.apply(team_label)
+    denied = twin.apply(deployment("no-team", False), check=False)
+    assert denied.returncode == 1
+    assert "require-team-cel:\n  team: deployment no-team needs a team label" in denied.stderr
+    labelled = deployment("with-team", False)
+    labelled["metadata"]["labels"] = {"team": "shop"}
+    assert twin.apply(labelled).returncode == 0
+    twin.run(45)
+    summary = next(r["summary"] for r in _reports(twin) if r["scope"]["name"] == "with-team")
+    assert summary["pass"] >= 1 and summary["fail"] == 0
+    twin.kubectl("delete", "clusterpolicy", "require-team-cel")
+
+
 def test_kyverno_down_follows_failure_policy_and_reports_stop(twin: PolicyTwin) -> None:
     twin.kubectl("scale", "deployment", "-n", "kyverno", "kyverno-admission-controller", "kyverno-reports-controller",
                  "--replicas=0")

@@ -10,7 +10,7 @@ Like the CLI it exits 1 when any rule failed or errored, report or not. ``test``
 and table of failed cases.
 
 Not supported: cluster access, values files and ``--set``, exceptions, mutate/generate/verifyImages rules
-and CEL policy kinds (the engine evaluates validate rules only), git sources.
+and the CEL policy kinds (the engine evaluates validate rules, ``validate.cel`` included), git sources.
 """
 
 from __future__ import annotations

@@ -77,12 +77,19 @@ def _retarget(block: dict[str, Any] | None, kinds: list[str], only_pod_filters: 
 
 
 def _rewrite_paths(rule: dict[str, Any], template: list[str]) -> dict[str, Any]:
-    """Point `request.object`/`request.oldObject` spec and metadata references at the pod template."""
+    """Point `request.object`/`request.oldObject` spec and metadata references at the pod template, and a
+    CEL rule's `object`/`oldObject` ones."""
     prefix = ".".join(template)
     text = json.dumps(rule)
     for obj in ("request.object", "request.oldObject"):
         text = text.replace(f"{obj}.spec", f"{obj}.{prefix}.spec").replace(f"{obj}.metadata", f"{obj}.{prefix}.metadata")
     rewritten: dict[str, Any] = json.loads(text)
+    cel = (rule.get("validate") or {}).get("cel")
+    if cel is not None:  # CEL names the resource `object` (and `oldObject`), not `request.object`
+        text = json.dumps(cel)
+        for obj in ("object", "oldObject"):
+            text = text.replace(f"{obj}.spec", f"{obj}.{prefix}.spec").replace(f"{obj}.metadata", f"{obj}.{prefix}.metadata")
+        rewritten["validate"]["cel"] = json.loads(text)
     return rewritten
 
 

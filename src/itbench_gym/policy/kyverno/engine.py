@@ -2,7 +2,7 @@
 
 Each (policy, rule, resource) yields pass / fail / skip / error / warn. A rule that does not match the
 resource or whose preconditions do not hold is a skip; failures of unscored policies are warnings.
-Mutate, generate and verifyImages rules (and CEL/manifest validations) are not evaluated:
+Mutate, generate and verifyImages rules (and manifest/assert validations) are not evaluated:
 `Policy.unsupported` names them with the reason.
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .autogen import expand_rules
+from .cel_rules import CelRuleError, preconditions_hold, validate_cel
 from .conditions import ConditionError, evaluate_block
 from .images import images_variable
 from .match import Admission, resource_namespace, rule_applies
@@ -82,7 +83,7 @@ def load_policy(doc: dict[str, Any]) -> Policy:
 
 
 def _unsupported_validation(validate: dict[str, Any]) -> str:
-    for key in ("cel", "manifests", "assert"):
+    for key in ("manifests", "assert"):
         if key in validate:
             return f"validate.{key} is not supported"
     return ""
@@ -110,7 +111,11 @@ def base_context(resource: dict[str, Any], admission: Admission) -> Context:
     images = images_variable(resource)
     if images:
         data["images"] = images
-    return Context(data)
+    ctx = Context(data)
+    if (resource.get("metadata") or {}).get("namespace"):  # as `kyverno` builds it: the name and known labels
+        ctx.namespace_object = {"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": namespace, "labels": dict(admission.namespace_labels.get(namespace, {}))}}
+    return ctx
 
 
 def evaluate_policy(
@@ -158,10 +163,16 @@ def evaluate_rule(rule: dict[str, Any], resource: dict[str, Any], admission: Adm
             return RuleResult(name, "skip", "preconditions not met")
     except ConditionError as exc:
         return RuleResult(name, "error", f"failed to evaluate preconditions: {exc}")
+    try:
+        if not preconditions_hold(rule.get("celPreconditions"), ctx):
+            return RuleResult(name, "skip", "cel preconditions not met")
+    except CelRuleError as exc:
+        return RuleResult(name, "error", f"failed to evaluate cel preconditions: {exc}")
     status, detail = validate(rule.get("validate") or {}, resource, ctx, depth=0)
     if status == NO_RESPONSE:
         return RuleResult(name, "skip", detail, matched=False)
-    return RuleResult(name, status, _message(rule, ctx, detail) if status == "fail" else detail)
+    cel = "cel" in (rule.get("validate") or {})  # a CEL rule's message is its expressions' own, as the validator words it
+    return RuleResult(name, status, _message(rule, ctx, detail) if status == "fail" and not cel else detail)
 
 
 def _message(rule: dict[str, Any], ctx: Context, detail: str) -> str:
@@ -248,6 +259,8 @@ def validate(spec: dict[str, Any], resource: Any, ctx: Context, depth: int) -> t
             return _any_pattern(spec["anyPattern"], resource, ctx)
         if "foreach" in spec:
             return _foreach(spec["foreach"], resource, ctx, depth)
+        if "cel" in spec:
+            return validate_cel(spec["cel"], ctx)
         if "podSecurity" in spec:
             violations = check_pod_security(spec["podSecurity"] or {}, ctx.data["request"]["object"])
             return ("fail", "; ".join(violations)) if violations else ("pass", "pod security checks passed")
@@ -255,7 +268,7 @@ def validate(spec: dict[str, Any], resource: Any, ctx: Context, depth: int) -> t
         return "error", f"variable substitution failed: {exc}"
     except ConditionError as exc:
         return "error", str(exc)
-    return NO_RESPONSE, "validate rule has no pattern, anyPattern, deny, foreach or podSecurity"
+    return NO_RESPONSE, "validate rule has no pattern, anyPattern, deny, foreach, podSecurity or cel"
 
 
 def _pattern_status(pattern: Any, resource: Any, ctx: Context) -> tuple[str, str]:

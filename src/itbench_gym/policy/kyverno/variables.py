@@ -31,11 +31,14 @@ class Context:
         self.data = data
         self.foreach_values = foreach_values or {}
         self.api_responses: dict[tuple[str, str], dict[str, Any]] = {}
+        #: The request's Namespace (CEL's ``namespaceObject``); None for a cluster-scoped resource.
+        self.namespace_object: dict[str, Any] | None = None
 
     def child(self) -> Context:
         """A copy for a nested scope (foreach element) so sibling scopes do not see each other's variables."""
         child = Context(dict(self.data), self.foreach_values)
         child.api_responses = self.api_responses
+        child.namespace_object = self.namespace_object
         return child
 
     @property

@@ -1,0 +1,216 @@
+"""Compile and evaluate CEL as Kubernetes' admission policies do, over cel-python.
+
+cel-python implements the CEL standard; Kubernetes' environment adds optional syntax (``x.?f``,
+``m[?k]``), enabled here by two alternatives of cel-python's own ``member`` rule (its grammar file,
+read at import), and the libraries of :mod:`.library`. Errors carry the expression's line and column.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+import celpy
+import lark
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError, CELParser
+from celpy.evaluation import CELEvalError, Evaluator, NameContainer
+
+from . import library, optional
+from .optional import OPTIONAL, Optional
+
+_MEMBER = "member_dot | member_dot_arg | member_index | member_object | primary"
+_OPTIONAL_RULES = """
+member_dot_opt   : member "." "?" IDENT
+member_index_opt : member "[" "?" expr "]"
+"""
+
+
+class CelError(ValueError):
+    """An expression that does not compile, or whose evaluation fails, with where and why."""
+
+
+def _grammar() -> str:
+    text = (files("celpy") / "cel.lark").read_text()
+    if _MEMBER not in text:
+        raise RuntimeError("cel-python's grammar has no `member` rule of the form this package extends")
+    return text.replace(_MEMBER, _MEMBER.replace("| primary", "| member_dot_opt | member_index_opt | primary"), 1) + _OPTIONAL_RULES
+
+
+@lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    return lark.Lark(_grammar(), parser="lalr", start="expr", g_regex_flags=re.M,
+                     lexer_callbacks={"IDENT": CELParser.ambiguous_literals}, propagate_positions=True,
+                     maybe_placeholders=False, priority="invert")
+
+
+class _Evaluator(Evaluator):
+    """cel-python's interpreter with optional selection and its chaining."""
+
+    def sub_evaluator(self, ast: lark.Tree[Any]) -> Evaluator:
+        return _Evaluator(ast, activation=self.activation)
+
+    def member_dot_opt(self, tree: lark.Tree[Any]) -> Any:
+        member_tree, name = tree.children
+        return self._optional(tree, self.visit(member_tree), celtypes.StringType(str(name)))
+
+    def member_index_opt(self, tree: lark.Tree[Any]) -> Any:
+        member, index = self.visit_children(tree)
+        return self._optional(tree, member, index)
+
+    def member_dot(self, tree: lark.Tree[Any]) -> Any:
+        member_tree, name = tree.children
+        member = self.visit(member_tree)
+        key = str(name)
+        if isinstance(member, CELEvalError):
+            return member
+        if isinstance(member, Optional):
+            return self._optional(tree, member, celtypes.StringType(key))
+        if isinstance(member, NameContainer):
+            if key in member:
+                return member[key].value
+            return CELEvalError(f"undeclared reference to {key!r}", KeyError, None, tree=tree)
+        if isinstance(member, celtypes.MapType):
+            if key in member:
+                return member[key]
+            return CELEvalError(f"no such key: {key!r}", KeyError, None, tree=tree)
+        return CELEvalError(f"type {_type_name(member)} does not support field selection", TypeError, None, tree=tree)
+
+    def member_index(self, tree: lark.Tree[Any]) -> Any:
+        member, index = self.visit_children(tree)
+        if isinstance(member, Optional):
+            return self._optional(tree, member, index)
+        for value in (member, index):
+            if isinstance(value, CELEvalError):
+                return value
+        try:
+            return self.activation.resolve_function("_[_]")(member, index)
+        except KeyError:
+            return CELEvalError(f"no such key: {index!r}", KeyError, None, tree=tree)
+        except IndexError:
+            return CELEvalError(f"index {index!r} out of range", IndexError, None, tree=tree)
+        except TypeError:
+            return CELEvalError(f"no such overload: {_type_name(member)}[{_type_name(index)}]", TypeError, None, tree=tree)
+
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        # cel-python's macros iterate their receiver in Python: a null or a map of the wrong shape is
+        # an evaluation error (which ``||`` and ``&&`` may absorb), not a crash
+        try:
+            return super().member_dot_arg(tree)
+        except TypeError as exc:
+            return CELEvalError(f"no such overload: {exc}", TypeError, None, tree=tree)
+
+    @staticmethod
+    def _optional(tree: lark.Tree[Any], member: Any, key: Any) -> Any:
+        if isinstance(member, CELEvalError):
+            return member
+        if isinstance(key, CELEvalError):
+            return key
+        try:
+            return optional.select(member, key)
+        except TypeError as exc:
+            return CELEvalError(str(exc), TypeError, None, tree=tree)
+
+
+class _Runner(celpy.InterpretedRunner):
+    def evaluate(self, context: Any) -> Any:
+        return _Evaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
+
+
+def equal(a: Any, b: Any) -> bool:
+    """CEL's heterogeneous equality: values of different types are unequal (not an error), numbers
+    compare by value whatever their type, lists and maps element by element."""
+    if a is None or b is None:
+        return a is None and b is None
+    a_bool, b_bool = isinstance(a, bool | celtypes.BoolType), isinstance(b, bool | celtypes.BoolType)
+    if a_bool or b_bool:
+        return a_bool and b_bool and bool(a) == bool(b)
+    if isinstance(a, int | float) and isinstance(b, int | float):  # plain numbers: celpy's refuse mixed types
+        return int(a) == int(b) if isinstance(a, int) and isinstance(b, int) else float(a) == float(b)
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and str(a) == str(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return len(a) == len(b) and all(any(equal(k, j) and equal(v, b[j]) for j in b) for k, v in a.items())
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except TypeError:
+        return False
+
+
+@lru_cache(maxsize=1)
+def _environment() -> tuple[celpy.Environment, dict[str, Any]]:
+    def equality(negate: bool) -> Any:
+        def run(a: Any, b: Any) -> Any:
+            error = next((v for v in (a, b) if isinstance(v, CELEvalError)), None)
+            return error if error is not None else celtypes.BoolType(equal(a, b) != negate)
+        return run
+
+    operators = {"_==_": equality(False), "_!=_": equality(True)}
+    return celpy.Environment(runner_class=_Runner), {**library.functions(), **optional.functions(), **operators}
+
+
+class Program:
+    """One compiled expression; :meth:`evaluate` binds the variables (plain JSON-like values)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        try:
+            ast = _parser().parse(text)
+        except (lark.exceptions.UnexpectedInput, lark.exceptions.LexError) as exc:
+            line, column = getattr(exc, "line", "?"), getattr(exc, "column", "?")
+            raise CelError(f"syntax error at line {line}, column {column} of {text!r}") from None
+        except CELParseError as exc:
+            raise CelError(f"syntax error in {text!r}: {exc}") from None
+        env, functions = _environment()
+        self._runner = env.program(ast, functions=functions)
+
+    def evaluate(self, variables: Mapping[str, Any]) -> Any:
+        """The expression's value as plain Python (an optional stays an :class:`Optional`)."""
+        context: dict[str, Any] = {name: json_to_cel(value) for name, value in variables.items()}
+        context["optional"] = OPTIONAL
+        try:
+            return to_python(self._runner.evaluate(context))
+        except CELEvalError as exc:
+            raise CelError(f"{_reason(exc)} evaluating {self.text!r}") from None
+        except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, RecursionError) as exc:
+            raise CelError(f"{exc} evaluating {self.text!r}") from None
+
+
+def _reason(exc: CELEvalError) -> str:
+    # cel-python reports any ValueError of a function as an overflow: the function's own words are better
+    if isinstance(exc.__cause__, ValueError) and str(exc.__cause__):
+        return str(exc.__cause__)
+    return str(exc.args[0]) if exc.args else "evaluation error"
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__.removesuffix("Type").lower() if value is not None else "null"
+
+
+def to_python(value: Any) -> Any:
+    """A CEL value as plain JSON-like Python (bools as bool, maps as dict)."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, dict):  # a MapType, or a dict an operator built from one
+        return {to_python(k): to_python(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_python(v) for v in value]
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.IntType | celtypes.UintType):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    return value
+
+
+@lru_cache(maxsize=512)
+def compile_cel(text: str) -> Program:
+    """The compiled program of ``text`` (compiled once per process)."""
+    return Program(text)

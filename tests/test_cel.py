@@ -1,0 +1,67 @@
+"""CEL as Kubernetes' admission policies evaluate it: optional syntax, the Kubernetes libraries, equality."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from itbench_gym.policy.cel.engine import CelError, compile_cel
+
+POD = {"metadata": {"name": "web", "labels": {"app": "shop"}, "annotations": None},
+       "spec": {"containers": [{"name": "a", "image": "nginx:1.27", "resources": {"limits": {"memory": "512Mi"}}},
+                               {"name": "b", "image": "busybox:latest", "securityContext": {"privileged": True}}]}}
+
+
+def run(expression: str, **variables: Any) -> Any:
+    return compile_cel(expression).evaluate({"object": POD, **variables})
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    # optional selection and indexing: absent (or null) fields are none, present ones are kept
+    ("object.spec.?hostNetwork.orValue(false)", False),
+    ("object.metadata.?labels[?'app'].orValue('')", "shop"),
+    ("object.metadata.?annotations[?'team'].orValue('none')", "none"),
+    ("object.spec.?template.spec.containers.orValue([]).size()", 0),
+    ("object.spec.containers[?5].hasValue()", False),
+    ("object.spec.containers.all(c, !c.?securityContext.?privileged.orValue(false))", False),
+    ("optional.of(1).or(optional.of(2)).value()", 1),
+    ("optional.none().or(optional.of(2)).value()", 2),
+    ("optional.ofNonZeroValue('').hasValue()", False),
+    # cel-go's string extensions and Kubernetes' list, regex and quantity libraries
+    ("object.spec.containers.map(c, c.image.split(':')[1]).join('/')", "1.27/latest"),
+    ("'Hello'.lowerAscii() + 'x'.upperAscii()", "helloX"),
+    ("'a-b-c'.replace('-', '+', 1)", "a+b-c"),
+    ("'images'.substring(1, 3) + 'abc'.charAt(2)", "mac"),
+    ("'abcabc'.indexOf('c') + 'abcabc'.lastIndexOf('c')", 7),
+    ("[1, 2, 3].sum() + [4, 9].max() + [1, 2].indexOf(2)", 16),
+    ("[1, 3, 2].isSorted()", False),
+    ("'v1.2.3-rc1'.find('[0-9]+') + ':' + 'a1b22c333'.findAll('[0-9]+', 2).join(',')", "1:1,22"),
+    ("quantity(object.spec.containers[0].resources.limits.memory).isLessThan(quantity('1Gi'))", True),
+    ("quantity('1.5').add(quantity('500m')).asInteger()", 2),
+    ("isQuantity('12Mi') && !isQuantity('twelve')", True),
+    # heterogeneous equality: different types are unequal, numbers compare by value
+    ("object.metadata.labels == 'shop'", False),
+    ("dyn(1) == 1.0 && dyn(2u) == 2 && dyn(1) != 1.5", True),
+    ("[1, 'a'] != [1, 'b']", True),
+    ("object.metadata.annotations == null", True),
+])
+def test_kubernetes_cel(expression: str, expected: Any) -> None:
+    assert run(expression) == expected
+
+
+def test_errors_name_the_expression_and_where_it_went_wrong() -> None:
+    with pytest.raises(CelError, match=r"syntax error at line 1, column 27"):
+        compile_cel("object.spec.containers.all(")
+    with pytest.raises(CelError, match=r"no such key: 'hostNetwork' evaluating 'object.spec.hostNetwork'"):
+        run("object.spec.hostNetwork")
+    with pytest.raises(CelError, match="optional.none\\(\\) dereference"):
+        run("object.spec.?hostNetwork.value()")
+    with pytest.raises(CelError, match="invalid quantity"):
+        run("quantity('a lot')")
+
+
+def test_logical_operators_absorb_errors_they_do_not_need() -> None:
+    assert run("object.spec.?initContainers.hasValue() && object.spec.initContainers.size() > 0") is False
+    assert run("true || object.spec.volumes.exists(v, has(v.hostPath))") is True
+    assert run("object.metadata.annotations == null || object.metadata.annotations.exists(k, k == 'x')") is True
