@@ -78,7 +78,8 @@ def functions() -> dict[str, Any]:
         return celtypes.BoolType(_optional(opt, "hasValue").present)
 
     def value(opt: Any) -> Any:
-        if not _optional(opt, "value").present:
+        opt = _optional(opt, "value")
+        if not opt.present:
             raise ValueError("optional.none() dereference")
         return opt.value
 
@@ -99,6 +100,8 @@ def _namespace(namespace: Any, name: str) -> None:
 
 
 def _optional(opt: Any, name: str) -> Optional:
-    if not isinstance(opt, Optional):
-        raise TypeError(f"no such overload: {name}() applies to an optional value")
-    return opt
+    """``opt``, or a value read without ``.?`` taken as present (null as absent): Kubernetes accepts
+    ``c.resources.requests.orValue({})`` and the kyverno/policies corpus relies on it."""
+    if isinstance(opt, Optional):
+        return opt
+    return NONE if opt is None else Optional(True, opt)

@@ -19,25 +19,25 @@ class CelRuleError(ValueError):
     """An expression that does not compile or evaluate to what the rule needs."""
 
 
-def _bindings(ctx: Context) -> dict[str, Any]:
+def bindings(ctx: Context) -> dict[str, Any]:
     request = ctx.data["request"]
     return {"object": request.get("object") or None, "oldObject": request.get("oldObject") or None,
             "request": request, "namespaceObject": ctx.namespace_object, "params": None}
 
 
-def _evaluate(expression: Any, where: str, bindings: dict[str, Any]) -> Any:
+def evaluate(expression: Any, where: str, env: dict[str, Any]) -> Any:
     from itbench_gym.policy.cel.engine import CelError, compile_cel
 
     if not isinstance(expression, str) or not expression.strip():
         raise CelRuleError(f"{where}: expression must be a non-empty string")
     try:
-        return compile_cel(expression).evaluate(bindings)
+        return compile_cel(expression).evaluate(env)
     except CelError as exc:
         raise CelRuleError(f"{where}: {exc}") from None
 
 
-def _truth(expression: Any, where: str, bindings: dict[str, Any]) -> bool:
-    value = _evaluate(expression, where, bindings)
+def truth(expression: Any, where: str, env: dict[str, Any]) -> bool:
+    value = evaluate(expression, where, env)
     if not isinstance(value, bool):
         raise CelRuleError(f"{where}: expression must evaluate to a bool, got {type(value).__name__}")
     return value
@@ -45,8 +45,8 @@ def _truth(expression: Any, where: str, bindings: dict[str, Any]) -> bool:
 
 def preconditions_hold(conditions: Any, ctx: Context) -> bool:
     """Whether every ``celPreconditions`` entry is true (raises :class:`CelRuleError`)."""
-    bindings = _bindings(ctx)
-    return all(_truth(c.get("expression") if isinstance(c, dict) else c, f"celPreconditions[{i}]", bindings)
+    env = bindings(ctx)
+    return all(truth(c.get("expression") if isinstance(c, dict) else c, f"celPreconditions[{i}]", env)
                for i, c in enumerate(conditions or []))
 
 
@@ -54,16 +54,16 @@ def validate_cel(spec: Any, ctx: Context) -> tuple[str, str]:
     """(status, detail) of a ``validate.cel`` block."""
     if not isinstance(spec, dict):
         return "error", "validate.cel must be a mapping"
-    bindings = _bindings(ctx)
+    env = bindings(ctx)
     try:
         values: dict[str, Any] = {}
-        bindings["variables"] = values
+        env["variables"] = values
         for i, variable in enumerate(spec.get("variables") or []):
             name = variable.get("name") if isinstance(variable, dict) else None
             if not name:
                 raise CelRuleError(f"validate.cel.variables[{i}] needs a name")
             try:  # evaluated here, once; one that fails errs only where an expression reads it
-                values[str(name)] = _evaluate(variable.get("expression"), f"validate.cel.variables[{i}] ({name})", bindings)
+                values[str(name)] = evaluate(variable.get("expression"), f"validate.cel.variables[{i}] ({name})", env)
             except CelRuleError:
                 continue
         failures = []
@@ -71,14 +71,14 @@ def validate_cel(spec: Any, ctx: Context) -> tuple[str, str]:
             check = check if isinstance(check, dict) else {}
             expression = check.get("expression")
             try:
-                if _truth(expression, f"validate.cel.expressions[{i}]", bindings):
+                if truth(expression, f"validate.cel.expressions[{i}]", env):
                     continue
             except CelRuleError as exc:  # the failure policy (Fail) denies what it cannot evaluate
                 failures.append(f"expression {str(expression).strip()!r} resulted in error: {exc}")
                 continue
             message = check.get("message")
             if check.get("messageExpression"):
-                message = str(_evaluate(check["messageExpression"], f"validate.cel.expressions[{i}].messageExpression", bindings))
+                message = str(evaluate(check["messageExpression"], f"validate.cel.expressions[{i}].messageExpression", env))
             failures.append(str(message or f"failed expression: {str(expression).strip()}"))
     except CelRuleError as exc:
         return "error", str(exc)

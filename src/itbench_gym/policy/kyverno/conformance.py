@@ -2,7 +2,7 @@
 
 A suite names policy files, resource files, an optional values file (and user info) and expected results
 per (policy, rule, resource). Skipped, with the reason: results of mutate/generate/verifyImages rules, CEL
-policy kinds and validations, patched/generated-resource expectations, resources whose file is missing,
+policy kinds other than ValidatingPolicy, patched/generated-resource expectations, resources whose file is missing,
 and results for rules that do not apply to the resource (`kyverno test` reports those as "excluded"
 instead of comparing them). Unreadable suites, policies or resources become failures or error lines
 naming the file, never exceptions.
@@ -22,14 +22,13 @@ from ..conformance import CaseFailure, ConformanceResult, SkippedCase, SuiteOutc
 from .engine import Policy, PolicyError, RuleResult, evaluate_policy, load_policy
 from .exceptions import apply_exceptions
 from .match import Admission, is_cluster_scoped, resource_namespace
+from .vpol import VALIDATING_POLICY_KINDS
 
 SUITE_FILE = "kyverno-test.yaml"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: parsing dominates the run time
 # Kyverno's CEL-based policy types and Kubernetes admission policies, which `kyverno test` also accepts.
 UNSUPPORTED_POLICY_KINDS = frozenset(
     {
-        "ValidatingPolicy",
-        "NamespacedValidatingPolicy",
         "ImageValidatingPolicy",
         "NamespacedImageValidatingPolicy",
         "MutatingPolicy",
@@ -212,7 +211,7 @@ class _Suite:
         for doc in docs:
             name = str(((doc.get("metadata") or {}) if isinstance(doc, dict) else {}).get("name", path.name))
             if isinstance(doc, dict) and doc.get("kind") in UNSUPPORTED_POLICY_KINDS:
-                self.unsupported_policies[name] = f"policy kind {doc['kind']} is not supported (ClusterPolicy/Policy only)"
+                self.unsupported_policies[name] = f"policy kind {doc['kind']} is not supported (ClusterPolicy/Policy/ValidatingPolicy only)"
                 continue
             try:
                 if not isinstance(doc, dict):
@@ -333,6 +332,8 @@ def _check_expected(suite: _Suite, expected: dict[str, Any]) -> None:
                 fail(name, "not found", "no such resource in the suite's resource files")
             continue
         results = suite.results_for(policy, indexes[0], operation)
+        if policy.raw.get("kind") in VALIDATING_POLICY_KINDS:  # one result per policy: a rule named in the suite is moot
+            rule = ""
         candidates = [results[n] for n in (rule, f"autogen-{rule}", f"autogen-cronjob-{rule}") if n in results]
         got_result = next((r for r in candidates if r.matched), candidates[0] if candidates else None)
         got = got_result.status if got_result else "not found"

@@ -19,6 +19,8 @@ from .match import Admission, resource_namespace, rule_applies
 from .pattern import match_pattern
 from .pss import check_pod_security
 from .variables import Context, VariableError, has_variables, query, substitute
+from .vpol import VALIDATING_POLICY_KINDS, ValidatingPolicyError, load_rules, validate_policy
+from .vpol import matches as vpol_matches
 
 SCORED_ANNOTATION = "policies.kyverno.io/scored"
 _UNSUPPORTED_KINDS = ("mutate", "generate", "verifyImages")
@@ -56,7 +58,16 @@ class Policy:
 
 
 def load_policy(doc: dict[str, Any]) -> Policy:
-    """Turn a ClusterPolicy/Policy document into a `Policy`; raises `PolicyError` when it cannot."""
+    """Turn a ClusterPolicy/Policy (or ValidatingPolicy) document into a `Policy`; raises `PolicyError`
+    when it cannot."""
+    if doc.get("kind") in VALIDATING_POLICY_KINDS:
+        try:
+            rules = load_rules(doc)
+        except ValidatingPolicyError as exc:
+            raise PolicyError(str(exc)) from None
+        meta = doc.get("metadata") or {}
+        namespace = meta.get("namespace") if doc["kind"] == "NamespacedValidatingPolicy" else None
+        return Policy(str(meta["name"]), namespace, doc, rules)
     if doc.get("kind") not in ("ClusterPolicy", "Policy"):
         raise PolicyError(f"not a Kyverno policy: kind {doc.get('kind')!r}")
     meta = doc.get("metadata") or {}
@@ -152,6 +163,11 @@ def evaluate_policy(
 
 def evaluate_rule(rule: dict[str, Any], resource: dict[str, Any], admission: Admission, ctx: Context) -> RuleResult:
     name = str(rule["name"])
+    if "validatingPolicy" in rule:
+        spec = rule["validatingPolicy"]
+        if not vpol_matches(spec["matchConstraints"], resource, admission):
+            return RuleResult(name, "skip", "the policy's match constraints do not select the resource", matched=False)
+        return RuleResult(name, *validate_policy(spec, ctx))
     if not rule_applies(rule, resource, admission):
         return RuleResult(name, "skip", "rule does not match the resource", matched=False)
     try:
