@@ -26,6 +26,7 @@ from itbench_gym.policy.conformance import ConformanceResult
 from itbench_gym.policy.kyverno import Admission, Policy, PolicyError, RuleResult, evaluate_policy, find_suites, load_policy, run_suite
 from itbench_gym.policy.kyverno.conformance import UNSUPPORTED_POLICY_KINDS, load_yaml_docs, resource_docs, with_default_namespace
 from itbench_gym.policy.kyverno.engine import SCORED_ANNOTATION
+from itbench_gym.policy.kyverno.vpol import VALIDATING_POLICY_KINDS
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.cli_args import CommandLineError, command_argv, command_parameters, parse_flags, run_cli, walk_files, workspace_path
 
@@ -171,7 +172,8 @@ def _load_policies(workspace: Path, values: list[str]) -> tuple[list[Policy], li
     for shown, path in _yaml_files(workspace, values, "policies"):
         for doc in _documents(path, shown, "policies"):
             if not isinstance(doc, dict) or doc.get("kind") not in ("ClusterPolicy", "Policy"):
-                if isinstance(doc, dict) and doc.get("kind") in UNSUPPORTED_POLICY_KINDS:
+                # the cluster runs Kyverno 1.13, before ValidatingPolicy: the CLI beside it refuses one too
+                if isinstance(doc, dict) and doc.get("kind") in (*UNSUPPORTED_POLICY_KINDS, *VALIDATING_POLICY_KINDS):
                     raise ToolInputError(f"{shown}: policy kind {doc['kind']} is not supported (ClusterPolicy and Policy only)")
                 continue
             try:

@@ -2,12 +2,14 @@
 
 cel-python implements the CEL standard; Kubernetes' environment adds optional syntax (``x.?f``,
 ``m[?k]``), enabled here by two alternatives of cel-python's own ``member`` rule (its grammar file,
-read at import), and the libraries of :mod:`.library`. Errors carry the expression's line and column.
+read at import), and the libraries of :mod:`.library`. An embedding program adds its own libraries as
+:class:`HostObject` variables. Errors carry the expression's line and column.
 """
 
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib.resources import files
@@ -32,6 +34,14 @@ member_index_opt : member "[" "?" expr "]"
 
 class CelError(ValueError):
     """An expression that does not compile, or whose evaluation fails, with where and why."""
+
+
+class HostObject(ABC):
+    """A variable whose methods the embedding program answers (Kyverno's ``resource.Get(...)``)."""
+
+    @abstractmethod
+    def call(self, method: str, args: list[Any]) -> Any:
+        """The method's value (plain JSON-like data); KeyError, ValueError or TypeError is a CEL error."""
 
 
 def _grammar() -> str:
@@ -95,6 +105,18 @@ class _Evaluator(Evaluator):
             return CELEvalError(f"index {index!r} out of range", IndexError, None, tree=tree)
         except TypeError:
             return CELEvalError(f"no such overload: {_type_name(member)}[{_type_name(index)}]", TypeError, None, tree=tree)
+
+    def method_eval(self, object: Any, method_ident: Any, exprlist: Any = None) -> Any:
+        if not isinstance(object, HostObject):
+            return super().method_eval(object, method_ident, exprlist)
+        args = list(exprlist or [])
+        error = next((a for a in args if isinstance(a, CELEvalError)), None)
+        if error is not None:
+            return error
+        try:
+            return json_to_cel(object.call(str(method_ident), [to_python(a) for a in args]))
+        except (KeyError, ValueError, TypeError) as exc:
+            return CELEvalError(str(exc.args[0]) if exc.args else repr(exc), type(exc), None, token=method_ident)
 
     def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
         # cel-python's macros iterate their receiver in Python: a null or a map of the wrong shape is
@@ -172,7 +194,7 @@ class Program:
 
     def evaluate(self, variables: Mapping[str, Any]) -> Any:
         """The expression's value as plain Python (an optional stays an :class:`Optional`)."""
-        context: dict[str, Any] = {name: json_to_cel(value) for name, value in variables.items()}
+        context: dict[str, Any] = {name: value if isinstance(value, HostObject) else json_to_cel(value) for name, value in variables.items()}
         context["optional"] = OPTIONAL
         try:
             return to_python(self._runner.evaluate(context))

@@ -22,7 +22,7 @@ class CelRuleError(ValueError):
 def bindings(ctx: Context) -> dict[str, Any]:
     request = ctx.data["request"]
     return {"object": request.get("object") or None, "oldObject": request.get("oldObject") or None,
-            "request": request, "namespaceObject": ctx.namespace_object, "params": None}
+            "request": request, "namespaceObject": ctx.namespace_object, "params": None, **ctx.cel_libraries}
 
 
 def evaluate(expression: Any, where: str, env: dict[str, Any]) -> Any:

@@ -55,6 +55,7 @@ class _Values:
     resources: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     foreach: dict[str, dict[str, dict[str, list[Any]]]] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    namespace_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def find_suites(paths: Sequence[Path]) -> list[Path]:
@@ -114,6 +115,7 @@ def _parse_values(doc: Any) -> _Values:
     for ns in doc.get("namespaces") or []:  # full Namespace objects take precedence over namespaceSelector entries
         meta = ns.get("metadata") or {}
         values.namespace_labels[str(meta.get("name"))] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        values.namespace_objects[str(meta.get("name"))] = dict(ns)
     return values
 
 
@@ -133,6 +135,7 @@ class _Suite:
         self.user = Admission()
         self.exceptions: list[dict[str, Any]] = []
         self.api_responses: dict[tuple[str, str], dict[str, Any]] = {}
+        self.cel_libraries: dict[str, Any] = {}
         self._cache: dict[tuple[str, int, str], dict[str, RuleResult]] = {}
 
     def load(self) -> bool:
@@ -162,6 +165,8 @@ class _Suite:
             self.outcome.errors.append(f"{base / str(values_rel or 'inline values')}: cannot read values: {exc}")
         for rel in spec.get("exceptions") or []:
             self._load_exceptions(base / str(rel))
+        if spec.get("context"):
+            self._load_context(base / str(spec["context"]))
         self.api_responses = {
             (str(e.get("method") or "GET"), str(e.get("urlPath") or e.get("url") or "")): (e.get("response") or {})
             for e in spec.get("apiCallResponses") or []
@@ -171,6 +176,7 @@ class _Suite:
             if res.get("kind") == "Namespace":
                 name = str((res.get("metadata") or {}).get("name", ""))
                 self.values.namespace_labels.setdefault(name, dict((res.get("metadata") or {}).get("labels") or {}))
+                self.values.namespace_objects.setdefault(name, res)
         return True
 
     def _load_user(self, path: Path) -> None:
@@ -186,6 +192,17 @@ class _Suite:
             )
         except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError, TypeError) as exc:
             self.outcome.errors.append(f"{path}: cannot read user info: {exc}")
+
+    def _load_context(self, path: Path) -> None:
+        """A Context file: the cluster objects and image metadata Kyverno's CEL libraries answer from."""
+        from .cel_libraries import Images, Resources
+
+        try:
+            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
+            spec = doc.get("spec") or {}
+            self.cel_libraries = {"resource": Resources(spec.get("resources") or []), "image": Images(spec.get("images") or [])}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as exc:
+            self.outcome.errors.append(f"{path}: cannot read context: {exc}")
 
     def _load_exceptions(self, path: Path) -> None:
         try:
@@ -257,12 +274,14 @@ class _Suite:
             if operation:
                 merged["request.operation"] = operation
             admission = dataclasses.replace(
-                self.user, operation=str(merged.get("request.operation", "CREATE")), namespace_labels=self.values.namespace_labels
+                self.user, operation=str(merged.get("request.operation", "CREATE")), namespace_labels=self.values.namespace_labels,
+                namespace_objects=self.values.namespace_objects,
             )
             rule_values = self.values.rules.get(policy.name, {})
             try:
                 results = evaluate_policy(
-                    policy, resource, admission, merged, rule_values, self.values.foreach.get(policy.name), self.api_responses
+                    policy, resource, admission, merged, rule_values, self.values.foreach.get(policy.name), self.api_responses,
+                    self.cel_libraries,
                 )
             except (TypeError, AttributeError, KeyError, ValueError, IndexError) as exc:  # malformed policy or resource
                 results = [RuleResult(str(r["name"]), "error", f"cannot evaluate: {exc!r}") for r in policy.rules]

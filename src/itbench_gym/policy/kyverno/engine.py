@@ -123,9 +123,9 @@ def base_context(resource: dict[str, Any], admission: Admission) -> Context:
     if images:
         data["images"] = images
     ctx = Context(data)
-    if (resource.get("metadata") or {}).get("namespace"):  # as `kyverno` builds it: the name and known labels
-        ctx.namespace_object = {"apiVersion": "v1", "kind": "Namespace",
-                                "metadata": {"name": namespace, "labels": dict(admission.namespace_labels.get(namespace, {}))}}
+    if (resource.get("metadata") or {}).get("namespace"):  # the Namespace, else as `kyverno` builds one: name and known labels
+        ctx.namespace_object = admission.namespace_objects.get(namespace) or {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(admission.namespace_labels.get(namespace, {}))}}
     return ctx
 
 
@@ -137,12 +137,14 @@ def evaluate_policy(
     rule_values: dict[str, dict[str, Any]],
     foreach_values: dict[str, dict[str, list[Any]]] | None = None,
     api_responses: dict[tuple[str, str], dict[str, Any]] | None = None,
+    cel_libraries: dict[str, Any] | None = None,
 ) -> list[RuleResult]:
     """Results for every validate rule of `policy` on `resource`.
 
     `values` apply to all rules, `rule_values` per rule name, and `foreach_values` per rule name give the
     i-th foreach element its own value (the CLI's `foreachValues`); `api_responses` are mocked API
-    server answers by (method, URL path) for `apiCall` context entries."""
+    server answers by (method, URL path) for `apiCall` context entries; `cel_libraries` Kyverno's CEL
+    libraries (`cel_libraries.py`) by variable name."""
     if policy.namespace and resource_namespace(resource) != policy.namespace:
         return [RuleResult(r["name"], "skip", "policy is in another namespace", matched=False) for r in policy.rules]
     results = []
@@ -152,6 +154,7 @@ def evaluate_policy(
         ctx = base_context(resource, admission)
         ctx.foreach_values = (foreach_values or {}).get(rule["name"], {})
         ctx.api_responses = api_responses or {}
+        ctx.cel_libraries = cel_libraries or {}
         for name, value in {**values, **rule_values.get(rule["name"], {})}.items():
             ctx.set(name, value)
         result = evaluate_rule(rule, resource, admission, ctx)

@@ -40,6 +40,8 @@ class Admission:
 
     operation: str = "CREATE"
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Whole Namespace objects where known (CEL's ``namespaceObject`` shows their annotations too).
+    namespace_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     username: str = ""
     groups: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()

@@ -33,12 +33,15 @@ class Context:
         self.api_responses: dict[tuple[str, str], dict[str, Any]] = {}
         #: The request's Namespace (CEL's ``namespaceObject``); None for a cluster-scoped resource.
         self.namespace_object: dict[str, Any] | None = None
+        #: Kyverno's CEL libraries by variable name (``resource``, ``image``) where data answers them.
+        self.cel_libraries: dict[str, Any] = {}
 
     def child(self) -> Context:
         """A copy for a nested scope (foreach element) so sibling scopes do not see each other's variables."""
         child = Context(dict(self.data), self.foreach_values)
         child.api_responses = self.api_responses
         child.namespace_object = self.namespace_object
+        child.cel_libraries = self.cel_libraries
         return child
 
     @property

@@ -22,6 +22,7 @@ and severity from the policy's annotations, timestamp in whole seconds).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -300,14 +301,19 @@ def served_types(store: ObjectStore, selector: str) -> list[ResourceType]:
             if wildcard_match(kind, rt.kind) and wildcard_match(group, rt.group) and wildcard_match(version, rt.version)]
 
 
-def namespace_labels(store: ObjectStore, namespace: str) -> dict[str, str]:
-    if not namespace:
-        return {}
-    try:
-        ns = store.get_stored(store.registry.by_kind("Namespace"), None, namespace)
-    except ApiError:
-        return {}
-    return dict(ns["metadata"].get("labels") or {})
+def namespace_admission(store: ObjectStore, namespace: str, **request: Any) -> Admission:
+    """The request as the engine sees it, with the resource's Namespace (its labels for selectors, the
+    object for CEL's ``namespaceObject``) when it has one."""
+    ns: dict[str, Any] | None = None
+    if namespace:
+        try:
+            ns = store.get_stored(store.registry.by_kind("Namespace"), None, namespace)
+        except ApiError:
+            ns = None
+    if ns is None:
+        return Admission(**request)
+    return Admission(namespace_labels={namespace: dict(ns["metadata"].get("labels") or {})},
+                     namespace_objects={namespace: copy.deepcopy(ns)}, **request)
 
 
 def evaluate(lp: LoadedPolicy, resource: Obj, admission: Admission, exceptions: list[Obj]) -> list[RuleResult]:
@@ -364,9 +370,7 @@ class KyvernoAdmission:
             return AdmissionResponse(True)
         if req.operation == "UPDATE" and (resource.get("metadata") or {}).get("deletionTimestamp"):
             return AdmissionResponse(True)
-        labels = namespace_labels(self.store, req.namespace)
-        admission = Admission(operation=req.operation, namespace_labels={req.namespace: labels},
-                              username=req.username, groups=req.groups)
+        admission = namespace_admission(self.store, req.namespace, operation=req.operation, username=req.username, groups=req.groups)
         exceptions = self.cache.exceptions(ADMISSION_CONTROLLER)
         blocked: dict[str, dict[str, str]] = {}
         audited: list[tuple[LoadedPolicy, RuleResult]] = []
@@ -381,7 +385,7 @@ class KyvernoAdmission:
                 results = [r for r in results if _names_delete(lp.rule(r.rule))]
             failing = {r.rule: r.message for r in results if r.status not in ("pass", "skip")}
             blocking = [r for r in results if r.status in ("fail", "error")
-                        and lp.enforced(r.rule, req.namespace, labels) and not self._existing(lp, r, req, admission, exceptions)]
+                        and lp.enforced(r.rule, req.namespace, admission.namespace_labels.get(req.namespace, {})) and not self._existing(lp, r, req, admission, exceptions)]
             if blocking:
                 blocked[lp.policy.name] = failing
             audited += [(lp, r) for r in results]

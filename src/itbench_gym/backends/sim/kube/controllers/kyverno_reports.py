@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from itbench_gym.policy.kyverno import Admission, RuleResult
+from itbench_gym.policy.kyverno import RuleResult
 
 from ..errors import ApiError
 from ..store import clone
@@ -37,7 +37,7 @@ from .kyverno import (
     evaluate,
     is_kyverno_policy,
     is_policy_exception,
-    namespace_labels,
+    namespace_admission,
     rule_kinds,
     served_types,
 )
@@ -199,7 +199,7 @@ class KyvernoReportsController(Controller):
         skip_filters = deployment_flag(self.ctx.store, REPORTS_CONTROLLER, "--skipResourceFilters") == "true"
         if not skip_filters and Config.load(self.ctx.store).filtered(kind, "", namespace, name):
             return
-        admission = Admission(operation="CREATE", namespace_labels={namespace: namespace_labels(self.ctx.store, namespace)})
+        admission = namespace_admission(self.ctx.store, namespace, operation="CREATE")
         exceptions = self.cache.exceptions(REPORTS_CONTROLLER)
         scanned: set[str] = set()
         results: list[Obj] = []
