@@ -483,3 +483,67 @@ def test_corpus_conformance() -> None:
     assert result.passed > 0, report
     assert result.pass_ratio >= 0.95, report
     assert all(any(r in k.reason for r in UNSUPPORTED_REASONS) for k in result.skipped), report
+
+
+def test_suite_context_answers_kyvernos_resource_and_image_libraries(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text("""
+apiVersion: policies.kyverno.io/v1alpha1
+kind: ValidatingPolicy
+metadata: {name: registries}
+spec:
+  autogen: {podControllers: {controllers: []}}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  variables:
+  - name: allowed
+    expression: resource.Get("v1", "configmaps", "default", "registries").data.allowed.split(",")
+  - name: teamRegistry
+    expression: namespaceObject.metadata.?annotations[?"corp.com/registry"].orValue("none")
+  validations:
+  - expression: object.spec.containers.all(c, variables.allowed.exists(r, c.image.startsWith(r)) || c.image.startsWith(variables.teamRegistry))
+  - expression: object.spec.containers.all(c, !has(image.GetMetadata(c.image).config.Volumes))
+    message: images that declare volumes are refused
+""")
+    (tmp_path / "resources.yaml").write_text("""
+apiVersion: v1
+kind: Pod
+metadata: {name: good, namespace: team-a}
+spec: {containers: [{name: a, image: ghcr.io/app:1}, {name: b, image: team.io/tool:2}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: volumes, namespace: team-a}
+spec: {containers: [{name: a, image: ghcr.io/db:1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: elsewhere, namespace: default}
+spec: {containers: [{name: a, image: team.io/tool:2}]}
+""")
+    (tmp_path / "context.yaml").write_text("""
+apiVersion: cli.kyverno.io/v1alpha1
+kind: Context
+spec:
+  resources:
+  - {apiVersion: v1, kind: ConfigMap, metadata: {name: registries, namespace: default}, data: {allowed: "ghcr.io/,docker.io/"}}
+  images:
+  - {image: ghcr.io/app:1, config: {}}
+  - {image: team.io/tool:2, config: {}}
+  - {image: ghcr.io/db:1, config: {Volumes: {/data: {}}}}
+""")
+    (tmp_path / "values.yaml").write_text("""
+namespaces:
+- {apiVersion: v1, kind: Namespace, metadata: {name: team-a, annotations: {corp.com/registry: team.io/}}}
+""")
+    (tmp_path / "kyverno-test.yaml").write_text("""
+policies: [policy.yaml]
+resources: [resources.yaml]
+context: context.yaml
+variables: values.yaml
+results:
+- {policy: registries, isValidatingPolicy: true, kind: Pod, resources: [team-a/good], result: pass}
+- {policy: registries, isValidatingPolicy: true, kind: Pod, resources: [team-a/volumes], result: fail}
+- {policy: registries, isValidatingPolicy: true, kind: Pod, resources: [default/elsewhere], result: fail}
+""")
+    result = run_kyverno_suites([tmp_path])
+    assert (result.passed, result.failures, result.skipped) == (3, [], []), format_report(result)
