@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from itbench_gym.policy.conformance import format_report
-from itbench_gym.policy.kyverno import Admission, evaluate_policy, load_policy, run_kyverno_suites
+from itbench_gym.policy.kyverno import Admission, PolicyError, evaluate_policy, load_policy, run_kyverno_suites
 from itbench_gym.policy.kyverno.conditions import check
 from itbench_gym.policy.kyverno.engine import RuleResult
 from itbench_gym.policy.kyverno.pattern import match_pattern
@@ -547,3 +548,18 @@ results:
 """)
     result = run_kyverno_suites([tmp_path])
     assert (result.passed, result.failures, result.skipped) == (3, [], []), format_report(result)
+
+
+@pytest.mark.parametrize(("doc", "where"), [
+    (policy({"validate": {"cel": {"expressions": [{"expression": "object.spec.containers.all(c,"}]}}}),
+     "policy p, rule r: validate.cel.expressions[0].expression: syntax error at line 1, column 29"),
+    (policy({"validate": {"cel": {"expressions": [{"expression": "true", "messageExpression": "'a' +"}]}}}),
+     "validate.cel.expressions[0].messageExpression: syntax error"),
+    (policy({"celPreconditions": [{"name": "x", "expression": ""}], "validate": {"cel": {"expressions": [{"expression": "true"}]}}}),
+     "celPreconditions[0].expression must be a non-empty string"),
+    (validating_policy([{"expression": "object.?"}]), "ValidatingPolicy vp: spec.validations[0].expression: syntax error"),
+])
+def test_a_policy_whose_cel_does_not_compile_is_refused_with_where(doc: dict[str, Any], where: str) -> None:
+    # Kyverno refuses such a policy when it is applied; evaluating it would fail every resource
+    with pytest.raises(PolicyError, match=re.escape(where)):
+        load_policy(doc)

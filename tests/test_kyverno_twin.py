@@ -188,6 +188,11 @@ def test_policy_webhook_refuses_what_kyverno_cannot_load(twin: PolicyTwin) -> No
     refused = twin.apply(broken, check=False)
     assert refused.returncode == 1
     assert 'admission webhook "validate-policy.kyverno.svc" denied the request' in refused.stderr
+    bad_cel = {"apiVersion": "kyverno.io/v1", "kind": "ClusterPolicy", "metadata": {"name": "bad-cel"},
+               "spec": {"rules": [{"name": "r", "match": {"any": [{"resources": {"kinds": ["Pod"]}}]},
+                                   "validate": {"cel": {"expressions": [{"expression": "object.spec.("}]}}}]}}
+    refused = twin.apply(bad_cel, check=False)
+    assert refused.returncode == 1 and "validate.cel.expressions[0].expression: syntax error" in refused.stderr
 
 
 def test_enforce_denies_with_kyvernos_message(twin: PolicyTwin) -> None:

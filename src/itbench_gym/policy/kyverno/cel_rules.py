@@ -36,6 +36,42 @@ def evaluate(expression: Any, where: str, env: dict[str, Any]) -> Any:
         raise CelRuleError(f"{where}: {exc}") from None
 
 
+def check_expressions(entries: Any, where: str, *, keys: tuple[str, ...] = ("expression",), required: bool = True) -> None:
+    """Compile each entry's expressions as Kyverno does when it admits a policy (raises :class:`CelRuleError`
+    naming the field: a policy with an expression that does not compile is refused, not evaluated)."""
+    from itbench_gym.policy.cel.engine import CelError, compile_cel
+
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise CelRuleError(f"{where} must be a list")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise CelRuleError(f"{where}[{i}] must be a mapping")
+        for key in keys:
+            text = entry.get(key)
+            if text is None and (key != "expression" or not required):
+                continue
+            if not isinstance(text, str) or not text.strip():
+                raise CelRuleError(f"{where}[{i}].{key} must be a non-empty string")
+            try:
+                compile_cel(text)
+            except CelError as exc:
+                raise CelRuleError(f"{where}[{i}].{key}: {exc}") from None
+
+
+def check_rule(rule: dict[str, Any]) -> None:
+    """Compile a ClusterPolicy rule's CEL: ``celPreconditions`` and ``validate.cel``."""
+    check_expressions(rule.get("celPreconditions"), "celPreconditions")
+    cel = (rule.get("validate") or {}).get("cel")
+    if cel is None:
+        return
+    if not isinstance(cel, dict) or not cel.get("expressions"):
+        raise CelRuleError("validate.cel needs expressions")
+    check_expressions(cel.get("expressions"), "validate.cel.expressions", keys=("expression", "messageExpression"))
+    check_expressions(cel.get("variables"), "validate.cel.variables")
+
+
 def truth(expression: Any, where: str, env: dict[str, Any]) -> bool:
     value = evaluate(expression, where, env)
     if not isinstance(value, bool):

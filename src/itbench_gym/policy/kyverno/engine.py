@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .autogen import expand_rules
-from .cel_rules import CelRuleError, preconditions_hold, validate_cel
+from .cel_rules import CelRuleError, check_rule, preconditions_hold, validate_cel
 from .conditions import ConditionError, evaluate_block
 from .images import images_variable
 from .match import Admission, resource_namespace, rule_applies
@@ -77,6 +77,10 @@ def load_policy(doc: dict[str, Any]) -> Policy:
     for rule in spec["rules"]:
         if not isinstance(rule, dict) or not rule.get("name") or not isinstance(rule.get("match"), dict):
             raise PolicyError(f"policy {meta['name']}: every rule needs a name and a match block")
+        try:
+            check_rule(rule)
+        except CelRuleError as exc:
+            raise PolicyError(f"policy {meta['name']}, rule {rule['name']}: {exc}") from None
     rules = expand_rules(doc)
     unsupported: dict[str, str] = {}
     for rule in rules:

@@ -21,7 +21,7 @@ from typing import Any
 
 from itbench_gym.lang.selectors import SelectorError, selector_matches
 
-from .cel_rules import CelRuleError, bindings, evaluate, truth
+from .cel_rules import CelRuleError, bindings, check_expressions, evaluate, truth
 from .match import Admission, is_cluster_scoped, resource_namespace
 from .variables import Context
 
@@ -53,6 +53,12 @@ def load_rules(doc: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValidatingPolicyError(f"ValidatingPolicy {name}: spec.matchConstraints.resourceRules must be a non-empty list")
     if not isinstance(spec.get("validations"), list) or not spec["validations"]:
         raise ValidatingPolicyError(f"ValidatingPolicy {name}: spec.validations must be a non-empty list")
+    try:
+        check_expressions(spec.get("matchConditions"), "spec.matchConditions")
+        check_expressions(spec.get("variables"), "spec.variables")
+        check_expressions(spec["validations"], "spec.validations", keys=("expression", "messageExpression"))
+    except CelRuleError as exc:
+        raise ValidatingPolicyError(f"ValidatingPolicy {name}: {exc}") from None
     return [{"name": "", "validatingPolicy": spec}, *_autogen(spec)]
 
 
