@@ -322,6 +322,9 @@ def test_cel_rules_pass_fail_and_deny_what_they_cannot_evaluate() -> None:
     # the default message names the expression; an error fails the rule as the failure policy Fail does
     missing = cel_results({"expressions": [{"expression": "object.spec.hostNetwork == false"}]}, pod({}))["r"]
     assert missing.status == "fail" and "resulted in error" in missing.message and "no such key" in missing.message
+    ruled = evaluate_policy(load_policy(policy({"validate": {"message": "pods need a name", "cel": {"expressions": [
+        {"expression": "object.metadata.name == 'other'"}]}}})), pod({}), Admission(), {}, {})[0]
+    assert ruled.message == "pods need a name"  # an expression without a message takes the rule's
     not_bool = cel_results({"expressions": [{"expression": "object.metadata.name"}]}, pod({}))["r"]
     assert not_bool.status == "fail" and "must evaluate to a bool" in not_bool.message
 

@@ -86,8 +86,9 @@ def preconditions_hold(conditions: Any, ctx: Context) -> bool:
                for i, c in enumerate(conditions or []))
 
 
-def validate_cel(spec: Any, ctx: Context) -> tuple[str, str]:
-    """(status, detail) of a ``validate.cel`` block."""
+def validate_cel(spec: Any, ctx: Context, default_message: str = "") -> tuple[str, str]:
+    """(status, detail) of a ``validate.cel`` block; an expression without a message of its own takes
+    the rule's ``validate.message`` (``default_message``)."""
     if not isinstance(spec, dict):
         return "error", "validate.cel must be a mapping"
     env = bindings(ctx)
@@ -112,7 +113,7 @@ def validate_cel(spec: Any, ctx: Context) -> tuple[str, str]:
             except CelRuleError as exc:  # the failure policy (Fail) denies what it cannot evaluate
                 failures.append(f"expression {str(expression).strip()!r} resulted in error: {exc}")
                 continue
-            message = check.get("message")
+            message = check.get("message") or default_message
             if check.get("messageExpression"):
                 message = str(evaluate(check["messageExpression"], f"validate.cel.expressions[{i}].messageExpression", env))
             failures.append(str(message or f"failed expression: {str(expression).strip()}"))

@@ -127,9 +127,8 @@ def base_context(resource: dict[str, Any], admission: Admission) -> Context:
     if images:
         data["images"] = images
     ctx = Context(data)
-    if (resource.get("metadata") or {}).get("namespace"):  # the Namespace, else as `kyverno` builds one: name and known labels
-        ctx.namespace_object = admission.namespace_objects.get(namespace) or {
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(admission.namespace_labels.get(namespace, {}))}}
+    if (resource.get("metadata") or {}).get("namespace"):  # the Namespace, else as `kyverno` builds one offline: its name
+        ctx.namespace_object = admission.namespace_objects.get(namespace) or {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     return ctx
 
 
@@ -283,7 +282,7 @@ def validate(spec: dict[str, Any], resource: Any, ctx: Context, depth: int) -> t
         if "foreach" in spec:
             return _foreach(spec["foreach"], resource, ctx, depth)
         if "cel" in spec:
-            return validate_cel(spec["cel"], ctx)
+            return validate_cel(spec["cel"], ctx, str(spec.get("message") or ""))
         if "podSecurity" in spec:
             violations = check_pod_security(spec["podSecurity"] or {}, ctx.data["request"]["object"])
             return ("fail", "; ".join(violations)) if violations else ("pass", "pod security checks passed")
