@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from itbench_gym.policy.cel.engine import CelError, compile_cel
+from itbench_gym.policy.cel.engine import CelError, check_references, compile_cel
 
 POD = {"metadata": {"name": "web", "labels": {"app": "shop"}, "annotations": None},
        "spec": {"containers": [{"name": "a", "image": "nginx:1.27", "resources": {"limits": {"memory": "512Mi"}}},
@@ -65,3 +65,15 @@ def test_logical_operators_absorb_errors_they_do_not_need() -> None:
     assert run("object.spec.?initContainers.hasValue() && object.spec.initContainers.size() > 0") is False
     assert run("true || object.spec.volumes.exists(v, has(v.hostPath))") is True
     assert run("object.metadata.annotations == null || object.metadata.annotations.exists(k, k == 'x')") is True
+
+
+def test_references_are_checked_as_kubernetes_compiles_them() -> None:
+    declared = frozenset({"object"})
+    check_references("object.spec.containers.all(c, c.?env.orValue([]).exists(e, e.name == 'X'))", declared)
+    check_references("[1, 2].map(x, x * 2).filter(y, y > 2).size() == 1", declared)
+    with pytest.raises(CelError, match="undeclared reference to 'e' at line 1, column 38"):
+        check_references("object.spec.containers.all(c, c.x && e.y)", declared)
+    with pytest.raises(CelError, match="undeclared reference to 'oldObject'"):
+        check_references("oldObject.spec == object.spec", declared)
+    with pytest.raises(CelError, match="the CEL function ip\\(\\) is not supported"):
+        check_references("ip(object.spec.clusterIP).family() == 4", declared)

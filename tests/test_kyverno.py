@@ -561,6 +561,13 @@ results:
     (policy({"celPreconditions": [{"name": "x", "expression": ""}], "validate": {"cel": {"expressions": [{"expression": "true"}]}}}),
      "celPreconditions[0].expression must be a non-empty string"),
     (validating_policy([{"expression": "object.?"}]), "ValidatingPolicy vp: spec.validations[0].expression: syntax error"),
+    # names and functions are checked as Kubernetes' compiler checks them
+    (policy({"validate": {"cel": {"expressions": [{"expression": "obj.spec.hostNetwork != true"}]}}}),
+     "validate.cel.expressions[0].expression: undeclared reference to 'obj' at line 1, column 1"),
+    (policy({"validate": {"cel": {"expressions": [{"expression": "object.spec.containers.all(c, c.image.endswith(':1'))"}]}}}),
+     "undeclared reference to 'endswith'"),
+    (validating_policy([{"expression": "time.now() > timestamp('2020-01-01T00:00:00Z')"}]),
+     "the CEL function now() is not supported by this engine"),
 ])
 def test_a_policy_whose_cel_does_not_compile_is_refused_with_where(doc: dict[str, Any], where: str) -> None:
     # Kyverno refuses such a policy when it is applied; evaluating it would fail every resource

@@ -190,6 +190,7 @@ class Program:
         except CELParseError as exc:
             raise CelError(f"syntax error in {text!r}: {exc}") from None
         env, functions = _environment()
+        self._ast = ast
         self._runner = env.program(ast, functions=functions)
 
     def evaluate(self, variables: Mapping[str, Any]) -> Any:
@@ -236,3 +237,78 @@ def to_python(value: Any) -> Any:
 def compile_cel(text: str) -> Program:
     """The compiled program of ``text`` (compiled once per process)."""
     return Program(text)
+
+
+#: Macros whose first argument names a variable bound in the others.
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+#: Functions of Kubernetes' CEL environment this engine does not evaluate: refused by name.
+UNSUPPORTED_FUNCTIONS = frozenset({
+    "url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
+    "ip", "isIP", "cidr", "isCIDR", "family", "isLoopback", "isGlobalUnicast", "isLinkLocalMulticast",
+    "isLinkLocalUnicast", "isUnspecified", "containsIP", "containsCIDR", "prefixLength", "masked",
+    "format", "quote", "reverse", "base64", "greatest", "least", "semver", "isSemver",
+    "serviceAccount", "group", "resource", "subresource", "namespace", "name", "check", "allowed", "reason", "errored", "error",
+    # Kyverno's libraries that need a cluster, a clock or a network
+    "now", "truncate", "toCron", "Post", "Apply", "parseServiceAccount", "decode", "unmarshal", "parse", "GetImageData",
+})
+
+
+def check_references(text: str, variables: frozenset[str], methods: frozenset[str] = frozenset()) -> None:
+    """Refuse, as Kubernetes' type checker does when it compiles an expression, a name that is not one of
+    ``variables`` or bound by a macro (``undeclared reference to 'x'``), and a function this environment
+    does not have besides ``methods`` (those of its :class:`HostObject` variables); raises :class:`CelError`."""
+    tree = compile_cel(text)._ast
+    functions = set(_environment()[1]) | set(_base_functions()) | set(methods)
+    _check(tree, variables | {"optional"}, functions, text)
+
+
+def _base_functions() -> frozenset[str]:
+    from celpy.evaluation import base_functions
+
+    return frozenset(base_functions)
+
+
+def _bound_name(tree: Any) -> str | None:
+    """The identifier ``tree`` is (a macro's variable), if it is just one."""
+    while isinstance(tree, lark.Tree):
+        if tree.data == "ident":
+            return str(tree.children[0])
+        trees = [c for c in tree.children if isinstance(c, lark.Tree)]
+        if len(trees) != 1 or len(tree.children) != 1:
+            return None
+        tree = trees[0]
+    return None
+
+
+def _check(tree: Any, scope: frozenset[str] | set[str], functions: set[str], text: str) -> None:
+    if not isinstance(tree, lark.Tree):
+        return
+    kind = tree.data
+    where = f"at line {tree.meta.line}, column {tree.meta.column} of {text!r}" if not tree.meta.empty else f"in {text!r}"
+    if kind in ("ident", "dot_ident"):
+        name = str(tree.children[0])
+        if name not in scope:
+            raise CelError(f"undeclared reference to '{name}' {where}")
+        return
+    if kind in ("ident_arg", "dot_ident_arg", "member_dot_arg"):
+        name = str(next(c for c in tree.children if isinstance(c, lark.Token)))
+        args = [c for c in tree.children if isinstance(c, lark.Tree) and c.data == "exprlist"]
+        exprs = [c for c in args[0].children if isinstance(c, lark.Tree)] if args else []
+        member = [c for c in tree.children if isinstance(c, lark.Tree) and c.data != "exprlist"]
+        for m in member:
+            _check(m, scope, functions, text)
+        if kind == "member_dot_arg" and name in _MACROS and len(exprs) == 2:
+            bound = _bound_name(exprs[0])
+            if bound is None:
+                raise CelError(f"{name}() needs a variable name as its first argument {where}")
+            _check(exprs[1], set(scope) | {bound}, functions, text)
+            return
+        if name in UNSUPPORTED_FUNCTIONS and name not in functions:
+            raise CelError(f"the CEL function {name}() is not supported by this engine {where}")
+        if name not in functions and name not in ("has", "dyn", "min", "reduce"):
+            raise CelError(f"undeclared reference to '{name}' {where}")
+        for e in exprs:
+            _check(e, scope, functions, text)
+        return
+    for child in tree.children:
+        _check(child, scope, functions, text)

@@ -36,10 +36,16 @@ def evaluate(expression: Any, where: str, env: dict[str, Any]) -> Any:
         raise CelRuleError(f"{where}: {exc}") from None
 
 
-def check_expressions(entries: Any, where: str, *, keys: tuple[str, ...] = ("expression",), required: bool = True) -> None:
-    """Compile each entry's expressions as Kyverno does when it admits a policy (raises :class:`CelRuleError`
-    naming the field: a policy with an expression that does not compile is refused, not evaluated)."""
-    from itbench_gym.policy.cel.engine import CelError, compile_cel
+#: What a CEL rule of a ClusterPolicy may name (Kyverno's admission-policy compiler declares these).
+RULE_VARIABLES = frozenset({"object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer"})
+
+
+def check_expressions(entries: Any, where: str, *, keys: tuple[str, ...] = ("expression",), required: bool = True,
+                      variables: frozenset[str] = RULE_VARIABLES, methods: frozenset[str] = frozenset()) -> None:
+    """Compile each entry's expressions as Kyverno does when it admits a policy, names checked against
+    ``variables`` (raises :class:`CelRuleError` naming the field: a policy with an expression that does not
+    compile is refused, not evaluated)."""
+    from itbench_gym.policy.cel.engine import CelError, check_references
 
     if entries is None:
         return
@@ -55,7 +61,7 @@ def check_expressions(entries: Any, where: str, *, keys: tuple[str, ...] = ("exp
             if not isinstance(text, str) or not text.strip():
                 raise CelRuleError(f"{where}[{i}].{key} must be a non-empty string")
             try:
-                compile_cel(text)
+                check_references(text, variables, methods)
             except CelError as exc:
                 raise CelRuleError(f"{where}[{i}].{key}: {exc}") from None
 

@@ -34,6 +34,11 @@ _CONTROLLERS = {
     "jobs": ("batch", "v1", "autogen-"), "cronjobs": ("batch", "v1", "autogen-cronjob-"),
 }
 _TEMPLATES = {"autogen-": "spec.template", "autogen-cronjob-": "spec.jobTemplate.spec.template"}
+#: What a ValidatingPolicy's expressions may name: the request, and Kyverno's libraries (`cel_libraries.py`
+#: answers ``resource`` and ``image`` from given data; the others need a cluster, a clock or a network).
+_VARIABLES = frozenset({"object", "oldObject", "request", "namespaceObject", "variables", "authorizer", "exceptions",
+                        "resource", "image", "http", "globalContext", "time", "json", "yaml", "x509", "user"})
+_METHODS = frozenset({"Get", "List", "GetMetadata"})
 #: Kinds whose resource name is not the lower-cased kind made plural.
 _IRREGULAR_PLURALS = {"Endpoints": "endpoints"}
 
@@ -54,9 +59,10 @@ def load_rules(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(spec.get("validations"), list) or not spec["validations"]:
         raise ValidatingPolicyError(f"ValidatingPolicy {name}: spec.validations must be a non-empty list")
     try:
-        check_expressions(spec.get("matchConditions"), "spec.matchConditions")
-        check_expressions(spec.get("variables"), "spec.variables")
-        check_expressions(spec["validations"], "spec.validations", keys=("expression", "messageExpression"))
+        check_expressions(spec.get("matchConditions"), "spec.matchConditions", variables=_VARIABLES, methods=_METHODS)
+        check_expressions(spec.get("variables"), "spec.variables", variables=_VARIABLES, methods=_METHODS)
+        check_expressions(spec["validations"], "spec.validations", keys=("expression", "messageExpression"),
+                          variables=_VARIABLES, methods=_METHODS)
     except CelRuleError as exc:
         raise ValidatingPolicyError(f"ValidatingPolicy {name}: {exc}") from None
     return [{"name": "", "validatingPolicy": spec}, *_autogen(spec)]
