@@ -204,7 +204,8 @@ def test_v1_template_with_library_finds_violations() -> None:
 
 
 @pytest.mark.parametrize(("target", "error"), [
-    ({"code": [{"engine": "K8sNativeValidation", "source": {"validations": []}}]}, Unsupported),
+    ({"code": [{"engine": "K8sNativeValidation", "source": {"variables": [{"name": "params", "expression": "1"}]}}]}, GatekeeperError),
+    ({"code": [{"engine": "K8sNativeValidation", "source": {"validations": [{"expression": "objct.spec != null"}]}}]}, GatekeeperError),
     ({"rego": "package k8sdemo\nviolation[{\"msg\": m}] { r := external_data({\"provider\": \"p\", \"keys\": []}); m := \"x\" }\n"}, Unsupported),
     ({"libs": []}, GatekeeperError),
     ({"rego": "package k8sdemo\ndeny[m] { m := 1 }\n"}, GatekeeperError),  # no violation rule
@@ -213,6 +214,36 @@ def test_v1_template_with_library_finds_violations() -> None:
 def test_templates_gatekeeper_cannot_run_here(target: dict[str, Any], error: type[Exception]) -> None:
     with pytest.raises(error):
         ConstraintTemplate.from_object(_template(target))
+
+
+CEL_SOURCE = {
+    "variables": [{"name": "images", "expression": "variables.anyObject.spec.containers.map(c, c.image)"},
+                  {"name": "bad", "expression": "variables.images.filter(i, !i.startsWith(variables.params.prefix))"}],
+    "matchCondition": [{"name": "not-system", "expression": "!has(variables.anyObject.metadata.labels) || "
+                                                          "variables.anyObject.metadata.?labels[?'tier'].orValue('') != 'system'"}],
+    "validations": [{"expression": "size(variables.bad) == 0", "messageExpression": "'bad images: ' + variables.bad.join(', ')"},
+                    {"expression": "variables.anyObject.spec.containers.all(c, has(c.resources))"}],
+}
+
+
+def test_k8s_native_validation_is_preferred_to_rego_as_gatekeeper_does() -> None:
+    both = _template({"code": [{"engine": "K8sNativeValidation", "source": CEL_SOURCE}, *V1_TEMPLATE["spec"]["targets"][0]["code"]]})
+    template = ConstraintTemplate.from_object(both)
+    assert template.cel is not None and template.rego  # both read; CEL evaluates (Gatekeeper registers it first)
+    constraint = Constraint.from_object(_constraint(parameters={"prefix": "ok/"}), template)
+    evaluator = ConstraintEvaluator(template, constraint)
+    pod = {**_pod(), "spec": {"containers": [{"image": "evil/x", "resources": {}}, {"image": "ok/y"}]}}
+    assert [v.msg for v in evaluator.review(review_of(pod))] == [
+        "bad images: evil/x", "failed expression: variables.anyObject.spec.containers.all(c, has(c.resources))"]
+    system = {**pod, "metadata": {**pod["metadata"], "labels": {"tier": "system"}}}
+    assert evaluator.review(review_of(system)) == []  # the match condition leaves it out
+    # DELETE: object is null, anyObject is the old object; an expression that errs is a violation (Fail)
+    deleting = {**review_of(pod), "operation": "DELETE", "oldObject": pod, "object": None}
+    assert [v.msg for v in evaluator.review(deleting)][0] == "bad images: evil/x"
+    erring = _template({"code": [{"engine": "K8sNativeValidation", "source": {"validations": [{"expression": "object.spec.nodeName == 'n'"}]}}]})
+    cel_only = ConstraintTemplate.from_object(erring)
+    (violation,) = ConstraintEvaluator(cel_only, Constraint.from_object(_constraint(), cel_only)).review(review_of(_pod()))
+    assert "resulted in error" in violation.msg and "nodeName" in violation.msg
 
 
 def test_a_failing_query_is_one_violation_carrying_the_error() -> None:

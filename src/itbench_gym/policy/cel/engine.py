@@ -2,7 +2,8 @@
 
 cel-python implements the CEL standard; Kubernetes' environment adds optional syntax (``x.?f``,
 ``m[?k]``), enabled here by two alternatives of cel-python's own ``member`` rule (its grammar file,
-read at import), and the libraries of :mod:`.library`. An embedding program adds its own libraries as
+read at import, also gets cel-go's trailing commas in list and map literals), the three-argument
+``map(x, predicate, transform)`` and the libraries of :mod:`.library`. An embedding program adds its own libraries as
 :class:`HostObject` variables. Errors carry the expression's line and column.
 """
 
@@ -26,10 +27,6 @@ from . import library, optional
 from .optional import OPTIONAL, Optional
 
 _MEMBER = "member_dot | member_dot_arg | member_index | member_object | primary"
-_OPTIONAL_RULES = """
-member_dot_opt   : member "." "?" IDENT
-member_index_opt : member "[" "?" expr "]"
-"""
 
 
 class CelError(ValueError):
@@ -44,11 +41,25 @@ class HostObject(ABC):
         """The method's value (plain JSON-like data); KeyError, ValueError or TypeError is a CEL error."""
 
 
+#: cel-go accepts a trailing comma in list and map literals (``[a, b,]``); cel-python's rules do not.
+_TRAILING_COMMA = {'list_lit       : "[" [exprlist] "]"': 'list_lit       : "[" [list_elements] "]"',
+                   'map_lit        : "{" [mapinits] "}"': 'map_lit        : "{" [map_entries] "}"'}
+_EXTRA_RULES = """
+member_dot_opt   : member "." "?" IDENT
+member_index_opt : member "[" "?" expr "]"
+list_elements    : expr ("," expr)* [","] -> exprlist
+map_entries      : expr ":" expr ("," expr ":" expr)* [","] -> mapinits
+"""
+
+
 def _grammar() -> str:
     text = (files("celpy") / "cel.lark").read_text()
-    if _MEMBER not in text:
-        raise RuntimeError("cel-python's grammar has no `member` rule of the form this package extends")
-    return text.replace(_MEMBER, _MEMBER.replace("| primary", "| member_dot_opt | member_index_opt | primary"), 1) + _OPTIONAL_RULES
+    for old in (_MEMBER, *_TRAILING_COMMA):
+        if old not in text:
+            raise RuntimeError(f"cel-python's grammar has no rule `{old}` of the form this package extends")
+    for old, new in _TRAILING_COMMA.items():
+        text = text.replace(old, new, 1)
+    return text.replace(_MEMBER, _MEMBER.replace("| primary", "| member_dot_opt | member_index_opt | primary"), 1) + _EXTRA_RULES
 
 
 @lru_cache(maxsize=1)
@@ -121,10 +132,35 @@ class _Evaluator(Evaluator):
     def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
         # cel-python's macros iterate their receiver in Python: a null or a map of the wrong shape is
         # an evaluation error (which ``||`` and ``&&`` may absorb), not a crash
+        args = tree.children[2] if len(tree.children) == 3 else None
+        if str(tree.children[1]) == "map" and isinstance(args, lark.Tree) and len(args.children) == 3:
+            return self._filtered_map(tree, args.children)
         try:
             return super().member_dot_arg(tree)
         except TypeError as exc:
             return CELEvalError(f"no such overload: {exc}", TypeError, None, tree=tree)
+
+    def _filtered_map(self, tree: lark.Tree[Any], args: list[Any]) -> Any:
+        """``list.map(x, predicate, transform)``: the transform of each element the predicate keeps."""
+        var, predicate, transform = args
+        name = _bound_name(var)
+        items = self.visit(tree.children[0])
+        if isinstance(items, CELEvalError):
+            return items
+        if name is None or not isinstance(items, list):
+            return CELEvalError("no such overload: map(x, predicate, transform) of a list", TypeError, None, tree=tree)
+        keep, make = self.sub_evaluator(predicate), self.sub_evaluator(transform)
+        out = []
+        try:
+            for item in items:
+                kept = keep.evaluate({name: item})
+                if not isinstance(kept, celtypes.BoolType):
+                    return CELEvalError("no such overload: map's predicate must be a bool", TypeError, None, tree=tree)
+                if kept:
+                    out.append(make.evaluate({name: item}))
+        except CELEvalError as exc:
+            return exc
+        return celtypes.ListType(out)
 
     @staticmethod
     def _optional(tree: lark.Tree[Any], member: Any, key: Any) -> Any:
@@ -297,11 +333,12 @@ def _check(tree: Any, scope: frozenset[str] | set[str], functions: set[str], tex
         member = [c for c in tree.children if isinstance(c, lark.Tree) and c.data != "exprlist"]
         for m in member:
             _check(m, scope, functions, text)
-        if kind == "member_dot_arg" and name in _MACROS and len(exprs) == 2:
+        if kind == "member_dot_arg" and name in _MACROS and (len(exprs) == 2 or (name == "map" and len(exprs) == 3)):
             bound = _bound_name(exprs[0])
             if bound is None:
                 raise CelError(f"{name}() needs a variable name as its first argument {where}")
-            _check(exprs[1], set(scope) | {bound}, functions, text)
+            for e in exprs[1:]:
+                _check(e, set(scope) | {bound}, functions, text)
             return
         if name in UNSUPPORTED_FUNCTIONS and name not in functions:
             raise CelError(f"the CEL function {name}() is not supported by this engine {where}")

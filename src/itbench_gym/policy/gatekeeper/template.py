@@ -3,7 +3,8 @@
 A template defines a constraint kind (``spec.crd.spec.names.kind``, whose lower case must be the
 template's name) and, for the ``admission.k8s.gatekeeper.sh`` target, Rego with optional libraries,
 either in ``rego``/``libs`` (Rego v0) or as a ``code`` entry of engine ``Rego`` (``source.version: v1``
-selects v1). Violations are the set ``data.<package>.violation`` of ``{"msg": ..., "details": ...}``
+selects v1), and/or CEL as a ``code`` entry of engine ``K8sNativeValidation``, which Gatekeeper prefers
+(``cel.py``). Rego's violations are the set ``data.<package>.violation`` of ``{"msg": ..., "details": ...}``
 evaluated with ``input = {"review": ..., "parameters": spec.parameters}`` and ``data.inventory``.
 """
 
@@ -16,6 +17,8 @@ from typing import Any
 
 import jsonschema
 
+from itbench_gym.policy.gatekeeper.cel import check_source
+from itbench_gym.policy.gatekeeper.cel import violations as cel_violations
 from itbench_gym.policy.gatekeeper.errors import GatekeeperError, Unsupported
 from itbench_gym.policy.gatekeeper.match import SCOPES, review_matches
 from itbench_gym.policy.gatekeeper.review import inventory_document
@@ -50,9 +53,14 @@ class ConstraintTemplate:
     libs: tuple[str, ...] = ()
     version: RegoVersion = "v0"
     parameters_schema: Mapping[str, Any] | None = None
+    #: The K8sNativeValidation source: when a template has one, Gatekeeper evaluates it (``cel.py``).
+    cel: Mapping[str, Any] | None = None
     package: str = field(init=False)
 
     def __post_init__(self) -> None:
+        if not self.rego and self.cel is not None:
+            object.__setattr__(self, "package", "")
+            return
         found = _PACKAGE.search(self.rego)
         if not found:
             raise GatekeeperError(f"template {self.name}: Rego has no package declaration")
@@ -80,20 +88,20 @@ class ConstraintTemplate:
         target = targets[0]
         rego, libs = target.get("rego"), target.get("libs") or []
         version: RegoVersion = "v0"
-        engines = [str(_get(c, "engine")) for c in target.get("code") or []]
+        cel: dict[str, Any] | None = None
         for code in target.get("code") or []:
             if _get(code, "engine") == "Rego":
                 rego, libs = _get(code, "source", "rego"), _get(code, "source", "libs") or []
                 version = "v1" if _get(code, "source", "version") == "v1" else "v0"
-        if not rego:
-            if CEL_ENGINE in engines:
-                raise Unsupported(f"template {name}: only CEL ({CEL_ENGINE}) code, and this runner evaluates Rego")
-            raise GatekeeperError(f"template {name}: no Rego for target {TARGET}")
-        if any(_EXTERNAL_DATA.search(src) for src in (rego, *libs)):
+            elif _get(code, "engine") == CEL_ENGINE:
+                cel = check_source(_get(code, "source"), name)
+        if not rego and cel is None:
+            raise GatekeeperError(f"template {name}: no Rego or {CEL_ENGINE} code for target {TARGET}")
+        if cel is None and any(_EXTERNAL_DATA.search(src) for src in (rego, *libs)):
             raise Unsupported(f"template {name}: uses Gatekeeper's external_data (external data providers)")
         schema = _get(obj, "spec", "crd", "spec", "validation", "openAPIV3Schema")
-        return cls(name=name, kind=kind, rego=str(rego), libs=tuple(str(lib) for lib in libs), version=version,
-                   parameters_schema=schema if isinstance(schema, Mapping) else None)
+        return cls(name=name, kind=kind, rego=str(rego or ""), libs=tuple(str(lib) for lib in libs), version=version,
+                   parameters_schema=schema if isinstance(schema, Mapping) else None, cel=cel)
 
 
 @dataclass(frozen=True)
@@ -133,10 +141,20 @@ class ConstraintEvaluator:
 
     def __init__(self, template: ConstraintTemplate, constraint: Constraint, engine_factory: Callable[[], RegoBackend] = RegoEngine) -> None:
         self.template, self.constraint = template, constraint
+        self.engine: RegoBackend | None = None
+        if template.cel is not None:  # Gatekeeper's CEL driver comes first when a template has both
+            return
         self.engine = engine_factory()
         self.engine.add_module(f"{template.name}.rego", template.rego, template.version)
         for i, lib in enumerate(template.libs):
             self.engine.add_module(f"{template.name}.lib{i}.rego", lib, template.version)
+
+    def _constraint_object(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"match": dict(self.constraint.match)}
+        if self.constraint.parameters is not None:
+            spec["parameters"] = self.constraint.parameters
+        return {"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": self.constraint.kind,
+                "metadata": {"name": self.constraint.name}, "spec": spec}
 
     def review(self, review: Mapping[str, Any], inventory: Sequence[Mapping[str, Any]] = ()) -> list[Violation]:
         """The constraint's violations for one review (none when its match excludes the object).
@@ -146,6 +164,10 @@ class ConstraintEvaluator:
         namespaces = {str(_get(o, "metadata", "name")): o for o in inventory if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"}
         if not review_matches(self.constraint.match, review, namespaces):
             return []
+        if self.template.cel is not None or self.engine is None:
+            assert self.template.cel is not None
+            namespace = namespaces.get(str(review.get("namespace") or ""))
+            return [Violation(m) for m in cel_violations(self.template.cel, review, self._constraint_object(), namespace)]
         self.engine.set_data({"inventory": inventory_document(inventory)})
         self.engine.set_input({"review": review, "parameters": self.constraint.parameters if self.constraint.parameters is not None else {}})
         try:
