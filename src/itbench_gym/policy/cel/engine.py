@@ -23,7 +23,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import CELEvalError, Evaluator, NameContainer
 
-from . import library, optional
+from . import library, network, optional
 from .optional import OPTIONAL, Optional
 
 _MEMBER = "member_dot | member_dot_arg | member_index | member_object | primary"
@@ -210,7 +210,11 @@ def _environment() -> tuple[celpy.Environment, dict[str, Any]]:
         return run
 
     operators = {"_==_": equality(False), "_!=_": equality(True)}
-    return celpy.Environment(runner_class=_Runner), {**library.functions(), **optional.functions(), **operators}
+    from celpy.evaluation import base_functions
+
+    strings = {"string": network.with_string_of_addresses(base_functions["string"])}
+    return celpy.Environment(runner_class=_Runner), {**library.functions(), **network.functions(), **optional.functions(),
+                                                     **operators, **strings}
 
 
 class Program:
@@ -279,10 +283,7 @@ def compile_cel(text: str) -> Program:
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 #: Functions of Kubernetes' CEL environment this engine does not evaluate: refused by name.
 UNSUPPORTED_FUNCTIONS = frozenset({
-    "url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
-    "ip", "isIP", "cidr", "isCIDR", "family", "isLoopback", "isGlobalUnicast", "isLinkLocalMulticast",
-    "isLinkLocalUnicast", "isUnspecified", "containsIP", "containsCIDR", "prefixLength", "masked",
-    "format", "quote", "reverse", "base64", "greatest", "least", "semver", "isSemver",
+    "isCanonical", "quote", "greatest", "least", "semver", "isSemver", "validate", "named",
     "serviceAccount", "group", "resource", "subresource", "namespace", "name", "check", "allowed", "reason", "errored", "error",
     # Kyverno's libraries that need a cluster, a clock or a network
     "now", "truncate", "toCron", "Post", "Apply", "parseServiceAccount", "decode", "unmarshal", "parse", "GetImageData",

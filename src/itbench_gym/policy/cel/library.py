@@ -1,5 +1,6 @@
 """The CEL libraries Kubernetes adds to the standard ones (kubernetes.io "CEL in Kubernetes"): cel-go's
-string extensions, Kubernetes' list, regex and quantity libraries.
+string extensions (version 2, ``format`` included), Kubernetes' list, regex and quantity libraries
+(URL, IP and CIDR: :mod:`.network`).
 
 Each function takes its receiver first (``"a,b".split(",")`` is ``split("a,b", ",")``), as cel-python
 calls methods; a name shared by two libraries (``indexOf`` of strings and of lists) dispatches on it.
@@ -7,6 +8,7 @@ calls methods; a name shared by two libraries (``indexOf`` of strings and of lis
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -108,6 +110,60 @@ def _join(items: Any, sep: Any = "") -> celtypes.StringType:
     return celtypes.StringType(str(sep).join(items))
 
 
+_VERB = re.compile(r"%(?:\.(\d+))?([sdfeEbxXo%])")
+
+
+def _format(template: Any, args: Any) -> celtypes.StringType:
+    """cel-go's ``"%s is %d".format([a, b])``: %s, %d, %f and %e (``.N`` digits; 6 by default), %b, %o,
+    %x and %X (an integer, or a string's bytes in hex), %%."""
+    if not isinstance(args, list):
+        raise TypeError("no such overload: format takes a list of arguments")
+    values = iter(args)
+
+    def one(match: re.Match[str]) -> str:
+        precision, verb = match.group(1), match.group(2)
+        if verb == "%":
+            return "%"
+        try:
+            value = next(values)
+        except StopIteration:
+            raise ValueError(f"index {len(args)} out of range: format has more verbs than arguments") from None
+        if verb == "s":
+            return _as_text(value)
+        if verb in "fFeE":
+            if isinstance(value, str | bool) or not isinstance(value, int | float):
+                raise ValueError(f"error during formatting: fixed-point clause can only be used on doubles, was given {type(value).__name__}")
+            return f"{float(value):.{int(precision or 6)}{verb}}"
+        if isinstance(value, celtypes.BoolType) or not isinstance(value, int | str):
+            raise ValueError(f"error during formatting: %{verb} is not allowed for {type(value).__name__}")
+        if isinstance(value, str):
+            if verb not in "xX":
+                raise ValueError(f"error during formatting: %{verb} is not allowed for a string")
+            hexed = value.encode().hex()
+            return hexed.upper() if verb == "X" else hexed
+        return format(int(value), {"d": "d", "b": "b", "o": "o", "x": "x", "X": "X"}[verb])
+
+    out = _VERB.sub(one, str(template))
+    if next(values, _END) is not _END:
+        raise ValueError(f"too many arguments supplied to string.format: {len(args)}")
+    return celtypes.StringType(out)
+
+
+_END = object()
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, celtypes.BoolType):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ", ".join(_as_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_as_text(k)}:{_as_text(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def _find(text: Any, pattern: Any) -> celtypes.StringType:
     match = re2.search(str(pattern), str(text))
     return celtypes.StringType(match.group(0) if match else "")
@@ -150,6 +206,7 @@ def functions() -> dict[str, Callable[..., Any]]:
         "substring": _substring,
         "trim": text(str.strip),
         "join": _join,
+        "format": _format,
         # Kubernetes' list library
         "isSorted": lambda items: celtypes.BoolType(all(a <= b for a, b in zip(items, items[1:], strict=False))),
         "sum": _sum,
