@@ -10,6 +10,7 @@ read at import, also gets cel-go's trailing commas in list and map literals), th
 from __future__ import annotations
 
 import re
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from functools import lru_cache
@@ -213,8 +214,10 @@ def _environment() -> tuple[celpy.Environment, dict[str, Any]]:
     from celpy.evaluation import base_functions
 
     strings = {"string": network.with_string_of_addresses(base_functions["string"])}
-    return celpy.Environment(runner_class=_Runner), {**library.functions(), **network.functions(), **optional.functions(),
-                                                     **operators, **strings}
+    limit = sys.getrecursionlimit()
+    env = celpy.Environment(runner_class=_Runner)
+    sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))  # cel-python sets 2500: never lower the process's own
+    return env, {**library.functions(), **network.functions(), **optional.functions(), **operators, **strings}
 
 
 class Program:
