@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from itbench_gym.backends.sim.kube.store import ObjectStore
+from itbench_gym.clock import SimClock
 from itbench_gym.faults.catalogue import catalogue
 from itbench_gym.generator.groundtruth import chain
 from itbench_gym.generator.templates import load_templates
-from itbench_gym.generator.variants import Draft, _Judge, draw
+from itbench_gym.generator.variants import Draft, _Judge, _services_of, draw
 from itbench_gym.spec.loader import check_document, load_spec
 
 
@@ -113,14 +115,30 @@ def test_an_alert_about_a_pod_alone_is_credited_to_the_service_that_owns_the_pod
 
 def test_a_mesh_alert_is_credited_to_the_destination_and_the_source_it_names() -> None:
     # Bookinfo's alerts name services by Istio's destination and source labels: details' Service
-    # deleted, productpage's calls to details fail; productpage unable to resolve names, it opens no
-    # connection to details (NoRequestsOpened{source_canonical_service="productpage"}).
+    # deleted, productpage's calls to details fail (an alert about details, productpage's callee).
     mesh = _Judge("book-info")
     by_key = {c.key: c for c in mesh.space.candidates}
     deleted = mesh.judge(Draft(0, (by_key["deleted-service:details"],)))
     assert deleted.doc is not None, deleted.reason
     assert any(m["labels"].get("destination_app") == "details" or m["labels"].get("destination_canonical_service") == "details"
                for m in deleted.doc["alerts"]["triggering"])
+    # an alert about requests between two services is about both (NoRequestsOpened names its source)
+    opened = {"alertname": "NoRequestsOpened", "namespace": "book-info", "source_canonical_service": "productpage",
+              "destination_canonical_service": "details"}
+    assert [s for s, _ in _services_of(opened, mesh.space, ObjectStore(SimClock()))] == ["details", "productpage"]
+
+
+def test_a_fault_that_stops_a_service_reaches_its_callees() -> None:
+    # productpage unable to resolve names: its requests to details fail there, downstream of the fault;
+    # the load generator scaled to zero: every service of the shop receives no requests.
+    mesh = _Judge("book-info")
+    by_key = {c.key: c for c in mesh.space.candidates}
     unresolved = mesh.judge(Draft(1, (by_key["dns-policy:productpage-v1"],)))
     assert unresolved.doc is not None, unresolved.reason
-    assert any(m["labels"].get("source_canonical_service") == "productpage" for m in unresolved.doc["alerts"]["triggering"])
+    assert {"source": "productpage-service-1", "target": "details-service-1",
+            "condition": "productpage cannot send its requests to details",
+            "effect": "details receives none of productpage's requests"} in unresolved.doc["ground_truth"]["propagations"]
+    shop = _Judge("astronomy-shop")
+    idle = shop.judge(Draft(2, (next(c for c in shop.space.candidates if c.key == "scaled-to-zero:load-generator"),)))
+    assert idle.doc is not None, idle.reason
+    assert [a["alertname"] for a in idle.doc["alerts"]["triggering"]] == ["NoRequestsReceived"]

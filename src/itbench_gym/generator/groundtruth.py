@@ -1,5 +1,6 @@
 """Ground truth of a generated variant, from the app's topology: root cause = the faulted object,
-propagation = from the service the fault acts on along its callers to each service whose alert fired.
+propagation = from the service the fault acts on, along its callers (failures) or its callees
+(missing or extra calls), to each service whose alert fired.
 
 The call graph is the behaviour model's (``AppFacts.calls``, the topology's CALLS edges); a
 (caller, callee) edge means a failure of the callee reaches the caller. Every service on a chain
@@ -26,29 +27,34 @@ def call_graph(calls: Sequence[tuple[str, str]]) -> nx.DiGraph:
 
 def reach(graph: nx.DiGraph, candidates: Sequence[Candidate]) -> set[str]:
     """The services the candidates act on and every service their effects can travel to (callers,
-    or callees for downstream effects), directly or not."""
+    callees, or both, as each candidate ``reaches``), directly or not."""
     out: set[str] = set()
     for c in candidates:
         for s in c.services:
             out.add(s)
             if s in graph:
-                out |= nx.descendants(graph, s) if c.downstream else nx.ancestors(graph, s)
+                if "callees" in c.reaches:
+                    out |= nx.descendants(graph, s)
+                if "callers" in c.reaches:
+                    out |= nx.ancestors(graph, s)
     return out
 
 
 def chain(graph: nx.DiGraph, candidate: Candidate, alerting: str) -> list[str] | None:
-    """Services from the one the fault acts on to ``alerting`` (shortest call path, against the
-    calls or, for downstream effects, along them), or None when ``alerting`` is not reached."""
+    """Services from the one the fault acts on to ``alerting`` (the shortest call path against the
+    calls, to a caller, or along them, to a callee, as the candidate ``reaches``), or None when
+    ``alerting`` is not reached."""
     best: list[str] | None = None
     for start in candidate.services:
         if start == alerting:
             return [start]
-        source, target = (start, alerting) if candidate.downstream else (alerting, start)
-        if source in graph and target in graph and nx.has_path(graph, source, target):
-            path = nx.shortest_path(graph, source, target)
-            path = path if candidate.downstream else list(reversed(path))
-            if best is None or len(path) < len(best):
-                best = path
+        for way in candidate.reaches:
+            source, target = (start, alerting) if way == "callees" else (alerting, start)
+            if source in graph and target in graph and nx.has_path(graph, source, target):
+                path = nx.shortest_path(graph, source, target)
+                path = path if way == "callees" else list(reversed(path))
+                if best is None or len(path) < len(best):
+                    best = path
     return best
 
 
@@ -101,12 +107,9 @@ def build_ground_truth(candidates: Sequence[Candidate], alerts: Sequence[tuple[s
             first = service_groups(path[0])
             hop(source, first, c.served or c.condition, f"{path[0]} {c.effect.get(path[0], 'misbehaves')}")
             for near, far in zip(path, path[1:], strict=False):
-                if c.downstream:
-                    hop(service_groups(near), service_groups(far), f"{near} sends more calls to {far}",
-                        f"{far} is overloaded")
-                else:
-                    hop(service_groups(near), service_groups(far), f"calls from {far} to {near} fail or slow down",
-                        f"{far} serves errors or slow responses")
+                wording = c.reaches["callees" if graph.has_edge(near, far) else "callers"]
+                hop(service_groups(near), service_groups(far), wording["condition"].format(near=near, far=far),
+                    wording["effect"].format(near=near, far=far))
     gt_alerts = [{"id": alertname, "group_id": service_groups(service)} for alertname, service, _ in alerts]
     doc = {"groups": list(groups.values()), "aliases": aliases, "propagations": propagations,
            "fault": faults, "alerts": gt_alerts}

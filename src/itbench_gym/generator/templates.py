@@ -44,7 +44,7 @@ class Candidate:
     waiters: tuple[Mapping[str, Any], ...]
     #: The object the fault changes: ``{kind, name}`` in the scenario's namespace.
     root_cause: Mapping[str, str]
-    #: Services the fault acts on first; propagation runs from them along their callers.
+    #: Services the fault acts on first; propagation runs from them (``reaches``).
     services: tuple[str, ...]
     category: str
     mechanism: str
@@ -56,8 +56,9 @@ class Candidate:
     served: str = ""
     #: What the fault does to each of ``services`` (the behaviour model's effects, as text).
     effect: Mapping[str, str] = field(default_factory=dict)
-    #: Its effects travel to the callees (extra calls) rather than to the callers (failures).
-    downstream: bool = False
+    #: Which ways its effects travel on the call graph, each with the wording of one hop (templates.yaml
+    #: ``hops``): to the ``callers`` (failures), to the ``callees`` (missing or extra calls).
+    reaches: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: The accepted fix as kubectl commands (empty: the oracle reverts the fault itself).
     commands: tuple[str, ...] = ()
 
@@ -77,10 +78,24 @@ class Noise:
 class Templates:
     faults: tuple[Mapping[str, Any], ...]
     noise: tuple[Mapping[str, Any], ...]
-    #: Effect type -> ``{text, reaches}``: what it does to a service, as the ground truth words it,
-    #: and whether it travels to the ``callers`` (default) or the ``callees``.
+    #: Effect type -> ``{text, reaches, hop}``: what it does to a service, as the ground truth words it,
+    #: whether it travels to the ``callers`` (default) or the ``callees``, and how a hop is worded.
     effects: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: Hop kind -> ``{condition, effect}`` with ``{near}`` and ``{far}`` (templates.yaml ``hops``).
+    hops: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: Path = field(default=_TEMPLATES)
+
+    def hop(self, kind: str) -> Mapping[str, str]:
+        if kind not in self.hops:
+            raise TemplateError(f"{self.source}: hops has no {kind!r} wording")
+        return self.hops[kind]
+
+    def reaches(self, template: Mapping[str, Any]) -> dict[str, Mapping[str, str]]:
+        """A workload or Service template's directions (default both) with their hop wordings."""
+        ways = template.get("reaches", ["callers", "callees"])
+        if not isinstance(ways, list) or not ways or any(w not in ("callers", "callees") for w in ways):
+            raise TemplateError(f"{self.source}: template {template.get('id')}: reaches must list callers and/or callees")
+        return {w: self.hop(w) for w in ways}
 
 
 @lru_cache(maxsize=4)
@@ -88,7 +103,8 @@ def load_templates(path: Path = _TEMPLATES) -> Templates:
     doc = yamltext.load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, Mapping) or not isinstance(doc.get("faults"), list):
         raise TemplateError(f"{path}: expected a mapping with a 'faults' list")
-    return Templates(tuple(doc["faults"]), tuple(doc.get("noise") or ()), dict(doc.get("effects") or {}), path)
+    return Templates(tuple(doc["faults"]), tuple(doc.get("noise") or ()), dict(doc.get("effects") or {}),
+                     dict(doc.get("hops") or {}), path)
 
 
 def fill(value: Any, values: Mapping[str, str | int]) -> Any:
@@ -121,9 +137,10 @@ def fault_candidates(templates: Templates, facts: AppFacts, model: AppSpec, name
         if over == "flag-variant":
             out += _flag_candidates(template, templates, facts, model, namespace, where)
         elif over in ("deployment", "deployment-container"):
-            out += _workload_candidates(template, facts, model, namespace, per_container=over == "deployment-container")
+            out += _workload_candidates(template, facts, model, namespace, templates.reaches(template),
+                                        per_container=over == "deployment-container")
         elif over == "service":
-            out += _service_candidates(template, facts, model, namespace)
+            out += _service_candidates(template, facts, model, namespace, templates.reaches(template))
         else:
             raise TemplateError(f"{where}: unknown 'over' {over!r} (known: flag-variant, deployment, deployment-container, service)")
     return sorted(out, key=lambda c: c.key), skipped
@@ -149,7 +166,9 @@ def _flag_candidates(template: Mapping[str, Any], templates: Templates, facts: A
             continue
         effect = {s: ", ".join(dict.fromkeys(str(templates.effects.get(e.type, {}).get("text", e.type)) for e in effects
                                              if s in (e.get("service"), e.get("group")))) for s in services}
-        downstream = any(templates.effects.get(e.type, {}).get("reaches") == "callees" for e in effects)
+        downstream = [templates.effects.get(e.type, {}) for e in effects if templates.effects.get(e.type, {}).get("reaches") == "callees"]
+        reaches = ({"callees": templates.hop(str(downstream[0].get("hop", "callees")))} if downstream
+                   else {"callers": templates.hop("callers")})
         restarted = tuple(dict.fromkeys(
             s for e in effects if e.type in restart_on for s in (e.get("service"),) if isinstance(s, str) and s in model.services))
         for variant in sorted(definition.variants):
@@ -173,13 +192,13 @@ def _flag_candidates(template: Mapping[str, Any], templates: Templates, facts: A
                 via=fill(template["via"], values) if template.get("via") else None,
                 served=fill(str(template.get("served", "")), values),
                 effect=effect,
-                downstream=downstream,
+                reaches=reaches,
             ))
     return out
 
 
-def _workload_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str, *,
-                         per_container: bool) -> list[Candidate]:
+def _workload_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str,
+                         reaches: Mapping[str, Mapping[str, str]], *, per_container: bool) -> list[Candidate]:
     """One candidate per Deployment that runs a service of the behaviour model (and per container of
     its pod template when ``per_container``)."""
     service_of = {s.workload: name for name, s in model.services.items()}
@@ -195,12 +214,12 @@ def _workload_candidates(template: Mapping[str, Any], facts: AppFacts, model: Ap
         for container in containers:
             values = {"name": obj.name, "namespace": namespace, "service": service, "container": container}
             target = obj.name + (f"/{container}" if per_container else "")
-            out.append(_one_target(template, target, values, service, obj.name))
+            out.append(_one_target(template, target, values, service, obj.name, reaches))
     return out
 
 
 def _one_target(template: Mapping[str, Any], target: str, values: Mapping[str, str | int], service: str,
-                workload: str) -> Candidate:
+                workload: str, reaches: Mapping[str, Mapping[str, str]]) -> Candidate:
     """The candidate of a template filled for one target that acts on one service of ``workload``."""
     return Candidate(
         key=f"{template['id']}:{target}",
@@ -215,10 +234,12 @@ def _one_target(template: Mapping[str, Any], target: str, values: Mapping[str, s
         exclusive=f"workload:{workload}",
         effect={service: fill(str(template.get("effect", "misbehaves")), values)},
         commands=tuple(fill(list(template.get("mitigation") or ()), values)),
+        reaches=reaches,
     )
 
 
-def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str) -> list[Candidate]:
+def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str,
+                        reaches: Mapping[str, Mapping[str, str]]) -> list[Candidate]:
     """One candidate per Service whose selector picks the pods of a Deployment that runs a service of
     the behaviour model, with its first port's numbers and its selector (for the fix that restores it)."""
     service_of = {s.workload: name for name, s in model.services.items()}
@@ -241,7 +262,7 @@ def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: App
         values: dict[str, str | int] = {"name": obj.name, "namespace": namespace, "service": service,
                                         "port": int(port.get("port", target)), "target_port": target,
                                         "selector_json": json.dumps(selector, sort_keys=True)}
-        out.append(_one_target(template, obj.name, values, service, workload))
+        out.append(_one_target(template, obj.name, values, service, workload, reaches))
     return out
 
 
