@@ -115,30 +115,31 @@ def test_an_alert_about_a_pod_alone_is_credited_to_the_service_that_owns_the_pod
 
 def test_a_mesh_alert_is_credited_to_the_destination_and_the_source_it_names() -> None:
     # Bookinfo's alerts name services by Istio's destination and source labels: details' Service
-    # deleted, productpage's calls to details fail (an alert about details, productpage's callee).
+    # deleted, productpage's calls to details fail; productpage unable to resolve names, it opens no
+    # connection to details (NoRequestsOpened{source_canonical_service="productpage"}): an alert about
+    # the faulted service itself is preferred to the errors its callee details records.
     mesh = _Judge("book-info")
     by_key = {c.key: c for c in mesh.space.candidates}
     deleted = mesh.judge(Draft(0, (by_key["deleted-service:details"],)))
     assert deleted.doc is not None, deleted.reason
     assert any(m["labels"].get("destination_app") == "details" or m["labels"].get("destination_canonical_service") == "details"
                for m in deleted.doc["alerts"]["triggering"])
-    # an alert about requests between two services is about both (NoRequestsOpened names its source)
+    unresolved = mesh.judge(Draft(1, (by_key["dns-policy:productpage-v1"],)))
+    assert unresolved.doc is not None, unresolved.reason
+    assert any(m["labels"].get("source_canonical_service") == "productpage" for m in unresolved.doc["alerts"]["triggering"])
     opened = {"alertname": "NoRequestsOpened", "namespace": "book-info", "source_canonical_service": "productpage",
               "destination_canonical_service": "details"}
     assert [s for s, _ in _services_of(opened, mesh.space, ObjectStore(SimClock()))] == ["details", "productpage"]
 
 
 def test_a_fault_that_stops_a_service_reaches_its_callees() -> None:
-    # productpage unable to resolve names: its requests to details fail there, downstream of the fault;
-    # the load generator scaled to zero: every service of the shop receives no requests.
-    mesh = _Judge("book-info")
-    by_key = {c.key: c for c in mesh.space.candidates}
-    unresolved = mesh.judge(Draft(1, (by_key["dns-policy:productpage-v1"],)))
-    assert unresolved.doc is not None, unresolved.reason
-    assert {"source": "productpage-service-1", "target": "details-service-1",
-            "condition": "productpage cannot send its requests to details",
-            "effect": "details receives none of productpage's requests"} in unresolved.doc["ground_truth"]["propagations"]
+    # The load generator scaled to zero: no service of the shop receives requests; the alerts are all
+    # downstream of the fault, along the calls.
     shop = _Judge("astronomy-shop")
     idle = shop.judge(Draft(2, (next(c for c in shop.space.candidates if c.key == "scaled-to-zero:load-generator"),)))
     assert idle.doc is not None, idle.reason
     assert [a["alertname"] for a in idle.doc["alerts"]["triggering"]] == ["NoRequestsReceived"]
+    hops = idle.doc["ground_truth"]["propagations"]
+    assert {"source": "load-generator-service-1", "target": "frontend-proxy-service-1",
+            "condition": "load-generator cannot send its requests to frontend-proxy",
+            "effect": "frontend-proxy receives none of load-generator's requests"} in hops

@@ -58,6 +58,13 @@ def chain(graph: nx.DiGraph, candidate: Candidate, alerting: str) -> list[str] |
     return best
 
 
+def primary(graph: nx.DiGraph, candidate: Candidate, alerting: str) -> bool:
+    """Whether ``alerting`` is the service the fault acts on or one its failure reaches as a caller (the
+    alerts a triggering alert is chosen from first; a callee's are chosen only when there is none)."""
+    path = chain(graph, candidate, alerting)
+    return path is not None and (len(path) == 1 or not graph.has_edge(path[0], path[1]))
+
+
 def _service_id(service: str) -> str:
     return f"{service}-service-1"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from itbench_gym.generator.groundtruth import build_ground_truth, call_graph, chain, reach, technologies
+from itbench_gym.generator.groundtruth import build_ground_truth, call_graph, chain, primary, reach, technologies
 from itbench_gym.generator.templates import Candidate, Noise, canonical, fault_candidates, load_templates, noise_candidates
 
 if TYPE_CHECKING:
@@ -240,8 +240,9 @@ class _Judge:
         if inert:
             return Outcome(draft, None, f"no alert of {', '.join(inert)} (alone) fired within {ALERT_WAIT_SECONDS:g} s",
                            time.perf_counter() - started)
-        fired = self._fired(probe, draft.users, done=lambda seen: all(alone[c.key] & seen.keys() for c in draft.candidates))
-        alerts = _triggering(draft, alone, fired)
+        wanted = {c.key: self._preferred(c, alone[c.key]) for c in draft.candidates}
+        fired = self._fired(probe, draft.users, done=lambda seen: all(wanted[c.key] & seen.keys() for c in draft.candidates))
+        alerts = _triggering(draft, wanted, alone, fired)
         missing = [c.key for c in draft.candidates if not any(c.key in causes for _, _, _, causes in alerts)]
         if missing:
             return Outcome(draft, None, f"no alert of {', '.join(missing)} fired with the other faults within "
@@ -267,9 +268,19 @@ class _Judge:
             def on_chain(key: tuple[str, str]) -> bool:
                 return chain(self.space.graph, candidate, key[1]) is not None
 
-            fired = self._fired(single, DEFAULT_USERS, done=lambda seen: any(map(on_chain, seen)))
+            def first(key: tuple[str, str]) -> bool:
+                return primary(self.space.graph, candidate, key[1])
+
+            # a callee's alert alone does not end the run: the fault's own or a caller's may follow
+            fired = self._fired(single, DEFAULT_USERS, done=lambda seen: any(map(first, seen)))
             self._alone_cache[candidate.key] = set(filter(on_chain, fired))
         return self._alone_cache[candidate.key]
+
+    def _preferred(self, candidate: Candidate, pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The alerts a triggering alert of ``candidate`` is chosen from: those on its own service or its
+        callers when it has any, else those on its callees."""
+        own = {key for key in pairs if primary(self.space.graph, candidate, key[1])}
+        return own or set(pairs)
 
     def _fired(self, spec: Any, users: int, done: Any) -> dict[tuple[str, str], tuple[float, dict[str, str]]]:
         """(alert, service) -> (first firing time, matcher labels) on the twin, from the healthy
@@ -360,26 +371,33 @@ class _Judge:
         }
 
 
-def _triggering(draft: Draft, alone: Mapping[str, set[tuple[str, str]]],
+def _triggering(draft: Draft, wanted: Mapping[str, set[tuple[str, str]]], alone: Mapping[str, set[tuple[str, str]]],
                 fired: Mapping[tuple[str, str], tuple[float, dict[str, str]]]) -> list[tuple[str, str, dict[str, str], frozenset[str]]]:
-    """Per fault, the earliest alert of the variant's run that the fault alone also makes fire:
-    (name, service, matcher labels, the faults credited with it)."""
+    """Per fault, the earliest alert of the variant's run among those it is preferably credited with
+    (``wanted``; each one the fault alone also makes fire): (name, service, matcher labels, the faults
+    credited with it)."""
     ordered = sorted(fired.items(), key=lambda item: (item[1][0], item[0]))
     chosen: dict[tuple[str, str], tuple[dict[str, str], frozenset[str]]] = {}
     for c in draft.candidates:
-        pick = next((key for key, _ in ordered if key in alone[c.key]), None)
+        pick = next((key for key, _ in ordered if key in wanted[c.key]), None)
         if pick is not None and pick not in chosen:
             chosen[pick] = (fired[pick][1], frozenset(k for k, pairs in alone.items() if pick in pairs))
     return [(name, service, labels, causes) for (name, service), (labels, causes) in chosen.items()]
 
 
 def _oracle_failure(spec: Any) -> str:
-    """Why the oracle fails the scenario (reset waits for its triggering alerts), or '' when it passes."""
+    """Why the scenario fails validation's symptom check when its alerts fire (a ground-truth entity
+    that shows nothing) or the oracle fails it, or '' when both pass."""
     from itbench_gym.agents import AGENTS, run_episode
     from itbench_gym.env import ITBenchEnv
+    from itbench_gym.validate.checks import symptoms
 
     env = ITBenchEnv(spec)
     try:
+        env.reset(seed=0)
+        unshown = symptoms(env)
+        if unshown:
+            return "symptoms: " + "; ".join(unshown)
         evaluation = run_episode(env, AGENTS["oracle"](env), seed=0)["evaluation"]
     except Exception as exc:
         return f"oracle episode: {type(exc).__name__}: {exc}"
