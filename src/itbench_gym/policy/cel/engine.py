@@ -65,9 +65,11 @@ def _grammar() -> str:
 
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
+    # cel-python's own options for its grammar: its interpreter expects no None children for absent
+    # optional parts (lark's maybe_placeholders off) and its terminals' priorities inverted
+    options: dict[str, Any] = {"maybe_placeholders": False, "priority": "invert"}
     return lark.Lark(_grammar(), parser="lalr", start="expr", g_regex_flags=re.M,
-                     lexer_callbacks={"IDENT": CELParser.ambiguous_literals}, propagate_positions=True,
-                     maybe_placeholders=False, priority="invert")
+                     lexer_callbacks={"IDENT": CELParser.ambiguous_literals}, propagate_positions=True, **options)
 
 
 class _Evaluator(Evaluator):
@@ -220,6 +222,17 @@ def _environment() -> tuple[celpy.Environment, dict[str, Any]]:
     return env, {**library.functions(), **network.functions(), **optional.functions(), **operators, **strings}
 
 
+class Bindings(dict[str, Any]):
+    """Variables as CEL values, converted once for every expression of a rule (the request's objects
+    are most of the work of a conversion); ``bind`` adds a value already computed by an expression."""
+
+    @classmethod
+    def of(cls, variables: Mapping[str, Any]) -> Bindings:
+        out = cls({name: value if isinstance(value, HostObject) else json_to_cel(value) for name, value in variables.items()})
+        out["optional"] = OPTIONAL
+        return out
+
+
 class Program:
     """One compiled expression; :meth:`evaluate` binds the variables (plain JSON-like values)."""
 
@@ -236,12 +249,14 @@ class Program:
         self._ast = ast
         self._runner = env.program(ast, functions=functions)
 
-    def evaluate(self, variables: Mapping[str, Any]) -> Any:
-        """The expression's value as plain Python (an optional stays an :class:`Optional`)."""
-        context: dict[str, Any] = {name: value if isinstance(value, HostObject) else json_to_cel(value) for name, value in variables.items()}
-        context["optional"] = OPTIONAL
+    def evaluate(self, variables: Mapping[str, Any], *, raw: bool = False) -> Any:
+        """The expression's value as plain Python (an optional stays an :class:`Optional`), or as the CEL
+        value when ``raw`` (to bind it as a variable of later expressions); ``variables`` plain values
+        or :class:`Bindings` (converted once for several expressions)."""
+        context = variables if isinstance(variables, Bindings) else Bindings.of(variables)
         try:
-            return to_python(self._runner.evaluate(context))
+            value = self._runner.evaluate(context)
+            return value if raw else to_python(value)
         except CELEvalError as exc:
             raise CelError(f"{_reason(exc)} evaluating {self.text!r}") from None
         except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, RecursionError) as exc:
@@ -300,6 +315,30 @@ def check_references(text: str, variables: frozenset[str], methods: frozenset[st
     tree = compile_cel(text)._ast
     functions = set(_environment()[1]) | set(_base_functions()) | set(methods)
     _check(tree, variables | {"optional"}, functions, text)
+
+
+def check_entries(entries: Any, where: str, keys: tuple[str, ...], variables: frozenset[str],
+                  methods: frozenset[str] = frozenset()) -> None:
+    """Check a policy's list of expression entries (``validations``, ``variables``, ...) as its engine
+    does when it admits the policy: each is a mapping whose ``keys`` hold expressions that compile and
+    name only ``variables`` (the first key is required); raises :class:`CelError` naming the field."""
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise CelError(f"{where} must be a list")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise CelError(f"{where}[{i}] must be a mapping")
+        for key in keys:
+            text = entry.get(key)
+            if text is None and key != keys[0]:
+                continue
+            if not isinstance(text, str) or not text.strip():
+                raise CelError(f"{where}[{i}].{key} must be a non-empty string")
+            try:
+                check_references(text, variables, methods)
+            except CelError as exc:
+                raise CelError(f"{where}[{i}].{key}: {exc}") from None
 
 
 def _base_functions() -> frozenset[str]:

@@ -26,7 +26,7 @@ _RESERVED = ("params", "anyObject")
 
 def check_source(source: Any, template: str) -> dict[str, Any]:
     """The source as Gatekeeper admits it: every expression compiles, no reserved variable name."""
-    from itbench_gym.policy.cel.engine import CelError, check_references
+    from itbench_gym.policy.cel.engine import CelError, check_entries
 
     if not isinstance(source, Mapping):
         raise GatekeeperError(f"template {template}: K8sNativeValidation source must be an object")
@@ -37,39 +37,31 @@ def check_source(source: Any, template: str) -> dict[str, Any]:
     if source.get("failurePolicy") not in (None, "Fail", "Ignore"):
         raise GatekeeperError(f"template {template}: failurePolicy must be Fail or Ignore")
     for field in ("validations", "variables", "matchCondition"):
-        entries = source.get(field) or []
-        if not isinstance(entries, list):
-            raise GatekeeperError(f"template {template}: source.{field} must be a list")
-        for i, entry in enumerate(entries):
-            for key in ("expression", "messageExpression"):
-                text = entry.get(key) if isinstance(entry, Mapping) else None
-                if text is None and key == "messageExpression":
-                    continue
-                if not isinstance(text, str) or not text.strip():
-                    raise GatekeeperError(f"template {template}: source.{field}[{i}].{key} must be a non-empty string")
-                try:
-                    check_references(text, VARIABLES)
-                except CelError as exc:
-                    raise GatekeeperError(f"template {template}: source.{field}[{i}].{key}: {exc}") from None
+        try:
+            check_entries(source.get(field), f"source.{field}", ("expression", "messageExpression"), VARIABLES)
+        except CelError as exc:
+            raise GatekeeperError(f"template {template}: {exc}") from None
     return dict(source)
 
 
 def violations(source: Mapping[str, Any], review: Mapping[str, Any], constraint: Mapping[str, Any],
                namespace: Mapping[str, Any] | None) -> list[str]:
     """The messages of the violations of one review."""
-    from itbench_gym.policy.cel.engine import CelError, compile_cel
+    from celpy import celtypes
+
+    from itbench_gym.policy.cel.engine import Bindings, CelError, compile_cel
 
     deleting = review.get("operation") == "DELETE"
     obj = None if deleting else review.get("object")
     old = review.get("oldObject")
     parameters = (constraint.get("spec") or {}).get("parameters")
-    values: dict[str, Any] = {"params": parameters, "anyObject": old if deleting and obj is None else obj}
-    env = {"object": obj, "oldObject": old, "request": dict(review), "params": dict(constraint),
-           "namespaceObject": dict(namespace) if namespace is not None else None, "variables": values}
+    env = Bindings.of({"object": obj, "oldObject": old, "request": dict(review), "params": dict(constraint),
+                       "namespaceObject": dict(namespace) if namespace is not None else None,
+                       "variables": {"params": parameters, "anyObject": old if deleting and obj is None else obj}})
     fail_closed = source.get("failurePolicy", "Fail") != "Ignore"
     for variable in source.get("variables") or []:
         try:  # one that errs fails only what reads it
-            values[str(variable["name"])] = compile_cel(variable["expression"]).evaluate(env)
+            env["variables"][celtypes.StringType(variable["name"])] = compile_cel(variable["expression"]).evaluate(env, raw=True)
         except CelError:
             continue
     for condition in source.get("matchCondition") or []:

@@ -19,51 +19,58 @@ class CelRuleError(ValueError):
     """An expression that does not compile or evaluate to what the rule needs."""
 
 
-def bindings(ctx: Context) -> dict[str, Any]:
+def bindings(ctx: Context) -> Any:
+    """The request's variables as CEL values (``Bindings``), converted once for all of a rule's expressions."""
+    from itbench_gym.policy.cel.engine import Bindings
+
     request = ctx.data["request"]
-    return {"object": request.get("object") or None, "oldObject": request.get("oldObject") or None,
-            "request": request, "namespaceObject": ctx.namespace_object, "params": None, **ctx.cel_libraries}
+    return Bindings.of({"object": request.get("object") or None, "oldObject": request.get("oldObject") or None,
+                        "request": request, "namespaceObject": ctx.namespace_object, "params": None,
+                        "variables": {}, **ctx.cel_libraries})
 
 
-def evaluate(expression: Any, where: str, env: dict[str, Any]) -> Any:
+def evaluate(expression: Any, where: str, env: Any, *, raw: bool = False) -> Any:
+    """``expression``'s value in ``env`` (the CEL value when ``raw``); raises :class:`CelRuleError`."""
     from itbench_gym.policy.cel.engine import CelError, compile_cel
 
     if not isinstance(expression, str) or not expression.strip():
         raise CelRuleError(f"{where}: expression must be a non-empty string")
     try:
-        return compile_cel(expression).evaluate(env)
+        return compile_cel(expression).evaluate(env, raw=raw)
     except CelError as exc:
         raise CelRuleError(f"{where}: {exc}") from None
+
+
+def bind_variables(entries: Any, where: str, env: Any) -> None:
+    """Evaluate ``variables`` in order into ``env``, each seeing those before it; one that fails is
+    left out and errs only where an expression reads it (Kubernetes evaluates them lazily)."""
+    from celpy import celtypes
+
+    for i, variable in enumerate(entries or []):
+        name = variable.get("name") if isinstance(variable, dict) else None
+        if not name:
+            continue
+        try:
+            env["variables"][celtypes.StringType(name)] = evaluate(variable.get("expression"), f"{where}[{i}] ({name})", env, raw=True)
+        except CelRuleError:
+            continue
 
 
 #: What a CEL rule of a ClusterPolicy may name (Kyverno's admission-policy compiler declares these).
 RULE_VARIABLES = frozenset({"object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer"})
 
 
-def check_expressions(entries: Any, where: str, *, keys: tuple[str, ...] = ("expression",), required: bool = True,
+def check_expressions(entries: Any, where: str, *, keys: tuple[str, ...] = ("expression",),
                       variables: frozenset[str] = RULE_VARIABLES, methods: frozenset[str] = frozenset()) -> None:
     """Compile each entry's expressions as Kyverno does when it admits a policy, names checked against
     ``variables`` (raises :class:`CelRuleError` naming the field: a policy with an expression that does not
     compile is refused, not evaluated)."""
-    from itbench_gym.policy.cel.engine import CelError, check_references
+    from itbench_gym.policy.cel.engine import CelError, check_entries
 
-    if entries is None:
-        return
-    if not isinstance(entries, list):
-        raise CelRuleError(f"{where} must be a list")
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise CelRuleError(f"{where}[{i}] must be a mapping")
-        for key in keys:
-            text = entry.get(key)
-            if text is None and (key != "expression" or not required):
-                continue
-            if not isinstance(text, str) or not text.strip():
-                raise CelRuleError(f"{where}[{i}].{key} must be a non-empty string")
-            try:
-                check_references(text, variables, methods)
-            except CelError as exc:
-                raise CelRuleError(f"{where}[{i}].{key}: {exc}") from None
+    try:
+        check_entries(entries, where, keys, variables, methods)
+    except CelError as exc:
+        raise CelRuleError(str(exc)) from None
 
 
 def check_rule(rule: dict[str, Any]) -> None:
@@ -78,7 +85,7 @@ def check_rule(rule: dict[str, Any]) -> None:
     check_expressions(cel.get("variables"), "validate.cel.variables")
 
 
-def truth(expression: Any, where: str, env: dict[str, Any]) -> bool:
+def truth(expression: Any, where: str, env: Any) -> bool:
     value = evaluate(expression, where, env)
     if not isinstance(value, bool):
         raise CelRuleError(f"{where}: expression must evaluate to a bool, got {type(value).__name__}")
@@ -99,16 +106,10 @@ def validate_cel(spec: Any, ctx: Context, default_message: str = "") -> tuple[st
         return "error", "validate.cel must be a mapping"
     env = bindings(ctx)
     try:
-        values: dict[str, Any] = {}
-        env["variables"] = values
         for i, variable in enumerate(spec.get("variables") or []):
-            name = variable.get("name") if isinstance(variable, dict) else None
-            if not name:
+            if not (isinstance(variable, dict) and variable.get("name")):
                 raise CelRuleError(f"validate.cel.variables[{i}] needs a name")
-            try:  # evaluated here, once; one that fails errs only where an expression reads it
-                values[str(name)] = evaluate(variable.get("expression"), f"validate.cel.variables[{i}] ({name})", env)
-            except CelRuleError:
-                continue
+        bind_variables(spec.get("variables"), "validate.cel.variables", env)
         failures = []
         for i, check in enumerate(spec.get("expressions") or []):
             check = check if isinstance(check, dict) else {}
