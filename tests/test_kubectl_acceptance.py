@@ -432,9 +432,55 @@ def test_watch_and_wait(kc: Kubectl) -> None:
     assert "condition met" in kc.out("wait", "--for=condition=Available", "deploy/frontend", "--timeout=60s")
 
 
-def test_exec_fails_clearly(kc: Kubectl) -> None:
-    result = kc("exec", recommendation_pod(kc), "--", "ls", check=False)
-    assert result.returncode != 0 and "exec is not supported by the itbench_gym twin" in result.stderr
+def pod_of(kc: Kubectl, component: str) -> dict:  # type: ignore[type-arg]
+    return kc.json("get", "pods", "-l", f"app.kubernetes.io/component={component}")["items"][0]
+
+
+def test_exec_env_is_the_containers(kc: Kubectl) -> None:
+    pod = pod_of(kc, "frontend-proxy")
+    env = dict(line.split("=", 1) for line in kc.out("exec", pod["metadata"]["name"], "--", "env").splitlines())
+    service = kc.json("get", "service", "frontend")
+    assert env["HOSTNAME"] == pod["metadata"]["name"] and env["PATH"].endswith("/bin")
+    assert env["FRONTEND_PORT"] == "8080" and env["OTEL_SERVICE_NAME"] == "frontend-proxy"  # spec env, a fieldRef
+    assert env["FRONTEND_SERVICE_HOST"] == service["spec"]["clusterIP"]  # the kubelet's Service links
+    assert env["KUBERNETES_SERVICE_PORT"] == "443"
+
+
+def test_exec_reads_the_kubelets_files_and_the_mounts(kc: Kubectl) -> None:
+    pod = pod_of(kc, "frontend-proxy")["metadata"]["name"]
+    assert kc.out("exec", pod, "--", "cat", "/etc/resolv.conf") == (
+        "search otel-demo.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n")
+    hosts = kc.out("exec", pod, "--", "cat", "/etc/hosts")
+    assert hosts.startswith("# Kubernetes-managed hosts file.\n") and hosts.rstrip().endswith(f"\t{pod}")
+    postgres = pod_of(kc, "postgresql")["metadata"]["name"]
+    init = kc.json("get", "configmap", "postgresql-init")["data"]
+    name = sorted(init)[0]
+    assert kc.out("exec", postgres, "--", "ls", "/docker-entrypoint-initdb.d").split() == sorted(init)
+    assert kc.out("exec", postgres, "--", "cat", f"/docker-entrypoint-initdb.d/{name}") == init[name]
+
+
+def test_exec_exit_codes_and_missing_programs(kc: Kubectl) -> None:
+    pod = pod_of(kc, "frontend-proxy")["metadata"]["name"]
+    failed = kc("exec", pod, "--", "sh", "-c", "echo out; echo err >&2; exit 3", check=False)
+    assert (failed.returncode, failed.stdout) == (3, "out\n")
+    assert failed.stderr == "err\ncommand terminated with exit code 3\n"
+    piped = kc("exec", "-i", pod, "--", "sh", "-c", "grep -c needle", stdin="hay\nneedle\nneedle\n")
+    assert piped.stdout == "2\n"
+    checkout = pod_of(kc, "checkout")["metadata"]["name"]  # distroless: no shell
+    missing = kc("exec", checkout, "--", "sh", check=False)
+    assert missing.returncode == 1
+    assert 'exec: "sh": executable file not found in $PATH' in missing.stderr
+    denied = kc("exec", "-n", "kube-system", "etcd-control-plane", "--", "ls", check=False)
+    assert denied.returncode == 1 and "forbidden" in denied.stderr
+
+
+def test_exec_needs_a_running_container(kc: Kubectl) -> None:
+    name = f"exec-waiting-{kc.v.replace('.', '')}"
+    kc("run", name, "--image=quay.io/it-bench/hello-bench-invalid:1.0", "--restart=Never")
+    kc("wait", "--for=condition=PodScheduled", f"pod/{name}", "--timeout=60s")
+    waiting = kc("exec", name, "--", "ls", check=False)
+    assert waiting.returncode == 1 and f'container not found ("{name}")' in waiting.stderr
+    kc("delete", "pod", name, "--wait=false")
 
 
 def test_drain_evicts_and_reschedules(kc: Kubectl) -> None:

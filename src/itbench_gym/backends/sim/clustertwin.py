@@ -18,9 +18,10 @@ import jsonschema
 
 from itbench_gym.backends.rbac import agent_rbac_objects
 from itbench_gym.backends.sim.app.model import read_manifests
+from itbench_gym.backends.sim.containers.runner import ContainerExec
 from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
-from itbench_gym.backends.sim.kube.registry import ImageRule, RegistryRuntime, parse_images
+from itbench_gym.backends.sim.kube.registry import ImageRule, RegistryRuntime, parse_images, shared
 from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
 from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
@@ -124,6 +125,11 @@ class ClusterTwin:
                 self._next_tick += TICK_SECONDS
             self.clock.set(target)
             self.cluster.tick(target)
+
+    def container_exec(self) -> ContainerExec:
+        """``kubectl exec``'s far end for this cluster."""
+        runtime = RegistryRuntime(self.env.images)
+        return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule, default_home=shared().default_home)
 
     def reseed(self, seed: int) -> None:
         with self.lock:

@@ -32,6 +32,9 @@ KEEP_ALIVE_SECONDS = 30.0
 DRAIN_AT_MOST = 16 << 20
 #: Responses that carry no body whatever their headers say (RFC 9110 §6.4.1).
 _BODILESS = frozenset({204, 304})
+#: WSGI environ key an app sets, with a ``101 Switching Protocols`` answer, to the function that takes
+#: the connection over (its reader and writer) once the answer is sent; the connection ends with it.
+UPGRADE = "itbench_gym.upgrade"
 
 
 class _Body:
@@ -149,15 +152,31 @@ class _Handler(WSGIRequestHandler):
                 except OSError:
                     pass
             return
+        upgrade = environ.get(UPGRADE)
+        if response.get("code") == 101 and callable(upgrade):
+            self.close_connection = True
+            try:
+                upgrade(self.rfile, self.wfile)
+            except (ConnectionError, TimeoutError, ssl.SSLError, ValueError):
+                pass  # the client went away mid-stream (ValueError: a write to a closed file)
+            except Exception:
+                log.exception("error in the upgraded connection of %s", environ.get("PATH_INFO"))
+            return
         if body is not None and not self.close_connection and (body.left > DRAIN_AT_MOST or not body.drain()):
             self.close_connection = True
 
     def _send_head(self, environ: dict[str, Any], response: dict[str, Any], keep: bool) -> None:
         status = response["status"]
         code_text, _, reason = status.partition(" ")
-        code = int(code_text)
+        code = response["code"] = int(code_text)
         names = {name.lower() for name, _ in response["headers"]}
         self.send_response(code, reason)
+        if code == 101:  # the upgrade's own Connection and Upgrade headers go as they are
+            for name, value in response["headers"]:
+                self.send_header(name, value)
+            self.end_headers()
+            response["sent"], response["bodiless"], response["chunked"] = True, True, False
+            return
         for name, value in response["headers"]:
             if name.lower() != "connection":
                 self.send_header(name, value)

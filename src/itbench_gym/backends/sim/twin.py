@@ -23,10 +23,12 @@ from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.fleet import AppFleet
 from itbench_gym.backends.sim.app.model import read_manifests
+from itbench_gym.backends.sim.containers.runner import ContainerExec
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
 from itbench_gym.backends.sim.gc_pause import gc_paused
 from itbench_gym.backends.sim.install import deploy, load_releases
 from itbench_gym.backends.sim.kube.cluster import KubeCluster
+from itbench_gym.backends.sim.kube.registry import shared
 from itbench_gym.backends.sim.kube.store import DEFAULT_EVENT_QUOTA_BYTES, DEFAULT_QUOTA_BYTES
 from itbench_gym.backends.sim.promql import Engine
 from itbench_gym.clock import SimClock
@@ -205,6 +207,16 @@ class Twin:
             self.seed = seed
             self.apps.reseed(seed)
             self.cluster.reseed(seed)
+
+    def container_exec(self) -> ContainerExec:
+        """``kubectl exec``'s far end for this twin: an app container's process keeps the env it started with."""
+        def started_env(pod: dict[str, Any], container: str) -> dict[str, str] | None:
+            model = self.apps.instance(str(pod["metadata"].get("namespace") or ""))
+            return model.started_env(pod, container) if model is not None else None
+
+        runtime = self.apps.runtime()
+        return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,
+                             default_home=shared().default_home, started_env=started_env)
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """Every log record of the container (the log store's view: stdout and OTLP)."""

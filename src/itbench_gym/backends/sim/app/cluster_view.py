@@ -8,6 +8,8 @@ inputs explicit: the model is a function of this view and its own state.
 from __future__ import annotations
 
 import base64
+import math
+import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -188,6 +190,14 @@ class ClusterView:
         value = ((self.config_maps.get(name) or {}).get("data") or {}).get(key)
         return None if value is None else str(value)
 
+    def data(self, kind: str, name: str) -> dict[str, str] | None:
+        """Every key of ConfigMap or Secret ``name`` as :meth:`key` reads it, None when absent."""
+        obj = (self.secrets if kind == "Secret" else self.config_maps).get(name)
+        if obj is None:
+            return None
+        keys = {*(obj.get("data") or {}), *(obj.get("stringData") or {})} if kind == "Secret" else set(obj.get("data") or {})
+        return {k: v for k in keys if (v := self.key(kind, name, k)) is not None}
+
     def serving(self, service: str) -> list[PodView]:
         return [p for p in self.by_service.get(service, []) if p.ready]
 
@@ -210,36 +220,102 @@ def ready_pod_labels(pods: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
 
 #: Reads key ``key`` of the ConfigMap or Secret ``name`` ("ConfigMap" / "Secret"); None when absent.
 KeyLookup = Callable[[str, str, str], "str | None"]
+#: Every key of the ConfigMap or Secret ``name`` (a Secret's decoded); None when absent.
+DataLookup = Callable[[str, str], "Mapping[str, str] | None"]
+
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+#: What a C identifier-like env var name must match for ``envFrom`` to import a key (the kubelet
+#: skips the others with an event).
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
 def _no_lookup(kind: str, name: str, key: str) -> str | None:
     return None
 
 
-def container_env(container: Mapping[str, Any], pod: Mapping[str, Any], lookup: KeyLookup = _no_lookup) -> dict[str, str]:
-    """Container env as the kubelet builds it: ``$(VAR)`` expansion of earlier variables, the
-    downward-API fields the demo uses, and ConfigMap / Secret keys through ``lookup`` (a reference
-    it cannot resolve is left out: the kubelet would not have started the container)."""
+def _no_data(kind: str, name: str) -> Mapping[str, str] | None:
+    return None
+
+
+def expand_vars(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion (env values, command, args): ``$$`` is ``$``; an undefined
+    reference stays as written."""
+    return _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+
+
+def downward_field(pod: Mapping[str, Any], path: str) -> str | None:
+    """A pod field as the downward API renders it for an env var (``fieldRef.fieldPath``); None
+    for a path the API would not accept there."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    for field_name in ("labels", "annotations"):
+        prefix = f"metadata.{field_name}['"
+        if path.startswith(prefix) and path.endswith("']"):
+            return str((meta.get(field_name) or {}).get(path[len(prefix):-2], ""))
+    simple = {"metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace"),
+              "metadata.uid": meta.get("uid"), "spec.nodeName": spec.get("nodeName"),
+              "spec.serviceAccountName": spec.get("serviceAccountName"), "status.hostIP": status.get("hostIP"),
+              "status.podIP": status.get("podIP"),
+              "status.podIPs": ",".join(str(i.get("ip", "")) for i in status.get("podIPs") or []),
+              "status.hostIPs": ",".join(str(i.get("ip", "")) for i in status.get("hostIPs") or [])}
+    if path not in simple:
+        return None
+    value = simple[path]
+    return "" if value is None else str(value)
+
+
+def resource_field(container: Mapping[str, Any], ref: Mapping[str, Any]) -> str | None:
+    """``resourceFieldRef`` as the kubelet renders it: the container's request or limit over the
+    divisor, rounded up; None when the container does not set it (the kubelet would then use the
+    node's allocatable, which a container's view does not hold)."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    kind, _, resource = str(ref.get("resource", "")).partition(".")
+    value = ((container.get("resources") or {}).get(kind) or {}).get(resource)
+    if kind not in ("limits", "requests") or value is None:
+        return None
+    try:
+        divisor = parse_quantity(str(ref.get("divisor") or "1"))
+        amount = parse_quantity(str(value))
+    except ValueError:
+        return None
+    if divisor <= 0:
+        return None
+    return str(math.ceil(amount / divisor))
+
+
+def container_env(container: Mapping[str, Any], pod: Mapping[str, Any], lookup: KeyLookup = _no_lookup,
+                  data: DataLookup = _no_data) -> dict[str, str]:
+    """Container env as the kubelet builds it: ``envFrom`` sources (each valid key, with the
+    source's prefix), then ``env`` in order with ``$(VAR)`` expansion of what came before, the
+    downward API (``fieldRef``, ``resourceFieldRef``) and ConfigMap / Secret keys through ``lookup``
+    (a reference it cannot resolve is left out: the kubelet would not have started the container)."""
     out: dict[str, str] = {}
-    labels = pod["metadata"].get("labels") or {}
+    for source in container.get("envFrom") or []:
+        prefix = str(source.get("prefix") or "")
+        for field_name, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+            ref = source.get(field_name)
+            found = data(kind, str(ref.get("name", ""))) if ref else None
+            for k, v in sorted((found or {}).items()):
+                if _ENV_NAME.match(prefix + k):
+                    out[prefix + k] = v
     for e in container.get("env") or []:
-        if "value" in e:
-            value = str(e["value"])
-            for k, v in out.items():
-                value = value.replace(f"$({k})", v)
+        if "valueFrom" not in e:
+            out[e["name"]] = expand_vars(str(e.get("value", "")), out)
+            continue
+        source = e["valueFrom"] or {}
+        value: str | None = None
+        if "fieldRef" in source:
+            value = downward_field(pod, str((source["fieldRef"] or {}).get("fieldPath", "")))
+        elif "resourceFieldRef" in source:
+            value = resource_field(container, source["resourceFieldRef"] or {})
+        for field_name, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+            ref = source.get(field_name)
+            if ref:
+                value = lookup(kind, str(ref.get("name", "")), str(ref.get("key", "")))
+        if value is not None:
             out[e["name"]] = value
-        elif "valueFrom" in e:
-            source = e["valueFrom"] or {}
-            path = (source.get("fieldRef") or {}).get("fieldPath", "")
-            if path.startswith("metadata.labels['"):
-                out[e["name"]] = labels.get(path[len("metadata.labels['"):-2], "")
-            elif path == "metadata.name":
-                out[e["name"]] = pod["metadata"]["name"]
-            for field_name, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
-                ref = source.get(field_name)
-                found = lookup(kind, str(ref.get("name", "")), str(ref.get("key", ""))) if ref else None
-                if found is not None:
-                    out[e["name"]] = found
     return out
 
 

@@ -66,3 +66,32 @@ def service_for(host: str, pod_spec: Mapping[str, Any] | None, namespace: str, s
         if fqdn.endswith(suffix) and fqdn[: -len(suffix)] in services:
             return fqdn[: -len(suffix)]
     return None
+
+
+def resolv_conf(pod_spec: Mapping[str, Any], namespace: str) -> str | None:
+    """The ``/etc/resolv.conf`` containerd writes from the kubelet's DNS config for a pod (search,
+    nameservers, options, in that order); None when the pod gets the node's own file (``Default``,
+    ``ClusterFirst`` on the host network), which the twin does not model. ``dnsConfig`` adds
+    nameservers and searches after the cluster's (duplicates dropped) and overrides options by name."""
+    policy = pod_spec.get("dnsPolicy") or "ClusterFirst"
+    config = pod_spec.get("dnsConfig") or {}
+    if policy == "Default" or (policy == "ClusterFirst" and pod_spec.get("hostNetwork")):
+        return None
+    cluster = policy != "None"
+    nameservers = [CLUSTER_DNS] if cluster else []
+    searches = [f"{namespace}.svc.{CLUSTER_DOMAIN}", f"svc.{CLUSTER_DOMAIN}", CLUSTER_DOMAIN] if cluster else []
+    options: dict[str, str | None] = {"ndots": "5"} if cluster else {}
+    for server in config.get("nameservers") or []:
+        if str(server) not in nameservers:
+            nameservers.append(str(server))
+    for domain in config.get("searches") or []:
+        if str(domain) not in searches:
+            searches.append(str(domain))
+    for option in config.get("options") or []:
+        value = option.get("value")
+        options[str(option.get("name", ""))] = None if value is None else str(value)
+    lines = [f"search {' '.join(searches)}"] if searches else []
+    lines += [f"nameserver {s}" for s in nameservers]
+    if options:
+        lines.append("options " + " ".join(k if v is None else f"{k}:{v}" for k, v in options.items()))
+    return "".join(f"{line}\n" for line in lines)

@@ -500,6 +500,14 @@ class AppModel:
                                                                  flags=flags, instances=st.instances)))
         return usage
 
+    def started_env(self, pod: Mapping[str, Any], container: str) -> dict[str, str] | None:
+        """The env the app container's current run started with (ConfigMap and Secret keys as they
+        were then); None when the model runs no such process."""
+        restarts = next((int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or []
+                         if c.get("name") == container), 0)
+        inst = self._state.instances.get(f"{pod['metadata'].get('uid', '')}/{container}/{restarts}")
+        return dict(inst.env) if inst is not None else None
+
     def modelled(self) -> set[tuple[str, str]]:
         """The containers this instance drives, as (pod uid, container): the app's and their sidecars."""
         view = self._view

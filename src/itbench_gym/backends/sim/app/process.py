@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cluster_view import ClusterView, PodView, container_env
+from .cluster_view import ClusterView, PodView, container_env, expand_vars
 
-_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _SHELLS = {"sh", "bash", "ash", "dash"}
 _LOOP = re.compile(r"while\s+(?:true|:)\s*;?\s*do\b(?P<body>.*?)\bdone\b", re.S)
 _SLEEP = re.compile(r"(?<![\w-])sleep\s+(?P<s>\d+(?:\.\d+)?)")
@@ -29,15 +28,12 @@ _HEAD_SUFFIX = {"": 1, "b": 512, "k": 1024, "m": 1024 * 1024}
 
 def started_env(pod: PodView, view: ClusterView) -> dict[str, str]:
     """The app container's env as the kubelet builds it now (what a run starting now gets)."""
-    return container_env(pod.container, pod.pod, view.key)
+    return container_env(pod.container, pod.pod, view.key, view.data)
 
 
 def argv(container: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
     """``command`` + ``args`` with ``$(VAR)`` expanded from ``env`` (undefined ones stay, ``$$`` is ``$``)."""
-    def expand(text: str) -> str:
-        return _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
-
-    return [expand(str(x)) for x in [*(container.get("command") or []), *(container.get("args") or [])]]
+    return [expand_vars(str(x), env) for x in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
 def flag_value(args: list[str], flag: str) -> str | None:

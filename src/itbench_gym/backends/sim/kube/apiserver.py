@@ -36,7 +36,8 @@ from werkzeug.wrappers import Request, Response
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
-from . import bodies, errors, openapi, protobuf, rbac, tables, webhooks
+from ..server import UPGRADE
+from . import bodies, errors, openapi, protobuf, rbac, remotecommand, tables, webhooks
 from .apiload import ApiLoad
 from .auth import Auth, BoundAccount, Identity
 from .resources import ResourceType, split_api_version
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 #: ``(namespace, pod, container, start, end) -> [(timestamp, line), ...]`` for one container run.
 LogSource = Callable[[str, str, str, float, float], list[tuple[float, str]]]
+#: Runs a process in a container: (namespace, pod, container, argv, stdin, tty) → what it wrote and the
+#: error channel's Status (the kubelet and the container runtime's part of ``kubectl exec``).
+ExecSource = Callable[[str, str, str, list[str], bytes, bool], remotecommand.Outcome]
 
 SERVER_VERSION = {
     "major": "1", "minor": "34", "emulationMajor": "1", "emulationMinor": "34",
@@ -115,7 +119,8 @@ class KubeApp:
 
     def __init__(self, store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                  advance: Callable[[float], bool], log_source: LogSource | None = None,
-                 metrics: MetricsSource | None = None, load: ApiLoad | None = None) -> None:
+                 metrics: MetricsSource | None = None, load: ApiLoad | None = None,
+                 exec_source: ExecSource | None = None) -> None:
         self.store = store
         #: the API server's request load; None serves every request at once, as before
         self.load = load
@@ -124,6 +129,7 @@ class KubeApp:
         self.lock = lock
         self.advance = advance
         self.log_source = log_source
+        self.exec_source = exec_source
         self.metrics = metrics
         self._closed = threading.Event()
         self._polled: set[tuple[tuple[str, str], str | None, str | None]] = set()
@@ -344,6 +350,8 @@ class KubeApp:
             if method != "POST" or r.name:
                 raise errors.method_not_allowed("the server does not allow this method on the requested resource")
             return self._review(req, ident, rt)
+        if r.sub == "exec" and rt.kind == "Pod" and self.exec_source is not None and r.name:
+            return self._exec(req, ident, attrs, r.namespace or "", r.name, self.exec_source)
         if r.sub in ("exec", "attach", "portforward", "proxy"):
             raise errors.bad_request(f"{r.sub} is not supported by the itbench_gym twin: it runs no containers; "
                                      "use `kubectl logs`, `kubectl describe` and the metrics/trace tools instead")
@@ -899,6 +907,65 @@ class KubeApp:
             self.store.settle()
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
+    def _exec(self, req: Request, ident: Identity, attrs: rbac.Attributes, namespace: str, name: str,
+              run: ExecSource) -> Response:
+        """``pods/exec``: the API server's checks (``PodExecOptions``, the container, the node), the
+        kubelet's (the container runs), then the stream. A WebSocket upgrade is authorised for
+        ``create`` as well as ``get`` (Kubernetes 1.35's AuthorizePodWebsocketUpgradeCreatePermission);
+        an SPDY request, kubectl's fallback, gets the same errors and is otherwise refused."""
+        q = req.args
+        websocket = remotecommand.requested(req.headers)
+        if websocket and req.method == "GET":
+            create = rbac.Attributes(attrs.user, attrs.groups, "create", True, path=attrs.path, group=attrs.group,
+                                     version=attrs.version, namespace=attrs.namespace, resource=attrs.resource,
+                                     subresource=attrs.subresource, name=attrs.name)
+            with self.lock:
+                decision = self.authz.authorize(create)
+            if not decision.allowed:
+                raise rbac.forbidden(create, decision.reason)
+        argv = q.getlist("command")
+        stdin, stdout, stderr, tty = (_truthy(q.get(k)) for k in ("stdin", "stdout", "stderr", "tty"))
+        if not argv:
+            raise errors.bad_request("you must specify at least 1 command")
+        if not (stdin or stdout or stderr):
+            raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+        if tty and stderr:
+            raise errors.bad_request("tty and stderr cannot both be true")
+        with self.lock:
+            pod = self.store.get_stored(self.store.registry.by_kind("Pod", "v1"), namespace, name)
+            spec = pod.get("spec") or {}
+            containers = [str(c.get("name")) for c in spec.get("containers") or []]
+            container = q.get("container") or ""
+            if not container:
+                if len(containers) != 1:
+                    raise errors.bad_request(f"a container name must be specified for pod {name}, "
+                                             f"choose one of: [{' '.join(containers)}]")
+                container = containers[0]
+            names = {str(c.get("name")) for key in ("containers", "initContainers", "ephemeralContainers")
+                     for c in spec.get(key) or []}
+            if container not in names:
+                raise errors.bad_request(f"container {container} is not valid for pod {name}")
+            if not spec.get("nodeName"):
+                raise errors.bad_request(f"pod {name} does not have a host assigned")
+            status = pod.get("status") or {}
+            running = any(c.get("name") == container and "running" in (c.get("state") or {})
+                          for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+                          for c in status.get(key) or [])
+        if not running:  # the kubelet finds only running containers; kubectl prints its words as they are
+            raise errors.ApiError(500, "InternalError", f'container not found ("{container}")')
+        if not websocket or req.method != "GET":
+            raise errors.bad_request(f"the itbench_gym twin serves exec over a WebSocket ({remotecommand.PROTOCOL}, "
+                                     "kubectl 1.30 or later), not over SPDY")
+        if not remotecommand.offers_protocol(req.headers):
+            raise errors.bad_request(f"the WebSocket must offer subprotocol {remotecommand.PROTOCOL}")
+
+        def session(reader: Any, writer: Any) -> None:
+            remotecommand.Session(reader, writer).serve(
+                lambda data: run(namespace, name, container, list(argv), data if stdin else b"", tty), stdin=stdin)
+
+        req.environ[UPGRADE] = session
+        return Response(status=101, headers=remotecommand.handshake_headers(req.headers))
+
     def _logs(self, req: Request, namespace: str, name: str) -> Response:
         q = req.args
         _validate_log_options(q, name)
@@ -1110,10 +1177,11 @@ _SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
 }
 def make_kube_app(store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                   advance: Callable[[float], bool], log_source: LogSource | None = None,
-                  metrics: MetricsSource | None = None, load: ApiLoad | None = None) -> KubeApp:
+                  metrics: MetricsSource | None = None, load: ApiLoad | None = None,
+                  exec_source: ExecSource | None = None) -> KubeApp:
     """The Kubernetes API as a WSGI app over ``store`` (see module docstring for ``advance``)."""
     return KubeApp(store, clock=clock, auth=auth, lock=lock, advance=advance, log_source=log_source, metrics=metrics,
-                   load=load)
+                   load=load, exec_source=exec_source)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ class ImageRule:
     image's ``HOME`` (where a shell's ``~`` points; empty: the registry's ``defaultHome``). ``idle``
     is what a process of the image uses when nothing drives it (CPU cores, memory bytes), for images
     whose requests are far from it (istiod requests 2Gi and idles near 150Mi); None: its requests.
+    ``workdir`` and ``env`` are the image config's ``WorkingDir`` and ``Env`` (what an exec'd process
+    starts in and with, before the pod's own env); empty: not catalogued.
     """
 
     pattern: str
@@ -44,26 +46,69 @@ class ImageRule:
     index: bool = True
     home: str = ""
     idle: tuple[float, float] | None = None
+    workdir: str = ""
+    env: tuple[tuple[str, str], ...] = ()
 
     def has(self, executable: str) -> bool:
         return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base image's programs on PATH, ``Env`` and ``WorkingDir``, which the images built on it
+    inherit (an image's own entries add to them: ``base:`` in an image entry)."""
+
+    executables: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    workdir: str
+
+
+@lru_cache(maxsize=1)
+def bases() -> dict[str, Base]:
+    """The base images ``registry.yaml`` catalogues, by name."""
+    raw = yaml.safe_load(_DATA.read_text()).get("bases") or {}
+    return {str(name): Base(tuple(str(e) for e in b.get("executables") or ()),
+                            tuple((str(k), str(v)) for k, v in (b.get("env") or {}).items()), str(b.get("workdir", "")))
+            for name, b in raw.items()}
+
+
+def _merged_env(base: Sequence[tuple[str, str]], own: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """An image's Env over its base's: a name it sets again keeps its place, new names follow (as ``ENV`` does)."""
+    out = dict(base)
+    out.update(own)
+    return tuple(out.items())
 
 
 def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRule, ...]:
     """Image rules from YAML entries; ``where`` names the file for errors."""
     out = []
     for i, entry in enumerate(raw):
-        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home", "idle"}
+        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home", "idle", "workdir", "env", "base"}
         if unknown or "pattern" not in entry or "architectures" not in entry:
             raise ValueError(f"{where}: images[{i}]: needs pattern and architectures; unknown fields {sorted(unknown)}")
         executables = entry.get("executables")
         idle = entry.get("idle")
         if idle is not None and (not isinstance(idle, Mapping) or set(idle) != {"cpu", "memory"}):
             raise ValueError(f"{where}: images[{i}].idle: needs exactly cpu and memory (quantities)")
+        env = entry.get("env") or {}
+        if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
+            raise ValueError(f"{where}: images[{i}].env: needs a mapping of names to strings")
+        workdir = str(entry.get("workdir", ""))
+        if workdir and not workdir.startswith("/"):
+            raise ValueError(f"{where}: images[{i}].workdir: needs an absolute path")
+        base = Base((), (), "")
+        if "base" in entry:
+            if str(entry["base"]) not in bases():
+                raise ValueError(f"{where}: images[{i}].base: {entry['base']!r} is not a base of {_DATA.name} "
+                                 f"(one of {', '.join(sorted(bases()))})")
+            base = bases()[str(entry["base"])]
+            executables = [*base.executables, *(e for e in executables or () if e not in base.executables)]
+        workdir = workdir or base.workdir
         out.append(ImageRule(str(entry["pattern"]), tuple(entry["architectures"]),
                              tuple(str(e) for e in executables) if executables is not None else None,
                              bool(entry.get("index", True)), str(entry.get("home", "")),
-                             (float(parse_quantity(idle["cpu"])), float(parse_quantity(idle["memory"]))) if idle is not None else None))
+                             (float(parse_quantity(idle["cpu"])), float(parse_quantity(idle["memory"]))) if idle is not None else None,
+                             workdir, _merged_env(base.env, [(str(k), v) for k, v in env.items()])))
     return tuple(out)
 
 
@@ -129,6 +174,10 @@ class RegistryRuntime(DefaultRuntime):
 
     def _rule(self, image: str) -> ImageRule | None:
         return shared().rule(image, self.first)
+
+    def image_rule(self, image: str) -> ImageRule | None:
+        """The catalogue entry of ``image`` (the app's images first), None when no registry serves it."""
+        return self._rule(image)
 
     def idle_usage(self, image: str) -> tuple[float, float] | None:
         """CPU cores and memory bytes a process of ``image`` uses at idle, when its catalogue entry says."""

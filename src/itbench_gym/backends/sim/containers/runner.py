@@ -1,0 +1,350 @@
+"""The far end of ``kubectl exec``: the container the kubelet finds, the process the runtime starts.
+
+The process gets what containerd gives an exec: the container's env (containerd's default PATH,
+``HOSTNAME``, the image config's Env, then what the kubelet resolved: Service links, ``envFrom``,
+``env``), its working directory and the container's mounts; it runs the program the image holds
+(:mod:`.programs`). An argv[0] the image does not hold fails as runc words it, before any process.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import ipaddress
+import posixpath
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from itbench_gym.backends.sim.app.cluster_view import container_env, downward_field, resource_field
+from itbench_gym.backends.sim.app.dns import resolv_conf
+from itbench_gym.backends.sim.kube.errors import ApiError
+from itbench_gym.backends.sim.kube.registry import ImageRule
+from itbench_gym.backends.sim.kube.remotecommand import Outcome, exit_status, internal_error, success
+from itbench_gym.backends.sim.kube.store import ObjectStore
+from itbench_gym.lang.timestamps import parse_rfc3339
+
+from . import programs
+from .context import Container, FileTree
+
+Obj = dict[str, Any]
+#: containerd's default process PATH (what a container gets when its image sets none).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_HOSTS_HEADER = "# Kubernetes-managed hosts file.\n"
+_HOSTS_LOCAL = ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
+                "fe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
+#: The image's catalogue entry for a reference (None: no registry serves it).
+RuleOf = Callable[[str], "ImageRule | None"]
+#: The env the kubelet resolved when the container's current run started (None: not recorded).
+StartedEnv = Callable[[Obj, str], "Mapping[str, str] | None"]
+
+
+def _env_name(name: str) -> str:
+    return name.upper().replace("-", "_")
+
+
+def service_links(services: list[Obj], namespace: str, enabled: bool) -> dict[str, str]:
+    """The Docker-link style variables the kubelet adds for Services: every Service of the pod's
+    namespace when ``enableServiceLinks``, and the API server's ``kubernetes`` Service always."""
+    out: dict[str, str] = {}
+    for svc in services:
+        meta, spec = svc.get("metadata") or {}, svc.get("spec") or {}
+        master = meta.get("namespace") == "default" and meta.get("name") == "kubernetes"
+        ip = str(spec.get("clusterIP") or "")
+        if not (master or (enabled and meta.get("namespace") == namespace)) or ip in ("", "None"):
+            continue
+        ports = spec.get("ports") or []
+        if not ports:
+            continue
+        prefix = _env_name(str(meta.get("name", "")))
+        out[f"{prefix}_SERVICE_HOST"] = ip
+        out[f"{prefix}_SERVICE_PORT"] = str(ports[0].get("port"))
+        for port in ports:
+            if port.get("name"):
+                out[f"{prefix}_SERVICE_PORT_{_env_name(str(port['name']))}"] = str(port.get("port"))
+        host = f"[{ip}]" if ipaddress.ip_address(ip).version == 6 else ip
+        for i, port in enumerate(ports):
+            protocol = str(port.get("protocol") or "TCP")
+            url = f"{protocol.lower()}://{host}:{port.get('port')}"
+            if i == 0:
+                out[f"{prefix}_PORT"] = url
+            link = f"{prefix}_PORT_{port.get('port')}_{protocol.upper()}"
+            out.update({link: url, f"{link}_PROTO": protocol.lower(), f"{link}_PORT": str(port.get("port")),
+                        f"{link}_ADDR": ip})
+    return out
+
+
+class ContainerExec:
+    """Runs exec'd processes in the containers of ``store`` (the twin's ``ExecSource``)."""
+
+    def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
+                 default_home: str = "/root", started_env: StartedEnv | None = None) -> None:
+        self._store, self._lock, self._clock = store, lock, clock
+        self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env
+
+    def __call__(self, namespace: str, pod_name: str, container_name: str, argv: list[str], stdin: bytes,
+                 tty: bool) -> Outcome:
+        with self._lock:
+            try:
+                pod = self._store.get_stored(self._store.registry.by_kind("Pod", "v1"), namespace, pod_name)
+            except ApiError:
+                return Outcome(b"", b"", internal_error(f'container not found ("{container_name}")'))
+            spec = next((c for key in ("containers", "initContainers", "ephemeralContainers")
+                         for c in (pod.get("spec") or {}).get(key) or [] if c.get("name") == container_name), None)
+            if spec is None:
+                return Outcome(b"", b"", internal_error(f'container not found ("{container_name}")'))
+            image = str(spec.get("image", ""))
+            rule = self._rule_of(image)
+            if rule is None or rule.executables is None:
+                return Outcome(b"", b"", internal_error(
+                    f"error executing command in container: the itbench_gym twin does not catalogue the programs of image "
+                    f"{image}, so it cannot run {argv[0]!r} there"))
+            container = self._container(pod, spec, rule)
+        if programs.find(argv[0], container) is None:
+            return Outcome(b"", b"", internal_error(self._not_found(pod, container_name, argv, container)))
+        result = programs.run(argv, container, stdin)
+        stdout, stderr = result.stdout, result.stderr
+        if tty:  # one terminal: both streams on it, with the line discipline's CR before each LF
+            stdout, stderr = (stdout + stderr).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), b""
+        return Outcome(stdout, stderr, success() if result.code == 0 else exit_status(argv, result.code))
+
+    def _not_found(self, pod: Obj, container: str, argv: list[str], view: Container) -> str:
+        """runc's refusal of an argv[0] the image does not hold (containerd names the exec by its id)."""
+        seed = f"{pod['metadata'].get('uid', '')}/{container}/{self._clock.now()}/{argv}".encode()
+        exec_id = hashlib.sha256(seed).hexdigest()
+        name = argv[0]
+        reason = (f"stat {view.path(name)}: no such file or directory" if "/" in name
+                  else "executable file not found in $PATH")
+        return (f'error executing command in container: failed to exec in container: failed to start exec "{exec_id}": '
+                f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{name}": {reason}: unknown')
+
+    def _lookup(self, namespace: str) -> tuple[Callable[[str, str, str], str | None], Callable[[str, str], dict[str, str] | None]]:
+        def data(kind: str, name: str) -> dict[str, str] | None:
+            obj = self._object(kind, namespace, name)
+            if obj is None:
+                return None
+            raw = _data_bytes(kind, obj)
+            return {k: v.decode("utf-8", "replace") for k, v in raw.items()}
+
+        def key(kind: str, name: str, k: str) -> str | None:
+            return (data(kind, name) or {}).get(k)
+
+        return key, data
+
+    def _object(self, kind: str, namespace: str, name: str) -> Obj | None:
+        try:
+            return self._store.get_stored(self._store.registry.by_kind(kind, "v1"), namespace, name)
+        except ApiError:
+            return None
+
+    def _container(self, pod: Obj, spec: Obj, rule: ImageRule) -> Container:
+        meta, pod_spec = pod["metadata"], pod.get("spec") or {}
+        namespace = str(meta.get("namespace") or "default")
+        hostname = str(pod_spec.get("hostname") or meta.get("name", ""))[:63]
+        kubelet = self._started_env(pod, str(spec.get("name"))) if self._started_env is not None else None
+        if kubelet is None:
+            key, data = self._lookup(namespace)
+            kubelet = container_env(spec, pod, key, data)
+        services = self._store.list_stored(self._store.registry.by_kind("Service", "v1"), None)
+        links = service_links(services, namespace, pod_spec.get("enableServiceLinks") is not False)
+        env: dict[str, str] = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
+        env.update(rule.env)
+        env.update(sorted({**links, **kubelet}.items()))
+        env.setdefault("HOME", rule.home or self._default_home)
+        return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
+                         image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname),
+                         executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
+                         now=float(self._clock.now()))
+
+    def _files(self, pod: Obj, spec: Obj, hostname: str) -> FileTree:
+        """The container's mounts and the files the kubelet writes into it."""
+        tree = _TreeBuilder()
+        pod_spec = pod.get("spec") or {}
+        namespace = str(pod["metadata"].get("namespace") or "default")
+        if not pod_spec.get("hostNetwork"):
+            tree.file("/etc/hosts", _hosts(pod, hostname).encode())
+            tree.file("/etc/hostname", f"{hostname}\n".encode())
+        resolv = resolv_conf(pod_spec, namespace)
+        if resolv is not None:
+            tree.file("/etc/resolv.conf", resolv.encode())
+        tree.file(str(spec.get("terminationMessagePath") or "/dev/termination-log"), b"")
+        volumes = {v.get("name"): v for v in pod_spec.get("volumes") or []}
+        stamp = _stamp(pod)
+        for mount in spec.get("volumeMounts") or []:
+            volume = volumes.get(mount.get("name")) or {}
+            root = posixpath.normpath(str(mount.get("mountPath", "/")))
+            projected = self._projected(volume, pod, spec, namespace)
+            if projected is None:  # a volume whose content the twin does not hold (hostPath, PVC, ...)
+                tree.directory(root, modelled=False)
+                continue
+            files, complete = projected
+            sub = str(mount.get("subPath") or "")
+            if sub:
+                if sub in files:
+                    tree.file(root, files[sub])
+                else:
+                    tree.directory(root, modelled=complete and not any(p.startswith(sub + "/") for p in files))
+                    for rel, content in files.items():
+                        if rel.startswith(sub + "/"):
+                            tree.file(posixpath.join(root, rel[len(sub) + 1:]), content)
+                continue
+            tree.atomic(root, stamp, files, complete)
+        return tree.build()
+
+    def _projected(self, volume: Obj, pod: Obj, spec: Obj, namespace: str) -> tuple[dict[str, bytes], bool] | None:
+        """A volume's files by relative path and whether they are all the volume holds; None for a
+        volume kind whose content the twin does not model (an emptyDir holds what the pod's containers
+        wrote, a hostPath the node's files, a claim its disk's)."""
+        sources: list[tuple[str, Obj]] = []
+        for kind in ("configMap", "secret", "downwardAPI"):
+            if kind in volume:
+                sources.append((kind, volume[kind] or {}))
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            for kind in ("configMap", "secret", "downwardAPI", "serviceAccountToken", "clusterTrustBundle"):
+                if kind in source:
+                    sources.append((kind, source[kind] or {}))
+        if not sources:
+            return None
+        files: dict[str, bytes] = {}
+        complete = True
+        for kind, ref in sources:
+            if kind in ("configMap", "secret"):
+                name = str(ref.get("name") if kind == "configMap" else ref.get("secretName", ref.get("name", "")))
+                obj = self._object("ConfigMap" if kind == "configMap" else "Secret", namespace, name)
+                data = _data_bytes("ConfigMap" if kind == "configMap" else "Secret", obj) if obj is not None else {}
+                items = ref.get("items")
+                for rel, key in ([(str(i.get("path")), str(i.get("key"))) for i in items] if items else [(k, k) for k in data]):
+                    if key in data:
+                        files[rel] = data[key]
+            elif kind == "downwardAPI":
+                for item in ref.get("items") or []:
+                    text = _downward_file(pod, spec, item)
+                    if text is None:
+                        complete = False
+                    else:
+                        files[str(item.get("path"))] = text.encode()
+            else:  # a token or a trust bundle: the twin mints no such file
+                complete = False
+        return files, complete
+
+
+def _data_bytes(kind: str, obj: Obj) -> dict[str, bytes]:
+    """A ConfigMap's or Secret's keys as the files a volume would hold (base64 decoded where stored so)."""
+    out: dict[str, bytes] = {}
+    encoded = ["data", "binaryData"] if kind == "Secret" else ["binaryData"]
+    for field_name in ("data", "binaryData"):
+        for k, v in (obj.get(field_name) or {}).items():
+            if field_name in encoded:
+                try:
+                    out[str(k)] = base64.b64decode(str(v))
+                except (ValueError, binascii.Error):
+                    continue
+            else:
+                out[str(k)] = str(v).encode()
+    if kind == "Secret":
+        out.update({str(k): str(v).encode() for k, v in (obj.get("stringData") or {}).items()})
+    return out
+
+
+def _downward_file(pod: Obj, spec: Obj, item: Obj) -> str | None:
+    """A downwardAPI volume item's content (labels and annotations as sorted ``key="value"`` lines)."""
+    field_ref = item.get("fieldRef")
+    if field_ref:
+        path = str(field_ref.get("fieldPath", ""))
+        if path in ("metadata.labels", "metadata.annotations"):
+            values = (pod.get("metadata") or {}).get(path.split(".")[1]) or {}
+            return "\n".join(f'{k}="{_go_quote(str(v))}"' for k, v in sorted(values.items()))
+        return downward_field(pod, path)
+    ref = item.get("resourceFieldRef")
+    if ref:
+        name = ref.get("containerName") or spec.get("name")
+        target = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), None)
+        return resource_field(target, ref) if target is not None else None
+    return None
+
+
+def _go_quote(text: str) -> str:
+    """The inside of Go's ``%q`` for text: backslash, quote and control characters escaped."""
+    out = []
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _hosts(pod: Obj, hostname: str) -> str:
+    """The kubelet's managed ``/etc/hosts``: localhost entries, the pod's IPs, then ``hostAliases``."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    ips = [str(i.get("ip")) for i in status.get("podIPs") or []] or ([str(status["podIP"])] if status.get("podIP") else [])
+    subdomain = spec.get("subdomain")
+    namespace = pod["metadata"].get("namespace") or "default"
+    text = _HOSTS_HEADER + _HOSTS_LOCAL
+    for ip in ips:
+        text += (f"{ip}\t{hostname}.{subdomain}.{namespace}.svc.cluster.local\t{hostname}\n" if subdomain
+                 else f"{ip}\t{hostname}\n")
+    aliases = spec.get("hostAliases") or []
+    if aliases:
+        text += "\n# Entries added by HostAliases.\n"
+        text += "".join(f"{a.get('ip')}\t{chr(9).join(str(h) for h in a.get('hostnames') or [])}\n" for a in aliases)
+    return text
+
+
+def _stamp(pod: Obj) -> str:
+    """The atomic writer's timestamped directory (``..<UTC time>.<random digits>``, from the pod's start)."""
+    started = (pod.get("status") or {}).get("startTime") or (pod.get("metadata") or {}).get("creationTimestamp")
+    when = parse_rfc3339(str(started)) if started else 0.0
+    digits = int(hashlib.sha256(str((pod.get("metadata") or {}).get("uid", "")).encode()).hexdigest()[:8], 16) % 10**10
+    return time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime(when)) + str(digits)
+
+
+class _TreeBuilder:
+    """Collects a container's files, directories, links and modelled roots."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.dirs: set[str] = {"/"}
+        self.links: dict[str, str] = {}
+        self.modelled: set[str] = set()
+
+    def _parents(self, path: str) -> None:
+        parent = posixpath.dirname(path)
+        while parent not in self.dirs:
+            self.dirs.add(parent)
+            parent = posixpath.dirname(parent)
+
+    def file(self, path: str, content: bytes) -> None:
+        self._parents(path)
+        self.files[path] = content
+        self.modelled.add(path)
+
+    def directory(self, path: str, *, modelled: bool) -> None:
+        self._parents(path)
+        self.dirs.add(path)
+        if modelled:
+            self.modelled.add(path)
+
+    def atomic(self, root: str, stamp: str, files: Mapping[str, bytes], complete: bool) -> None:
+        """A ConfigMap, Secret, projected or downwardAPI volume as the kubelet's atomic writer lays it out."""
+        self.directory(root, modelled=complete)
+        data_dir = posixpath.join(root, stamp)
+        self.directory(data_dir, modelled=complete)
+        self.links[posixpath.join(root, "..data")] = stamp
+        for rel, content in files.items():
+            path = posixpath.join(data_dir, rel)
+            self._parents(path)
+            self.files[path] = content
+            top = rel.split("/", 1)[0]
+            self.links[posixpath.join(root, top)] = f"..data/{top}"
+
+    def build(self) -> FileTree:
+        return FileTree(self.files, frozenset(self.dirs), frozenset(self.modelled), self.links)

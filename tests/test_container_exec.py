@@ -1,0 +1,233 @@
+"""What a user sees running programs and shell scripts in a container of the twin (``kubectl exec``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from itbench_gym.backends.sim.containers import programs
+from itbench_gym.backends.sim.containers.context import Container, ExecResult, FileTree
+
+STAMP = "..2026_12_06_07_37_00.123456789"
+CONFIG = b"receivers:\n  otlp:\n    protocols:\n      grpc:\n"
+HOSTS = b"127.0.0.1\tlocalhost\n10.244.0.7\tcollector-0\n"
+UNMODELLED = "the itbench_gym twin does not model the image's own files"
+ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME": "collector-0", "HOME": "/root",
+       "OTEL_SERVICE_NAME": "otelcol", "SERVICE_PORT": "4317", "SERVICE_HOST": "10.96.0.12"}
+
+
+def _tree() -> FileTree:
+    return FileTree(
+        files={f"/etc/otelcol/{STAMP}/config.yaml": CONFIG, f"/etc/otelcol/{STAMP}/relay.yaml": b"relay: true\n",
+               "/etc/hosts": HOSTS, "/etc/hostname": b"collector-0\n", "/etc/resolv.conf": b"nameserver 10.96.0.10\n",
+               "/dev/termination-log": b""},
+        directories=frozenset({"/", "/etc", "/dev", "/etc/otelcol", f"/etc/otelcol/{STAMP}"}),
+        modelled=frozenset({"/etc/otelcol", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log"}),
+        links={"/etc/otelcol/..data": STAMP, "/etc/otelcol/config.yaml": "..data/config.yaml",
+               "/etc/otelcol/relay.yaml": "..data/relay.yaml"},
+    )
+
+
+def _container(executables: tuple[str, ...]) -> Container:
+    return Container("collector-0", "otel", "otelcol", "example/otelcol:1", "collector-0", ENV, _tree(), executables,
+                     now=1796542620.0)
+
+
+ALPINE = _container(("sh", "ash", "cat", "env", "printenv", "ls", "grep", "sort", "head", "tail", "wc", "uniq", "echo",
+                     "date", "hostname", "sleep", "wget", "nc"))
+DEBIAN = _container(("sh", "bash", "dash", "cat", "env", "printenv", "ls", "grep", "sort", "head", "wc", "date", "sleep"))
+DISTROLESS = _container(("/otelcol",))
+
+
+def run(container: Container, *argv: str, stdin: bytes = b"") -> ExecResult:
+    return programs.run(list(argv), container, stdin)
+
+
+def sh(container: Container, script: str, shell: str = "sh") -> ExecResult:
+    return run(container, shell, "-c", script)
+
+
+def test_env_prints_the_container_env_in_order() -> None:
+    result = run(ALPINE, "env")
+    assert result.code == 0
+    assert result.stdout.decode().splitlines() == [f"{k}={v}" for k, v in ENV.items()]
+
+
+def test_env_runs_a_command_with_an_extra_variable() -> None:
+    result = run(DEBIAN, "env", "EXTRA=1", "printenv", "EXTRA", "HOME")
+    assert (result.stdout, result.code) == (b"1\n/root\n", 0)
+    missing = run(DEBIAN, "env", "nosuch")
+    assert (missing.stderr, missing.code) == (b"env: 'nosuch': No such file or directory\n", 127)
+
+
+def test_printenv_exit_status_says_whether_every_name_is_set() -> None:
+    assert run(ALPINE, "printenv", "HOME") == ExecResult(b"/root\n", b"", 0)
+    assert run(ALPINE, "printenv", "HOME", "NOPE") == ExecResult(b"/root\n", b"", 1)
+
+
+def test_cat_reads_a_configmap_key_through_its_links() -> None:
+    assert run(ALPINE, "cat", "/etc/otelcol/config.yaml") == ExecResult(CONFIG, b"", 0)
+    assert run(DEBIAN, "cat", "/etc/otelcol/..data/relay.yaml").stdout == b"relay: true\n"
+
+
+def test_cat_of_a_missing_file_under_a_mount_is_the_real_error() -> None:
+    assert run(ALPINE, "cat", "/etc/otelcol/nope.yaml") == ExecResult(
+        b"", b"cat: can't open '/etc/otelcol/nope.yaml': No such file or directory\n", 1)
+    assert run(DEBIAN, "cat", "/etc/otelcol/nope.yaml") == ExecResult(b"", b"cat: /etc/otelcol/nope.yaml: No such file or directory\n", 1)
+    assert run(DEBIAN, "cat", "/etc").stderr == b"cat: /etc: Is a directory\n"
+
+
+def test_cat_of_the_images_own_file_says_the_twin_does_not_model_it() -> None:
+    result = run(DEBIAN, "cat", "/app/server.js", "/etc/hosts")
+    assert result.code == 1
+    assert result.stdout == HOSTS
+    assert result.stderr.decode().startswith(f"cat: /app/server.js: {UNMODELLED} (it knows")
+    assert "No such file" not in result.stderr.decode()
+
+
+def test_ls_of_a_configmap_mount_hides_the_atomic_writer_entries() -> None:
+    assert run(ALPINE, "ls", "/etc/otelcol") == ExecResult(b"config.yaml\nrelay.yaml\n", b"", 0)
+
+
+def test_ls_la_of_a_configmap_mount_shows_the_links() -> None:
+    gnu = run(DEBIAN, "ls", "-la", "/etc/otelcol").stdout.decode().splitlines()
+    assert gnu[0] == "total 12"
+    assert [line.split(" 07:37 ", 1)[1] for line in gnu[1:]] == [
+        ".", "..", STAMP, f"..data -> {STAMP}", "config.yaml -> ..data/config.yaml", "relay.yaml -> ..data/relay.yaml"]
+    assert gnu[4] == f"lrwxrwxrwx 1 root root   31 Dec  6 07:37 ..data -> {STAMP}"
+    busybox = run(ALPINE, "ls", "-l", "/etc/otelcol/config.yaml").stdout.decode()
+    assert busybox == "lrwxrwxrwx    1 root     root            18 Dec  6 07:37 /etc/otelcol/config.yaml -> ..data/config.yaml\n"
+
+
+def test_ls_of_a_directory_above_the_mounts_lists_what_is_known_and_says_so() -> None:
+    result = run(DEBIAN, "ls", "/etc")
+    assert result.stdout == b"hostname\nhosts\notelcol\nresolv.conf\n"
+    assert result.stderr.decode().startswith(f"ls: /etc: {UNMODELLED}")
+    assert result.code == 1
+
+
+def test_ls_of_a_missing_path_under_a_mount() -> None:
+    assert run(DEBIAN, "ls", "/etc/otelcol/x") == ExecResult(b"", b"ls: cannot access '/etc/otelcol/x': No such file or directory\n", 2)
+    assert run(ALPINE, "ls", "/etc/otelcol/x") == ExecResult(b"", b"ls: /etc/otelcol/x: No such file or directory\n", 1)
+
+
+def test_a_pipeline_feeds_each_stage_the_previous_output() -> None:
+    result = sh(ALPINE, "env | grep -i service | sort")
+    assert result == ExecResult(b"OTEL_SERVICE_NAME=otelcol\nSERVICE_HOST=10.96.0.12\nSERVICE_PORT=4317\n", b"", 0)
+    assert sh(DEBIAN, "cat /etc/hosts | head -n 1 | wc -l").stdout == b"1\n"
+
+
+def test_lists_run_by_the_previous_status() -> None:
+    assert sh(ALPINE, "false && echo no || echo yes; echo $?").stdout == b"yes\n0\n"
+    assert sh(ALPINE, "grep -q zzz /etc/hosts; echo $?; true && echo ran").stdout == b"1\nran\n"
+
+
+def test_quoting_and_parameter_expansion() -> None:
+    result = sh(DEBIAN, "X=; echo \"$HOME\" '$HOME' ${X:-d} ${UNSET-u} ${HOME:+set} \"${SERVICE_PORT}\"x \\$HOME")
+    assert result == ExecResult(b"/root $HOME d u set 4317x $HOME\n", b"", 0)
+    assert sh(DEBIAN, 'A="a   b"; for w in $A "$A"; do echo "[$w]"; done').stdout == b"[a]\n[b]\n[a   b]\n"
+    assert sh(DEBIAN, "echo ~ ~/.kube").stdout == b"/root /root/.kube\n"
+
+
+def test_positional_parameters_of_sh_c() -> None:
+    result = run(DEBIAN, "sh", "-c", 'echo "$0" $# "$@"; for a in "$@"; do echo "<$a>"; done', "name", "a b", "c")
+    assert result.stdout == b"name 2 a b c\n<a b>\n<c>\n"
+
+
+def test_assignment_before_a_command_is_in_its_env_only() -> None:
+    result = sh(ALPINE, "LEVEL=debug env | grep LEVEL; echo \"${LEVEL-unset}\"; LEVEL=x; printenv LEVEL; echo $?")
+    assert result.stdout == b"LEVEL=debug\nunset\n1\n"
+    assert sh(ALPINE, "export LEVEL=x; printenv LEVEL").stdout == b"x\n"
+
+
+def test_redirects_to_dev_null_and_between_streams() -> None:
+    result = sh(DEBIAN, "cat /etc/otelcol/nope 2>/dev/null; echo quiet > /dev/null; cat /etc/otelcol/nope 2>&1")
+    assert result == ExecResult(b"cat: /etc/otelcol/nope: No such file or directory\n", b"", 1)
+    assert sh(DEBIAN, "echo to-err >&2") == ExecResult(b"", b"to-err\n", 0)
+    assert sh(DEBIAN, "grep otel < /etc/hosts; wc -l < /etc/hosts").stdout == b"2\n"
+
+
+def test_exit_sets_the_status() -> None:
+    assert sh(ALPINE, "echo before; exit 3; echo after") == ExecResult(b"before\n", b"", 3)
+
+
+@pytest.mark.parametrize(("container", "shell", "message"), [
+    (ALPINE, "sh", b"sh: foo: not found\n"),
+    (DEBIAN, "sh", b"sh: 1: foo: not found\n"),
+    (DEBIAN, "/bin/sh", b"/bin/sh: 1: foo: not found\n"),
+    (DEBIAN, "bash", b"bash: line 1: foo: command not found\n"),
+])
+def test_command_not_found_per_shell(container: Container, shell: str, message: bytes) -> None:
+    assert sh(container, "foo", shell) == ExecResult(b"", message, 127)
+
+
+def test_an_image_program_the_twin_does_not_emulate() -> None:
+    result = run(ALPINE, "wget", "-qO-", "http://localhost:13133")
+    assert result.code == 126
+    assert result.stderr == (b"itbench_gym: wget is in this container's image, but the twin does not emulate it (emulated: ash, cat, date, "
+                             b"echo, env, grep, head, hostname, ls, printenv, sh, sleep, sort, tail, uniq, wc)\n")
+    assert sh(ALPINE, "nc -z localhost 4317").code == 126
+    assert run(DISTROLESS, "/otelcol", "--version").code == 126
+
+
+def test_builtins_work_without_the_external_program() -> None:
+    assert "echo" not in DEBIAN.executables
+    assert sh(DEBIAN, "echo hi; printf '%s=%d\\n' a 1 b 2; [ -f /etc/hosts ] && pwd").stdout == b"hi\na=1\nb=2\n/\n"
+
+
+def test_writes_are_refused() -> None:
+    assert sh(ALPINE, "echo x > /etc/otelcol/config.yaml") == ExecResult(
+        b"", b"sh: /etc/otelcol/config.yaml: the itbench_gym twin does not keep files written in containers\n", 1)
+    assert sh(ALPINE, "echo x >> /tmp/log && echo no").code == 1
+
+
+@pytest.mark.parametrize(("container", "shell", "message"), [
+    (ALPINE, "sh", b"sh: syntax error: unexpected end of file\n"),
+    (DEBIAN, "sh", b"sh: 1: Syntax error: end of file unexpected\n"),
+    (DEBIAN, "bash", b"bash: -c: line 1: syntax error: unexpected end of file\n"),
+])
+def test_a_syntax_error(container: Container, shell: str, message: bytes) -> None:
+    assert sh(container, "if true; then echo x", shell) == ExecResult(b"", message, 2)
+
+
+def test_unsupported_constructs_are_refused_by_name() -> None:
+    result = sh(DEBIAN, "echo $(hostname)")
+    assert result.code == 2
+    assert result.stderr.startswith(b"sh: the itbench_gym twin's shell does not support command substitution $(...) (supported: ")
+    assert result.stdout == b""
+    for script, what in [("cat <<EOF\nx\nEOF", b"here-documents"), ("sleep 1 &", b"background"), ("f() { :; }", b"functions")]:
+        refused = sh(ALPINE, script)
+        assert refused.code == 2 and what in refused.stderr
+
+
+def test_compound_commands() -> None:
+    script = "for f in /etc/otelcol/*.yaml; do if grep -q otlp \"$f\"; then echo \"$f\"; fi; done"
+    assert sh(DEBIAN, script).stdout == b"/etc/otelcol/config.yaml\n"
+    assert sh(ALPINE, "cat /etc/hosts | while read ip name; do echo \"$name\"; done").stdout == b"localhost\ncollector-0\n"
+    assert sh(ALPINE, "cd /etc/otelcol && ls && cd /etc/otelcol/nope").code == 2
+
+
+def test_programs_follow_gnu_or_busybox() -> None:
+    assert run(ALPINE, "date") == ExecResult(b"Sun Dec  6 07:37:00 UTC 2026\n", b"", 0)
+    assert run(DEBIAN, "date", "+%Y-%m-%dT%H:%M:%S%z").stdout == b"2026-12-06T07:37:00+0000\n"
+    assert run(DEBIAN, "wc", "-l", "/etc/hosts").stdout == b"2 /etc/hosts\n"
+    assert run(DEBIAN, "wc", stdin=b"a b\n").stdout == b"      1       2       4\n"
+    assert run(ALPINE, "wc", stdin=b"a b\n").stdout == b"        1         2         4\n"
+    assert run(ALPINE, "hostname").stdout == b"collector-0\n"
+    assert run(DEBIAN, "sleep", "x").code == 1
+    assert run(DEBIAN, "grep", "-c", r"^\(127\|10\)\.", "/etc/hosts").stdout == b"2\n"
+    assert run(DEBIAN, "grep", "(", stdin=b"a(b\n").stdout == b"a(b\n"
+    assert run(DEBIAN, "sort", "-n", "-r", stdin=b"9\n10\n2\n").stdout == b"10\n9\n2\n"
+    assert run(ALPINE, "uniq", "-c", stdin=b"a\na\nb\n").stdout == b"      2 a\n      1 b\n"
+
+
+@pytest.mark.parametrize("script", [
+    "", "   ", "#", "'${'=", "\"", "'", "$(", "${", "${X", "|", ";;", "&&", "a |", "if", "fi", "done", "for", "((", ")",
+    "echo ${X:?}", "echo ${#}", "echo $'\\x'", "[ ]", "[ -z", "test 1 -eq a", "exit x", "cd", "break", "read",
+    "set -o nosuch", "printf %z", "echo \\", "\x00", "ls -Z", "grep '['", "\n\n;", "while false; do :; done", "${X:-'}'}",
+])
+@pytest.mark.parametrize("container", [ALPINE, DEBIAN])
+def test_odd_scripts_never_raise(container: Container, script: str) -> None:
+    for shell in ("sh", "bash") if "bash" in (container.executables or ()) else ("sh",):
+        result = sh(container, script, shell)
+        assert isinstance(result, ExecResult)
+        assert result.code != 70, result.stderr
