@@ -33,7 +33,7 @@ def _container(executables: tuple[str, ...]) -> Container:
 
 
 ALPINE = _container(("sh", "ash", "cat", "env", "printenv", "ls", "grep", "sort", "head", "tail", "wc", "uniq", "echo",
-                     "date", "hostname", "sleep", "wget", "nc"))
+                     "date", "hostname", "sleep", "wget", "nc", "cp"))
 DEBIAN = _container(("sh", "bash", "dash", "cat", "env", "printenv", "ls", "grep", "sort", "head", "wc", "date", "sleep"))
 DISTROLESS = _container(("/otelcol",))
 
@@ -161,12 +161,16 @@ def test_command_not_found_per_shell(container: Container, shell: str, message: 
 
 
 def test_an_image_program_the_twin_does_not_emulate() -> None:
-    result = run(ALPINE, "wget", "-qO-", "http://localhost:13133")
+    result = run(ALPINE, "cp", "/etc/hosts", "/tmp/hosts")
     assert result.code == 126
-    assert result.stderr == (b"itbench_gym: wget is in this container's image, but the twin does not emulate it (emulated: ash, cat, date, "
-                             b"echo, env, grep, head, hostname, ls, printenv, sh, sleep, sort, tail, uniq, wc)\n")
-    assert sh(ALPINE, "nc -z localhost 4317").code == 126
+    assert result.stderr == (b"itbench_gym: cp is in this container's image, but the twin does not emulate it (emulated: ash, cat, date, "
+                             b"echo, env, grep, head, hostname, ls, nc, printenv, sh, sleep, sort, tail, uniq, wc, wget)\n")
     assert run(DISTROLESS, "/otelcol", "--version").code == 126
+
+
+def test_network_clients_without_a_modelled_network_say_so() -> None:
+    result = sh(ALPINE, "nc -z localhost 4317")
+    assert (result.code, result.stderr) == (1, b"nc: the itbench_gym twin does not model this pod's network\n")
 
 
 def test_builtins_work_without_the_external_program() -> None:

@@ -23,6 +23,7 @@ from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.fleet import AppFleet
 from itbench_gym.backends.sim.app.model import read_manifests
+from itbench_gym.backends.sim.containers.network import AppRouting
 from itbench_gym.backends.sim.containers.runner import ContainerExec
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
 from itbench_gym.backends.sim.gc_pause import gc_paused
@@ -214,9 +215,14 @@ class Twin:
             model = self.apps.instance(str(pod["metadata"].get("namespace") or ""))
             return model.started_env(pod, container) if model is not None else None
 
+        def routing(namespace: str) -> AppRouting | None:
+            model = self.apps.instance(namespace)
+            return AppRouting(model.spec, model.view_now(self.cluster.store, self.clock.now())) if model is not None else None
+
         runtime = self.apps.runtime()
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,
-                             default_home=shared().default_home, started_env=started_env)
+                             default_home=shared().default_home, started_env=started_env, routing=routing,
+                             seed=lambda: self.seed)
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """Every log record of the container (the log store's view: stdout and OTLP)."""

@@ -35,7 +35,17 @@ from itbench_gym.spec.loadshape import LoadShape, parse_shape, run_ticks
 
 from . import logs as logmod
 from .balancing import Balancer, Shares, instance_key, senders
-from .cluster_view import ClusterLike, ClusterReader, ClusterView, Derived, PodView, list_kind, parse_quantity, ready_pod_labels
+from .cluster_view import (
+    ClusterLike,
+    ClusterReader,
+    ClusterView,
+    Derived,
+    PodView,
+    StoreLike,
+    list_kind,
+    parse_quantity,
+    ready_pod_labels,
+)
 from .collector import KAFKAMETRICS_SCOPE, Collectors
 from .cpu import CpuDemand, CpuState, cpu_tick
 from .flow import FlowSolver, Knobs, Moments, OpKey, OpStats, all_ok, lognormal, mixture
@@ -448,6 +458,11 @@ class AppModel:
         if namespace != self.spec.namespace:
             return False
         return self._view if self._view is not None else True
+
+    def view_now(self, store: StoreLike, now: float) -> ClusterView:
+        """The app's namespace as it is at ``now``, for a process that dials between ticks (read by a
+        reader of its own, so the tick's reader and its caches are left as they were)."""
+        return ClusterReader(self.spec).read(store, now=now, ready_before=self._state.ready_before)
 
     def reseed(self, seed: int) -> None:
         """Draw noise, connection pins, log lines and traces from ``seed`` (``Twin.reseed``)."""

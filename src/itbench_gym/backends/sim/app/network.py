@@ -113,7 +113,7 @@ def policy_allows(view: ClusterView, src: PodView | None, dst: dict[str, Any], p
     return allows(view.network_policies, source, target, port, protocol, view.namespace_labels)
 
 
-def _dns_reachable(view: ClusterView, src: PodView | None) -> bool:
+def dns_reachable(view: ClusterView, src: PodView | None) -> bool:
     """Whether ``src``'s DNS queries reach a cluster DNS server (UDP 53 through its egress policies).
 
     Only the policies can drop them here: the DNS servers themselves are taken as up (a cluster
@@ -387,7 +387,7 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     """DNS → Service → port → ready endpoints → each endpoint's port, policies, chaos and
     authentication; a failure before the endpoints is a complete answer."""
     target = f"{host}:{port}" if port is not None else host
-    if not _dns_reachable(view, src):
+    if not dns_reachable(view, src):
         return Reach(0.0, "dns_timeout", 0.0, 0.0, target)
     name = service_for(host, src.pod["spec"] if src is not None else None, view.namespace, view.services)
     svc = view.services.get(name) if name is not None else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,40 @@ class FileTree:
 
 
 @dataclass(frozen=True)
+class Lookup:
+    """A name as the container's resolver answers it: the name that answered and its addresses, or
+    why none did: ``nxdomain``, ``timeout`` (the queries never reach the DNS server) or
+    ``unmodelled`` (a name outside the cluster, which the twin does not resolve)."""
+
+    name: str
+    addresses: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Dial:
+    """One TCP connection from the container: the address dialled and ``open``, ``refused``,
+    ``timeout``, ``reset`` (accepted, then reset by the peer), or ``unmodelled`` (a destination the
+    twin's network model does not cover)."""
+
+    address: str
+    outcome: str
+
+
+class Network(Protocol):
+    """The network as a process in the container meets it."""
+
+    @property
+    def nameserver(self) -> str:
+        """The resolver's server ("" when the pod uses the node's resolver)."""
+        ...
+
+    def lookup(self, name: str) -> Lookup: ...
+
+    def dial(self, ip: str, port: int) -> Dial: ...
+
+
+@dataclass(frozen=True)
 class Container:
     """One container as a process exec'd into it sees it.
 
@@ -97,6 +132,8 @@ class Container:
     executables: tuple[str, ...] | None
     cwd: str = "/"
     now: float = 0.0
+    #: The pod's network (None: the twin does not model it for this pod).
+    network: Network | None = None
 
     def path(self, raw: str, cwd: str | None = None) -> str:
         """``raw`` as an absolute, normalised path (relative to ``cwd``, default the working directory)."""

@@ -143,14 +143,14 @@ def read_operand(inv: Invocation, operand: str, program: str) -> bytes | None:
 # --- options -----------------------------------------------------------------------------------------
 
 
-class _Usage(Exception):
+class Usage(Exception):
     """A command line the program (or the twin's emulation of it) does not accept."""
 
 
 def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, str] | None = None,
            permute: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
     """Parse ``inv.argv[1:]`` like getopt: clustered ``flags``, ``valued`` options taking a value
-    (``-n 5``, ``-n5``), long options mapped to short ones, ``--`` ending options. Raises _Usage
+    (``-n 5``, ``-n5``), long options mapped to short ones, ``--`` ending options. Raises Usage
     for an option outside the emulated set, naming the ones that are."""
     longs = longs or {}
     opts: list[tuple[str, str]] = []
@@ -167,11 +167,11 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
             name, eq, value = arg[2:].partition("=")
             matches = [k for k in longs if k.startswith(name)]
             if name not in longs and len(matches) != 1:
-                raise _Usage(arg)
+                raise Usage(arg)
             short = longs[name if name in longs else matches[0]]
             if short in valued and not eq:
                 if i >= len(args):
-                    raise _Usage(arg)
+                    raise Usage(arg)
                 value, i = args[i], i + 1
             opts.append((short, value))
         elif arg.startswith("-") and arg != "-":
@@ -182,12 +182,12 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
                     value = arg[j + 1:]
                     if not value:
                         if i >= len(args):
-                            raise _Usage("-" + letter)
+                            raise Usage("-" + letter)
                         value, i = args[i], i + 1
                     opts.append((letter, value))
                     break
                 if letter not in flags:
-                    raise _Usage("-" + letter)
+                    raise Usage("-" + letter)
                 opts.append((letter, ""))
                 j += 1
         else:
@@ -198,7 +198,7 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
     return opts, operands
 
 
-def _usage_error(inv: Invocation, option: str, flags: str, valued: str, code: int) -> ExecResult:
+def usage_error(inv: Invocation, option: str, flags: str, valued: str, code: int) -> ExecResult:
     emulated = " ".join(f"-{c}" for c in sorted(flags + valued))
     inv.say(f"the itbench_gym twin does not emulate {option!r} (it emulates {emulated or 'no options'})")
     return inv.done(code)
@@ -231,7 +231,7 @@ def _hostname(inv: Invocation) -> ExecResult:
         inv.say("you must be root to change the host name" if inv.gnu else "sethostname: Operation not permitted")
         return inv.done(1)
     else:
-        return _usage_error(inv, args[0], "s", "", 1)
+        return usage_error(inv, args[0], "s", "", 1)
     return inv.done(0)
 
 
@@ -374,8 +374,8 @@ def _env(inv: Invocation) -> ExecResult:
     """env [-i] [-u NAME] [NAME=VALUE...] [COMMAND [ARG...]]: print the env, or run COMMAND in the changed one."""
     try:
         opts, rest = getopt(inv, "i", "u", {"ignore-environment": "i", "unset": "u"}, permute=False)
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), "i", "u", 125)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "i", "u", 125)
     env = dict(inv.env)
     for letter, value in opts:
         if letter == "i":
@@ -418,8 +418,8 @@ def _cat(inv: Invocation) -> ExecResult:
     """cat [-n] [FILE...]."""
     try:
         opts, operands = getopt(inv, "n", "", {"number": "n"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), "n", "", 1)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "n", "", 1)
     number = bool(opts)
     code, count = 0, 0
     for operand in operands or ["-"]:
@@ -456,8 +456,8 @@ def _head_tail(inv: Invocation, tail: bool) -> ExecResult:
     try:
         opts, operands = getopt(inv, flags, "nc", {"lines": "n", "bytes": "c", "quiet": "q", "silent": "q", "verbose": "v",
                                                    **({"follow": "f"} if tail else {})})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), flags, "nc", 1)
+    except Usage as bad:
+        return usage_error(inv, str(bad), flags, "nc", 1)
     unit, raw, headers = "n", "10", None
     for letter, value in opts:
         if letter in "nc":
@@ -503,8 +503,8 @@ def _wc(inv: Invocation) -> ExecResult:
     """wc [-l] [-w] [-c] [FILE...], with GNU's or busybox's column widths."""
     try:
         opts, operands = getopt(inv, "lwcm", "", {"lines": "l", "words": "w", "bytes": "c", "chars": "m"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), "lwcm", "", 1)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "lwcm", "", 1)
     chosen = {letter for letter, _ in opts} or {"l", "w", "c"}
     order = [c for c in "lwmc" if c in chosen]
     rows: list[tuple[list[int], str | None]] = []
@@ -639,8 +639,8 @@ def _grep(inv: Invocation) -> ExecResult:
                                                       "quiet": "q", "silent": "q", "files-with-matches": "l", "regexp": "e",
                                                       "no-filename": "h", "with-filename": "H", "no-messages": "s",
                                                       "word-regexp": "w"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), flags, valued, 2)
+    except Usage as bad:
+        return usage_error(inv, str(bad), flags, valued, 2)
     on = {letter for letter, _ in opts}
     patterns = [value for letter, value in opts if letter == "e"]
     if not patterns:
@@ -709,8 +709,8 @@ def _sort(inv: Invocation) -> ExecResult:
     """sort [-r] [-n] [-u] [FILE...], comparing bytes (the C locale a container's shell runs in)."""
     try:
         opts, operands = getopt(inv, "rnu", "", {"reverse": "r", "numeric-sort": "n", "unique": "u"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), "rnu", "", 2)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "rnu", "", 2)
     on = {letter for letter, _ in opts}
     data: list[bytes] = []
     for operand in operands or ["-"]:
@@ -735,8 +735,8 @@ def _uniq(inv: Invocation) -> ExecResult:
     """uniq [-c] [-d] [-u] [-i] [INPUT]; an OUTPUT operand is refused (the twin keeps no written files)."""
     try:
         opts, operands = getopt(inv, "cdui", "", {"count": "c", "repeated": "d", "unique": "u", "ignore-case": "i"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), "cdui", "", 1)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "cdui", "", 1)
     on = {letter for letter, _ in opts}
     if len(operands) > 1:
         inv.say(f"{operands[1]}: {NOT_KEPT}")
@@ -787,8 +787,8 @@ def _ls(inv: Invocation) -> ExecResult:
     try:
         opts, operands = getopt(inv, flags, "", {"all": "a", "almost-all": "A", "directory": "d", "human-readable": "h",
                                                  "recursive": "R", "reverse": "r"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), flags, "", 2)
+    except Usage as bad:
+        return usage_error(inv, str(bad), flags, "", 2)
     on = {letter for letter, _ in opts}
     long, tree = "l" in on, inv.container.files
     code = 0
@@ -899,8 +899,8 @@ def _date(inv: Invocation) -> ExecResult:
     """date [-u] [-R] [-I] [+FORMAT] at the twin's time, in UTC (a container's zone unless TZ says otherwise)."""
     try:
         opts, operands = getopt(inv, "uRI", "", {"utc": "u", "universal": "u", "rfc-email": "R", "iso-8601": "I"})
-    except _Usage as bad:
-        return _usage_error(inv, str(bad), "uRI", "", 1)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "uRI", "", 1)
     letters = {letter for letter, _ in opts}
     fmt = "%a %b %e %H:%M:%S %Z %Y"
     if "R" in letters:
@@ -1106,12 +1106,20 @@ def _shell(inv: Invocation) -> ExecResult:
     return shell.run_shell(inv.argv, inv.container, stdin=inv.stdin, env=inv.env, cwd=inv.cwd)
 
 
+def _network(inv: Invocation) -> ExecResult:
+    """nslookup, getent, nc and wget: the pod's network (:mod:`.netclients`)."""
+    from .netclients import PROGRAMS as NETWORK  # it builds on this module's Invocation and getopt
+
+    return NETWORK[posixpath.basename(inv.argv[0])](inv)
+
+
 #: The programs the twin emulates, by name (a name of the image's catalogue or a shell builtin).
 PROGRAMS: dict[str, Program] = {
     "[": _test, "basename": _basename, "cat": _cat, "date": _date, "dirname": _dirname, "echo": _echo, "egrep": _grep,
     "env": _env, "false": _false, "fgrep": _grep, "grep": _grep, "head": _head, "hostname": _hostname, "ls": _ls,
     "printenv": _printenv, "printf": _printf, "pwd": _pwd, "sleep": _sleep, "sort": _sort, "tail": _tail, "test": _test,
     "true": _true, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
+    **dict.fromkeys(("nslookup", "getent", "nc", "wget"), _network),
 }
 
 

@@ -28,6 +28,7 @@ from itbench_gym.lang.timestamps import parse_rfc3339
 
 from . import programs
 from .context import Container, FileTree
+from .network import AppRouting, ClusterNetwork, stable_draw
 
 Obj = dict[str, Any]
 #: containerd's default process PATH (what a container gets when its image sets none).
@@ -39,6 +40,8 @@ _HOSTS_LOCAL = ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback
 RuleOf = Callable[[str], "ImageRule | None"]
 #: The env the kubelet resolved when the container's current run started (None: not recorded).
 StartedEnv = Callable[[Obj, str], "Mapping[str, str] | None"]
+#: The app model's routing of a namespace (None: no modelled app runs there).
+Routing = Callable[[str], "AppRouting | None"]
 
 
 def _env_name(name: str) -> str:
@@ -80,9 +83,11 @@ class ContainerExec:
     """Runs exec'd processes in the containers of ``store`` (the twin's ``ExecSource``)."""
 
     def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
-                 default_home: str = "/root", started_env: StartedEnv | None = None) -> None:
+                 default_home: str = "/root", started_env: StartedEnv | None = None, routing: Routing | None = None,
+                 seed: Callable[[], int] = lambda: 0) -> None:
         self._store, self._lock, self._clock = store, lock, clock
         self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env
+        self._routing, self._seed = routing, seed
 
     def __call__(self, namespace: str, pod_name: str, container_name: str, argv: list[str], stdin: bytes,
                  tty: bool) -> Outcome:
@@ -153,10 +158,13 @@ class ContainerExec:
         env.update(rule.env)
         env.update(sorted({**links, **kubelet}.items()))
         env.setdefault("HOME", rule.home or self._default_home)
+        pods = self._store.list_stored(self._store.registry.by_kind("Pod", "v1"), None)
+        network = ClusterNetwork(pod, services, pods, self._routing(namespace) if self._routing is not None else None,
+                                 stable_draw(self._seed(), meta.get("uid", ""), self._clock.now()))
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
                          image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
-                         now=float(self._clock.now()))
+                         now=float(self._clock.now()), network=network)
 
     def _files(self, pod: Obj, spec: Obj, hostname: str) -> FileTree:
         """The container's mounts and the files the kubelet writes into it."""

@@ -1,0 +1,203 @@
+"""The network clients an image may hold, answering from the pod's network (:mod:`.network`):
+``nslookup`` and ``getent hosts`` (the cluster DNS), ``nc`` and ``wget`` (a TCP connection).
+
+What happens after a connection is made (the server's HTTP answer, a protocol exchange) is the
+app's, which the twin does not model: a client that gets that far says so and exits 126. Every
+failure before it (a name that does not resolve, DNS that cannot be reached, a refused or timed-out
+connection, a reset) is answered as the program would (busybox 1.36 wording, whose applets these
+images carry).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .context import Dial, ExecResult, Lookup
+
+if TYPE_CHECKING:
+    from .programs import Invocation
+
+#: What the twin says when a client needs the far end's answer.
+UNMODELLED_EXCHANGE = "the itbench_gym twin does not model what the server answers once connected"
+#: What it says for a destination its network model does not cover.
+UNMODELLED_NETWORK = ("the itbench_gym twin does not model this destination (it models the cluster DNS and connections to "
+                      "the Services of the app's namespace)")
+_FAILURES = {"refused": "Connection refused", "timeout": "Connection timed out"}
+
+
+def _network_or_refuse(inv: Invocation) -> bool:
+    if inv.container.network is not None:
+        return True
+    inv.say("the itbench_gym twin does not model this pod's network")
+    return False
+
+
+def _resolve(inv: Invocation, host: str, shown: str) -> Lookup | None:
+    """``host`` resolved for a client, or None after the client's diagnostic."""
+    assert inv.container.network is not None
+    found = inv.container.network.lookup(host)
+    if found.error is None:
+        return found
+    if found.error == "unmodelled":
+        inv.say(f"{shown}: {UNMODELLED_NETWORK}")
+    else:
+        inv.say(f"bad address '{shown}'")
+    return None
+
+
+def _dial(inv: Invocation, ip: str, port: int) -> Dial:
+    assert inv.container.network is not None
+    return inv.container.network.dial(ip, port)
+
+
+def _nslookup(inv: Invocation) -> ExecResult:
+    """nslookup NAME [SERVER]: the cluster DNS' answer (busybox's layout)."""
+    from .programs import Usage, getopt, usage_error
+
+    try:
+        _, operands = getopt(inv, "", "")
+    except Usage as bad:
+        return usage_error(inv, str(bad), "", "", 1)
+    if not operands or len(operands) > 2:
+        inv.say("usage: nslookup [HOST] [SERVER]")
+        return inv.done(1)
+    if not _network_or_refuse(inv):
+        return inv.done(1)
+    assert inv.container.network is not None
+    server = operands[1] if len(operands) == 2 else inv.container.network.nameserver
+    if not server or server != inv.container.network.nameserver:
+        inv.say(f"{server or 'the node resolver'}: {UNMODELLED_NETWORK}")
+        return inv.done(1)
+    found = inv.container.network.lookup(operands[0])
+    if found.error == "timeout":
+        inv.write(";; connection timed out; no servers could be reached\n\n")
+        return inv.done(1)
+    if found.error == "unmodelled":
+        inv.say(f"{operands[0]}: {UNMODELLED_NETWORK}")
+        return inv.done(1)
+    inv.write(f"Server:\t\t{server}\nAddress:\t{server}:53\n\n")
+    if found.error == "nxdomain":
+        inv.write(f"** server can't find {operands[0]}: NXDOMAIN\n\n")
+        return inv.done(1)
+    inv.write("".join(f"Name:\t{found.name}\nAddress: {ip}\n" for ip in found.addresses) + "\n")
+    return inv.done(0)
+
+
+def _getent(inv: Invocation) -> ExecResult:
+    """getent hosts NAME...: each name's address and canonical name; exit 2 when one is not found."""
+    args = inv.argv[1:]
+    if not args or args[0] not in ("hosts", "ahosts", "ahostsv4"):
+        inv.say(f"{args[0] if args else 'the database'}: the itbench_gym twin answers only the hosts database"
+                if args else "wrong number of arguments")
+        return inv.done(1)
+    if len(args) == 1:
+        inv.say("enumerating the hosts database: the itbench_gym twin does not model the image's /etc/nsswitch.conf sources")
+        return inv.done(1)
+    if not _network_or_refuse(inv):
+        return inv.done(1)
+    assert inv.container.network is not None
+    code = 0
+    for name in args[1:]:
+        found = inv.container.network.lookup(name)
+        if found.error == "unmodelled":
+            inv.say(f"{name}: {UNMODELLED_NETWORK}")
+            code = 1
+        elif found.error is not None:
+            code = code or 2
+        else:
+            inv.write("".join(f"{ip:<15} {found.name}\n" for ip in found.addresses))
+    return inv.done(code)
+
+
+def _nc(inv: Invocation) -> ExecResult:
+    """nc [-z] [-v] [-w SEC] HOST PORT: open a TCP connection (busybox's netcat)."""
+    from .programs import Usage, getopt, usage_error
+
+    try:
+        opts, operands = getopt(inv, "zvn", "w")
+    except Usage as bad:
+        return usage_error(inv, str(bad), "zvn", "w", 1)
+    flags = {letter for letter, _ in opts}
+    if len(operands) != 2 or not operands[1].isdigit():
+        inv.say("usage: nc [-z] [-v] [-w SEC] HOST PORT" if len(operands) != 2 else f"bad port '{operands[1]}'")
+        return inv.done(1)
+    if not _network_or_refuse(inv):
+        return inv.done(1)
+    host, port = operands[0], int(operands[1])
+    found = _resolve(inv, host, host)
+    if found is None:
+        return inv.done(1)
+    ip = found.addresses[0]
+    dial = _dial(inv, ip, port)
+    if dial.outcome == "unmodelled":
+        inv.say(f"{host} ({ip}:{port}): {UNMODELLED_NETWORK}")
+        return inv.done(1)
+    if dial.outcome in _FAILURES:
+        if dial.outcome == "timeout" and any(letter == "w" for letter, _ in opts):
+            inv.say("timeout")
+        else:
+            inv.say(f"can't connect to remote host ({ip}): {_FAILURES[dial.outcome]}")
+        return inv.done(1)
+    if "v" in flags:
+        inv.err += f"{host} ({ip}:{port}) open\n".encode()
+    if "z" in flags:
+        return inv.done(0)
+    inv.err += f"itbench_gym: nc connected to {host} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
+    return inv.done(126)
+
+
+def _wget(inv: Invocation) -> ExecResult:
+    """wget [-q] [-O FILE] [-S] [--spider] [-T SEC] URL: busybox's wget up to the HTTP exchange."""
+    from .programs import Usage, getopt, usage_error
+
+    try:
+        opts, operands = getopt(inv, "qSs", "OTtUY", {"quiet": "q", "output-document": "O", "server-response": "S",
+                                                     "spider": "s", "timeout": "T", "tries": "t", "user-agent": "U",
+                                                     "proxy": "Y"})
+    except Usage as bad:
+        return usage_error(inv, str(bad), "qSs", "OTtUY", 1)
+    if len(operands) != 1:
+        inv.say("usage: wget [-q] [-O FILE] [-S] [--spider] [-T SEC] URL" if not operands
+                else "the itbench_gym twin's wget fetches one URL at a time")
+        return inv.done(1)
+    if not _network_or_refuse(inv):
+        return inv.done(1)
+    url = operands[0] if "://" in operands[0] else f"http://{operands[0]}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        inv.say(f"bad port spec '{operands[0]}'")
+        return inv.done(1)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        inv.say(f"not an http or ftp url: {operands[0]}")
+        return inv.done(1)
+    port = port or (443 if parts.scheme == "https" else 80)
+    shown = parts.netloc.rsplit("@", 1)[-1]
+    found = _resolve(inv, parts.hostname, shown)
+    if found is None:
+        return inv.done(1)
+    ip = found.addresses[0]
+    quiet = any(letter == "q" for letter, _ in opts)
+    if not quiet:
+        inv.err += f"Connecting to {shown} ({ip}:{port})\n".encode()
+    dial = _dial(inv, ip, port)
+    if dial.outcome == "unmodelled":
+        inv.say(f"{shown} ({ip}:{port}): {UNMODELLED_NETWORK}")
+        return inv.done(1)
+    if dial.outcome in _FAILURES:
+        if dial.outcome == "timeout" and any(letter == "T" for letter, _ in opts):
+            inv.say("download timed out")
+        else:
+            inv.say(f"can't connect to remote host ({ip}): {_FAILURES[dial.outcome]}")
+        return inv.done(1)
+    if dial.outcome == "reset":
+        inv.say("error getting response: Connection reset by peer")
+        return inv.done(1)
+    inv.err += f"itbench_gym: wget connected to {shown} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
+    return inv.done(126)
+
+
+#: The network clients, by program name.
+PROGRAMS = {"nslookup": _nslookup, "getent": _getent, "nc": _nc, "wget": _wget}

@@ -1,0 +1,167 @@
+"""A pod's network as a process exec'd into it meets it: the cluster DNS, and TCP connections
+routed by the app model (:func:`itbench_gym.backends.sim.app.network.reach`).
+
+Names resolve the way the pod's resolver asks the cluster DNS (its ``resolv.conf`` search list and
+``ndots:5``): Services of every namespace (ClusterIP, or a headless Service's ready pods), pod
+records (``a-b-c-d.<namespace>.pod``). A dotted name outside ``cluster.local`` would go to the
+node's upstream resolvers, which the twin does not have: it is *unmodelled*, not NXDOMAIN (a single
+label no search domain completes is NXDOMAIN everywhere). Connections
+go through the app model's routing (Service port, endpoints, target port, NetworkPolicies, Chaos
+Mesh) for the Services of a namespace the app runs in; any other destination is unmodelled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from itbench_gym.backends.sim.app.cluster_view import ClusterView, PodView
+from itbench_gym.backends.sim.app.dns import CLUSTER_DNS, CLUSTER_DOMAIN, resolv_conf
+from itbench_gym.backends.sim.app.network import dns_reachable, reach
+from itbench_gym.backends.sim.app.spec import AppSpec
+
+from .context import Dial, Lookup
+
+Obj = dict[str, Any]
+#: The resolver option every cluster-first pod gets: a name with fewer dots tries the search list first.
+NDOTS = 5
+#: How the app model's failures look to one TCP connection (a Service without endpoints is rejected
+#: by kube-proxy's rules; a dropped or unrouted packet times out; mTLS and policy resets come after
+#: the handshake).
+_OUTCOMES = {"refused": "refused", "no_endpoints": "refused", "timeout": "timeout", "mtls_reset": "reset",
+             "rbac_reset": "reset"}
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class AppRouting:
+    """The app model's view of the namespace it runs in, for its routing."""
+
+    spec: AppSpec
+    view: ClusterView
+
+
+class ClusterNetwork:
+    """The network of one pod: DNS from ``services`` and ``pods`` (every namespace's), connections
+    through ``routing`` (None: the pod's namespace runs no app the twin models)."""
+
+    def __init__(self, pod: Obj, services: list[Obj], pods: list[Obj], routing: AppRouting | None,
+                 draw: Callable[[str], float]) -> None:
+        self._pod, self._services, self._pods, self._routing, self._draw = pod, services, pods, routing, draw
+        self._namespace = str(pod["metadata"].get("namespace") or "default")
+        self._resolv = resolv_conf(pod.get("spec") or {}, self._namespace)
+
+    @property
+    def nameserver(self) -> str:
+        if self._resolv is None:
+            return ""
+        return next((line.split()[1] for line in self._resolv.splitlines() if line.startswith("nameserver ")), "")
+
+    def _searches(self) -> list[str]:
+        line = next((x for x in (self._resolv or "").splitlines() if x.startswith("search ")), "search")
+        return line.split()[1:]
+
+    def _source(self) -> PodView | None:
+        routing = self._routing
+        if routing is None:
+            return None
+        uid = self._pod["metadata"].get("uid", "")
+        known = next((p for p in routing.view.pods if p.uid == uid), None)
+        if known is not None:
+            return known
+        meta, status = self._pod["metadata"], self._pod.get("status") or {}
+        return PodView(name=str(meta.get("name", "")), uid=str(uid), service="", labels=dict(meta.get("labels") or {}),
+                       node=str((self._pod.get("spec") or {}).get("nodeName", "")), ip=str(status.get("podIP", "")),
+                       running=True, ready=False, restarts=0, started_at="", env={}, container={}, limits={}, pod=self._pod)
+
+    def lookup(self, name: str) -> Lookup:
+        if _is_ip(name):
+            return Lookup(name, (name,))
+        if self._resolv is None or CLUSTER_DNS not in self.nameserver:
+            return Lookup(name, error="unmodelled")
+        routing = self._routing
+        if routing is not None and not dns_reachable(routing.view, self._source()):
+            return Lookup(name, error="timeout")
+        bare = name.rstrip(".")
+        absolute = name.endswith(".") or bare.count(".") >= NDOTS
+        candidates = [bare] if name.endswith(".") else (
+            [bare, *(f"{bare}.{d}" for d in self._searches())] if absolute else [*(f"{bare}.{d}" for d in self._searches()), bare])
+        for fqdn in candidates:
+            found = self._record(fqdn)
+            if found is not None:
+                return Lookup(fqdn, found)
+        if "." in bare and not bare.endswith(CLUSTER_DOMAIN):  # the upstream resolvers' to answer
+            return Lookup(name, error="unmodelled")
+        return Lookup(name, error="nxdomain")
+
+    def _record(self, fqdn: str) -> tuple[str, ...] | None:
+        """CoreDNS' kubernetes plugin's answer for ``fqdn`` (None: NXDOMAIN or not a cluster name)."""
+        suffix = f".svc.{CLUSTER_DOMAIN}"
+        if fqdn.endswith(suffix):
+            parts = fqdn[: -len(suffix)].split(".")
+            if len(parts) != 2:
+                return None
+            name, namespace = parts
+            svc = next((s for s in self._services if s["metadata"].get("name") == name
+                        and s["metadata"].get("namespace") == namespace), None)
+            if svc is None:
+                return None
+            spec = svc.get("spec") or {}
+            if spec.get("type") == "ExternalName":
+                return None
+            if spec.get("clusterIP") not in (None, "", "None"):
+                return (str(spec["clusterIP"]),)
+            return self._headless(spec, namespace) or None
+        pod_suffix = f".pod.{CLUSTER_DOMAIN}"
+        if fqdn.endswith(pod_suffix):
+            parts = fqdn[: -len(pod_suffix)].split(".")
+            ip = parts[0].replace("-", ".") if len(parts) == 2 else ""
+            return (ip,) if _is_ip(ip) else None
+        return None
+
+    def _headless(self, spec: Obj, namespace: str) -> tuple[str, ...]:
+        """A headless Service's records: its ready pods' IPs."""
+        selector = spec.get("selector") or {}
+        if not selector:
+            return ()
+        return tuple(sorted(
+            str((p.get("status") or {}).get("podIP")) for p in self._pods
+            if p["metadata"].get("namespace") == namespace and (p.get("status") or {}).get("podIP")
+            and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+            and any(c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions") or [])))
+
+    def dial(self, ip: str, port: int) -> Dial:
+        address = f"{ip}:{port}"
+        routing = self._routing
+        svc = next((s for s in self._services if (s.get("spec") or {}).get("clusterIP") == ip), None)
+        if routing is None or svc is None or svc["metadata"].get("namespace") != routing.view.namespace:
+            return Dial(address, "unmodelled")
+        name = str(svc["metadata"].get("name", ""))
+        target = name if name in routing.spec.services else ""
+        outcome = reach(routing.spec, routing.view, self._source(), ip, port, target, handshake=False)
+        if outcome.cause == "dns_timeout":  # the model asks DNS even for an address; this dial needs none
+            return Dial(address, "unmodelled")
+        if outcome.ok_share > 0 and self._draw(address) < outcome.ok_share:
+            return Dial(address, "open")
+        # the other causes fail a request after its connection is made (HTTP faults, authentication)
+        return Dial(address, _OUTCOMES.get(outcome.cause or "", "open"))
+
+
+def stable_draw(*parts: object) -> Callable[[str], float]:
+    """A uniform number in [0, 1) for each connection, the same for the same inputs (which endpoint
+    kube-proxy picks is random; the twin's answer must still be reproducible)."""
+    def draw(key: str) -> float:
+        digest = hashlib.sha256(repr((*parts, key)).encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    return draw

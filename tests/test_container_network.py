@@ -1,0 +1,77 @@
+"""Network clients exec'd into the shop's pods: the cluster DNS and TCP connections as the app model
+routes them (Service ports, endpoints, NetworkPolicies), through the twin's exec path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import ShopTwin
+from itbench_gym.backends.sim.kube.remotecommand import Outcome
+
+NS = "otel-demo"
+
+
+def exec_in(twin: ShopTwin, component: str, *argv: str) -> Outcome:
+    pods = twin.store.list("Pod", NS, label_selector=f"app.kubernetes.io/component={component}")
+    pod = pods[0]
+    container = pod["spec"]["containers"][0]["name"]
+    return twin.backend.twin.container_exec()(NS, pod["metadata"]["name"], container, list(argv), b"", False)
+
+
+def exit_code(outcome: Outcome) -> int:
+    if outcome.status["status"] == "Success":
+        return 0
+    return int(outcome.status["details"]["causes"][0]["message"])
+
+
+def test_the_cluster_dns_answers_services_of_every_namespace(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    frontend = shop_twin.store.get("Service", NS, "frontend")["spec"]["clusterIP"]
+    found = exec_in(shop_twin, "product-reviews", "nslookup", "frontend")
+    assert exit_code(found) == 0
+    assert found.stdout.decode().endswith(f"Name:\tfrontend.{NS}.svc.cluster.local\nAddress: {frontend}\n\n")
+    other = exec_in(shop_twin, "product-reviews", "getent", "hosts", "kube-dns.kube-system")
+    assert other.stdout.decode().split() == ["10.96.0.10", "kube-dns.kube-system.svc.cluster.local"]
+    missing = exec_in(shop_twin, "product-reviews", "nslookup", "no-such-service")
+    assert exit_code(missing) == 1 and "** server can't find no-such-service: NXDOMAIN" in missing.stdout.decode()
+    outside = exec_in(shop_twin, "product-reviews", "nslookup", "example.com")
+    assert exit_code(outside) == 1 and "does not model this destination" in outside.stderr.decode()
+
+
+def test_connections_follow_service_ports_endpoints_and_policies(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    frontend = shop_twin.store.get("Service", NS, "frontend")["spec"]["clusterIP"]
+    opened = exec_in(shop_twin, "product-reviews", "nc", "-zv", "frontend", "8080")
+    assert exit_code(opened) == 0 and opened.stderr.decode() == f"frontend ({frontend}:8080) open\n"
+    no_port = exec_in(shop_twin, "product-reviews", "nc", "-z", "frontend", "9999")
+    assert no_port.stderr.decode() == f"nc: can't connect to remote host ({frontend}): Connection timed out\n"
+    unmodelled = exec_in(shop_twin, "product-reviews", "wget", "-q", "http://frontend:8080/")
+    assert exit_code(unmodelled) == 126 and "does not model what the server answers" in unmodelled.stderr.decode()
+
+    service = shop_twin.store.get("Service", NS, "frontend")
+    service["spec"]["selector"] = {"app.kubernetes.io/component": "nothing-runs-this"}
+    shop_twin.store.update(service)
+    shop_twin.backend.advance(30)
+    refused = exec_in(shop_twin, "product-reviews", "wget", "http://frontend:8080/")
+    assert exit_code(refused) == 1
+    assert refused.stderr.decode().splitlines() == [f"Connecting to frontend:8080 ({frontend}:8080)",
+                                                    f"wget: can't connect to remote host ({frontend}): Connection refused"]
+
+
+def test_network_policies_drop_connections_and_dns(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    deny_ingress: dict[str, Any] = {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "deny-frontend", "namespace": NS},
+        "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "frontend"}}, "policyTypes": ["Ingress"]}}
+    shop_twin.store.create(deny_ingress)
+    shop_twin.backend.advance(30)
+    dropped = exec_in(shop_twin, "product-reviews", "nc", "-z", "-w", "5", "frontend", "8080")
+    assert exit_code(dropped) == 1 and dropped.stderr.decode() == "nc: timeout\n"
+    deny_egress: dict[str, Any] = {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "deny-egress", "namespace": NS},
+        "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "product-reviews"}}, "policyTypes": ["Egress"]}}
+    shop_twin.store.create(deny_egress)
+    shop_twin.backend.advance(30)
+    lookup = exec_in(shop_twin, "product-reviews", "nslookup", "frontend")
+    assert lookup.stdout.decode() == ";; connection timed out; no servers could be reached\n\n"
+    assert exec_in(shop_twin, "currency", "nslookup", "frontend").status["status"] == "Success"
