@@ -194,13 +194,24 @@ def test_a_syntax_error(container: Container, shell: str, message: bytes) -> Non
 
 
 def test_unsupported_constructs_are_refused_by_name() -> None:
-    result = sh(DEBIAN, "echo $(hostname)")
+    result = sh(DEBIAN, "echo $((1 + 2))")
     assert result.code == 2
-    assert result.stderr.startswith(b"sh: the itbench_gym twin's shell does not support command substitution $(...) (supported: ")
+    assert result.stderr.startswith(b"sh: the itbench_gym twin's shell does not support arithmetic expansion $((...)) (supported: ")
     assert result.stdout == b""
     for script, what in [("cat <<EOF\nx\nEOF", b"here-documents"), ("sleep 1 &", b"background"), ("f() { :; }", b"functions")]:
         refused = sh(ALPINE, script)
         assert refused.code == 2 and what in refused.stderr
+
+
+def test_command_substitution_runs_in_a_subshell() -> None:
+    assert sh(ALPINE, 'echo "host: $(hostname)"; echo `echo back`; echo $(echo a $(echo b))').stdout == \
+        f"host: {ALPINE.hostname}\nback\na b\n".encode()
+    assert sh(ALPINE, 'n=$(wc -l < /etc/hosts); echo "$n lines"').stdout == b"2 lines\n"
+    assert sh(ALPINE, 'echo "$(printf "a\\nb\\n\\n")|"').stdout == b"a\nb|\n"  # trailing newlines dropped
+    assert sh(ALPINE, "x=$(false); echo $?; x=$(true); echo $?").stdout == b"1\n0\n"
+    missing = sh(ALPINE, "echo [$(nosuch)]")
+    assert (missing.stdout, missing.stderr) == (b"[]\n", b"sh: nosuch: not found\n")
+    assert sh(ALPINE, "X=1; echo $(X=2; echo $X) $X").stdout == b"2 1\n"
 
 
 def test_compound_commands() -> None:

@@ -4,8 +4,9 @@ the emulated programs.
 bashlex gives the structure (lists, pipelines, simple and compound commands, redirections); words
 are expanded here from their source text (quotes, parameters, field splitting, tildes, globs over
 the directories the twin models). Messages follow the shell the image has: busybox ash, dash
-(Debian's /bin/sh) or bash. What the twin cannot run faithfully (command substitution, here-documents,
-subshells, functions, background jobs...) is refused by name rather than run approximately.
+(Debian's /bin/sh) or bash; a command substitution runs its script in a subshell. What the twin
+cannot run faithfully (here-documents, subshells, functions, background jobs...) is refused by name
+rather than run approximately.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from . import programs
 from .context import Container, ExecResult
 
 SUPPORTED = ("simple commands, pipelines, ; && || lists, if, for, while, until, { } groups, variables and parameter expansions, "
-             "quoting, redirections (< FILE, > /dev/null, 2>&1)")
+             "command substitution, quoting, redirections (< FILE, > /dev/null, 2>&1)")
 #: Builtins every one of these shells has that the twin's shell does not run.
 _UNSUPPORTED_BUILTINS = frozenset({"alias", "bg", "command", "declare", "eval", "fg", "getopts", "hash", "jobs", "kill", "let",
                                    "local", "readonly", "return", "source", ".", "times", "trap", "type", "typeset", "ulimit",
@@ -127,6 +128,10 @@ class _Shell:
     quiet_errexit: int = 0
     #: The diagnostic of an expansion error that ends the shell, written when it has ended.
     pending_error: bytes = b""
+    #: What command substitutions wrote to stderr, passed on with the command that expanded them.
+    spill: bytearray = field(default_factory=bytearray)
+    #: The status of the last command substitution of the command being expanded (None: it had none).
+    substituted: int | None = None
     builtins: dict[str, Callable[[_Shell, list[str], _IO], int]] = field(default_factory=dict)
 
     # --- diagnostics ---------------------------------------------------------------------------------
@@ -337,6 +342,7 @@ class _Shell:
     def _simple(self, node: Any, io: _IO) -> int:
         """Expand a simple command's words, apply its assignments and redirections, and run it."""
         self.line = self.script.count("\n", 0, node.pos[0]) + 1
+        self.substituted = None
         assignments: list[tuple[str, str]] = []
         words: list[str] = []
         redirects: list[Any] = []
@@ -348,11 +354,15 @@ class _Shell:
                 words += self.expand(part)
             elif part.kind == "redirect":
                 redirects.append(part)
+        io.err += self.spill
+        self.spill.clear()
         cmd_io = _IO(io.stdin, io.out, io.err)
         if not words:
             for name, value in assignments:
                 self.state.vars[name] = value
-            return 0 if self._redirect(redirects, cmd_io) else 1
+            if not self._redirect(redirects, cmd_io):
+                return 1
+            return self.substituted or 0
         if not self._redirect(redirects, cmd_io):
             return 1
         env = {k: v for k, v in self.state.vars.items() if k in self.state.exported}
@@ -495,7 +505,10 @@ class _Shell:
                 pieces += inner if only_at else [_Piece("", "quoted"), *inner]
                 i = end + 1
             elif c == "`":
-                raise _Unsupported("command substitution `...`")
+                end = _closing_backquote(src, i + 1)
+                script = re.sub(r"\\([$`\\])", r"\1", src[i + 1:end])
+                pieces.append(_Piece(self._substitute(script), "quoted" if quoted else "split"))
+                i = end + 1
             elif c == "$":
                 more, i = self._dollar(src, i, quoted)
                 pieces += more
@@ -515,7 +528,10 @@ class _Shell:
             end = _closing_brace(src, i + 2)
             return self._braced(src[i + 2:end], quoted), end + 1
         if nxt == "(":
-            raise _Unsupported("arithmetic expansion $((...))" if src[i + 2:i + 3] == "(" else "command substitution $(...)")
+            if src[i + 2:i + 3] == "(":
+                raise _Unsupported("arithmetic expansion $((...))")
+            end = _closing_paren(src, i + 2)
+            return [_Piece(self._substitute(src[i + 2:end]), kind)], end + 1
         if nxt == "'" and not quoted and self.kind == "bash":
             end = src.find("'", i + 2)
             end = len(src) if end < 0 else end
@@ -525,6 +541,32 @@ class _Shell:
         if not name:
             return [_Piece("$", kind if quoted else "lit")], i + 1
         return self._value_pieces(name, quoted), i + 1 + len(name)
+
+    def _substitute(self, script: str) -> str:
+        """A command substitution: ``script`` run in a subshell, its stdout less trailing newlines; its
+        status is what a command made only of assignments reports."""
+        try:
+            nodes = bashlex.parse(_shield(script)) if script.strip() else []
+        except (bashlex.errors.ParsingError, NotImplementedError, AssertionError, AttributeError, IndexError, TypeError):
+            raise self._fatal("syntax error in a command substitution", 2) from None
+        for node in nodes:
+            refused = _refused(node)
+            if refused:
+                raise _Unsupported(refused)
+        sub = _Shell(script, self.container, self.name, self.kind,
+                     _State(dict(self.state.vars), set(self.state.exported), self.state.cwd, set(self.state.options),
+                            list(self.state.positional)),
+                     self.zero, False, builtins=self.builtins)
+        io = _IO(_Input(b""), bytearray(), self.spill)
+        try:
+            sub.run(nodes, io)
+        except _Exit as ended:
+            sub.status = ended.code
+        except _Loop:
+            pass
+        self.spill += sub.pending_error
+        self.substituted = sub.status
+        return bytes(io.out).decode("utf-8", "surrogateescape").rstrip("\n")
 
     def _value_pieces(self, name: str, quoted: bool) -> list[_Piece]:
         if name in ("@", "*"):
@@ -813,6 +855,47 @@ def _closing_quote(src: str, i: int) -> int:
             return i
         elif c == "$" and src[i + 1:i + 2] == "{":
             i = _closing_brace(src, i + 2) + 1
+        elif c == "$" and src[i + 1:i + 2] == "(":
+            i = _closing_paren(src, i + 2) + 1
+        elif c == "`":
+            i = _closing_backquote(src, i + 1) + 1
+        else:
+            i += 1
+    return len(src)
+
+
+def _closing_paren(src: str, i: int) -> int:
+    """The index of the ``)`` closing a ``$(`` whose text starts at ``src[i]`` (quotes and nesting skipped)."""
+    depth = 1
+    while i < len(src):
+        c = src[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = src.find("'", i + 1)
+            i = len(src) if end < 0 else end + 1
+            continue
+        if c == '"':
+            i = _closing_quote(src, i + 1) + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(src)
+
+
+def _closing_backquote(src: str, i: int) -> int:
+    """The index of the backquote closing one whose text starts at ``src[i]``."""
+    while i < len(src):
+        if src[i] == "\\":
+            i += 2
+        elif src[i] == "`":
+            return i
         else:
             i += 1
     return len(src)
@@ -927,8 +1010,6 @@ def _syntax_error(error: Exception, script: str, name: str, kind: str, from_stdi
 def _refused(node: Any) -> str | None:
     """The first construct under ``node`` the twin's shell does not run, named; None when all are supported."""
     kind = getattr(node, "kind", None)
-    if kind == "commandsubstitution":
-        return "command substitution $(...)"
     if kind == "processsubstitution":
         return "process substitution <(...)"
     if kind == "function":
@@ -998,7 +1079,7 @@ def run_script(script: str, container: Container, *, shell: str, stdin: bytes, e
         except _Unsupported as what:
             io.err += _unsupported(name, str(what)).stderr
             code = 2
-        io.err += runner.pending_error
+        io.err += runner.spill + runner.pending_error
         return ExecResult(bytes(io.out), bytes(io.err), code)
     except Exception as failure:  # a failing emulation is a crashed process to the caller, never its exception
         return ExecResult(stderr=f"itbench_gym: the twin's shell failed on this script: {failure!r}\n".encode(), code=70)
