@@ -25,7 +25,8 @@ class KubectlTool:
     description = (
         "Run the real kubectl against the cluster, e.g. `kubectl get pods` (your kubeconfig's context defaults to the application's namespace). No shell: "
         "pipes, redirections and `kubectl edit` are not available; pass manifests on stdin with "
-        "`kubectl apply -f - <<EOF ... EOF` or the `stdin` argument."
+        "`kubectl apply -f - <<EOF ... EOF` or the `stdin` argument. A container's own shell, where its image has one, "
+        "runs with `kubectl exec POD -- sh -c '...'`."
     )
     parameters: Mapping[str, Any] = {
         "type": "object",
