@@ -1152,6 +1152,12 @@ def invoke(name: str, argv: list[str], container: Container, stdin: bytes, env: 
     return PROGRAMS[name](Invocation(list(argv), container, stdin, env, cwd, style, prefix))
 
 
+def runtime_refusal(word: str) -> str:
+    """runc's refusal to start ``word`` when the image holds no such program (containerd's wording)."""
+    reason = f"stat {word}: no such file or directory" if "/" in word else "executable file not found in $PATH"
+    return f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{word}": {reason}: unknown'
+
+
 def run(argv: list[str], container: Container, stdin: bytes = b"", env: Mapping[str, str] | None = None,
         cwd: str | None = None) -> ExecResult:
     """Start ``argv`` in ``container`` as the container runtime would, and run it to its end."""
@@ -1160,9 +1166,7 @@ def run(argv: list[str], container: Container, stdin: bytes = b"", env: Mapping[
     word = argv[0] if argv else ""
     name = find(word, container, env, cwd=cwd)
     if name is None:
-        reason = f"stat {word}: no such file or directory" if "/" in word else "executable file not found in $PATH"
-        return ExecResult(stderr=f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{word}": '
-                                 f"{reason}: unknown\n".encode("utf-8", "surrogateescape"), code=127)
+        return ExecResult(stderr=f"{runtime_refusal(word)}\n".encode("utf-8", "surrogateescape"), code=127)
     program = PROGRAMS.get(name)
     if program is None:
         listed = ", ".join(emulated(container)) or "none"

@@ -91,6 +91,8 @@ class ContainerExec:
 
     def __call__(self, namespace: str, pod_name: str, container_name: str, argv: list[str], stdin: bytes,
                  tty: bool) -> Outcome:
+        """Run ``argv`` to its end under the twin's lock: the process reads the cluster's objects (its
+        mounts, the Services it dials) as they are at one moment, and no tick runs meanwhile."""
         with self._lock:
             try:
                 pod = self._store.get_stored(self._store.registry.by_kind("Pod", "v1"), namespace, pod_name)
@@ -107,23 +109,20 @@ class ContainerExec:
                     f"error executing command in container: the itbench_gym twin does not catalogue the programs of image "
                     f"{image}, so it cannot run {argv[0]!r} there"))
             container = self._container(pod, spec, rule)
-        if programs.find(argv[0], container) is None:
-            return Outcome(b"", b"", internal_error(self._not_found(pod, container_name, argv, container)))
-        result = programs.run(argv, container, stdin)
+            if programs.find(argv[0], container) is None:
+                return Outcome(b"", b"", internal_error(self._not_found(pod, container_name, argv)))
+            result = programs.run(argv, container, stdin)
         stdout, stderr = result.stdout, result.stderr
         if tty:  # one terminal: both streams on it, with the line discipline's CR before each LF
             stdout, stderr = (stdout + stderr).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), b""
         return Outcome(stdout, stderr, success() if result.code == 0 else exit_status(argv, result.code))
 
-    def _not_found(self, pod: Obj, container: str, argv: list[str], view: Container) -> str:
-        """runc's refusal of an argv[0] the image does not hold (containerd names the exec by its id)."""
+    def _not_found(self, pod: Obj, container: str, argv: list[str]) -> str:
+        """The runtime's refusal of an argv[0] the image does not hold (containerd names the exec by its id)."""
         seed = f"{pod['metadata'].get('uid', '')}/{container}/{self._clock.now()}/{argv}".encode()
         exec_id = hashlib.sha256(seed).hexdigest()
-        name = argv[0]
-        reason = (f"stat {view.path(name)}: no such file or directory" if "/" in name
-                  else "executable file not found in $PATH")
         return (f'error executing command in container: failed to exec in container: failed to start exec "{exec_id}": '
-                f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{name}": {reason}: unknown')
+                f"{programs.runtime_refusal(argv[0])}")
 
     def _lookup(self, namespace: str) -> tuple[Callable[[str, str, str], str | None], Callable[[str, str], dict[str, str] | None]]:
         def data(kind: str, name: str) -> dict[str, str] | None:
