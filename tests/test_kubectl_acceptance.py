@@ -459,6 +459,19 @@ def test_exec_reads_the_kubelets_files_and_the_mounts(kc: Kubectl) -> None:
     assert kc.out("exec", postgres, "--", "cat", f"/docker-entrypoint-initdb.d/{name}") == init[name]
 
 
+def test_exec_dns_sees_the_cluster_but_not_the_injection_machinery(kc: Kubectl) -> None:
+    pod = pod_of(kc, "product-reviews")["metadata"]["name"]
+    visible = kc("exec", pod, "--", "nslookup", "kube-dns.kube-system")
+    assert visible.returncode == 0 and "Address: 10.96.0.10" in visible.stdout
+    missing = kc("exec", pod, "--", "nslookup", "no-such-service.kube-system", check=False)
+    assert missing.returncode == 1 and "** server can't find no-such-service.kube-system: NXDOMAIN" in missing.stdout
+    # the harness' namespaces are hidden from the agent: their names answer as names outside the cluster do
+    hidden = kc("exec", pod, "--", "nslookup", "chaos-mesh-controller-manager.chaos-mesh", check=False)
+    outside = kc("exec", pod, "--", "nslookup", "example.org", check=False)
+    assert hidden.returncode == outside.returncode == 1
+    assert hidden.stderr.replace("chaos-mesh-controller-manager.chaos-mesh", "NAME") == outside.stderr.replace("example.org", "NAME")
+
+
 def test_exec_exit_codes_and_missing_programs(kc: Kubectl) -> None:
     pod = pod_of(kc, "frontend-proxy")["metadata"]["name"]
     failed = kc("exec", pod, "--", "sh", "-c", "echo out; echo err >&2; exit 3", check=False)

@@ -267,7 +267,7 @@ class SimBackend:
             log_source=twin.container_log_lines if logs else None,
             metrics=twin.cluster.usage,
             load=twin.cluster.apiload,
-            exec_source=twin.container_exec(),
+            exec_source=twin.container_exec(frozenset(HARNESS_NAMESPACES)),
         )
         if isinstance(twin, Twin):
             self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)

@@ -126,10 +126,11 @@ class ClusterTwin:
             self.clock.set(target)
             self.cluster.tick(target)
 
-    def container_exec(self) -> ContainerExec:
-        """``kubectl exec``'s far end for this cluster."""
+    def container_exec(self, hidden: frozenset[str] = frozenset()) -> ContainerExec:
+        """``kubectl exec``'s far end for this cluster; names in the ``hidden`` namespaces do not resolve."""
         runtime = RegistryRuntime(self.env.images)
-        return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule, default_home=shared().default_home)
+        return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule, default_home=shared().default_home,
+                             hidden=hidden)
 
     def reseed(self, seed: int) -> None:
         with self.lock:

@@ -209,8 +209,9 @@ class Twin:
             self.apps.reseed(seed)
             self.cluster.reseed(seed)
 
-    def container_exec(self) -> ContainerExec:
-        """``kubectl exec``'s far end for this twin: an app container's process keeps the env it started with."""
+    def container_exec(self, hidden: frozenset[str] = frozenset()) -> ContainerExec:
+        """``kubectl exec``'s far end for this twin: an app container's process keeps the env it started
+        with; names in the ``hidden`` namespaces do not resolve."""
         def started_env(pod: dict[str, Any], container: str) -> dict[str, str] | None:
             model = self.apps.instance(str(pod["metadata"].get("namespace") or ""))
             return model.started_env(pod, container) if model is not None else None
@@ -222,7 +223,7 @@ class Twin:
         runtime = self.apps.runtime()
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,
                              default_home=shared().default_home, started_env=started_env, routing=routing,
-                             seed=lambda: self.seed)
+                             seed=lambda: self.seed, hidden=hidden)
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """Every log record of the container (the log store's view: stdout and OTLP)."""

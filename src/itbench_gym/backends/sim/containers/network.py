@@ -3,9 +3,9 @@ routed by the app model (:func:`itbench_gym.backends.sim.app.network.reach`).
 
 Names resolve the way the pod's resolver asks the cluster DNS (its ``resolv.conf`` search list and
 ``ndots:5``): Services of every namespace (ClusterIP, or a headless Service's ready pods), pod
-records (``a-b-c-d.<namespace>.pod``). A dotted name outside ``cluster.local`` would go to the
-node's upstream resolvers, which the twin does not have: it is *unmodelled*, not NXDOMAIN (a single
-label no search domain completes is NXDOMAIN everywhere). Connections
+records (``a-b-c-d.<namespace>.pod``). A dotted name that is not evidently the cluster's would go to
+the node's upstream resolvers, which the twin does not have: it is *unmodelled*, not NXDOMAIN (a
+single label, or a name ending in a namespace, that no search domain completes is NXDOMAIN everywhere). Connections
 go through the app model's routing (Service port, endpoints, target port, NetworkPolicies, Chaos
 Mesh) for the Services of a namespace the app runs in; any other destination is unmodelled.
 """
@@ -56,8 +56,9 @@ class ClusterNetwork:
     through ``routing`` (None: the pod's namespace runs no app the twin models)."""
 
     def __init__(self, pod: Obj, services: list[Obj], pods: list[Obj], routing: AppRouting | None,
-                 draw: Callable[[str], float]) -> None:
+                 draw: Callable[[str], float], namespaces: frozenset[str] = frozenset()) -> None:
         self._pod, self._services, self._pods, self._routing, self._draw = pod, services, pods, routing, draw
+        self._namespaces = namespaces
         self._namespace = str(pod["metadata"].get("namespace") or "default")
         self._resolv = resolv_conf(pod.get("spec") or {}, self._namespace)
 
@@ -100,9 +101,15 @@ class ClusterNetwork:
             found = self._record(fqdn)
             if found is not None:
                 return Lookup(fqdn, found)
-        if "." in bare and not bare.endswith(CLUSTER_DOMAIN):  # the upstream resolvers' to answer
+        if "." in bare and not self._cluster_name(bare):  # the upstream resolvers' to answer
             return Lookup(name, error="unmodelled")
         return Lookup(name, error="nxdomain")
+
+    def _cluster_name(self, name: str) -> bool:
+        """Whether a dotted name is evidently the cluster's (``<service>.<namespace>``, ``...svc``,
+        ``...cluster.local``), so that the upstream resolvers would answer it NXDOMAIN too."""
+        last = name.rsplit(".", 1)[-1]
+        return name.endswith(CLUSTER_DOMAIN) or last == "svc" or last in self._namespaces
 
     def _record(self, fqdn: str) -> tuple[str, ...] | None:
         """CoreDNS' kubernetes plugin's answer for ``fqdn`` (None: NXDOMAIN or not a cluster name)."""

@@ -84,10 +84,11 @@ class ContainerExec:
 
     def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
                  default_home: str = "/root", started_env: StartedEnv | None = None, routing: Routing | None = None,
-                 seed: Callable[[], int] = lambda: 0) -> None:
+                 seed: Callable[[], int] = lambda: 0, hidden: frozenset[str] = frozenset()) -> None:
         self._store, self._lock, self._clock = store, lock, clock
         self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env
-        self._routing, self._seed = routing, seed
+        #: Namespaces the agent's API hides (the injection machinery): their names do not resolve either.
+        self._routing, self._seed, self._hidden = routing, seed, hidden
 
     def __call__(self, namespace: str, pod_name: str, container_name: str, argv: list[str], stdin: bytes,
                  tty: bool) -> Outcome:
@@ -157,13 +158,20 @@ class ContainerExec:
         env.update(rule.env)
         env.update(sorted({**links, **kubelet}.items()))
         env.setdefault("HOME", rule.home or self._default_home)
-        pods = self._store.list_stored(self._store.registry.by_kind("Pod", "v1"), None)
-        network = ClusterNetwork(pod, services, pods, self._routing(namespace) if self._routing is not None else None,
-                                 stable_draw(self._seed(), meta.get("uid", ""), self._clock.now()))
+        pods = self._visible(self._store.list_stored(self._store.registry.by_kind("Pod", "v1"), None))
+        names = frozenset(str(n["metadata"].get("name"))
+                          for n in self._visible(self._store.list_stored(self._store.registry.by_kind("Namespace", "v1"), None)))
+        routing = self._routing(namespace) if self._routing is not None else None
+        network = ClusterNetwork(pod, self._visible(services), pods, routing,
+                                 stable_draw(self._seed(), meta.get("uid", ""), self._clock.now()), names)
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
                          image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
                          now=float(self._clock.now()), network=network)
+
+    def _visible(self, objects: list[Obj]) -> list[Obj]:
+        """The objects outside the hidden namespaces (a Namespace by its own name)."""
+        return [o for o in objects if (o["metadata"].get("namespace") or o["metadata"].get("name")) not in self._hidden]
 
     def _files(self, pod: Obj, spec: Obj, hostname: str) -> FileTree:
         """The container's mounts and the files the kubelet writes into it."""
