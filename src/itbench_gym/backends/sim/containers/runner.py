@@ -67,7 +67,10 @@ def service_links(services: list[Obj], namespace: str, enabled: bool) -> dict[st
         for port in ports:
             if port.get("name"):
                 out[f"{prefix}_SERVICE_PORT_{_env_name(str(port['name']))}"] = str(port.get("port"))
-        host = f"[{ip}]" if ipaddress.ip_address(ip).version == 6 else ip
+        try:
+            host = f"[{ip}]" if ipaddress.ip_address(ip).version == 6 else ip
+        except ValueError:
+            continue  # not an address the proxy could route: no variables, as for a headless Service
         for i, port in enumerate(ports):
             protocol = str(port.get("protocol") or "TCP")
             url = f"{protocol.lower()}://{host}:{port.get('port')}"

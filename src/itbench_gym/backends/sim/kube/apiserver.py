@@ -959,9 +959,15 @@ class KubeApp:
         if not remotecommand.offers_protocol(req.headers):
             raise errors.bad_request(f"the WebSocket must offer subprotocol {remotecommand.PROTOCOL}")
 
+        def started(data: bytes) -> remotecommand.Outcome:
+            try:
+                return run(namespace, name, container, list(argv), data if stdin else b"", tty)
+            except Exception as e:  # a bug must end the stream with a Status, not a dropped connection
+                log.exception("exec in %s/%s (%s) failed", namespace, name, container)
+                return remotecommand.Outcome(b"", b"", remotecommand.internal_error(f"{type(e).__name__}: {e}"))
+
         def session(reader: Any, writer: Any) -> None:
-            remotecommand.Session(reader, writer).serve(
-                lambda data: run(namespace, name, container, list(argv), data if stdin else b"", tty), stdin=stdin)
+            remotecommand.Session(reader, writer).serve(started, stdin=stdin)
 
         req.environ[UPGRADE] = session
         return Response(status=101, headers=remotecommand.handshake_headers(req.headers))
