@@ -10,7 +10,7 @@ from itbench_gym.backends.sim.containers.context import Container, ExecResult, F
 STAMP = "..2026_12_06_07_37_00.123456789"
 CONFIG = b"receivers:\n  otlp:\n    protocols:\n      grpc:\n"
 HOSTS = b"127.0.0.1\tlocalhost\n10.244.0.7\tcollector-0\n"
-UNMODELLED = "the itbench_gym twin does not model the image's own files"
+UNMODELLED = "the itbench_gym twin does not model what is here"
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME": "collector-0", "HOME": "/root",
        "OTEL_SERVICE_NAME": "otelcol", "SERVICE_PORT": "4317", "SERVICE_HOST": "10.96.0.12"}
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 from .context import Container, ExecResult
 
-UNMODELLED = ("the itbench_gym twin does not model the image's own files (it knows the container's volumes and the kubelet's "
-              "files: /etc/hosts, /etc/hostname, /etc/resolv.conf, /dev/termination-log)")
+UNMODELLED = ("the itbench_gym twin does not model what is here (it knows the container's ConfigMap, Secret and downward-API "
+              "volumes and the kubelet's files: /etc/hosts, /etc/hostname, /etc/resolv.conf, /dev/termination-log; not the "
+              "image's own files, nor what containers write to emptyDir and persistent volumes)")
 NOT_KEPT = "the itbench_gym twin does not keep files written in containers"
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 
