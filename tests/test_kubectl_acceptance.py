@@ -22,6 +22,7 @@ import yaml
 
 from itbench_gym.backends.base import Endpoints
 from itbench_gym.backends.sim.backend import SimBackend
+from itbench_gym.lang.timestamps import parse_rfc3339
 from itbench_gym.registry import get_spec
 from itbench_gym.tasks.sre import SRETask
 
@@ -485,6 +486,18 @@ def test_exec_exit_codes_and_missing_programs(kc: Kubectl) -> None:
     assert 'exec: "sh": executable file not found in $PATH' in missing.stderr
     denied = kc("exec", "-n", "kube-system", "etcd-control-plane", "--", "ls", check=False)
     assert denied.returncode == 1 and "forbidden" in denied.stderr
+
+
+def test_a_debug_pod_runs_its_args_and_answers_exec(kc: Kubectl) -> None:
+    name = f"exec-debug-{kc.v.replace('.', '')}"
+    kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", "sleep", "3600")
+    kc("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=60s")
+    assert kc.out("exec", name, "--", "nslookup", "frontend").startswith("Server:\t\t10.96.0.10\n")
+    kc("wait", "--for=condition=Ready=false", f"pod/{name}", "--timeout=2h")  # the twin runs on until it ends
+    ended = kc.json("get", "pod", name)["status"]["containerStatuses"][0]["state"]["terminated"]
+    ran = parse_rfc3339(ended["finishedAt"]) - parse_rfc3339(ended["startedAt"])
+    assert (ended["exitCode"], ran) == (0, 3600)  # busybox has no Entrypoint: its args are the command
+    kc("delete", "pod", name, "--wait=false")
 
 
 def test_exec_needs_a_running_container(kc: Kubectl) -> None:

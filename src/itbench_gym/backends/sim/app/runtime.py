@@ -37,10 +37,19 @@ class AppRuntime(RegistryRuntime):
         for svc in spec.services.values():
             self._startup_by_container.setdefault(svc.container, svc.startup_seconds)
 
+    def _process_argv(self, container: dict[str, Any]) -> list[str] | None:
+        """What the container's process runs when the pod says it: ``command`` and ``args``, or ``args``
+        alone on an image without an Entrypoint; None when the image's own entrypoint runs."""
+        command, args = container.get("command") or [], container.get("args") or []
+        if command:
+            return [*command, *args]
+        rule = self._rule(container.get("image", ""))
+        return list(args) if args and rule is not None and rule.entrypoint == () else None
+
     def start_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
         """containerd's error when the command's executable is not in the image (runc 1.2+ wording)."""
         rule = self._rule(container.get("image", ""))
-        command = container.get("command") or []
+        command = self._process_argv(container) or []
         if rule is None or not command:
             return None
         exe = str(command[0])
@@ -107,8 +116,8 @@ class AppRuntime(RegistryRuntime):
         unmet = self._dependency_exit(pod, container)
         if unmet is not None:
             return unmet
-        argv = [*(container.get("command") or []), *(container.get("args") or [])]
-        if not container.get("command"):
+        argv = self._process_argv(container)
+        if argv is None:
             return super().exit_after(pod, container, files)
         env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
         home = str(env.get("HOME") or shared().home(container.get("image", ""), self.spec.images))

@@ -37,7 +37,9 @@ class ImageRule:
     is what a process of the image uses when nothing drives it (CPU cores, memory bytes), for images
     whose requests are far from it (istiod requests 2Gi and idles near 150Mi); None: its requests.
     ``workdir`` and ``env`` are the image config's ``WorkingDir`` and ``Env`` (what an exec'd process
-    starts in and with, before the pod's own env); empty: not catalogued.
+    starts in and with, before the pod's own env); empty: not catalogued. ``entrypoint`` is its
+    ``Entrypoint`` (empty: it has none, so a container's ``args`` alone are its command); None: not
+    catalogued.
     """
 
     pattern: str
@@ -48,6 +50,7 @@ class ImageRule:
     idle: tuple[float, float] | None = None
     workdir: str = ""
     env: tuple[tuple[str, str], ...] = ()
+    entrypoint: tuple[str, ...] | None = None
 
     def has(self, executable: str) -> bool:
         return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
@@ -83,7 +86,8 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
     """Image rules from YAML entries; ``where`` names the file for errors."""
     out = []
     for i, entry in enumerate(raw):
-        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home", "idle", "workdir", "env", "base"}
+        unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home", "idle", "workdir", "env", "base",
+                               "entrypoint"}
         if unknown or "pattern" not in entry or "architectures" not in entry:
             raise ValueError(f"{where}: images[{i}]: needs pattern and architectures; unknown fields {sorted(unknown)}")
         executables = entry.get("executables")
@@ -108,7 +112,8 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
                              tuple(str(e) for e in executables) if executables is not None else None,
                              bool(entry.get("index", True)), str(entry.get("home", "")),
                              (float(parse_quantity(idle["cpu"])), float(parse_quantity(idle["memory"]))) if idle is not None else None,
-                             workdir, _merged_env(base.env, [(str(k), v) for k, v in env.items()])))
+                             workdir, _merged_env(base.env, [(str(k), v) for k, v in env.items()]),
+                             tuple(str(e) for e in entry["entrypoint"]) if entry.get("entrypoint") is not None else None))
     return tuple(out)
 
 
