@@ -24,7 +24,7 @@ CLUSTER_DOMAIN = "cluster.local"
 DNS_PORT = 53
 
 
-def _is_ip(host: str) -> bool:
+def is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -54,7 +54,7 @@ def asks_cluster_dns(pod_spec: Mapping[str, Any] | None) -> bool:
 def service_for(host: str, pod_spec: Mapping[str, Any] | None, namespace: str, services: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The Service of ``namespace`` that a pod with ``pod_spec`` (None: a cluster-DNS client) reaches
     when it dials ``host``; None when the name does not resolve to one of them (NXDOMAIN)."""
-    if _is_ip(host):
+    if is_ip(host):
         return next((name for name, svc in services.items() if (svc.get("spec") or {}).get("clusterIP") == host), None)
     search = _search_list(pod_spec or {}, namespace)
     if search is None:

@@ -46,9 +46,21 @@ def _resolve(inv: Invocation, host: str, shown: str) -> Lookup | None:
     return None
 
 
-def _dial(inv: Invocation, ip: str, port: int) -> Dial:
+def _connect(inv: Invocation, shown: str, ip: str, port: int, timed_out: str | None) -> Dial | None:
+    """A client's TCP connection to ``ip:port``, or None after its diagnostic (``timed_out``: what it
+    says when its own timeout, an option, expires first)."""
     assert inv.container.network is not None
-    return inv.container.network.dial(ip, port)
+    dial = inv.container.network.dial(ip, port)
+    if dial.outcome == "unmodelled":
+        inv.say(f"{shown} ({ip}:{port}): {UNMODELLED_NETWORK}")
+        return None
+    if dial.outcome in _FAILURES:
+        if dial.outcome == "timeout" and timed_out is not None:
+            inv.say(timed_out)
+        else:
+            inv.say(f"can't connect to remote host ({ip}): {_FAILURES[dial.outcome]}")
+        return None
+    return dial
 
 
 def _nslookup(inv: Invocation) -> ExecResult:
@@ -129,15 +141,8 @@ def _nc(inv: Invocation) -> ExecResult:
     if found is None:
         return inv.done(1)
     ip = found.addresses[0]
-    dial = _dial(inv, ip, port)
-    if dial.outcome == "unmodelled":
-        inv.say(f"{host} ({ip}:{port}): {UNMODELLED_NETWORK}")
-        return inv.done(1)
-    if dial.outcome in _FAILURES:
-        if dial.outcome == "timeout" and any(letter == "w" for letter, _ in opts):
-            inv.say("timeout")
-        else:
-            inv.say(f"can't connect to remote host ({ip}): {_FAILURES[dial.outcome]}")
+    dial = _connect(inv, host, ip, port, "timeout" if "w" in flags else None)
+    if dial is None:
         return inv.done(1)
     if "v" in flags:
         inv.err += f"{host} ({ip}:{port}) open\n".encode()
@@ -182,15 +187,8 @@ def _wget(inv: Invocation) -> ExecResult:
     quiet = any(letter == "q" for letter, _ in opts)
     if not quiet:
         inv.err += f"Connecting to {shown} ({ip}:{port})\n".encode()
-    dial = _dial(inv, ip, port)
-    if dial.outcome == "unmodelled":
-        inv.say(f"{shown} ({ip}:{port}): {UNMODELLED_NETWORK}")
-        return inv.done(1)
-    if dial.outcome in _FAILURES:
-        if dial.outcome == "timeout" and any(letter == "T" for letter, _ in opts):
-            inv.say("download timed out")
-        else:
-            inv.say(f"can't connect to remote host ({ip}): {_FAILURES[dial.outcome]}")
+    dial = _connect(inv, shown, ip, port, "download timed out" if any(letter == "T" for letter, _ in opts) else None)
+    if dial is None:
         return inv.done(1)
     if dial.outcome == "reset":
         inv.say("error getting response: Connection reset by peer")

@@ -13,13 +13,12 @@ Mesh) for the Services of a namespace the app runs in; any other destination is 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from itbench_gym.backends.sim.app.cluster_view import ClusterView, PodView
-from itbench_gym.backends.sim.app.dns import CLUSTER_DNS, CLUSTER_DOMAIN, resolv_conf
+from itbench_gym.backends.sim.app.dns import CLUSTER_DNS, CLUSTER_DOMAIN, is_ip, resolv_conf
 from itbench_gym.backends.sim.app.network import dns_reachable, reach
 from itbench_gym.backends.sim.app.spec import AppSpec
 
@@ -33,14 +32,6 @@ NDOTS = 5
 #: the handshake).
 _OUTCOMES = {"refused": "refused", "no_endpoints": "refused", "timeout": "timeout", "mtls_reset": "reset",
              "rbac_reset": "reset"}
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ class ClusterNetwork:
                        running=True, ready=False, restarts=0, started_at="", env={}, container={}, limits={}, pod=self._pod)
 
     def lookup(self, name: str) -> Lookup:
-        if _is_ip(name):
+        if is_ip(name):
             return Lookup(name, (name,))
         if self._resolv is None or CLUSTER_DNS not in self.nameserver:
             return Lookup(name, error="unmodelled")
@@ -133,7 +124,7 @@ class ClusterNetwork:
         if fqdn.endswith(pod_suffix):
             parts = fqdn[: -len(pod_suffix)].split(".")
             ip = parts[0].replace("-", ".") if len(parts) == 2 else ""
-            return (ip,) if _is_ip(ip) else None
+            return (ip,) if is_ip(ip) else None
         return None
 
     def _headless(self, spec: Obj, namespace: str) -> tuple[str, ...]:

@@ -86,7 +86,7 @@ class ContainerExec:
     """Runs exec'd processes in the containers of ``store`` (the twin's ``ExecSource``)."""
 
     def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
-                 default_home: str = "/root", started_env: StartedEnv | None = None, routing: Routing | None = None,
+                 default_home: str, started_env: StartedEnv | None = None, routing: Routing | None = None,
                  seed: Callable[[], int] = lambda: 0, hidden: frozenset[str] = frozenset()) -> None:
         self._store, self._lock, self._clock = store, lock, clock
         self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env

@@ -547,7 +547,7 @@ class _Shell:
         status is what a command made only of assignments reports."""
         try:
             nodes = bashlex.parse(_shield(script)) if script.strip() else []
-        except (bashlex.errors.ParsingError, NotImplementedError, AssertionError, AttributeError, IndexError, TypeError):
+        except (NotImplementedError, *_PARSE_ERRORS):
             raise self._fatal("syntax error in a command substitution", 2) from None
         for node in nodes:
             refused = _refused(node)
@@ -845,6 +845,11 @@ def _is_param(name: str) -> bool:
     return bool(_NAME.fullmatch(name) or name.isdigit() or (len(name) == 1 and name in "?#@*$!-"))
 
 
+#: What bashlex raises for a script it cannot parse (its own error, and the internal errors some
+#: malformed inputs reach).
+_PARSE_ERRORS = (bashlex.errors.ParsingError, AssertionError, AttributeError, IndexError, TypeError)
+
+
 def _closing_quote(src: str, i: int) -> int:
     """The index of the ``"`` closing a double-quoted string whose text starts at ``src[i]``."""
     while i < len(src):
@@ -865,28 +870,8 @@ def _closing_quote(src: str, i: int) -> int:
 
 
 def _closing_paren(src: str, i: int) -> int:
-    """The index of the ``)`` closing a ``$(`` whose text starts at ``src[i]`` (quotes and nesting skipped)."""
-    depth = 1
-    while i < len(src):
-        c = src[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            end = src.find("'", i + 1)
-            i = len(src) if end < 0 else end + 1
-            continue
-        if c == '"':
-            i = _closing_quote(src, i + 1) + 1
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return len(src)
+    """The index of the ``)`` closing a ``$(`` whose text starts at ``src[i]``."""
+    return _closing(src, i, "(", ")")
 
 
 def _closing_backquote(src: str, i: int) -> int:
@@ -902,7 +887,13 @@ def _closing_backquote(src: str, i: int) -> int:
 
 
 def _closing_brace(src: str, i: int) -> int:
-    """The index of the ``}`` closing a ``${`` whose text starts at ``src[i]`` (quotes and nesting skipped)."""
+    """The index of the ``}`` closing a ``${`` whose text starts at ``src[i]``."""
+    return _closing(src, i, "${", "}")
+
+
+def _closing(src: str, i: int, opening: str, closing: str) -> int:
+    """The index of the ``closing`` character ending a construct whose text starts at ``src[i]``:
+    quotes and escapes skipped, nested ``opening`` ones counted."""
     depth = 1
     while i < len(src):
         c = src[i]
@@ -916,9 +907,9 @@ def _closing_brace(src: str, i: int) -> int:
         if c == '"':
             i = _closing_quote(src, i + 1) + 1
             continue
-        if c == "{" and src[i - 1:i] == "$":
+        if c == opening[-1] and i >= len(opening) - 1 and src.startswith(opening, i - len(opening) + 1):
             depth += 1
-        elif c == "}":
+        elif c == closing:
             depth -= 1
             if depth == 0:
                 return i
@@ -1057,7 +1048,7 @@ def run_script(script: str, container: Container, *, shell: str, stdin: bytes, e
             what = ("arithmetic expansion $((...))" if "arithmetic" in text else "case" if "pattern" in text
                     else re.sub(r"type = \{(.*?)\}.*", r"\1", text, flags=re.DOTALL))
             return _unsupported(name, what)
-        except (bashlex.errors.ParsingError, AssertionError, AttributeError, IndexError, TypeError) as bad:
+        except _PARSE_ERRORS as bad:
             if kind == "bash" and re.search(r"(^|[\s;&|(!])\[\[(\s|$)", script):
                 return _unsupported(name, "[[ ... ]]")
             message = _syntax_error(bad, script, name, kind, from_stdin)
