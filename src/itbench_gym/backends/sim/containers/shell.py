@@ -112,6 +112,10 @@ class _State:
     options: set[str]
     positional: list[str]
 
+    def copy(self) -> _State:
+        """What a subshell starts from: everything copied, so its changes stay its own."""
+        return _State(dict(self.vars), set(self.exported), self.cwd, set(self.options), list(self.positional))
+
 
 @dataclass
 class _Shell:
@@ -240,7 +244,7 @@ class _Shell:
 
     def _subshell(self, node: Any, io: _IO) -> None:
         saved = self.state
-        self.state = _State(dict(saved.vars), set(saved.exported), saved.cwd, set(saved.options), list(saved.positional))
+        self.state = saved.copy()
         try:
             self.execute(node, io)
         except _Exit as ended:
@@ -553,10 +557,7 @@ class _Shell:
             refused = _refused(node)
             if refused:
                 raise _Unsupported(refused)
-        sub = _Shell(script, self.container, self.name, self.kind,
-                     _State(dict(self.state.vars), set(self.state.exported), self.state.cwd, set(self.state.options),
-                            list(self.state.positional)),
-                     self.zero, False, builtins=self.builtins)
+        sub = _Shell(script, self.container, self.name, self.kind, self.state.copy(), self.zero, False, builtins=self.builtins)
         io = _IO(_Input(b""), bytearray(), self.spill)
         try:
             sub.run(nodes, io)
