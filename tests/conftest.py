@@ -76,7 +76,8 @@ def tool_context(tmp_path_factory: pytest.TempPathFactory) -> ContextFactory:
         (root / "workspace").mkdir()
         (root / "scratch").mkdir()
         return ToolContext(endpoints=endpoints, advance=backend.advance, now=backend.clock.now,
-                           time_left=lambda: time_left, workspace=root / "workspace", scratch=root / "scratch")
+                           time_left=lambda: time_left, workspace=root / "workspace", scratch=root / "scratch",
+                           programs=backend.programs)
 
     return make
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,26 @@ def test_same_seed_same_actions_same_observations_and_scores(monkeypatch: pytest
     second = _play(seed=11)
     assert first == second
     assert first[1]["mitigation"]["passed"] is True
+
+
+def test_a_watch_lets_time_pass_only_while_kubectl_waits(env: gym.Env) -> None:
+    """How long kubectl takes to read an event costs no simulated time, however busy the host: a
+    finished rollout's status ends at once, a restart's when the controllers finish it, and nothing
+    advances once kubectl has exited."""
+    env.reset(seed=3)
+    clock = env.unwrapped.backend.clock
+    cost = env.unwrapped.tools["kubectl"].cost_seconds
+    start = clock.now()
+    obs, *_ = env.step("kubectl -n otel-demo rollout status deployment/cart --timeout=120s")
+    assert "successfully rolled out" in obs["text"]
+    assert clock.now() - start == cost
+    env.step("kubectl -n otel-demo rollout restart deployment/cart")
+    start = clock.now()
+    obs, *_ = env.step("kubectl -n otel-demo rollout status deployment/cart --timeout=120s")
+    took = clock.now() - start
+    assert "successfully rolled out" in obs["text"] and "Waiting for deployment" in obs["text"] and took > cost
+    time.sleep(0.3)
+    assert clock.now() - start == took
 
 
 def test_episode_record_jsonl(env: gym.Env, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from gymnasium.utils.env_checker import check_env
 import itbench_gym
 from conftest import PROJECT_ROOT
 from itbench_gym.backends.base import BackendError, Endpoints, Provisioning
+from itbench_gym.backends.programs import RunningPrograms
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.clock import SimClock
 from itbench_gym.env import ITBenchEnv
@@ -118,10 +119,15 @@ class SnapshotlessBackend:
         self._clock = SimClock()
         self._root = root
         self.started: list[int] = []
+        self._programs = RunningPrograms()
 
     @property
     def clock(self) -> SimClock:
         return self._clock
+
+    @property
+    def programs(self) -> RunningPrograms:
+        return self._programs
 
     @property
     def admin_kubeconfig(self) -> Path:

@@ -282,6 +282,7 @@ class ITBenchEnv(gym.Env[dict[str, Any], Any]):
             time_left=lambda: self._start_time + self.max_sim_seconds - self.backend.clock.now(),
             workspace=self._workdir.path / "workspace",
             scratch=self._workdir.path / "scratch",
+            programs=self.backend.programs,
         )
         try:
             result = tool.run(call.args, ctx)

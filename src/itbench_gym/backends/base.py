@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from itbench_gym.backends.programs import RunningPrograms
 from itbench_gym.clock import Clock
 
 if TYPE_CHECKING:
@@ -91,6 +92,12 @@ class Backend(Protocol):
         """A new HTTP session for the harness's own requests to the endpoints (alerts, rules,
         queries); the caller closes it. The twin answers its own endpoints in-process, without a
         socket; a real cluster's go over the network."""
+        ...
+
+    @property
+    def programs(self) -> RunningPrograms:
+        """The agent's programs running now: the tools register them, the twin's streams let time pass
+        only while they wait (``backends/programs``); a real cluster's time needs nothing of them."""
         ...
 
     @property

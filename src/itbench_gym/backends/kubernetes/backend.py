@@ -34,6 +34,7 @@ from itbench_gym.backends.base import BackendError, Endpoints, Provisioning
 from itbench_gym.backends.kubernetes import access, inventory, provision
 from itbench_gym.backends.kubernetes.clock import ClusterClock
 from itbench_gym.backends.kubernetes.config import ClusterConfig
+from itbench_gym.backends.programs import RunningPrograms
 from itbench_gym.backends.rbac import ServiceAccountRef, agent_service_account
 from itbench_gym.clock import Clock, WallClock
 from itbench_gym.faults.catalogue import catalogue
@@ -93,11 +94,16 @@ class KubernetesBackend:
         self.log: list[str] = []
         #: in a namespace set nothing cluster-scoped but the set's Namespaces is the episode's to change
         self._cluster_kinds = ("Namespace",) if self.config.namespace_suffix else inventory.CLUSTER_KINDS
+        self._programs = RunningPrograms()
 
     # -- the contract ----------------------------------------------------------------------------
     @property
     def clock(self) -> Clock:
         return self._clock
+
+    @property
+    def programs(self) -> RunningPrograms:
+        return self._programs
 
     @property
     def admin_kubeconfig(self) -> Path:

@@ -14,6 +14,7 @@ from werkzeug.exceptions import NotFound
 
 from itbench_gym.backends.base import Endpoints, Provisioning
 from itbench_gym.backends.kubeconfig import write_kubeconfig
+from itbench_gym.backends.programs import RunningPrograms
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
 from itbench_gym.backends.sim.gc_pause import gc_paused
@@ -87,10 +88,15 @@ class SimBackend:
         self._endpoints: Endpoints | None = None
         self._auth: Auth | None = None
         self._admin: Any = None
+        self._programs = RunningPrograms()
 
     @property
     def clock(self) -> SimClock:
         return self._clock
+
+    @property
+    def programs(self) -> RunningPrograms:
+        return self._programs
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -268,6 +274,7 @@ class SimBackend:
             metrics=twin.cluster.usage,
             load=twin.cluster.apiload,
             exec_source=twin.container_exec(frozenset(HARNESS_NAMESPACES)),
+            programs=self._programs,
         )
         if isinstance(twin, Twin):
             self._prom_switch.target = make_prometheus_app(twin.engine, twin.tsdb, twin.rules, self._clock)

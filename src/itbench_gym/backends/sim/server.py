@@ -14,6 +14,7 @@ streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: 
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import ssl
 import threading
@@ -35,6 +36,10 @@ _BODILESS = frozenset({204, 304})
 #: WSGI environ key an app sets, with a ``101 Switching Protocols`` answer, to the function that takes
 #: the connection over (its reader and writer) once the answer is sent; the connection ends with it.
 UPGRADE = "itbench_gym.upgrade"
+#: WSGI environ key of a function that says whether the client has left: its end of the connection is
+#: closed, or it sent something while waiting for a streamed answer (an HTTP/1.1 client sends nothing
+#: then; only a close or TLS's closing alert can arrive).
+PEER_GONE = "itbench_gym.peer_gone"
 
 
 class _Body:
@@ -97,6 +102,7 @@ class _Handler(WSGIRequestHandler):
     def run_wsgi(self) -> None:
         """One request; the connection stays open for the next one when nothing forbids it."""
         environ = self.make_environ()
+        environ[PEER_GONE] = self._peer_gone
         body: _Body | None = None
         if "wsgi.input_terminated" not in environ:  # not chunked: CONTENT_LENGTH bytes, or none
             try:
@@ -164,6 +170,13 @@ class _Handler(WSGIRequestHandler):
             return
         if body is not None and not self.close_connection and (body.left > DRAIN_AT_MOST or not body.drain()):
             self.close_connection = True
+
+    def _peer_gone(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def _send_head(self, environ: dict[str, Any], response: dict[str, Any], keep: bool) -> None:
         status = response["status"]

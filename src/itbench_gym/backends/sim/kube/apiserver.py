@@ -12,7 +12,9 @@ are decoded by ``bodies.py``, which bounds what a hostile body can cost.
 
 Simulated time: a blocking request (a watch) that has nothing to send calls ``advance(step)``
 under the shared lock so controllers make progress — this is how ``kubectl rollout status`` sees a
-rollout finish. ``advance`` returning False (the episode budget is spent) ends the watch. A GET of
+rollout finish —, once its client waits for more: with ``programs``, every program the agent runs is
+waiting (``backends/programs``), so how long the client took to read an event does not decide how much
+simulated time passed; a stream whose client has left ends. ``advance`` returning False (the episode budget is spent) ends the watch. A GET of
 an object that is being deleted advances ``POLL_STEP`` too, so clients that poll for the deletion
 (``kubectl drain``) see the grace period end. After every write the store settles, so controllers
 react before the response is sent (a scaled Deployment has its new pods at once).
@@ -36,7 +38,8 @@ from werkzeug.wrappers import Request, Response
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
-from ..server import UPGRADE
+from ...programs import RunningPrograms
+from ..server import PEER_GONE, UPGRADE
 from . import bodies, errors, openapi, protobuf, rbac, remotecommand, tables, webhooks
 from .apiload import ApiLoad
 from .auth import Auth, BoundAccount, Identity
@@ -120,7 +123,7 @@ class KubeApp:
     def __init__(self, store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                  advance: Callable[[float], bool], log_source: LogSource | None = None,
                  metrics: MetricsSource | None = None, load: ApiLoad | None = None,
-                 exec_source: ExecSource | None = None) -> None:
+                 exec_source: ExecSource | None = None, programs: RunningPrograms | None = None) -> None:
         self.store = store
         #: the API server's request load; None serves every request at once, as before
         self.load = load
@@ -130,6 +133,8 @@ class KubeApp:
         self.advance = advance
         self.log_source = log_source
         self.exec_source = exec_source
+        #: the agent's running programs: a stream lets time pass only while they wait (``backends/programs``)
+        self.programs = programs
         self.metrics = metrics
         self._closed = threading.Event()
         self._polled: set[tuple[tuple[str, str], str | None, str | None]] = set()
@@ -140,6 +145,14 @@ class KubeApp:
 
     def close(self) -> None:
         self._closed.set()
+
+    def _client_waits(self, req: Request) -> bool:
+        """Block until the client of a stream waits for it (the agent's programs are all waiting; see
+        ``backends/programs``); False when the client has left or the server is closing."""
+        gone: Callable[[], bool] = req.environ.get(PEER_GONE) or (lambda: False)
+        if self.programs is None:
+            return not gone() and not self._closed.is_set()
+        return self.programs.wait_until_waiting(gone, self._closed)
 
     def _crd(self, name: str) -> Obj | None:
         try:
@@ -568,6 +581,7 @@ class KubeApp:
             last_bookmark = self.clock.now()
             while not self._closed.is_set():
                 out: list[bytes] = []
+                idle = False
                 with self.lock:
                     try:
                         events = self.store.events_since(last_rv, rt, namespace)
@@ -584,11 +598,18 @@ class KubeApp:
                             first = False
                     if not done:  # everything up to now has been seen: compaction must not outrun a quiet watch
                         last_rv = max(last_rv, self.store.resource_version)
-                    now = self.clock.now()
                     if not out and not done:
-                        if now >= deadline:
-                            done = True
-                        elif not self.advance(min(WATCH_STEP, deadline - now)):
+                        done = self.clock.now() >= deadline
+                        idle = not done
+                if idle:
+                    # Time passes only once the client has taken in what it was sent and waits for more.
+                    if not self._client_waits(req):
+                        return
+                    with self.lock:
+                        if self.store.resource_version != last_rv:
+                            continue  # written meanwhile (by this client's other requests): send that first
+                        now = self.clock.now()
+                        if not self.advance(min(WATCH_STEP, deadline - now)):
                             done = True
                         elif bookmarks and self.clock.now() - last_bookmark >= BOOKMARK_EVERY:
                             last_bookmark = self.clock.now()
@@ -1022,6 +1043,8 @@ class KubeApp:
             yield lines
             last, stop_at = end, end + MAX_LOG_FOLLOW
             while not self._closed.is_set():
+                if not self._client_waits(req):
+                    return
                 with self.lock:
                     now = self.clock.now()
                     if now >= stop_at or not self.advance(min(WATCH_STEP * 5, stop_at - now)):
@@ -1184,10 +1207,10 @@ _SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
 def make_kube_app(store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                   advance: Callable[[float], bool], log_source: LogSource | None = None,
                   metrics: MetricsSource | None = None, load: ApiLoad | None = None,
-                  exec_source: ExecSource | None = None) -> KubeApp:
-    """The Kubernetes API as a WSGI app over ``store`` (see module docstring for ``advance``)."""
+                  exec_source: ExecSource | None = None, programs: RunningPrograms | None = None) -> KubeApp:
+    """The Kubernetes API as a WSGI app over ``store`` (see module docstring for ``advance`` and ``programs``)."""
     return KubeApp(store, clock=clock, auth=auth, lock=lock, advance=advance, log_source=log_source, metrics=metrics,
-                   load=load, exec_source=exec_source)
+                   load=load, exec_source=exec_source, programs=programs)
 
 
 # -- helpers -------------------------------------------------------------------------------------
