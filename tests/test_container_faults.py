@@ -198,8 +198,15 @@ def test_process_model_follows_shell_scripts_and_known_programs() -> None:
     assert run("sleep infinity") is None and run("sleep 30") == (30.0, 0)
     assert run("until nc -z down 80; do sleep 2; done") is None and run("until nc -z up 80; do sleep 2; done") == (1.0, 0)
     assert run("false && sleep infinity") == (0.0, 1) and run("false || exit 3") == (0.0, 3)
+    # the shop's own init containers wait this way; a keep-alive loop never ends; ``&`` does not wait
+    assert run("until nc -z -v -w30 up 6379; do echo waiting for up; sleep 2; done;") == (1.0, 0)
+    assert run("until nc -z -v -w30 down 6379; do echo waiting for down; sleep 2; done;") is None
+    assert run("while true; do sleep 30; done") is None and run("sleep infinity & exit 4") == (0.0, 4)
+    assert run("sleep 5 | false") == (5.0, 1) and run("sleep 3; nc -z up 80 && exit 7") == (4.0, 7)
+    assert run("echo 'unterminated") == (0.0, 2) and run("case $X in a) exit 1;; esac") is None
     assert only_sleeps(["/bin/sh", "-c", "sleep infinity"]) and only_sleeps(["sleep", "3600"])
     assert not only_sleeps(["/bin/sh", "-c", "sleep 5; python3 app.py"]) and not only_sleeps(["python3", "app.py"])
+    assert only_sleeps(["/bin/sh", "-c", "sleep 1 && sleep infinity"]) and not only_sleeps(["/bin/sh", "-c", "sleep 1 | cat"])
     # the program table knows the script the fault writes, by its digest
     assert hashlib.sha256(data["load_config_script"].encode()).hexdigest() in programs()
 

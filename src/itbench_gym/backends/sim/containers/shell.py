@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import bashlex  # type: ignore[import-untyped]
+from itbench_gym.lang import shell as shellsyntax
 
 from . import programs
 from .context import Container, ExecResult
@@ -503,13 +503,13 @@ class _Shell:
                 pieces.append(_Piece(src[i + 1:end], "quoted"))
                 i = end + 1
             elif c == '"' and not quoted:
-                end = _closing_quote(src, i + 1)
+                end = shellsyntax.closing_quote(src, i + 1)
                 inner = self._pieces(src[i + 1:end], quoted=True)
                 only_at = src[i + 1:end] in ("$@", "${@}") and not self.state.positional
                 pieces += inner if only_at else [_Piece("", "quoted"), *inner]
                 i = end + 1
             elif c == "`":
-                end = _closing_backquote(src, i + 1)
+                end = shellsyntax.closing_backquote(src, i + 1)
                 script = re.sub(r"\\([$`\\])", r"\1", src[i + 1:end])
                 pieces.append(_Piece(self._substitute(script), "quoted" if quoted else "split"))
                 i = end + 1
@@ -529,12 +529,12 @@ class _Shell:
         kind = "quoted" if quoted else "split"
         nxt = src[i + 1:i + 2]
         if nxt == "{":
-            end = _closing_brace(src, i + 2)
+            end = shellsyntax.closing_brace(src, i + 2)
             return self._braced(src[i + 2:end], quoted), end + 1
         if nxt == "(":
             if src[i + 2:i + 3] == "(":
                 raise _Unsupported("arithmetic expansion $((...))")
-            end = _closing_paren(src, i + 2)
+            end = shellsyntax.closing_paren(src, i + 2)
             return [_Piece(self._substitute(src[i + 2:end]), kind)], end + 1
         if nxt == "'" and not quoted and self.kind == "bash":
             end = src.find("'", i + 2)
@@ -550,8 +550,8 @@ class _Shell:
         """A command substitution: ``script`` run in a subshell, its stdout less trailing newlines; its
         status is what a command made only of assignments reports."""
         try:
-            nodes = bashlex.parse(_shield(script)) if script.strip() else []
-        except (NotImplementedError, *_PARSE_ERRORS):
+            nodes = shellsyntax.parse(script)
+        except (shellsyntax.ShellSyntaxError, shellsyntax.UnsupportedSyntax):
             raise self._fatal("syntax error in a command substitution", 2) from None
         for node in nodes:
             refused = _refused(node)
@@ -846,78 +846,6 @@ def _is_param(name: str) -> bool:
     return bool(_NAME.fullmatch(name) or name.isdigit() or (len(name) == 1 and name in "?#@*$!-"))
 
 
-#: What bashlex raises for a script it cannot parse (its own error, and the internal errors some
-#: malformed inputs reach).
-_PARSE_ERRORS = (bashlex.errors.ParsingError, AssertionError, AttributeError, IndexError, TypeError)
-
-
-def _closing_quote(src: str, i: int) -> int:
-    """The index of the ``"`` closing a double-quoted string whose text starts at ``src[i]``."""
-    while i < len(src):
-        c = src[i]
-        if c == "\\":
-            i += 2
-        elif c == '"':
-            return i
-        elif c == "$" and src[i + 1:i + 2] == "{":
-            i = _closing_brace(src, i + 2) + 1
-        elif c == "$" and src[i + 1:i + 2] == "(":
-            i = _closing_paren(src, i + 2) + 1
-        elif c == "`":
-            i = _closing_backquote(src, i + 1) + 1
-        else:
-            i += 1
-    return len(src)
-
-
-def _closing_paren(src: str, i: int) -> int:
-    """The index of the ``)`` closing a ``$(`` whose text starts at ``src[i]``."""
-    return _closing(src, i, "(", ")")
-
-
-def _closing_backquote(src: str, i: int) -> int:
-    """The index of the backquote closing one whose text starts at ``src[i]``."""
-    while i < len(src):
-        if src[i] == "\\":
-            i += 2
-        elif src[i] == "`":
-            return i
-        else:
-            i += 1
-    return len(src)
-
-
-def _closing_brace(src: str, i: int) -> int:
-    """The index of the ``}`` closing a ``${`` whose text starts at ``src[i]``."""
-    return _closing(src, i, "${", "}")
-
-
-def _closing(src: str, i: int, opening: str, closing: str) -> int:
-    """The index of the ``closing`` character ending a construct whose text starts at ``src[i]``:
-    quotes and escapes skipped, nested ``opening`` ones counted."""
-    depth = 1
-    while i < len(src):
-        c = src[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'":
-            end = src.find("'", i + 1)
-            i = len(src) if end < 0 else end + 1
-            continue
-        if c == '"':
-            i = _closing_quote(src, i + 1) + 1
-            continue
-        if c == opening[-1] and i >= len(opening) - 1 and src.startswith(opening, i - len(opening) + 1):
-            depth += 1
-        elif c == closing:
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return len(src)
-
-
 def _glob_regex(chars: Sequence[tuple[str, bool]]) -> str:
     """A shell pattern (characters with whether they are active, i.e. unquoted) as a regular expression."""
     out: list[str] = []
@@ -947,39 +875,9 @@ def _glob_regex(chars: Sequence[tuple[str, bool]]) -> str:
     return "".join(out)
 
 
-def _shield(script: str) -> str:
-    """``script`` with each ``${`` inside single quotes made ``_{`` (same length, so bashlex's
-    positions still index the script): bashlex 0.18 loops forever on a ``${`` without ``}`` in a
-    single-quoted word that also holds ``=`` or ``~``, and single-quoted text is literal anyway."""
-    out = list(script)
-    i, word_start = 0, True
-    while i < len(script):
-        c = script[i]
-        if c == "\\":
-            i, word_start = i + 2, False
-        elif c == "#" and word_start:
-            end = script.find("\n", i)
-            i = len(script) if end < 0 else end
-        elif c == "'":
-            ansi = script[i - 1:i] == "$"
-            i += 1
-            while i < len(script) and script[i] != "'":
-                if script.startswith("${", i):
-                    out[i] = "_"
-                i += 2 if ansi and script[i] == "\\" else 1
-            i, word_start = i + 1, False
-        elif c == '"':
-            i, word_start = _closing_quote(script, i + 1) + 1, False
-        else:
-            word_start = c in " \t\n;&|()<>"
-            i += 1
-    return "".join(out)
-
-
-def _syntax_error(error: Exception, script: str, name: str, kind: str, from_stdin: bool) -> str:
+def _syntax_error(error: shellsyntax.ShellSyntaxError, script: str, name: str, kind: str, from_stdin: bool) -> str:
     """The message the shell gives for a script bashlex cannot parse."""
-    position = getattr(error, "position", None)
-    position = len(script) if not isinstance(position, int) else min(position, len(script))
+    position = len(script) if error.position is None else min(error.position, len(script))
     line = script.count("\n", 0, position) + 1
     message = str(error)
     token = re.search(r"unexpected token '(.*)' \(position", message, re.DOTALL)
@@ -1040,16 +938,11 @@ def run_script(script: str, container: Container, *, shell: str, stdin: bytes, e
     kind = flavour(shell, container)
     name = shell
     try:
-        if not re.search(r"^[ \t]*[^#\s]", script, re.MULTILINE):
-            return ExecResult()
         try:
-            nodes = bashlex.parse(_shield(script))
-        except NotImplementedError as missing:
-            text = str(missing)
-            what = ("arithmetic expansion $((...))" if "arithmetic" in text else "case" if "pattern" in text
-                    else re.sub(r"type = \{(.*?)\}.*", r"\1", text, flags=re.DOTALL))
-            return _unsupported(name, what)
-        except _PARSE_ERRORS as bad:
+            nodes = shellsyntax.parse(script)
+        except shellsyntax.UnsupportedSyntax as missing:
+            return _unsupported(name, str(missing))
+        except shellsyntax.ShellSyntaxError as bad:
             if kind == "bash" and re.search(r"(^|[\s;&|(!])\[\[(\s|$)", script):
                 return _unsupported(name, "[[ ... ]]")
             message = _syntax_error(bad, script, name, kind, from_stdin)
