@@ -500,6 +500,27 @@ def test_a_debug_pod_runs_its_args_and_answers_exec(kc: Kubectl) -> None:
     kc("delete", "pod", name, "--wait=false")
 
 
+def test_a_probe_pods_log_is_what_its_programs_print(kc: Kubectl) -> None:
+    """The classic connectivity check: a pod that runs ``nslookup`` once; its log and exit code are the
+    program's. Where the twin cannot say what a program prints (a server's answer), the log stays empty
+    rather than showing the twin's own words."""
+    v = kc.v.replace(".", "")
+    runs = {f"probe-ok-{v}": ["nslookup", "frontend"], f"probe-nx-{v}": ["nslookup", "no-such-service"],
+            f"probe-http-{v}": ["wget", "-qO-", "http://frontend:8080/"]}
+    for name, argv in runs.items():
+        kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", *argv)
+    for name in runs:
+        kc("wait", "--for=jsonpath={.status.containerStatuses[0].state.terminated.reason}", f"pod/{name}", "--timeout=120s")
+    found = kc.out("logs", f"probe-ok-{v}")
+    assert found.startswith("Server:\t\t10.96.0.10\n") and "Name:\tfrontend.otel-demo.svc.cluster.local\n" in found
+    missing = kc.json("get", "pod", f"probe-nx-{v}")["status"]
+    assert missing["phase"] == "Failed" and missing["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+    assert "can't find no-such-service" in kc.out("logs", f"probe-nx-{v}")
+    assert kc.out("logs", f"probe-http-{v}") == ""
+    for name in runs:
+        kc("delete", "pod", name, "--wait=false")
+
+
 def test_exec_needs_a_running_container(kc: Kubectl) -> None:
     name = f"exec-waiting-{kc.v.replace('.', '')}"
     kc("run", name, "--image=quay.io/it-bench/hello-bench-invalid:1.0", "--restart=Never")

@@ -27,14 +27,12 @@ from itbench_gym.backends.sim.opencost_api import make_opencost_app
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve, stop_all
 from itbench_gym.backends.sim.traces import make_jaeger_app
-from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
+from itbench_gym.backends.sim.twin import HARNESS_NAMESPACES, Twin, TwinSnapshot
 from itbench_gym.clock import SIM_EPOCH, SimClock
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
 from itbench_gym.workdirs import WorkDir
 
-#: Namespaces the agent must not see: where a harness would keep its own machinery.
-HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 HIDDEN_API_GROUPS = ("chaos-mesh.org",)
 #: Twins one backend keeps (one per app and scenario environment), least recently used dropped first.
 _CACHED_TWINS = 4

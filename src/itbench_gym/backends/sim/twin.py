@@ -40,6 +40,8 @@ from itbench_gym.spec.loadshape import LoadShape
 from itbench_gym.spec.model import LoadOptions
 
 SCRAPE_INTERVAL = 15.0
+#: Namespaces the agent must not see: where a harness keeps its own machinery (Chaos Mesh's).
+HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 #: Object-store quota as a multiple of the deployed app's size (at least the store's default).
 STORE_HEADROOM = 12
 #: The app's own alert rules: PrometheusRule objects created after the app's install, as ITBench does.
@@ -84,6 +86,8 @@ class Twin:
         self.monitoring = Monitoring(self.cluster.store, self.engine, self.cluster.apiload.samples, self.cluster.etcd.samples)
         self.rules = self.monitoring.rules
         self._next_tick = self.clock.now()
+        self.cluster.kubelet.main_output = self._main_output
+        self._exec = self.container_exec(frozenset(HARNESS_NAMESPACES))
         with self.lock:
             if state is not None:
                 self.restore(state)
@@ -225,13 +229,21 @@ class Twin:
                              default_home=shared().default_home, started_env=started_env, routing=routing,
                              seed=lambda: self.seed, hidden=hidden)
 
+    def _main_output(self, pod: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int] | None:
+        """What a container whose process no model drives prints, run through the emulated programs."""
+        argv = self.apps.runtime().main_argv(pod, spec)
+        return self._exec.main_process(pod, spec, argv) if argv is not None else None
+
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """Every log record of the container (the log store's view: stdout and OTLP)."""
         return self.apps.log_lines(namespace, pod, container, start, end)
 
     def container_log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
-        """The container log (what ``kubectl logs`` reads): its stdout only."""
-        return self.apps.container_log_lines(namespace, pod, container, start, end)
+        """The container log (what ``kubectl logs`` reads): the model's stdout records, and what an
+        emulated process printed (``Kubelet.main_output``)."""
+        printed = self.cluster.kubelet.output_lines(namespace, pod, container, start, end)
+        modelled = self.apps.container_log_lines(namespace, pod, container, start, end)
+        return sorted(modelled + printed, key=lambda line: line[0]) if printed else modelled
 
     def snapshot(self, *, deferred_rules: bool = False, compact: bool = False) -> TwinSnapshot:
         """The whole state. The rules' snapshot comes first: it runs their deferred evaluations,

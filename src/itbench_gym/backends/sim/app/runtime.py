@@ -46,6 +46,15 @@ class AppRuntime(RegistryRuntime):
         rule = self._rule(container.get("image", ""))
         return list(args) if args and rule is not None and rule.entrypoint == () else None
 
+    def main_argv(self, pod: dict[str, Any], container: dict[str, Any]) -> list[str] | None:
+        """The command line of a container whose process no model drives (a debug or probe pod's
+        ``nslookup``, ``wget``): what its run prints is then the emulated programs' (``Twin``), where
+        an app's service prints what its model says. None for the app's own containers and their
+        init containers, and where the image's entrypoint runs."""
+        if self._service_of(pod, container) is not None:
+            return None
+        return self._process_argv(container)
+
     def start_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
         """containerd's error when the command's executable is not in the image (runc 1.2+ wording)."""
         rule = self._rule(container.get("image", ""))

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 from .context import Container, ExecResult
 
+#: Every message in which the twin speaks for itself (what it does not model or emulate) names it.
+TWIN_WORD = "itbench_gym"
+#: Exit statuses of a program the image has but the twin does not emulate, and of an emulation that failed.
+NOT_EMULATED, EMULATION_FAILED = 126, 70
 UNMODELLED = ("the itbench_gym twin does not model what is here (it knows the container's ConfigMap, Secret and downward-API "
               "volumes and the kubelet's files: /etc/hosts, /etc/hostname, /etc/resolv.conf, /dev/termination-log; not the "
               "image's own files, nor what containers write to emptyDir and persistent volumes)")
@@ -1172,10 +1176,11 @@ def run(argv: list[str], container: Container, stdin: bytes = b"", env: Mapping[
     if program is None:
         listed = ", ".join(emulated(container)) or "none"
         return ExecResult(stderr=f"itbench_gym: {word} is in this container's image, but the twin does not emulate it "
-                                 f"(emulated: {listed})\n".encode("utf-8", "surrogateescape"), code=126)
+                                 f"(emulated: {listed})\n".encode("utf-8", "surrogateescape"), code=NOT_EMULATED)
     style = "busybox" if busybox(container) else "gnu"
     prefix = (posixpath.basename(word) if style == "busybox" else word) + ": "
     try:
         return program(Invocation(list(argv), container, stdin, env, cwd, style, prefix))
     except Exception as failure:  # a failing emulation is a crashed process to the caller, never its exception
-        return ExecResult(stderr=f"itbench_gym: the twin's emulation of {word} failed: {failure!r}\n".encode(), code=70)
+        return ExecResult(stderr=f"itbench_gym: the twin's emulation of {word} failed: {failure!r}\n".encode(),
+                          code=EMULATION_FAILED)

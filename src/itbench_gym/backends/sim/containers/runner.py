@@ -121,6 +121,25 @@ class ContainerExec:
             stdout, stderr = (stdout + stderr).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), b""
         return Outcome(stdout, stderr, success() if result.code == 0 else exit_status(argv, result.code))
 
+    def main_process(self, pod: Obj, spec: Obj, argv: list[str]) -> tuple[str, int] | None:
+        """What a container's own process prints (stdout, then stderr) and its exit code, when it runs
+        only programs the twin emulates on what the twin models; None otherwise (an image whose programs
+        are not catalogued, a program not emulated, a file, destination or answer the twin does not
+        model: its log would be the twin's words, not the program's). The runtime refused a missing
+        argv[0] before (``start_error``)."""
+        with self._lock:
+            rule = self._rule_of(str(spec.get("image", "")))
+            if rule is None or rule.executables is None:
+                return None
+            container = self._container(pod, spec, rule)
+            if not argv or programs.find(argv[0], container) is None:
+                return None
+            result = programs.run(argv, container, b"")
+        text = (result.stdout + result.stderr).decode("utf-8", "replace")
+        if result.code in (programs.NOT_EMULATED, programs.EMULATION_FAILED) or programs.TWIN_WORD in text:
+            return None
+        return text, result.code
+
     def _not_found(self, pod: Obj, container: str, argv: list[str]) -> str:
         """The runtime's refusal of an argv[0] the image does not hold (containerd names the exec by its id)."""
         seed = f"{pod['metadata'].get('uid', '')}/{container}/{self._clock.now()}/{argv}".encode()

@@ -366,8 +366,8 @@ class KubeApp:
         if r.sub == "exec" and rt.kind == "Pod" and self.exec_source is not None and r.name:
             return self._exec(req, ident, attrs, r.namespace or "", r.name, self.exec_source)
         if r.sub in ("exec", "attach", "portforward", "proxy"):
-            raise errors.bad_request(f"{r.sub} is not supported by the itbench_gym twin: it runs no containers; "
-                                     "use `kubectl logs`, `kubectl describe` and the metrics/trace tools instead")
+            raise errors.bad_request(f"{r.sub} is not supported by the itbench_gym twin; use `kubectl exec`, `kubectl logs`, "
+                                     "`kubectl describe` and the metrics/trace tools instead")
         if r.name is None:
             if method == "GET":
                 if r.watch_path or _truthy(q.get("watch")):

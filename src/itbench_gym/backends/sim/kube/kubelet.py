@@ -30,6 +30,9 @@ from .errors import ApiError
 from .runtime import ContainerRuntime, FileReader
 
 Obj = dict[str, Any]
+#: A container's own process run through the twin's emulated programs: (what it printed, exit code), or
+#: None where they do not say (the container's pod and spec).
+MainOutput = Callable[[Obj, Obj], "tuple[str, int] | None"]
 
 MAX_BACKOFF = 300.0
 INITIAL_BACKOFF = 10.0
@@ -82,6 +85,9 @@ class ContainerRun:
     pulling: bool = False
     #: Why the last pull failed (containerd's words after the image reference).
     pull_cause: str = ""
+    #: What this run and the one before printed, with when they started (``Kubelet.main_output``).
+    output: tuple[float, str] | None = None
+    last_output: tuple[float, str] | None = None
 
     def copy(self) -> ContainerRun:
         """A copy the kubelet can change without touching this one (``last`` is replaced, never changed)."""
@@ -168,6 +174,9 @@ class Kubelet(Controller):
         super().__init__(ctx)
         self.runtime = runtime
         self.state = KubeletState()
+        #: What a container's own process prints and its exit code, where the twin emulates it (a debug
+        #: pod's ``nslookup``); None where no model says (``Twin`` sets it).
+        self.main_output: MainOutput | None = None
         #: pod -> (the cached pod, what its status was rendered from) for pods whose status that
         #: rendering left as it was: the same inputs render the same status, so it is not rebuilt.
         self._unchanged: dict[Key, tuple[Obj, tuple[Any, ...]]] = {}
@@ -559,6 +568,7 @@ class Kubelet(Controller):
             c.step, c.due = "config-retry", at + SYNC_ERROR_RETRY_SECONDS
             return
         if c.ever_ran or c.restarts or c.last is not None:
+            c.last_output, c.output = c.output, None
             c.restarts += 1
             c.last_restart_at = at
             c.backoff = INITIAL_BACKOFF if c.backoff == 0 else min(c.backoff * 2, MAX_BACKOFF)
@@ -580,6 +590,27 @@ class Kubelet(Controller):
             return
         planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
         c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
+        if planned is not None:
+            self._emulate(pod, spec, c, at)
+
+    def _emulate(self, pod: Obj, spec: Obj, c: ContainerRun, at: float) -> None:
+        """A process that ends prints what its emulated programs print and exits with their status; the
+        process model keeps deciding when it ends (a ``sleep`` before it, a wait for a dependency)."""
+        ran = self.main_output(pod, spec) if self.main_output is not None else None
+        if ran is not None:
+            c.output, c.planned_exit = (at, ran[0]), ran[1]
+
+    def output_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
+        """The lines a container's runs that started in ``[start, end]`` printed (``main_output``)."""
+        run = self.state.pods.get((namespace, pod))
+        c = next((c for c in run.containers if c.name == container), None) if run is not None else None
+        if c is None:
+            return []
+        out: list[tuple[float, str]] = []
+        for printed in (c.last_output, c.output):
+            if printed is not None and start <= printed[0] <= end:
+                out += [(printed[0], line) for line in printed[1].splitlines()]
+        return out
 
     def _env_error(self, pod: Obj, spec: Obj) -> str | None:
         """Why the container's environment cannot be built (a missing ConfigMap / Secret or key), or None.
@@ -679,6 +710,7 @@ class Kubelet(Controller):
         planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
         if planned is not None:
             c.exit_at, c.planned_exit = now + planned[0], planned[1]
+            self._emulate(pod, spec, c, now)
 
     @staticmethod
     def _probe_noted(c: ContainerRun, probe: Obj, kind: str, now: float) -> bool:
