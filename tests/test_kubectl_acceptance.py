@@ -521,6 +521,19 @@ def test_a_probe_pods_log_is_what_its_programs_print(kc: Kubectl) -> None:
         kc("delete", "pod", name, "--wait=false")
 
 
+def test_run_interactive_prints_the_probe_once_and_cleans_up(kc: Kubectl) -> None:
+    """``kubectl run -i --rm``: the attach (served: no fallback warning) shows what the process prints
+    after it, then the pod is deleted. kubectl 1.37 reads the log of what came before the attach first;
+    1.32 does not, so a fast process's output, printed as the container started, is not shown (as on a
+    cluster, where that race is why kubectl says "If you don't see a command prompt")."""
+    name = f"probe-i-{kc.v.replace('.', '')}"
+    ran = kc("run", "-i", "--rm", name, "--image=busybox:1.36", "--restart=Never", "--", "nslookup", "frontend", stdin="")
+    shown = 1 if int(kc.minor) >= 37 else 0
+    assert ran.stdout.count("Name:\tfrontend.otel-demo.svc.cluster.local\n") == shown
+    assert f'pod "{name}" deleted' in ran.stdout and "couldn't attach" not in ran.stderr
+    assert kc("get", "pod", name, check=False).returncode == 1
+
+
 def test_exec_needs_a_running_container(kc: Kubectl) -> None:
     name = f"exec-waiting-{kc.v.replace('.', '')}"
     kc("run", name, "--image=quay.io/it-bench/hello-bench-invalid:1.0", "--restart=Never")

@@ -364,7 +364,9 @@ class KubeApp:
                 raise errors.method_not_allowed("the server does not allow this method on the requested resource")
             return self._review(req, ident, rt)
         if r.sub == "exec" and rt.kind == "Pod" and self.exec_source is not None and r.name:
-            return self._exec(req, ident, attrs, r.namespace or "", r.name, self.exec_source)
+            return self._exec(req, attrs, r.namespace or "", r.name, self.exec_source)
+        if r.sub == "attach" and rt.kind == "Pod" and self.log_source is not None and r.name:
+            return self._attach(req, attrs, r.namespace or "", r.name, self.log_source)
         if r.sub in ("exec", "attach", "portforward", "proxy"):
             raise errors.bad_request(f"{r.sub} is not supported by the itbench_gym twin; use `kubectl exec`, `kubectl logs`, "
                                      "`kubectl describe` and the metrics/trace tools instead")
@@ -928,12 +930,12 @@ class KubeApp:
             self.store.settle()
         return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
-    def _exec(self, req: Request, ident: Identity, attrs: rbac.Attributes, namespace: str, name: str,
-              run: ExecSource) -> Response:
-        """``pods/exec``: the API server's checks (``PodExecOptions``, the container, the node), the
-        kubelet's (the container runs), then the stream. A WebSocket upgrade is authorised for
-        ``create`` as well as ``get`` (Kubernetes 1.35's AuthorizePodWebsocketUpgradeCreatePermission);
-        an SPDY request, kubectl's fallback, gets the same errors and is otherwise refused."""
+    def _stream_target(self, req: Request, attrs: rbac.Attributes, namespace: str, name: str) -> tuple[str, bool, bool]:
+        """``pods/exec`` and ``pods/attach`` alike: the API server's checks (the options, the container, the
+        node), the kubelet's (the container runs), the protocol's; the container, and whether stdin and a
+        tty were asked. A WebSocket upgrade is authorised for ``create`` as well as ``get`` (Kubernetes
+        1.35's AuthorizePodWebsocketUpgradeCreatePermission); an SPDY request, kubectl's fallback, gets the
+        same errors and is otherwise refused."""
         q = req.args
         websocket = remotecommand.requested(req.headers)
         if websocket and req.method == "GET":
@@ -944,9 +946,8 @@ class KubeApp:
                 decision = self.authz.authorize(create)
             if not decision.allowed:
                 raise rbac.forbidden(create, decision.reason)
-        argv = q.getlist("command")
         stdin, stdout, stderr, tty = (_truthy(q.get(k)) for k in ("stdin", "stdout", "stderr", "tty"))
-        if not argv:
+        if attrs.subresource == "exec" and not q.getlist("command"):
             raise errors.bad_request("you must specify at least 1 command")
         if not (stdin or stdout or stderr):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
@@ -968,17 +969,27 @@ class KubeApp:
                 raise errors.bad_request(f"container {container} is not valid for pod {name}")
             if not spec.get("nodeName"):
                 raise errors.bad_request(f"pod {name} does not have a host assigned")
-            status = pod.get("status") or {}
-            running = any(c.get("name") == container and "running" in (c.get("state") or {})
-                          for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
-                          for c in status.get(key) or [])
+            running = self._running(pod, container)
         if not running:  # the kubelet finds only running containers; kubectl prints its words as they are
             raise errors.ApiError(500, "InternalError", f'container not found ("{container}")')
         if not websocket or req.method != "GET":
-            raise errors.bad_request(f"the itbench_gym twin serves exec over a WebSocket ({remotecommand.PROTOCOL}, "
-                                     "kubectl 1.30 or later), not over SPDY")
+            raise errors.bad_request(f"the itbench_gym twin serves {attrs.subresource} over a WebSocket "
+                                     f"({remotecommand.PROTOCOL}, kubectl 1.30 or later), not over SPDY")
         if not remotecommand.offers_protocol(req.headers):
             raise errors.bad_request(f"the WebSocket must offer subprotocol {remotecommand.PROTOCOL}")
+        return container, stdin, tty
+
+    @staticmethod
+    def _running(pod: Obj, container: str) -> bool:
+        status = pod.get("status") or {}
+        return any(c.get("name") == container and "running" in (c.get("state") or {})
+                   for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+                   for c in status.get(key) or [])
+
+    def _exec(self, req: Request, attrs: rbac.Attributes, namespace: str, name: str, run: ExecSource) -> Response:
+        """``pods/exec``: the checks (:meth:`_stream_target`), then the process, run to its end."""
+        container, stdin, tty = self._stream_target(req, attrs, namespace, name)
+        argv = req.args.getlist("command")
 
         def started(data: bytes) -> remotecommand.Outcome:
             try:
@@ -989,6 +1000,42 @@ class KubeApp:
 
         def session(reader: Any, writer: Any) -> None:
             remotecommand.Session(reader, writer).serve(started, stdin=stdin)
+
+        req.environ[UPGRADE] = session
+        return Response(status=101, headers=remotecommand.handshake_headers(req.headers))
+
+    def _attach(self, req: Request, attrs: rbac.Attributes, namespace: str, name: str, logs: LogSource) -> Response:
+        """``pods/attach``: what the container's process prints after now until it ends, as ``logs -f``
+        would show it (at most ``MAX_LOG_FOLLOW`` simulated seconds; time passes while the client waits);
+        what it printed before is the log's (``kubectl run -i`` reads it first). The process does not read
+        the attached stdin: the twin's programs ran when the container started."""
+        container, _, tty = self._stream_target(req, attrs, namespace, name)
+        since = self.clock.now()
+
+        def printed(_stdin: bytes) -> remotecommand.Outcome:
+            out: list[str] = []
+            last, stop_at = since, since + MAX_LOG_FOLLOW
+            while not self._closed.is_set():
+                with self.lock:
+                    now = self.clock.now()
+                    out += [line for t, line in logs(namespace, name, container, last, now) if t > last]
+                    last = now
+                    try:
+                        pod = self.store.get_stored(self.store.registry.by_kind("Pod", "v1"), namespace, name)
+                    except errors.ApiError:
+                        break  # deleted meanwhile: the kubelet closes the streams
+                    if not self._running(pod, container) or now >= stop_at:
+                        break
+                if not (self.programs is None or self.programs.wait_until_waiting(lambda: False, self._closed)):
+                    break
+                with self.lock:
+                    if not self.advance(min(WATCH_STEP, stop_at - self.clock.now())):
+                        break
+            text = "".join(f"{line}\n" for line in out).encode("utf-8", "replace")
+            return remotecommand.Outcome(text.replace(b"\n", b"\r\n") if tty else text, b"", remotecommand.success())
+
+        def session(reader: Any, writer: Any) -> None:
+            remotecommand.Session(reader, writer).serve(printed, stdin=False)
 
         req.environ[UPGRADE] = session
         return Response(status=101, headers=remotecommand.handshake_headers(req.headers))
