@@ -238,6 +238,8 @@ curl -sS -m 3 {served['prometheus']}/api/v1/query?query=up >/dev/null 2>&1; echo
     done = run_script(grading, "script.sh", endpoints)
     assert done.returncode == 0, done.stderr
     assert json.loads((grading / "collected_data.json").read_text(encoding="utf-8"))["items"]
+    # Each run's relay stops with it: a grader running hundreds of scripts keeps no thread per run.
+    assert not [t for t in threading.enumerate() if t.name == "sandbox-relay"]
 
 
 # -- no sandbox, no run --------------------------------------------------------------------------

@@ -512,6 +512,10 @@ class _RelayServer:
 
     def __exit__(self, *_exc: object) -> None:
         if self.listener is not None:
+            try:
+                self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (a close alone does not, on Linux)
+            except OSError:
+                pass
             self.listener.close()
         with self.lock:
             for sock in self.open:
