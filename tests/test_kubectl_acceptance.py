@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -532,6 +533,30 @@ def test_run_interactive_prints_the_probe_once_and_cleans_up(kc: Kubectl) -> Non
     assert ran.stdout.count("Name:\tfrontend.otel-demo.svc.cluster.local\n") == shown
     assert f'pod "{name}" deleted' in ran.stdout and "couldn't attach" not in ran.stderr
     assert kc("get", "pod", name, check=False).returncode == 1
+
+
+def test_an_attach_lets_time_pass_only_while_its_client_is_there(kc: Kubectl) -> None:
+    """An attach to a process that runs on follows it in simulated time; once kubectl has gone, the
+    stream ends and the clock stops (nothing advances behind the next command's back)."""
+    name = f"probe-attached-{kc.v.replace('.', '')}"
+    kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", "sleep", "3600")
+    kc("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=60s")
+    clock = kc.shop.backend.clock
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(kc.shop.tmp), "KUBECONFIG": str(kc.shop.endpoints.kubeconfig)}
+    attached = subprocess.Popen([kc.path, "--cache-dir", str(kc.shop.tmp / f"cache-{kc.minor}-agent"), "attach", name],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    start = clock.now()
+    for _ in range(200):
+        if clock.now() > start:
+            break
+        time.sleep(0.02)
+    attached.kill()
+    attached.wait()
+    time.sleep(0.3)  # the stream notices the closed connection
+    left_at = clock.now()
+    time.sleep(0.3)
+    assert start < left_at == clock.now()
+    kc("delete", "pod", name, "--wait=false")
 
 
 def test_exec_needs_a_running_container(kc: Kubectl) -> None:

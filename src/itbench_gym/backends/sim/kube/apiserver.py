@@ -14,7 +14,8 @@ Simulated time: a blocking request (a watch) that has nothing to send calls ``ad
 under the shared lock so controllers make progress — this is how ``kubectl rollout status`` sees a
 rollout finish —, once its client waits for more: with ``programs``, every program the agent runs is
 waiting (``backends/programs``), so how long the client took to read an event does not decide how much
-simulated time passed; a stream whose client has left ends. ``advance`` returning False (the episode budget is spent) ends the watch. A GET of
+simulated time passed; a stream whose client has left ends. ``advance`` returning False (the episode
+budget is spent) ends the watch. A GET of
 an object that is being deleted advances ``POLL_STEP`` too, so clients that poll for the deletion
 (``kubectl drain``) see the grace period end. After every write the store settles, so controllers
 react before the response is sent (a scaled Deployment has its new pods at once).
@@ -1012,10 +1013,10 @@ class KubeApp:
         container, _, tty = self._stream_target(req, attrs, namespace, name)
         since = self.clock.now()
 
-        def printed(_stdin: bytes) -> remotecommand.Outcome:
+        def printed(gone: Callable[[], bool]) -> remotecommand.Outcome:
             out: list[str] = []
             last, stop_at = since, since + MAX_LOG_FOLLOW
-            while not self._closed.is_set():
+            while not self._closed.is_set() and not gone():
                 with self.lock:
                     now = self.clock.now()
                     out += [line for t, line in logs(namespace, name, container, last, now) if t > last]
@@ -1026,7 +1027,7 @@ class KubeApp:
                         break  # deleted meanwhile: the kubelet closes the streams
                     if not self._running(pod, container) or now >= stop_at:
                         break
-                if not (self.programs is None or self.programs.wait_until_waiting(lambda: False, self._closed)):
+                if gone() or not (self.programs is None or self.programs.wait_until_waiting(gone, self._closed)):
                     break
                 with self.lock:
                     if not self.advance(min(WATCH_STEP, stop_at - self.clock.now())):
@@ -1035,7 +1036,7 @@ class KubeApp:
             return remotecommand.Outcome(text.replace(b"\n", b"\r\n") if tty else text, b"", remotecommand.success())
 
         def session(reader: Any, writer: Any) -> None:
-            remotecommand.Session(reader, writer).serve(printed, stdin=False)
+            remotecommand.Session(reader, writer).follow(printed)
 
         req.environ[UPGRADE] = session
         return Response(status=101, headers=remotecommand.handshake_headers(req.headers))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
@@ -77,18 +78,30 @@ def handshake_headers(headers: Headers) -> list[tuple[str, str]]:
 
 
 class Session:
-    """One exec over an upgraded connection: read stdin when asked for, run, send the output, the
-    Status, then close the WebSocket."""
+    """One exec or attach over an upgraded connection: read stdin when asked for (or, for an attach,
+    watch for the client leaving), run, send the output, the Status, then close the WebSocket."""
 
     def __init__(self, reader: IO[bytes], writer: IO[bytes]) -> None:
         self._reader, self._writer = reader, writer
         self._ws = Connection(ConnectionType.SERVER)
+        self._lock = threading.Lock()  # the connection's state and the writer, shared with ``follow``'s reader
 
     def serve(self, run: Callable[[bytes], Outcome], *, stdin: bool) -> None:
         data = self._read_stdin() if stdin else b""
         if data is None:
             return  # the client went away
-        outcome = run(data)
+        self._finish(run(data))
+
+    def follow(self, run: Callable[[Callable[[], bool]], Outcome]) -> None:
+        """An attach: ``run`` is told whether the client has left (its frames, stdin included, are read
+        meanwhile and dropped: the twin's process took no input), then its outcome is sent."""
+        left = threading.Event()
+        threading.Thread(target=self._drain, args=(left,), daemon=True, name="attach-reader").start()
+        outcome = run(left.is_set)
+        if not left.is_set():
+            self._finish(outcome)
+
+    def _finish(self, outcome: Outcome) -> None:
         for channel, payload in ((STDOUT, outcome.stdout), (STDERR, outcome.stderr)):
             for i in range(0, len(payload), _CHUNK):
                 self._send(bytes([channel]) + payload[i:i + _CHUNK])
@@ -96,13 +109,36 @@ class Session:
         self._close()
 
     def _send(self, payload: bytes) -> None:
-        self._writer.write(self._ws.send(BytesMessage(data=payload)))
-        self._writer.flush()
+        with self._lock:
+            self._writer.write(self._ws.send(BytesMessage(data=payload)))
+            self._writer.flush()
 
     def _close(self) -> None:
-        if self._ws.state is ConnectionState.OPEN:
-            self._writer.write(self._ws.send(CloseConnection(code=1000)))
-            self._writer.flush()
+        with self._lock:
+            if self._ws.state is ConnectionState.OPEN:
+                self._writer.write(self._ws.send(CloseConnection(code=1000)))
+                self._writer.flush()
+
+    def _drain(self, left: threading.Event) -> None:
+        """Read the client's frames until it closes the WebSocket or the connection ends; then ``left``."""
+        try:
+            while True:
+                chunk = self._reader.read1(65536) if hasattr(self._reader, "read1") else self._reader.read(65536)
+                if not chunk:
+                    break
+                with self._lock:
+                    self._ws.receive_data(chunk)
+                    events = list(self._ws.events())
+                    for event in events:
+                        if isinstance(event, Ping):
+                            self._writer.write(self._ws.send(event.response()))
+                            self._writer.flush()
+                if any(isinstance(event, CloseConnection) for event in events):
+                    break
+        except (OSError, ValueError):
+            pass  # the connection ended under the read
+        finally:
+            left.set()
 
     def _read_stdin(self) -> bytes | None:
         """stdin until the client closes the channel; None when the connection ends first."""
