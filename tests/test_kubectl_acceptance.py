@@ -78,8 +78,12 @@ class Kubectl:
         cfg = self.shop.backend.admin_kubeconfig if admin else self.shop.endpoints.kubeconfig
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.shop.tmp), "KUBECONFIG": str(cfg)}
         cache = self.shop.tmp / f"cache-{self.minor}-{'admin' if admin else 'agent'}"
-        proc = subprocess.run([self.path, "--cache-dir", str(cache), *args], capture_output=True, text=True,
-                              env=env, input=stdin, timeout=timeout)
+        # registered as the env's tools register kubectl: a watch lets time pass only while it waits
+        with subprocess.Popen([self.path, "--cache-dir", str(cache), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) as running, \
+                self.shop.backend.programs.running(running.pid):
+            out, err = running.communicate(input=stdin or "", timeout=timeout)
+        proc = subprocess.CompletedProcess(running.args, running.returncode, out, err)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl 1.{self.minor} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
         return proc
