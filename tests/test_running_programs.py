@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ne
 
 _BUSY = "while True: pass"
 _SLEEPING = "import time; time.sleep(60)"
+#: A program waiting in epoll (as Go's network poller does) for its sockets and a timer that far off.
+_POLLING = "import select; poller = select.epoll()\nwhile True: poller.poll({})"
 
 
 @contextmanager
@@ -42,6 +45,18 @@ def test_a_sleeping_program_waits_and_a_spinning_one_does_not() -> None:
         with started(sys.executable, "-c", _BUSY) as spinner, programs.running(spinner.pid):
             assert programs.busy()
         assert not programs.busy()  # its registration ended with the block
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="epoll's system call numbers are known for these")
+def test_a_program_about_to_wake_on_its_own_timer_is_not_waiting() -> None:
+    """client-go polls its informer cache every 100 ms: while kubectl sleeps on that, time must not run;
+    a program whose next timer is minutes away waits on its sockets."""
+    programs = RunningPrograms()
+    with started(sys.executable, "-c", _POLLING.format(0.5)) as soon, programs.running(soon.pid):
+        threading.Event().wait(0.2)  # into its first poll
+        assert programs.busy()
+    with started(sys.executable, "-c", _POLLING.format(300)) as later, programs.running(later.pid):
+        assert programs.wait_until_waiting(_never, threading.Event())
 
 
 def test_a_busy_grandchild_counts_as_its_ancestors_work() -> None:

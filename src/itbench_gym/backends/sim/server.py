@@ -13,12 +13,16 @@ streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: 
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import select
 import socket
 import ssl
+import struct
+import termios
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from werkzeug.exceptions import InternalServerError
@@ -40,6 +44,10 @@ UPGRADE = "itbench_gym.upgrade"
 #: closed, or it sent something while waiting for a streamed answer (an HTTP/1.1 client sends nothing
 #: then; only a close or TLS's closing alert can arrive).
 PEER_GONE = "itbench_gym.peer_gone"
+#: WSGI environ key of a function that says whether the client has not yet taken in all the server sent
+#: (bytes still in this end's send queue or in the client's receive queue, ``/proc/net/tcp``): a client
+#: whose threads all sleep may just not have been woken for them yet.
+PEER_UNREAD = "itbench_gym.peer_unread"
 
 
 class _Body:
@@ -103,6 +111,7 @@ class _Handler(WSGIRequestHandler):
         """One request; the connection stays open for the next one when nothing forbids it."""
         environ = self.make_environ()
         environ[PEER_GONE] = self._peer_gone
+        environ[PEER_UNREAD] = self._peer_unread
         body: _Body | None = None
         if "wsgi.input_terminated" not in environ:  # not chunked: CONTENT_LENGTH bytes, or none
             try:
@@ -178,6 +187,16 @@ class _Handler(WSGIRequestHandler):
             return True
         return bool(readable)
 
+    def _peer_unread(self) -> bool:
+        try:
+            outq = struct.unpack("i", fcntl.ioctl(self.connection.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+            if outq:
+                return True
+            mine, theirs = self.connection.getsockname(), self.connection.getpeername()
+        except (OSError, ValueError):
+            return False  # closed: nothing will be read
+        return _receive_queue(theirs, mine) > 0
+
     def _send_head(self, environ: dict[str, Any], response: dict[str, Any], keep: bool) -> None:
         status = response["status"]
         code_text, _, reason = status.partition(" ")
@@ -204,6 +223,24 @@ class _Handler(WSGIRequestHandler):
             self.send_header("Connection", "close")  # http.server then ends the connection after this request
         self.end_headers()
         response["sent"] = True
+
+
+def _receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> int:
+    """Bytes waiting to be read on the IPv4 TCP socket ``local`` connected to ``remote`` (``/proc/net/tcp``;
+    0 when it is not listed there, or not on Linux)."""
+    def hexed(address: tuple[str, int]) -> str:
+        return f"{socket.inet_aton(address[0])[::-1].hex().upper()}:{address[1]:04X}"
+
+    try:
+        table = Path("/proc/net/tcp").read_text()
+    except OSError:
+        return 0
+    want = (hexed(local), hexed(remote))
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 4 and (fields[1], fields[2]) == want:
+            return int(fields[4].split(":")[1], 16)
+    return 0
 
 
 class ServerHandle:

@@ -40,7 +40,7 @@ from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.timestamps import parse_rfc3339, rfc3339
 
 from ...programs import RunningPrograms
-from ..server import PEER_GONE, UPGRADE
+from ..server import PEER_GONE, PEER_UNREAD, UPGRADE
 from . import bodies, errors, openapi, protobuf, rbac, remotecommand, tables, webhooks
 from .apiload import ApiLoad
 from .auth import Auth, BoundAccount, Identity
@@ -153,7 +153,7 @@ class KubeApp:
         gone: Callable[[], bool] = req.environ.get(PEER_GONE) or (lambda: False)
         if self.programs is None:
             return not gone() and not self._closed.is_set()
-        return self.programs.wait_until_waiting(gone, self._closed)
+        return self.programs.wait_until_waiting(gone, self._closed, req.environ.get(PEER_UNREAD) or (lambda: False))
 
     def _crd(self, name: str) -> Obj | None:
         try:
@@ -1027,7 +1027,8 @@ class KubeApp:
                         break  # deleted meanwhile: the kubelet closes the streams
                     if not self._running(pod, container) or now >= stop_at:
                         break
-                if gone() or not (self.programs is None or self.programs.wait_until_waiting(gone, self._closed)):
+                unread = req.environ.get(PEER_UNREAD) or (lambda: False)
+                if gone() or not (self.programs is None or self.programs.wait_until_waiting(gone, self._closed, unread)):
                     break
                 with self.lock:
                     if not self.advance(min(WATCH_STEP, stop_at - self.clock.now())):
