@@ -137,6 +137,9 @@ def test_a_watch_lets_time_pass_only_while_kubectl_waits(env: gym.Env) -> None:
     obs, *_ = env.step("kubectl -n otel-demo rollout status deployment/cart --timeout=120s")
     assert "successfully rolled out" in obs["text"]
     assert clock.now() - start == cost
+    start = clock.now()  # client-go polls its cache every 100 ms of the host's time: no simulated time for that
+    obs, *_ = env.step("kubectl -n otel-demo wait --for=condition=Available deployment/cart --timeout=60s")
+    assert "condition met" in obs["text"] and clock.now() - start == cost
     env.step("kubectl -n otel-demo rollout restart deployment/cart")
     start = clock.now()
     obs, *_ = env.step("kubectl -n otel-demo rollout status deployment/cart --timeout=120s")
