@@ -563,6 +563,18 @@ def test_an_attach_lets_time_pass_only_while_its_client_is_there(kc: Kubectl) ->
     kc("delete", "pod", name, "--wait=false")
 
 
+def test_debug_is_refused_as_the_agents_role_refuses_it(kc: Kubectl) -> None:
+    """ITBench's agent has the `admin` role, which grants no `pods/ephemeralcontainers`: `kubectl debug`
+    is forbidden as on a cluster (discovery lists the subresource, so kubectl and access reviews know
+    it); the admin gets the twin's own refusal (it runs no ephemeral containers)."""
+    pod = recommendation_pod(kc)
+    assert kc.out("auth", "can-i", "patch", "pods", "--subresource=ephemeralcontainers", check=False).strip() == "no"
+    denied = kc("debug", pod, "--image=busybox:1.36", "--", "nslookup", "frontend", check=False)
+    assert denied.returncode == 1 and 'cannot patch resource "pods/ephemeralcontainers"' in denied.stderr
+    refused = kc("debug", "-n", NS, pod, "--image=busybox:1.36", "--", "nslookup", "frontend", admin=True, check=False)
+    assert refused.returncode == 1 and "runs no ephemeral containers" in refused.stderr
+
+
 def test_exec_needs_a_running_container(kc: Kubectl) -> None:
     name = f"exec-waiting-{kc.v.replace('.', '')}"
     kc("run", name, "--image=quay.io/it-bench/hello-bench-invalid:1.0", "--restart=Never")

@@ -371,6 +371,9 @@ class KubeApp:
         if r.sub in ("exec", "attach", "portforward", "proxy"):
             raise errors.bad_request(f"{r.sub} is not supported by the itbench_gym twin; use `kubectl exec`, `kubectl logs`, "
                                      "`kubectl describe` and the metrics/trace tools instead")
+        if r.sub in _UNRUN_POD_CHANGES and method != "GET":
+            raise errors.bad_request(f"pods/{r.sub} is served for discovery and reads only: the itbench_gym twin "
+                                     f"{_UNRUN_POD_CHANGES[r.sub]}")
         if r.name is None:
             if method == "GET":
                 if r.watch_path or _truthy(q.get("watch")):
@@ -1240,6 +1243,10 @@ class KubeApp:
         return _json({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {}, "items": items})
 
 
+#: Pod subresources a cluster serves (so kubectl and access reviews know them) whose changes the twin's
+#: kubelet does not carry out: a write is refused saying so (RBAC, checked first, refuses the agent's).
+_UNRUN_POD_CHANGES = {"ephemeralcontainers": "runs no ephemeral containers (kubectl debug); `kubectl run` a probe pod instead",
+                      "resize": "resizes no pod in place; change the workload's resources instead"}
 _SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
     "status": ("", ["get", "patch", "update"], {}),
     "scale": ("Scale", ["get", "patch", "update"], {"group": "autoscaling", "version": "v1"}),

@@ -107,7 +107,7 @@ def _rt(
 
 
 _ALL = ("all",)
-_POD_SUB = ("attach", "binding", "eviction", "exec", "log", "portforward", "proxy", "status")
+_POD_SUB = ("attach", "binding", "ephemeralcontainers", "eviction", "exec", "log", "portforward", "proxy", "resize", "status")
 
 #: Built-in resources in the order a real API server lists groups (preferred version first).
 BUILTIN: tuple[ResourceType, ...] = (
