@@ -524,6 +524,12 @@ def test_a_probe_pods_log_is_what_its_programs_print(kc: Kubectl) -> None:
     assert kc.out("logs", f"probe-http-{v}") == ""
     for name in runs:
         kc("delete", "pod", name, "--wait=false")
+    # Without --restart=Never the pod restarts what ended, as the kubelet does for any container.
+    again = f"probe-again-{v}"
+    kc("run", again, "--image=busybox:1.36", "--", "nslookup", "frontend")
+    kc("wait", "--for=jsonpath={.status.containerStatuses[0].restartCount}=2", f"pod/{again}", "--timeout=300s")
+    assert "Name:\tfrontend.otel-demo.svc.cluster.local\n" in kc.out("logs", again, "--previous")
+    kc("delete", "pod", again, "--wait=false")
 
 
 def test_run_interactive_prints_the_probe_once_and_cleans_up(kc: Kubectl) -> None:

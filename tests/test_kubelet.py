@@ -262,7 +262,7 @@ def test_graceful_deletion_keeps_pod_terminating_until_it_stops():
 
 def test_batch_pod_succeeds_and_never_policy_fails():
     class ExitCode(DefaultRuntime):
-        def exit_after(self, pod, c, files):
+        def exit_after(self, pod, c, files, *, emulated=False):
             return (3.0, 0 if pod["metadata"]["name"] == "ok" else 2)
 
     cluster, clock = make_cluster(_pod("ok", restartPolicy="Never"), _pod("bad", restartPolicy="Never"), runtime=ExitCode())

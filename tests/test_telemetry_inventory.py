@@ -41,7 +41,7 @@ class Runtime(DefaultRuntime):
         super().__init__()
         self.crashing: set[str] = set()
 
-    def exit_after(self, pod: Obj, c: Obj, files: FileReader) -> tuple[float, int] | None:
+    def exit_after(self, pod: Obj, c: Obj, files: FileReader, *, emulated: bool = False) -> tuple[float, int] | None:
         if c.get("image") == CRASHER or pod["metadata"]["name"] in self.crashing:
             return (1.0, 1)
         return super().exit_after(pod, c, files)

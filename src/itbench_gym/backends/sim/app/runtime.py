@@ -117,10 +117,12 @@ class AppRuntime(RegistryRuntime):
             listening = int(env[svc.port_env])
         return listening is not None and int(port) == listening
 
-    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
+    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader, *,
+                   emulated: bool = False) -> tuple[float, int] | None:
         """A container with a command line runs it (``processes``); one without runs its image's
         entrypoint: an app server until killed, an init container's or a batch pod's job to success.
-        A long-running container's command line ends in its server, so only a failing step ends it;
+        A long-running container's command line ends in its server, so only a failing step ends it —
+        unless every program of it was ``emulated`` (a probe's ``nslookup`` ends; the pod restarts it);
         a server that cannot reach its start dependency exits (:meth:`_dependency_exit`)."""
         unmet = self._dependency_exit(pod, container)
         if unmet is not None:
@@ -137,7 +139,7 @@ class AppRuntime(RegistryRuntime):
         done = Process(argv, home, files, partial(self._reachable, str(pod["metadata"].get("namespace", "")))).outcome()
         if done is None:
             return None
-        if long_running:
+        if long_running and not emulated:
             # a server's command line ends in the server itself: only a failing step ends it
             return done if done[1] != 0 else None
         return max(done[0], self._init_run), done[1]

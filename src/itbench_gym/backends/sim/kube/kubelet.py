@@ -588,17 +588,20 @@ class Kubelet(Controller):
             # runc's execve fails with ENOEXEC after the container started: its init exits 1.
             c.exit_at, c.planned_exit = at, 1
             return
-        planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
-        c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
-        if planned is not None:
-            self._emulate(pod, spec, c, at)
-
-    def _emulate(self, pod: Obj, spec: Obj, c: ContainerRun, at: float) -> None:
-        """A process that ends prints what its emulated programs print and exits with their status; the
-        process model keeps deciding when it ends (a ``sleep`` before it, a wait for a dependency)."""
         ran = self.main_output(pod, spec) if self.main_output is not None else None
+        planned = self.runtime.exit_after(pod, spec, self._files(pod, spec), emulated=ran is not None)
+        c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
+        self._printed(c, at, planned, ran)
+
+    @staticmethod
+    def _printed(c: ContainerRun, at: float, planned: tuple[float, int] | None, ran: tuple[str, int] | None) -> None:
+        """A process run through the emulated programs prints what they print, as it starts, and exits
+        with their status; the process model keeps deciding when it ends (a ``sleep`` first, a wait for
+        a dependency, ``sleep infinity`` after)."""
         if ran is not None:
-            c.output, c.planned_exit = (at, ran[0]), ran[1]
+            c.output = (at, ran[0])
+            if planned is not None:
+                c.planned_exit = ran[1]
 
     def output_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """The lines a container's runs that started in ``[start, end]`` printed (``main_output``)."""
@@ -710,7 +713,7 @@ class Kubelet(Controller):
         planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
         if planned is not None:
             c.exit_at, c.planned_exit = now + planned[0], planned[1]
-            self._emulate(pod, spec, c, now)
+            self._printed(c, now, planned, self.main_output(pod, spec) if self.main_output is not None else None)
 
     @staticmethod
     def _probe_noted(c: ContainerRun, probe: Obj, kind: str, now: float) -> bool:

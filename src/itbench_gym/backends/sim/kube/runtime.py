@@ -39,10 +39,12 @@ class ContainerRuntime(Protocol):
         """Whether the container's probe of ``kind`` passes right now."""
         ...
 
-    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
+    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader, *,
+                   emulated: bool = False) -> tuple[float, int] | None:
         """``(seconds after start, exit code)`` when the process ends by itself; None = runs until
         killed, or (for an init container, asked again every few seconds) not yet. ``files`` reads
-        what the container's volumes hold."""
+        what the container's volumes hold; ``emulated``: every program of its command line ran through
+        the twin's emulation, which ended (``Kubelet.main_output``), so none of them is a server."""
         ...
 
     def stop_seconds(self, pod: dict[str, Any], container: dict[str, Any]) -> float:
@@ -104,7 +106,8 @@ class DefaultRuntime:
     def probe_succeeds(self, pod: dict[str, Any], container: dict[str, Any], kind: ProbeKind) -> bool:
         return True
 
-    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader) -> tuple[float, int] | None:
+    def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader, *,
+                   emulated: bool = False) -> tuple[float, int] | None:
         spec = pod.get("spec") or {}
         names = {c.get("name") for c in spec.get("initContainers") or []}
         if container.get("name") in names and container.get("restartPolicy") != "Always":
