@@ -495,3 +495,20 @@ def test_hpa_sets_aside_cpu_samples_as_upstream_does_in_a_pods_first_minutes():
     assert not _cpu_sample_ignored(pod(t0, t0 + 100, "False"), t0 + 400)  # turned unready late: counted after the period
     assert _cpu_sample_ignored(pod(t0, t0 + 10, "False"), t0 + 400)  # never ready (its transition within the 30 s delay)
     assert _cpu_sample_ignored({"status": {"startTime": rfc3339(t0)}}, t0 + 400)  # no Ready condition
+
+
+def test_every_namespace_has_a_default_service_account_that_comes_back():
+    """kube-controller-manager's service-account controller: namespaces made before it ran, new ones,
+    a deleted ``default`` made again; none in a namespace being deleted."""
+    cluster, clock = make_cluster()
+    accounts = {(sa["metadata"]["namespace"], sa["metadata"]["name"]) for sa in cluster.store.list("ServiceAccount")}
+    assert {("default", "default"), ("kube-system", "default"), (NS, "default")} <= accounts
+    cluster.store.delete("ServiceAccount", NS, "default")
+    cluster.reconcile()
+    assert cluster.store.get("ServiceAccount", NS, "default")["metadata"]["uid"]
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}}])
+    assert cluster.store.get("ServiceAccount", "fresh", "default")
+    cluster.store.delete("Namespace", None, "fresh")
+    cluster.reconcile()
+    run(cluster, clock, 60)
+    assert not [sa for sa in cluster.store.list("ServiceAccount") if sa["metadata"]["namespace"] == "fresh"]

@@ -35,6 +35,7 @@ from .controllers.kyverno_webhook import KyvernoWebhookController
 from .controllers.loadbalancer import LoadBalancerController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
+from .controllers.serviceaccounts import ServiceAccountsController
 from .controllers.statefulset import StatefulSetController
 from .controllers.util import USAGE_WINDOW_SECONDS
 from .controllers.volumes import VolumeBinderController
@@ -133,6 +134,7 @@ class KubeCluster:
             LoadBalancerController(self.ctx),
             GatewayAddressController(self.ctx),
             QuotaController(self.ctx),
+            ServiceAccountsController(self.ctx),
             VolumeBinderController(self.ctx),
             self.hpa,
             *chaos_controllers(self.ctx, self.kill_container),
