@@ -6,12 +6,17 @@ import pytest
 
 from itbench_gym.backends.sim.containers import programs
 from itbench_gym.backends.sim.containers.context import Container, ExecResult, FileTree
+from itbench_gym.backends.sim.containers.runner import DEFAULT_PATH
+from itbench_gym.backends.sim.kube.registry import shared
 
 STAMP = "..2026_12_06_07_37_00.123456789"
 CONFIG = b"receivers:\n  otlp:\n    protocols:\n      grpc:\n"
 HOSTS = b"127.0.0.1\tlocalhost\n10.244.0.7\tcollector-0\n"
 UNMODELLED = "the itbench_gym twin does not model what is here"
-ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME": "collector-0", "HOME": "/root",
+#: A container's env as containerd and the kubelet build it: the runtime's default PATH and the image catalogue's
+#: HOME for root (paths inside the modelled container, not on any host).
+HOME = shared().default_home
+ENV = {"PATH": DEFAULT_PATH, "HOSTNAME": "collector-0", "HOME": HOME,
        "OTEL_SERVICE_NAME": "otelcol", "SERVICE_PORT": "4317", "SERVICE_HOST": "10.96.0.12"}
 
 
@@ -54,14 +59,14 @@ def test_env_prints_the_container_env_in_order() -> None:
 
 def test_env_runs_a_command_with_an_extra_variable() -> None:
     result = run(DEBIAN, "env", "EXTRA=1", "printenv", "EXTRA", "HOME")
-    assert (result.stdout, result.code) == (b"1\n/root\n", 0)
+    assert (result.stdout, result.code) == (b"1\n" + HOME.encode() + b"\n", 0)
     missing = run(DEBIAN, "env", "nosuch")
     assert (missing.stderr, missing.code) == (b"env: 'nosuch': No such file or directory\n", 127)
 
 
 def test_printenv_exit_status_says_whether_every_name_is_set() -> None:
-    assert run(ALPINE, "printenv", "HOME") == ExecResult(b"/root\n", b"", 0)
-    assert run(ALPINE, "printenv", "HOME", "NOPE") == ExecResult(b"/root\n", b"", 1)
+    assert run(ALPINE, "printenv", "HOME") == ExecResult(HOME.encode() + b"\n", b"", 0)
+    assert run(ALPINE, "printenv", "HOME", "NOPE") == ExecResult(HOME.encode() + b"\n", b"", 1)
 
 
 def test_cat_reads_a_configmap_key_through_its_links() -> None:
@@ -123,9 +128,9 @@ def test_lists_run_by_the_previous_status() -> None:
 
 def test_quoting_and_parameter_expansion() -> None:
     result = sh(DEBIAN, "X=; echo \"$HOME\" '$HOME' ${X:-d} ${UNSET-u} ${HOME:+set} \"${SERVICE_PORT}\"x \\$HOME")
-    assert result == ExecResult(b"/root $HOME d u set 4317x $HOME\n", b"", 0)
+    assert result == ExecResult(HOME.encode() + b" $HOME d u set 4317x $HOME\n", b"", 0)
     assert sh(DEBIAN, 'A="a   b"; for w in $A "$A"; do echo "[$w]"; done').stdout == b"[a]\n[b]\n[a   b]\n"
-    assert sh(DEBIAN, "echo ~ ~/.kube").stdout == b"/root /root/.kube\n"
+    assert sh(DEBIAN, "echo ~ ~/.kube").stdout == f"{HOME} {HOME}/.kube\n".encode()
 
 
 def test_positional_parameters_of_sh_c() -> None:

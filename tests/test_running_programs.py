@@ -16,7 +16,9 @@ import pytest
 
 from itbench_gym.backends.programs import RunningPrograms
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
+                                reason="the twin reads the agent's programs from Linux's /proc; without it a stream does not wait "
+                                       "for them (docs/kubernetes.md), so there is nothing to test")
 
 _BUSY = "while True: pass"
 _SLEEPING = "import time; time.sleep(60)"
@@ -47,7 +49,9 @@ def test_a_sleeping_program_waits_and_a_spinning_one_does_not() -> None:
         assert not programs.busy()  # its registration ended with the block
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="epoll's system call numbers are known for these")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"),
+                    reason="the twin knows epoll's system-call numbers for x86-64 and aarch64 only; elsewhere it does not "
+                           "look at a program's timers")
 def test_a_program_about_to_wake_on_its_own_timer_is_not_waiting() -> None:
     """client-go polls its informer cache every 100 ms: while kubectl sleeps on that, time must not run;
     a program whose next timer is minutes away waits on its sockets."""

@@ -136,7 +136,7 @@ class Session:
                 if any(isinstance(event, CloseConnection) for event in events):
                     break
         except (OSError, ValueError):
-            pass  # the connection ended under the read
+            return  # the connection ended under the read (``finally`` says the client left)
         finally:
             left.set()
 
