@@ -9,6 +9,7 @@ file. Without bwrap the behaviour the agent sees is the same; only that second l
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import selectors
@@ -479,6 +480,7 @@ class _RelayServer:
         self.listener: socket.socket | None = None
         self.open: list[socket.socket] = []
         self.lock = threading.Lock()
+        self.accepting: threading.Thread | None = None
 
     def __enter__(self) -> Path | None:
         if self.relay is None:
@@ -489,7 +491,8 @@ class _RelayServer:
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(self.folder / "relay.sock"))
         self.listener.listen(64)
-        threading.Thread(target=self._accept, daemon=True, name="sandbox-relay").start()
+        self.accepting = threading.Thread(target=self._accept, daemon=True, name="sandbox-relay")
+        self.accepting.start()
         return self.folder
 
     def _accept(self) -> None:
@@ -512,11 +515,11 @@ class _RelayServer:
 
     def __exit__(self, *_exc: object) -> None:
         if self.listener is not None:
-            try:
+            with contextlib.suppress(OSError):  # already shut: nothing to wake
                 self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (a close alone does not, on Linux)
-            except OSError:
-                pass
             self.listener.close()
+        if self.accepting is not None:
+            self.accepting.join(timeout=5)  # the run ends with its relay
         with self.lock:
             for sock in self.open:
                 try:
