@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from itbench_gym.backends.base import Backend, Endpoints
+from itbench_gym.backends.sim.kube.auth import CA_FOLDER
 from itbench_gym.faults import FaultContext
 from itbench_gym.tools import ToolContext
 from itbench_gym.tools.alerts import fetch_alerts
@@ -28,20 +29,28 @@ SHARED = PROJECT_ROOT.parent / "shared"
 
 
 
+#: The session cache's folders every ``fresh_cache`` shares: the baselines, and the CA their
+#: ``kube-root-ca.crt`` ConfigMaps hold (a baseline is keyed by it).
+FRESH_CACHE_LINKS = ("baselines", CA_FOLDER)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """One baseline cache for the session (``ITBENCH_GYM_CACHE``), fresh and shared: the controller
     makes it before xdist starts its workers, which inherit it, as do the processes tests start."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         directory = tempfile.mkdtemp(prefix="itbench-gym-test-baselines-")
-        (Path(directory) / "baselines").mkdir()  # what ``fresh_cache`` links to, before any baseline is built
+        for shared in FRESH_CACHE_LINKS:  # what ``fresh_cache`` links to, before anything is stored there
+            (Path(directory) / shared).mkdir()
         os.environ["ITBENCH_GYM_CACHE"] = directory
         config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
 def fresh_cache(directory: Path) -> Path:
-    """A cache folder with nothing decided yet but the session's healthy baselines (linked, not built again)."""
+    """A cache folder with nothing decided yet but the session's healthy baselines and the cluster CA
+    they were built with (linked, not built again)."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "baselines").symlink_to(Path(os.environ["ITBENCH_GYM_CACHE"]) / "baselines", target_is_directory=True)
+    for shared in FRESH_CACHE_LINKS:
+        (directory / shared).symlink_to(Path(os.environ["ITBENCH_GYM_CACHE"]) / shared, target_is_directory=True)
     return directory
 
 

@@ -69,12 +69,14 @@ def test_audit_writes_violations_and_admission_denies(twin: PolicyTwin) -> None:
     twin.run(61)  # one audit interval
     table = twin.kubectl("get", "constraints").stdout.splitlines()
     assert table[0].split()[:3] == ["NAME", "ENFORCEMENT-ACTION", "TOTAL-VIOLATIONS"]
-    assert table[1].split()[:3] == ["cm-must-have-owner", "deny", "1"]
+    assert table[1].split()[:3] == ["cm-must-have-owner", "deny", "2"]
     status = client.CustomObjectsApi(twin.api).get_cluster_custom_object(
         "constraints.gatekeeper.sh", "v1beta1", "k8srequiredlabels", "cm-must-have-owner")["status"]
-    assert status["totalViolations"] == 1 and status["auditTimestamp"].endswith("Z")
-    assert status["violations"] == [{"enforcementAction": "deny", "group": "", "version": "v1", "kind": "ConfigMap",
-                                     "namespace": NS, "name": "unlabelled", "message": 'you must provide labels: {"owner"}'}]
+    assert status["totalViolations"] == 2 and status["auditTimestamp"].endswith("Z")
+    # the namespace's CA bundle (root-ca-cert-publisher's, unlabelled) is flagged too, as on a cluster
+    assert sorted(status["violations"], key=lambda v: v["name"]) == [
+        {"enforcementAction": "deny", "group": "", "version": "v1", "kind": "ConfigMap", "namespace": NS, "name": name,
+         "message": 'you must provide labels: {"owner"}'} for name in ("kube-root-ca.crt", "unlabelled")]
 
     denied = twin.kubectl("create", "configmap", "another", "-n", NS, check=False)
     assert denied.returncode == 1
@@ -91,7 +93,7 @@ def test_audit_writes_violations_and_admission_denies(twin: PolicyTwin) -> None:
     twin.run(60)
     status = client.CustomObjectsApi(twin.api).get_cluster_custom_object(
         "constraints.gatekeeper.sh", "v1beta1", "k8srequiredlabels", "cm-must-have-owner")["status"]
-    assert status["totalViolations"] == 2 and {v["enforcementAction"] for v in status["violations"]} == {"warn"}
+    assert status["totalViolations"] == 3 and {v["enforcementAction"] for v in status["violations"]} == {"warn"}
 
 
 def test_bad_rego_is_refused_and_reported_when_the_webhook_is_down(twin: PolicyTwin) -> None:

@@ -199,6 +199,11 @@ def test_daemonset_creates_at_most_its_burst_per_sync() -> None:
 # -- the scheduler: attempts paced, per-attempt cost independent of Pending pods --------------------
 
 
+#: Pending pods of the flood: as many as the default store quota holds with room to spare (each pod
+#: carries its token volume, as admission adds it).
+FLOOD = 1500
+
+
 def test_pending_flood_is_scheduled_at_the_client_rate_with_bounded_cost_per_attempt(
         monkeypatch: pytest.MonkeyPatch) -> None:
     cluster, clock = make_cluster(deployment("web", 3))
@@ -214,13 +219,13 @@ def test_pending_flood_is_scheduled_at_the_client_rate_with_bounded_cost_per_att
     huge = deployment("huge", 0, containers=[{"name": "main", "image": "ghcr.io/demo/app:1.0",
                                               "resources": {"requests": {"cpu": "64", "memory": "1Mi"}}}])
     cluster.apply([huge])
-    _scale(cluster, "Deployment", "huge", 2000)
+    _scale(cluster, "Deployment", "huge", FLOOD)
     run(cluster, clock, 120)
-    assert _count_pods(cluster) == 2003
+    assert _count_pods(cluster) == FLOOD + 3
     pending = [p for p in cluster.cache.list("Pod", NS) if p["metadata"]["name"].startswith("huge-")]
-    assert len(pending) == 2000 and all(p["status"]["phase"] == "Pending" for p in pending)
+    assert len(pending) == FLOOD and all(p["status"]["phase"] == "Pending" for p in pending)
     # Every pod was tried once: its own FailedScheduling status write does not requeue it.
-    assert len(attempts) == 2000
+    assert len(attempts) == FLOOD
     # The node snapshot is reused between attempts: nothing walks the other Pending pods.
     assert adds[0] <= 3 * 10
     # A node change sends every unschedulable pod back, drained at the scheduler client's pace.
@@ -233,7 +238,7 @@ def test_pending_flood_is_scheduled_at_the_client_rate_with_bounded_cost_per_att
     run(cluster, clock, 15)
     assert len(attempts) <= SCHEDULER_BURST + SCHEDULER_QPS * 15 + 1
     run(cluster, clock, 60)
-    assert len(attempts) == 2000
+    assert len(attempts) == FLOOD
 
 
 def test_pending_pods_status_writes_do_not_resync_services() -> None:

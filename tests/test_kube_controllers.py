@@ -351,7 +351,8 @@ def test_statefulset_claims_come_from_its_templates_wait_for_a_class_and_outlive
     claim = cluster.store.get("PersistentVolumeClaim", NS, "data-db-0")
     assert claim["metadata"]["labels"] == {"tier": "db", "app": "db"} and claim["status"]["phase"] == "Pending"
     (pod,) = pods(cluster, "db-")
-    assert pod["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    assert pod["spec"]["volumes"][0] == {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}
+    assert [v["name"].startswith("kube-api-access-") for v in pod["spec"]["volumes"][1:]] == [True]  # admission's token volume
     assert pod["status"]["phase"] == "Pending"  # its class does not exist: the claim never binds
     assert any("create Claim data-db-0 Pod db-0 in StatefulSet db success" in e["message"]
                for e in events(cluster, "SuccessfulCreate"))

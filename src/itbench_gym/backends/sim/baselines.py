@@ -10,7 +10,7 @@ share one safely; a twin restores it in milliseconds (copy on write).
 A batch run's worker processes, ``itbench-gym serve`` and every new notebook kernel would each build
 the same baseline again (the first reset of a process: ~10 s more than a new seed). :class:`BaselineStore`
 keeps them on disk instead, under a digest of everything a baseline depends on (the key, the app's
-files, the package's code and data, the Python and numpy versions), so a changed file never meets an
+files, the package's code and data, the Python and numpy versions, the cluster CA), so a changed file never meets an
 old baseline; a file lock makes concurrent processes wait for one builder.
 """
 
@@ -34,6 +34,7 @@ from filelock import FileLock
 
 import itbench_gym
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, ClusterTwinSnapshot
+from itbench_gym.backends.sim.kube.auth import tls_material
 from itbench_gym.backends.sim.twin import TwinSnapshot
 from itbench_gym.paths import cache_dir, tree_digest
 from itbench_gym.spec.model import LoadOptions
@@ -78,9 +79,11 @@ def _envs_digest(envs_root: Path) -> str:
 
 
 def key_digest(key: BaselineKey) -> str:
-    """The name a baseline is stored under: changes whenever anything that could change it does."""
+    """The name a baseline is stored under: changes whenever anything that could change it does (the
+    cluster CA too: its ``kube-root-ca.crt`` ConfigMaps hold it)."""
     app_dir = Path(key.app_dir)
-    parts = (_code_digest(), _envs_digest(app_dir.parent), app_dir.name, repr(key.seconds), repr(key.load), repr(key.hpa), repr(key.finops), key.provisioned)
+    parts = (_code_digest(), _envs_digest(app_dir.parent), app_dir.name, repr(key.seconds), repr(key.load), repr(key.hpa), repr(key.finops),
+             key.provisioned, tls_material().ca_pem.decode())
     return hashlib.blake2b("\0".join(parts).encode(), digest_size=20).hexdigest()
 
 

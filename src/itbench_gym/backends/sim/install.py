@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 
+from itbench_gym.backends.sim.kube.admission import MIRROR_POD_ANNOTATION
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.lang import yamltext
 from itbench_gym.lang.selectors import selector_from_dict
@@ -336,7 +337,7 @@ def _mirror(pod: Obj, now: float) -> None:
     """What the kubelet writes on the mirror pod of a static pod it read from its manifest directory."""
     digest = hashlib.md5(json.dumps(pod, sort_keys=True).encode(), usedforsecurity=False).hexdigest()
     ann = pod["metadata"].setdefault("annotations", {})
-    ann.update({"kubernetes.io/config.hash": digest, "kubernetes.io/config.mirror": digest,
+    ann.update({"kubernetes.io/config.hash": digest, MIRROR_POD_ANNOTATION: digest,
                 "kubernetes.io/config.seen": rfc3339(now, 9)})
 
 

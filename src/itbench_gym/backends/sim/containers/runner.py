@@ -20,6 +20,14 @@ from typing import Any
 
 from itbench_gym.backends.sim.app.cluster_view import container_env, downward_field, resource_field
 from itbench_gym.backends.sim.app.dns import resolv_conf
+from itbench_gym.backends.sim.kube.auth import (
+    TOKEN_ISSUER,
+    WARN_ONLY_EXPIRATION_SECONDS,
+    BoundAccount,
+    BoundObject,
+    issue_token,
+    kubelet_token_issued_at,
+)
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.kube.registry import ImageRule
 from itbench_gym.backends.sim.kube.remotecommand import Outcome, exit_status, internal_error, success
@@ -262,9 +270,30 @@ class ContainerExec:
                         complete = False
                     else:
                         files[str(item.get("path"))] = text.encode()
-            else:  # a token or a trust bundle: the twin mints no such file
+            elif kind == "serviceAccountToken" and (token := self._pod_token(pod, ref)) is not None:
+                files[str(ref.get("path", "token"))] = token.encode()
+            else:  # a trust bundle (or a token of an account that is gone): the twin has no such file
                 complete = False
         return files, complete
+
+    def _pod_token(self, pod: Obj, ref: Obj) -> str | None:
+        """The token the kubelet last asked for on the pod's behalf: bound to the pod and its node,
+        asked for at the pod's start and again each day (``auth.kubelet_token_issued_at``)."""
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        namespace = str(meta.get("namespace") or "default")
+        account, started = self._object("ServiceAccount", namespace, str(spec.get("serviceAccountName") or "default")), status.get("startTime")
+        if account is None or not started:
+            return None
+        node = self._object("Node", "", str(spec.get("nodeName") or ""))
+        seconds = ref.get("expirationSeconds", WARN_ONLY_EXPIRATION_SECONDS)
+        audience = ref.get("audience")
+        token, _ = issue_token(
+            BoundAccount(namespace, str(account["metadata"]["name"]), str(account["metadata"].get("uid", ""))),
+            kubelet_token_issued_at(parse_rfc3339(str(started)), self._clock.now()), int(seconds),
+            audiences=(str(audience),) if audience else (TOKEN_ISSUER,),
+            bound=BoundObject("Pod", str(meta.get("name", "")), str(meta.get("uid", ""))),
+            node=BoundObject("Node", str(node["metadata"]["name"]), str(node["metadata"].get("uid", ""))) if node is not None else None)
+        return token
 
 
 def _data_bytes(kind: str, obj: Obj) -> dict[str, bytes]:

@@ -49,6 +49,14 @@ _WORKLOADS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 #: (kubernetes-sigs/kind pkg/apis/config/v1alpha4/default.go), the kube-apiserver's
 #: ``--service-cluster-ip-range`` in envs/*/cluster/kube-system.yaml.
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/16")
+#: The ServiceAccount admission plugin's token volume: name prefix, mount path, the token's lifetime
+#: (``WarnOnlyBoundTokenExpirationSeconds``) and the ConfigMap of the CA bundle it projects.
+API_ACCESS_VOLUME_PREFIX = "kube-api-access-"
+API_TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_EXPIRATION_SECONDS = 3607
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+#: What the kubelet writes on the mirror pod of a static pod (``install.py``): no ServiceAccount.
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 #: ``--service-node-port-range`` (kube-apiserver's default).
 NODE_PORT_RANGE = (30000, 32767)
 
@@ -246,8 +254,8 @@ def _default_pod(obj: Obj, alloc: Allocations) -> None:
             requests = res.setdefault("requests", {})
             for k, v in res["limits"].items():
                 requests.setdefault(k, v)
-    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    if spec.get("serviceAccount") and not spec.get("serviceAccountName"):  # the deprecated field's v1 conversion
+        spec["serviceAccountName"] = spec["serviceAccount"]
     spec.setdefault("enableServiceLinks", True)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     if "priorityClassName" not in spec:
@@ -259,6 +267,51 @@ def _default_pod(obj: Obj, alloc: Allocations) -> None:
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
     status.setdefault("qosClass", _qos_class(spec))
+
+
+def service_account_admission(pod: Obj, account: Obj | None, volume_suffix: str) -> None:
+    """The ServiceAccount admission plugin on a new pod (plugin/pkg/admission/serviceaccount admission.go).
+
+    A mirror pod is left alone. Any other pod runs as ``default`` unless it names an account; the
+    account must exist (the caller passes None for ``default`` while the service-account controller
+    has yet to make it: upstream looks it up again for a while). Unless the pod or the account opts
+    out (``automountServiceAccountToken: false``, the pod's word first), every container and init
+    container without a mount at the token path gets the ``kube-api-access-<suffix>`` projected volume
+    there: a bound token, the cluster CA (``kube-root-ca.crt``) and the namespace. A pod without image
+    pull secrets takes the account's.
+    """
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or MIRROR_POD_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
+        return
+    spec.setdefault("serviceAccountName", "default")
+    spec["serviceAccount"] = spec["serviceAccountName"]
+    account = account or {}
+    if not spec.get("imagePullSecrets") and account.get("imagePullSecrets"):
+        spec["imagePullSecrets"] = [{"name": s.get("name", "")} for s in account["imagePullSecrets"] if isinstance(s, dict)]
+    automount = spec.get("automountServiceAccountToken", account.get("automountServiceAccountToken"))
+    if automount is False:
+        return
+    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
+    existing = next((str(v.get("name")) for v in volumes if str(v.get("name", "")).startswith(API_ACCESS_VOLUME_PREFIX)), None)
+    volume_name = existing or API_ACCESS_VOLUME_PREFIX + volume_suffix
+    needed = False
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            mounts = c.get("volumeMounts") or []
+            if any(isinstance(m, dict) and m.get("mountPath") == API_TOKEN_MOUNT_PATH for m in mounts):
+                continue
+            c["volumeMounts"] = [*mounts, {"name": volume_name, "readOnly": True, "mountPath": API_TOKEN_MOUNT_PATH}]
+            needed = True
+    if needed and existing is None:
+        spec["volumes"] = [*(spec.get("volumes") or []), {"name": volume_name, "projected": {
+            "defaultMode": 0o644,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": TOKEN_EXPIRATION_SECONDS, "path": "token"}},
+                {"configMap": {"name": ROOT_CA_CONFIG_MAP, "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ]}}]
 
 
 def _default_template(obj: Obj) -> None:

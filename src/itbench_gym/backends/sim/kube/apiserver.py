@@ -43,7 +43,7 @@ from ...programs import RunningPrograms
 from ..server import PEER_GONE, PEER_UNREAD, UPGRADE
 from . import bodies, errors, openapi, protobuf, rbac, remotecommand, tables, webhooks
 from .apiload import ApiLoad
-from .auth import Auth, BoundAccount, Identity
+from .auth import TOKEN_ISSUER, Auth, BoundAccount, BoundObject, Identity, issue_token
 from .resources import ResourceType, split_api_version
 from .selectors import fields_match, parse_field_selector, parse_label_selector
 from .store import ObjectStore, WatchEvent, clone
@@ -181,7 +181,7 @@ class KubeApp:
         if path in ("/healthz", "/readyz", "/livez"):
             return Response("ok", mimetype="text/plain")
         ident = self._impersonate(req, self.auth.authenticate(req.headers.get("Authorization"), self.clock.now(),
-                                                              self._account_uid))
+                                                              self._object_uid))
         attrs = rbac.request_attributes(req.method, req.path, req.args, ident.username, ident.groups)
         with self.lock:
             decision = self.authz.authorize(attrs)
@@ -883,18 +883,23 @@ class KubeApp:
                                           f"{(pdb.get('status') or {}).get('desiredHealthy', 0)} healthy pods and has "
                                           f"{(pdb.get('status') or {}).get('currentHealthy', 0)} currently"}]})
 
-    def _account_uid(self, namespace: str, name: str) -> str | None:
-        """The uid of a ServiceAccount that exists (what a bound token is checked against)."""
+    def _object_uid(self, kind: str, namespace: str, name: str) -> str | None:
+        """The uid of an object that exists and whose deletion is not past due (what a bound token is
+        checked against: a deleted pod's token works through its grace period)."""
         with self.lock:
             try:
-                stored = self.store.get_stored(self.store.registry.by_kind("ServiceAccount"), namespace, name)
-            except errors.ApiError:
+                stored = self.store.get_stored(self.store.registry.by_kind(kind), namespace or None, name)
+            except (errors.ApiError, KeyError, LookupError):
                 return None
-        return str((stored.get("metadata") or {}).get("uid", ""))
+            meta = stored.get("metadata") or {}
+            if meta.get("deletionTimestamp") and parse_rfc3339(str(meta["deletionTimestamp"])) < self.clock.now():
+                return None
+        return str(meta.get("uid", ""))
 
     def _token(self, req: Request, rt: ResourceType, namespace: str, name: str) -> Response:
-        """``TokenRequest``: a token bound to the ServiceAccount, valid for ``spec.expirationSeconds``
-        (default one hour; at least ten minutes, as the API server requires)."""
+        """``TokenRequest``: a token bound to the ServiceAccount (and to ``spec.boundObjectRef``: a Pod,
+        Secret or Node of the same uid), valid for ``spec.expirationSeconds`` (default one hour; at least
+        ten minutes, as the API server requires)."""
         body = _body(req) if req.get_data(cache=True).strip() else {}
         if not isinstance(body, dict) or not isinstance(body.get("spec") or {}, dict):
             raise errors.bad_request("TokenRequest in version \"v1\" cannot be handled as a TokenRequest: the body must be an object")
@@ -903,18 +908,47 @@ class KubeApp:
         if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 600:
             raise errors.invalid("authentication.k8s.io", "TokenRequest", name, [
                 ("FieldValueInvalid", "spec.expirationSeconds", "may not specify a duration less than 10 minutes")])
+        audiences = spec.get("audiences") or [TOKEN_ISSUER]
+        if not isinstance(audiences, list) or not all(isinstance(a, str) for a in audiences):
+            raise errors.bad_request("TokenRequest in version \"v1\" cannot be handled as a TokenRequest: spec.audiences must be a list of strings")
         with self.lock:
             account = self.store.get_stored(rt, namespace, name)
             uid = str((account.get("metadata") or {}).get("uid", ""))
+            bound, node = self._bound_objects(namespace, name, spec.get("boundObjectRef"))
             now = self.clock.now()
-        expires = now + seconds
-        token = self.auth.issue(BoundAccount(namespace, name, uid), expires)
+        token, expires = issue_token(BoundAccount(namespace, name, uid), now, seconds, audiences=tuple(audiences), bound=bound, node=node)
         return _json({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
                       "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
-                      "spec": {"audiences": spec.get("audiences") or ["https://kubernetes.default.svc"],
-                               "expirationSeconds": seconds,
+                      "spec": {"audiences": audiences, "expirationSeconds": seconds,
                                **({"boundObjectRef": spec["boundObjectRef"]} if spec.get("boundObjectRef") else {})},
                       "status": {"token": token, "expirationTimestamp": rfc3339(expires)}}, 201)
+
+    def _bound_objects(self, namespace: str, account: str, ref: Any) -> tuple[BoundObject | None, BoundObject | None]:
+        """The object a TokenRequest binds its token to, and a pod's node (as the token's claims name them)."""
+        if not ref:
+            return None, None
+        if not isinstance(ref, dict):
+            raise errors.bad_request("TokenRequest in version \"v1\" cannot be handled as a TokenRequest: spec.boundObjectRef must be an object")
+        kind, obj_name = str(ref.get("kind", "")), str(ref.get("name", ""))
+        if kind not in ("Pod", "Secret", "Node") or str(ref.get("apiVersion", "v1")) != "v1":
+            raise errors.bad_request(f'cannot bind token for serviceaccount "{account}" to object of type '
+                                     f'{ref.get("apiVersion", "")}, Kind={kind}')
+        try:
+            obj = self.store.get_stored(self.store.registry.by_kind(kind), None if kind == "Node" else namespace, obj_name)
+        except errors.ApiError:
+            raise errors.not_found("", f"{kind.lower()}s", obj_name) from None
+        meta = obj.get("metadata") or {}
+        if ref.get("uid") and ref["uid"] != meta.get("uid"):
+            raise errors.conflict("", f"{kind.lower()}s", obj_name,
+                                  f"the UID in the bound object reference ({ref['uid']}) does not match the UID in record. "
+                                  "The object might have been deleted and then recreated")
+        bound = BoundObject(kind, obj_name, str(meta.get("uid", "")))
+        node_name = (obj.get("spec") or {}).get("nodeName") if kind == "Pod" else None
+        node = None
+        if node_name:
+            node_uid = self._object_uid("Node", "", str(node_name))
+            node = BoundObject("Node", str(node_name), node_uid) if node_uid is not None else None
+        return bound, node
 
     def _bind(self, req: Request, rt: ResourceType, namespace: str, name: str) -> Response:
         body = _body(req)

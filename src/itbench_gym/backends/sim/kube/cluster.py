@@ -20,6 +20,7 @@ from ....clock import SimClock
 from ..chaos import chaos_controllers
 from .apiload import ApiLoad, ApiLoadSnapshot
 from .apiserver import Usage
+from .auth import tls_material
 from .controllers.base import WATCHED_KINDS, Cache, Context, Controller, Key, Timers
 from .controllers.daemonset import DaemonSetController
 from .controllers.deployment import DeploymentController
@@ -35,6 +36,7 @@ from .controllers.kyverno_webhook import KyvernoWebhookController
 from .controllers.loadbalancer import LoadBalancerController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
+from .controllers.rootca import RootCAPublisher
 from .controllers.serviceaccounts import ServiceAccountsController
 from .controllers.statefulset import StatefulSetController
 from .controllers.util import USAGE_WINDOW_SECONDS
@@ -93,7 +95,10 @@ class KubeCluster:
     """Object store + controllers + scheduler + kubelets on a simulated clock."""
 
     def __init__(self, clock: SimClock, *, runtime: ContainerRuntime | None = None, seed: int = 0,
-                 quota_bytes: int = DEFAULT_QUOTA_BYTES, event_quota_bytes: int = DEFAULT_EVENT_QUOTA_BYTES) -> None:
+                 quota_bytes: int = DEFAULT_QUOTA_BYTES, event_quota_bytes: int = DEFAULT_EVENT_QUOTA_BYTES,
+                 root_ca: str | None = None) -> None:
+        """``root_ca``: the CA bundle the API server's certificate verifies against (every namespace's
+        ``kube-root-ca.crt``); the cache folder's CA (``auth.tls_material``) when not given."""
         self.clock = clock
         self._time = _ClusterTime(clock)
         self.store = ObjectStore(self._time, seed=seed, quota_bytes=quota_bytes, event_quota_bytes=event_quota_bytes)
@@ -121,6 +126,8 @@ class KubeCluster:
         kyverno_admission = KyvernoAdmission(self.store, kyverno_policies, kyverno_reports.record_admission)
         gatekeeper = GatekeeperEngine(self.store)
         self.controllers: list[Controller] = [
+            # first: a new namespace's CA bundle exists before the kubelet mounts any pod's token volume
+            RootCAPublisher(self.ctx, root_ca if root_ca is not None else tls_material().ca_pem.decode()),
             DeploymentController(self.ctx),
             self.replicasets,
             self.statefulsets,

@@ -34,6 +34,7 @@ from itbench_gym.clock import Clock
 from itbench_gym.lang.timestamps import rfc3339
 
 from . import admission, errors, rbac
+from .controllers.util import name_suffix
 from .resources import ResourceRegistry, ResourceType
 from .selectors import fields_match, parse_field_selector, parse_label_selector
 from .webhooks import WebhookDispatcher
@@ -63,8 +64,6 @@ MAX_REQUEST_BYTES = 1536 * 1024
 KV_OVERHEAD = 256
 EVENTS_STORAGE_KEY = ("", "events")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no 0/1/3)
-
-
 
 
 _T = TypeVar("_T")
@@ -189,6 +188,8 @@ class ObjectStore:
         if ns:
             self._check_namespace_accepts(ns, rt, name)
         admission.default(rt, new, self._alloc)
+        if stype.kind == "Pod" and not stype.group:
+            self._admit_service_account(new, ns)
         admission.validate(rt, new, None)
         if name in self._bucket(stype.storage_key).get(ns, {}):
             raise errors.already_exists(rt.group, rt.plural, name)
@@ -518,6 +519,20 @@ class ObjectStore:
             raise errors.forbidden(
                 f'{rt.plural} "{name}" is forbidden: unable to create new content in namespace {ns} '
                 "because it is being terminated", rt.group, rt.plural, name)
+
+    def _admit_service_account(self, pod: Obj, ns: str) -> None:
+        """The ServiceAccount admission plugin (``admission.service_account_admission``): a pod naming an
+        account the namespace lacks is forbidden — but ``default``, which the service-account controller
+        makes. The token volume's suffix is drawn from the seed and the store's count of objects made,
+        leaving the generated names' stream as it was."""
+        spec = pod.get("spec")
+        name = str((spec if isinstance(spec, dict) else {}).get("serviceAccountName") or "default")
+        account = self._bucket(self.registry.by_kind("ServiceAccount").storage_key).get(ns, {}).get(name)
+        if account is None and name != "default" and admission.MIRROR_POD_ANNOTATION not in (pod["metadata"].get("annotations") or {}):
+            pod_name = pod["metadata"].get("name", "")
+            raise errors.forbidden(f'pods "{pod_name}" is forbidden: error looking up service account {ns}/{name}: '
+                                   f'serviceaccount "{name}" not found', "", "pods", pod_name)
+        admission.service_account_admission(pod, account, name_suffix("kube-api-access", self.seed, self._uid_counter))
 
     def _get_stored(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
         ns = (namespace or "") if rt.namespaced else ""

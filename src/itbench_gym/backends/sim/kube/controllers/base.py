@@ -33,7 +33,7 @@ WATCHED_KINDS = (
     "Namespace", "Node", "Pod", "Service", "Endpoints", "ReplicaSet", "Deployment", "StatefulSet",
     "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "ResourceQuota", "PriorityClass",
     "ControllerRevision", "EndpointSlice", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
-    "ServiceAccount",
+    "ServiceAccount", "ConfigMap",
 )
 
 
@@ -261,3 +261,26 @@ class Controller(ABC):
             if e.code in (404, 409) or is_storage_error(e):
                 return None  # gone, raced, or the store is full: the next sync writes it again
             raise
+
+
+class NamespaceController(Controller):
+    """A controller keyed by namespace (``("", name)``): every namespace at start (the informer's
+    initial list: namespaces made before it ran), each namespace added or changed, and the namespace
+    of an object for which :meth:`resyncs` says so."""
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        for namespace in ctx.store.namespaces():
+            self.enqueue(("", namespace))
+
+    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        meta = obj.get("metadata") or {}
+        if kind == "Namespace" and event != "DELETED":
+            return [("", str(meta.get("name", "")))]
+        if kind != "Namespace" and self.resyncs(event, kind, meta):
+            return [("", str(meta.get("namespace", "")))]
+        return []
+
+    def resyncs(self, event: str, kind: str, meta: Obj) -> bool:
+        """Whether ``event`` on an object of ``kind`` (its metadata ``meta``) sends its namespace to sync."""
+        return False

@@ -9,11 +9,10 @@ deleting it brings it back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from ..errors import ApiError
-from .base import Context, Controller, Key
+from .base import Key, NamespaceController
 
 Obj = dict[str, Any]
 
@@ -21,21 +20,11 @@ Obj = dict[str, Any]
 DEFAULT_ACCOUNTS = ("default",)
 
 
-class ServiceAccountsController(Controller):
+class ServiceAccountsController(NamespaceController):
     name = "serviceaccount"
 
-    def __init__(self, ctx: Context) -> None:
-        super().__init__(ctx)
-        for namespace in ctx.store.namespaces():  # the informer's initial list: namespaces made before it ran
-            self.enqueue(("", namespace))
-
-    def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
-        meta = obj.get("metadata") or {}
-        if kind == "Namespace" and event != "DELETED":
-            return [("", str(meta.get("name", "")))]
-        if kind == "ServiceAccount" and event == "DELETED" and meta.get("name") in DEFAULT_ACCOUNTS:
-            return [("", str(meta.get("namespace", "")))]
-        return []
+    def resyncs(self, event: str, kind: str, meta: Obj) -> bool:
+        return kind == "ServiceAccount" and event == "DELETED" and meta.get("name") in DEFAULT_ACCOUNTS
 
     def sync(self, key: Key) -> None:
         namespace = key[1]
