@@ -203,3 +203,35 @@ def test_recycle_has_no_recycler_and_fails(twin: Twin) -> None:
     message = "No recycler plugin found for the volume!"
     assert twin.volume("old-nfs")["status"]["message"] == message  # type: ignore[index]
     assert twin.volume_events("old-nfs") == [("Warning", "VolumeFailedRecycle", message, "persistentvolume-controller")]
+
+
+def test_a_claim_in_use_and_its_volume_stay_until_the_pod_is_gone(twin: Twin) -> None:
+    """StorageObjectInUseProtection: claims and volumes carry their protection finalizers; deleting a
+    claim a running pod mounts leaves it Terminating (its volume Bound, a new pod naming it unschedulable)
+    until the pod is deleted; then claim and (Delete class) volume go. A volume bound to a claim stays
+    while the claim does."""
+    twin.apply(storage_class("guarded", "Delete"), claim("guarded-data", "guarded"),
+               {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db", "namespace": NS},
+                "spec": {"containers": [{"name": "db", "image": "ghcr.io/demo/app:1.0"}],
+                         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "guarded-data"}}]}})
+    twin.run(30)
+    pv = bound_volume(twin, "guarded-data")
+    assert twin.json("pvc", "guarded-data")["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    assert pv["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"]
+    twin.kubectl("delete", "pv", pv["metadata"]["name"], "--wait=false")
+    twin.kubectl("delete", "pvc", "guarded-data", "--wait=false")
+    twin.run(30)
+    held = twin.json("pvc", "guarded-data")
+    assert held["metadata"]["deletionTimestamp"] and held["status"]["phase"] == "Bound"
+    assert twin.kubectl("get", "pvc", "guarded-data", "--no-headers").split()[1] == "Terminating"
+    assert twin.volume(pv["metadata"]["name"]) is not None
+    twin.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db-2", "namespace": NS},
+                "spec": {"containers": [{"name": "db", "image": "ghcr.io/demo/app:1.0"}],
+                         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "guarded-data"}}]}})
+    twin.run(5)
+    waiting = twin.json("pod", "db-2")["status"]["conditions"][0]
+    assert waiting["reason"] == "Unschedulable" and 'persistentvolumeclaim "guarded-data" is being deleted' in waiting["message"]
+    twin.kubectl("delete", "pod", "db", "db-2", "--wait=false")
+    twin.run(60)
+    assert "guarded-data" not in {c["metadata"]["name"] for c in twin.json("pvc")["items"]}
+    assert twin.volume(pv["metadata"]["name"]) is None

@@ -57,6 +57,11 @@ TOKEN_EXPIRATION_SECONDS = 3607
 ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 #: What the kubelet writes on the mirror pod of a static pod (``install.py``): no ServiceAccount.
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+#: StorageObjectInUseProtection's finalizers, by (group, kind).
+PVC_PROTECTION_FINALIZER = "kubernetes.io/pvc-protection"
+PV_PROTECTION_FINALIZER = "kubernetes.io/pv-protection"
+STORAGE_PROTECTION_FINALIZERS = {("", "PersistentVolumeClaim"): PVC_PROTECTION_FINALIZER,
+                                 ("", "PersistentVolume"): PV_PROTECTION_FINALIZER}
 #: ``--service-node-port-range`` (kube-apiserver's default).
 NODE_PORT_RANGE = (30000, 32767)
 
@@ -463,6 +468,17 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[Obj, Allocations], None]] = {
     (rbac.GROUP, "RoleBinding"): lambda obj, alloc: rbac.default_binding(obj),
     (rbac.GROUP, "ClusterRoleBinding"): lambda obj, alloc: rbac.default_binding(obj),
 }
+
+
+def admit_create(rt: ResourceType, obj: Obj) -> None:
+    """The mutating admission plugins that act on creation only. StorageObjectInUseProtection: a new
+    claim gets ``kubernetes.io/pvc-protection``, a new volume ``kubernetes.io/pv-protection``, so
+    neither goes while in use (``controllers/pvcprotection.py``, ``controllers/pvprotection.py``)."""
+    finalizer = STORAGE_PROTECTION_FINALIZERS.get((rt.group, rt.kind))
+    if finalizer is not None:
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if finalizer not in finalizers:
+            finalizers.append(finalizer)
 
 
 def after_create(rt: ResourceType, obj: Obj) -> None:

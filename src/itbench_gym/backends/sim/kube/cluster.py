@@ -34,6 +34,8 @@ from .controllers.kyverno import KyvernoAdmission, PolicyCache
 from .controllers.kyverno_reports import KyvernoReportsController
 from .controllers.kyverno_webhook import KyvernoWebhookController
 from .controllers.loadbalancer import LoadBalancerController
+from .controllers.pvcprotection import PVCProtectionController
+from .controllers.pvprotection import PVProtectionController
 from .controllers.quota import QuotaController
 from .controllers.replicaset import ReplicaSetController
 from .controllers.rootca import RootCAPublisher
@@ -143,6 +145,8 @@ class KubeCluster:
             QuotaController(self.ctx),
             ServiceAccountsController(self.ctx),
             VolumeBinderController(self.ctx),
+            PVCProtectionController(self.ctx),
+            PVProtectionController(self.ctx),
             self.hpa,
             *chaos_controllers(self.ctx, self.kill_container),
             KyvernoWebhookController(self.ctx, self.webhooks, kyverno_policies, kyverno_admission),

@@ -619,8 +619,8 @@ class SchedulerController(Controller):
         self.requeue_at(key, now + self.RETRY_SECONDS)
 
     def _volume_binding(self, pod: Obj) -> tuple[str | None, list[Obj]]:
-        """The VolumeBinding PreFilter: why the pod's claims rule out every node (a missing claim,
-        an unbound claim that binds immediately), and the claims that wait for this pod's node."""
+        """The VolumeBinding PreFilter: why the pod's claims rule out every node (a missing claim, one
+        being deleted, an unbound claim that binds immediately), and the claims that wait for this pod's node."""
         namespace = pod["metadata"].get("namespace", "")
         delayed = []
         unbound_immediate = False
@@ -628,6 +628,8 @@ class SchedulerController(Controller):
             claim = self.ctx.cache.get("PersistentVolumeClaim", namespace, name)
             if claim is None:
                 return f'persistentvolumeclaim "{name}" not found', []
+            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                return f'persistentvolumeclaim "{name}" is being deleted', []
             if (claim.get("spec") or {}).get("volumeName"):
                 continue
             if waits_for_consumer(self.ctx.cache, claim):

@@ -190,6 +190,7 @@ class ObjectStore:
         admission.default(rt, new, self._alloc)
         if stype.kind == "Pod" and not stype.group:
             self._admit_service_account(new, ns)
+        admission.admit_create(stype, new)
         admission.validate(rt, new, None)
         if name in self._bucket(stype.storage_key).get(ns, {}):
             raise errors.already_exists(rt.group, rt.plural, name)
@@ -709,9 +710,9 @@ class ObjectStore:
         if policy == "Orphan":
             self._orphan_dependents(meta["uid"])
         if finalizers or grace > 0:
-            if meta.get("deletionTimestamp") and (grace > 0 and grace >= meta.get("deletionGracePeriodSeconds", 0)) \
+            if meta.get("deletionTimestamp") and grace >= meta.get("deletionGracePeriodSeconds", 0) \
                     and finalizers == (meta.get("finalizers") or []):
-                return old  # already terminating with an equal or shorter grace period
+                return old  # already terminating with an equal or shorter grace period: nothing is written
             new = clone(old)
             nm = new["metadata"]
             if not nm.get("deletionTimestamp") or grace > 0:

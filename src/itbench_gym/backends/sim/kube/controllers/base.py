@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ApiError, is_storage_error
 from ..events import EventRecorder
-from ..store import ObjectStore
+from ..store import ObjectStore, clone
 from .util import controller_of
 
 log = logging.getLogger(__name__)
@@ -247,6 +247,17 @@ class Controller(ABC):
         if ref is None or ref.get("kind") != kind:
             return None
         return (obj["metadata"].get("namespace") or "", ref.get("name", ""))
+
+    def remove_finalizer(self, obj: Obj, finalizer: str) -> None:
+        """Store ``obj`` without ``finalizer`` (its last: the store ends the deletion). Gone or changed
+        meanwhile (404, 409) is no failure: that change's event syncs the object again."""
+        freed = clone(obj)
+        freed["metadata"]["finalizers"] = [f for f in freed["metadata"].get("finalizers") or [] if f != finalizer]
+        try:
+            self.ctx.store.update(freed)
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
 
     def write_status(self, obj: Obj, status: Obj) -> Obj | None:
         """Store ``status`` when it differs from what the object has: the object as stored (read-only,

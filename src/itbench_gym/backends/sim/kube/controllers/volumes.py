@@ -20,9 +20,9 @@ so silently, while a volume the controller must delete itself fails as the in-tr
 (``VolumeFailedDelete``, phase ``Failed``: hostPath only under ``/tmp/``, no other source). The
 deprecated ``Recycle`` is reported as upstream does for a volume no recycler plugin takes
 (``VolumeFailedRecycle``, ``Failed``): the scrub pod the hostPath/NFS recyclers run is not modelled.
-Not modelled either: the ``kubernetes.io/pvc-protection``/``pv-protection`` finalizers, so a claim a
-running pod still mounts is deleted at once (and its volume reclaimed) where upstream keeps it
-Terminating until the pod is gone.
+A claim or volume deleted while in use stays (``Terminating``) until it is not: the
+``kubernetes.io/pvc-protection``/``pv-protection`` finalizers and their controllers
+(``pvcprotection.py``, ``pvprotection.py``).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ class VolumeBinderController(Controller):
 
     def _sync_volume(self, name: str) -> None:
         pv = self.ctx.cache.get("PersistentVolume", "", name)
-        if pv is None or (pv.get("metadata") or {}).get("deletionTimestamp"):
+        if pv is None:  # a volume being deleted is still synced: its phase is what lets pv-protection free it
             return
         ref = (pv.get("spec") or {}).get("claimRef") or {}
         if not ref or not ref.get("uid"):  # unused, or pre-bound to a claim the claim sync will bind
