@@ -154,10 +154,18 @@ def cluster() -> Iterator[SimBackend]:
         backend.close()
 
 
-def _whoami(backend: SimBackend, token: str) -> requests.Response:
+@pytest.fixture(scope="module")
+def ca_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The cluster CA as a file, for TLS checked clients."""
+    path = tmp_path_factory.mktemp("ca") / "ca.crt"
+    path.write_bytes(tls_material().ca_pem)
+    return str(path)
+
+
+def _whoami(backend: SimBackend, token: str, ca_file: str) -> requests.Response:
     return requests.post(backend.kube_url + "/apis/authentication.k8s.io/v1/selfsubjectreviews",
                          json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
-                         headers={"Authorization": f"Bearer {token}"}, verify=False, timeout=30)
+                         headers={"Authorization": f"Bearer {token}"}, verify=ca_file, timeout=30)
 
 
 def _claims(token: str) -> Obj:
@@ -182,7 +190,7 @@ def test_the_ca_bundle_a_pod_reads_verifies_the_api_server(cluster: SimBackend, 
         requests.get(cluster.kube_url + "/healthz", timeout=30)  # the system's trust store does not
 
 
-def test_a_pods_projected_token_authenticates_as_its_account_while_the_pod_lives(cluster: SimBackend):
+def test_a_pods_projected_token_authenticates_as_its_account_while_the_pod_lives(cluster: SimBackend, ca_file: str):
     """``cat token`` in a container gives the kubelet's token: a JWT bound to the pod and its node, a
     year long with a warning after 3607 s, that the API server takes as the pod's ServiceAccount, and
     refuses once the pod's deletion is due (it works through the grace period)."""
@@ -198,17 +206,17 @@ def test_a_pods_projected_token_authenticates_as_its_account_while_the_pod_lives
     assert claims["kubernetes.io"]["pod"] == {"name": name, "uid": pod["metadata"]["uid"]}
     assert claims["kubernetes.io"]["node"]["name"] == pod["spec"]["nodeName"]
     assert claims["exp"] - claims["iat"] == 365 * 24 * 3600 and claims["kubernetes.io"]["warnafter"] - claims["iat"] == 3607
-    who = _whoami(cluster, token)
+    who = _whoami(cluster, token, ca_file)
     assert who.status_code == 201, who.text
     assert who.json()["status"]["userInfo"]["username"] == claims["sub"]
     assert "system:serviceaccounts:otel-demo" in who.json()["status"]["userInfo"]["groups"]
     twin.cluster.store.delete("Pod", "otel-demo", name)
-    assert _whoami(cluster, token).status_code == 201
+    assert _whoami(cluster, token, ca_file).status_code == 201
     cluster.advance(pod["spec"]["terminationGracePeriodSeconds"] + 1)
-    assert _whoami(cluster, token).status_code == 401
+    assert _whoami(cluster, token, ca_file).status_code == 401
 
 
-def test_a_token_request_gives_a_jwt_that_expires_on_the_simulated_clock(cluster: SimBackend):
+def test_a_token_request_gives_a_jwt_that_expires_on_the_simulated_clock(cluster: SimBackend, ca_file: str):
     """``kubectl create token``'s answer is a JWT of the account; it stops working at its expiry by the
     twin's clock, and a token bound to a pod of another uid is refused."""
     admin = ["--kubeconfig", str(cluster.admin_kubeconfig)]
@@ -217,9 +225,9 @@ def test_a_token_request_gives_a_jwt_that_expires_on_the_simulated_clock(cluster
     token = made.stdout.strip()
     claims = _claims(token)
     assert claims["exp"] - claims["iat"] == 600 and "pod" not in claims["kubernetes.io"]
-    assert _whoami(cluster, token).status_code == 201
+    assert _whoami(cluster, token, ca_file).status_code == 201
     cluster.advance(601)
-    assert _whoami(cluster, token).status_code == 401
+    assert _whoami(cluster, token, ca_file).status_code == 401
     pod = cluster.twin.cluster.store.list("Pod", "otel-demo")[0]["metadata"]["name"]
     wrong = subprocess.run([kubectl_path(), *admin, "create", "token", "default", "-n", "otel-demo", "--bound-object-kind", "Pod",
                             "--bound-object-name", pod, "--bound-object-uid", "0000"], capture_output=True, text=True, timeout=60)
