@@ -163,6 +163,8 @@ class Auth:
         raise errors.unauthorized()
 
     def _service_account(self, token: str, now: float | None, object_uid: ObjectUid | None) -> Identity | None:
+        """The account of a valid service-account token (signature, issuer, an audience of this API
+        server, its time window, the objects it names); None for anything else."""
         try:
             claims = jwt.decode(token, service_account_key().public_key(), algorithms=["RS256"], audience=TOKEN_ISSUER,
                                 issuer=TOKEN_ISSUER, options={"verify_exp": False, "verify_nbf": False, "verify_iat": False})
