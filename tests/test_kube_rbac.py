@@ -573,3 +573,41 @@ def test_escalation_message_pieces() -> None:
                            [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])[0]
     assert rbac.covers([{"nonResourceURLs": ["/api/*"], "verbs": ["get"]}],
                        [{"nonResourceURLs": ["/api/v1"], "verbs": ["get"]}])[0]
+
+
+def test_reviews_of_other_subjects_and_of_tokens(shop: Shop) -> None:
+    """LocalSubjectAccessReview (the agent's ``admin`` role grants it in its namespace: the decision
+    RBAC gives the named subject), SubjectAccessReview and TokenReview (cluster-scoped: the admin's),
+    through the Python client."""
+    agent, admin = client.AuthorizationV1Api(shop.api()), client.AuthorizationV1Api(shop.api(admin=True))
+
+    def local(verb: str, namespace: str = NS, **spec: Any) -> Any:
+        attrs = client.V1ResourceAttributes(verb=verb, resource="pods", namespace=namespace)
+        body = client.V1LocalSubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(resource_attributes=attrs, **spec))
+        return agent.create_namespaced_local_subject_access_review(NS, body)
+
+    collector = "system:serviceaccount:otel-demo:otel-collector"
+    assert local("list", user=collector).status.allowed is True
+    assert local("delete", user=collector).status.allowed is False
+    with pytest.raises(client.ApiException) as elsewhere:
+        local("list", "default", user=collector)
+    assert elsewhere.value.status == 400 and "spec.resourceAttributes.namespace must match namespace: otel-demo" in elsewhere.value.body
+    with pytest.raises(client.ApiException) as nobody:
+        local("list")
+    assert nobody.value.status == 422 and "at least one of user or group must be specified" in nobody.value.body
+    nodes = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+        user=AGENT, groups=["system:serviceaccounts"], resource_attributes=client.V1ResourceAttributes(verb="patch", resource="nodes")))
+    with pytest.raises(client.ApiException) as cluster_wide:
+        agent.create_subject_access_review(nodes)
+    assert cluster_wide.value.status == 403
+    assert admin.create_subject_access_review(nodes).status.allowed is True
+    authn = client.AuthenticationV1Api(shop.api(admin=True))
+    token = shop.kubectl("create", "token", "otel-collector", "-n", NS, admin=True).stdout.strip()
+    known = authn.create_token_review(client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))).status
+    assert known.authenticated is True and known.user.username == collector
+    assert "system:serviceaccounts:otel-demo" in known.user.groups
+    unknown = authn.create_token_review(client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token[:-4] + "AAAA"))).status
+    assert not unknown.authenticated and unknown.error
+    with pytest.raises(client.ApiException) as reviewing:
+        client.AuthenticationV1Api(shop.api()).create_token_review(client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token)))
+    assert reviewing.value.status == 403  # the agent may not review tokens

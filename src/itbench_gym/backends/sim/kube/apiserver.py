@@ -363,7 +363,7 @@ class KubeApp:
         if not rt.stored:
             if method != "POST" or r.name:
                 raise errors.method_not_allowed("the server does not allow this method on the requested resource")
-            return self._review(req, ident, rt)
+            return self._review(req, ident, rt, r.namespace)
         if r.sub == "exec" and rt.kind == "Pod" and self.exec_source is not None and r.name:
             return self._exec(req, attrs, r.namespace or "", r.name, self.exec_source)
         if r.sub == "attach" and rt.kind == "Pod" and self.log_source is not None and r.name:
@@ -1166,7 +1166,7 @@ class KubeApp:
 
     # -- reviews and metrics -----------------------------------------------------------------
 
-    def _review(self, req: Request, ident: Identity, rt: ResourceType) -> Response:
+    def _review(self, req: Request, ident: Identity, rt: ResourceType, namespace: str | None) -> Response:
         body = _body(req)
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be an object")
@@ -1175,8 +1175,13 @@ class KubeApp:
         out.setdefault("metadata", {})
         if rt.kind == "SelfSubjectReview":
             out["status"] = {"userInfo": {"username": ident.username, "groups": list(ident.groups)}}
+        elif rt.kind == "TokenReview":
+            out["status"] = self._token_review(body.get("spec"))
         elif rt.kind == "SelfSubjectAccessReview":
-            out["status"] = self._access_review(ident, body.get("spec"))
+            out["status"] = self._access_review(ident.username, ident.groups, body.get("spec"), rt.kind)
+        elif rt.kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
+            subject = out["spec"] = _subject_review_spec(body.get("spec"), rt.kind, namespace)
+            out["status"] = self._access_review(str(subject.get("user") or ""), tuple(subject.get("groups") or ()), subject, rt.kind)
         else:  # SelfSubjectRulesReview
             raw_spec = body.get("spec")
             spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
@@ -1200,24 +1205,40 @@ class KubeApp:
                 out["status"]["evaluationError"] = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
         return _json(out, 201)
 
-    def _access_review(self, ident: Identity, spec: Any) -> Obj:
-        """A SelfSubjectAccessReview's status: the same decision the request itself would get."""
+    def _token_review(self, spec: Any) -> Obj:
+        """A TokenReview's status: whom the token authenticates as, as the request itself would be."""
+        token = spec.get("token") if isinstance(spec, dict) else None
+        if not isinstance(token, str) or not token:
+            raise errors.invalid("authentication.k8s.io", "TokenReview", "", [
+                ("FieldValueRequired", "spec.token", "Required value")])
+        try:
+            who = self.auth.authenticate(f"Bearer {token}", self.clock.now(), self._object_uid)
+        except errors.ApiError:
+            return {"user": {}, "error": "[invalid bearer token, token lookup failed]"}
+        user: Obj = {"username": who.username, "groups": list(who.groups)}
+        if who.uid:
+            user["uid"] = who.uid
+        return {"authenticated": True, "user": user, "audiences": [TOKEN_ISSUER]}
+
+    def _access_review(self, username: str, groups: tuple[str, ...], spec: Any, kind: str) -> Obj:
+        """An access review's status: the decision a request of ``username`` in ``groups`` with the
+        spec's attributes would get."""
         spec = spec if isinstance(spec, dict) else {}
         res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         if (res is None) == (non is None) or not isinstance(res or non, dict):
-            raise errors.invalid("authorization.k8s.io", "SelfSubjectAccessReview", "", [(
+            raise errors.invalid("authorization.k8s.io", kind, "", [(
                 "FieldValueInvalid", "spec.resourceAttributes",
                 'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified')])
         fields = {k: v for k, v in (res or non).items() if k != "fieldSelector" and k != "labelSelector"}
         if not all(isinstance(v, str) for v in fields.values()):
             raise errors.bad_request("the access review's attributes must be strings")
         if res is not None:
-            attrs = rbac.Attributes(ident.username, ident.groups, fields.get("verb", ""), True,
+            attrs = rbac.Attributes(username, groups, fields.get("verb", ""), True,
                                     group=fields.get("group", ""), version=fields.get("version", ""),
                                     namespace=fields.get("namespace", ""), resource=fields.get("resource", ""),
                                     subresource=fields.get("subresource", ""), name=fields.get("name", ""))
         else:
-            attrs = rbac.Attributes(ident.username, ident.groups, fields.get("verb", ""), False, path=fields.get("path", ""))
+            attrs = rbac.Attributes(username, groups, fields.get("verb", ""), False, path=fields.get("path", ""))
         with self.lock:
             decision = self.authz.authorize(attrs)
         status: Obj = {"allowed": decision.allowed}
@@ -1294,6 +1315,30 @@ _SUBRESOURCES: dict[str, tuple[str, list[str], Obj]] = {
     "token": ("TokenRequest", ["create"], {"group": "authentication.k8s.io", "version": "v1"}),
     "finalize": ("Namespace", ["update"], {}),
 }
+def _subject_review_spec(spec: Any, kind: str, namespace: str | None) -> Obj:
+    """A (Local)SubjectAccessReview's spec, checked as upstream checks it: a user or a group, and for a
+    local review the request's namespace (filled in when the attributes name none)."""
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{kind} in version \"v1\" cannot be handled as a {kind}: spec must be an object")
+    groups = spec.get("groups") or []
+    if not isinstance(spec.get("user") or "", str) or not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise errors.bad_request(f"{kind} in version \"v1\" cannot be handled as a {kind}: spec.user must be a string and spec.groups strings")
+    if not spec.get("user") and not groups:
+        raise errors.invalid("authorization.k8s.io", kind, "", [
+            ("FieldValueInvalid", "spec.user", 'Invalid value: "": at least one of user or group must be specified')])
+    out = dict(spec)
+    if kind == "LocalSubjectAccessReview":
+        res = spec.get("resourceAttributes")
+        if isinstance(res, dict):
+            if res.get("namespace") and res["namespace"] != namespace:
+                raise errors.bad_request(f"spec.resourceAttributes.namespace must match namespace: {namespace}")
+            out["resourceAttributes"] = {**res, "namespace": namespace}
+        elif spec.get("nonResourceAttributes") is not None:
+            raise errors.invalid("authorization.k8s.io", kind, "", [
+                ("FieldValueInvalid", "spec.nonResourceAttributes", "disallowed on this kind of request")])
+    return out
+
+
 def make_kube_app(store: ObjectStore, *, clock: Any, auth: Auth, lock: threading.RLock,
                   advance: Callable[[float], bool], log_source: LogSource | None = None,
                   metrics: MetricsSource | None = None, load: ApiLoad | None = None,

@@ -114,7 +114,7 @@ def _builtin_schemas(registry_types: tuple[ResourceType, ...]) -> tuple[dict[str
     # Core first, so shared types (PodSpec, Container, ...) get the core package name like upstream.
     for rt in sorted(registry_types, key=lambda t: t.group != ""):
         cls = _model_class(rt)
-        if cls is None or not rt.stored:
+        if cls is None:
             continue
         name = gen.model(cls.__name__, _package(rt))
         schema = gen.schemas[name]
@@ -181,8 +181,8 @@ class OpenAPIBuilder:
         return {"paths": paths}
 
     def group_version(self, group: str, version: str) -> Obj:
-        types = [t for t in self.registry.resources_in(group, version) if t.stored]
-        if not self.registry.resources_in(group, version):
+        types = self.registry.resources_in(group, version)
+        if not types:
             raise errors.not_found_path()
         builtin, roots = self._builtin()
         schemas: dict[str, Obj] = {}
@@ -215,6 +215,9 @@ class OpenAPIBuilder:
                     "responses": {"200": {"description": "OK"}},
                 }
 
+            if not t.stored:  # a review: created and answered, never stored
+                paths[scope] = {"post": op("post", "create")}
+                continue
             paths[scope] = {"get": op("list", "list"), "post": op("post", "create")}
             paths[f"{scope}/{{name}}"] = {"get": op("get", "read"), "put": op("put", "replace"),
                                          "patch": op("patch", "patch"), "delete": op("delete", "delete")}
