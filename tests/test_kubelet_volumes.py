@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import ShopTwin
 from kube_fixtures import NS, container, cstatus, deployment, events, make_cluster, pods, run
 
 Obj = dict[str, Any]
@@ -124,3 +125,34 @@ def test_missing_env_reference_is_create_container_config_error_until_it_exists(
     run(cluster, clock, 15)
     env_pod = cluster.store.get("Pod", NS, "env")
     assert "running" in cstatus(env_pod)["state"] and cstatus(env_pod)["restartCount"] == 0
+
+
+def test_env_and_subpath_files_keep_what_the_container_started_with(shop_twin: ShopTwin) -> None:
+    """``kubectl exec`` sees a ConfigMap edit in a whole-volume mount, but the container's env and its
+    subPath file keep the values its run started with (the kubelet resolves env once and never updates
+    a subPath mount); the container's next run reads the new ones."""
+    shop_twin.reset()
+    store, twin = shop_twin.store, shop_twin.backend.twin
+    namespace = "otel-demo"
+    store.create({**_cm("settings", mode="calm", level="1"), "metadata": {"name": "settings", "namespace": namespace}})
+    solo = _pod(image="busybox:1.36", command=["sleep", "3600"],
+                env=[{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}}],
+                volumeMounts=[{"name": "all", "mountPath": "/etc/all"}, {"name": "one", "mountPath": "/etc/level", "subPath": "level"}],
+                volumes=[{"name": "all", "configMap": {"name": "settings"}}, {"name": "one", "configMap": {"name": "settings"}}])
+    store.create({**solo, "metadata": {"name": "solo", "namespace": namespace}})
+    shop_twin.backend.advance(30)
+
+    def view() -> str:
+        script = 'echo "$MODE $(cat /etc/level) $(cat /etc/all/mode) $(cat /etc/all/level)"'
+        return twin.container_exec()(namespace, "solo", "main", ["sh", "-c", script], b"", False).stdout.decode()
+
+    assert view() == "calm 1 calm 1\n"
+    edited = store.get("ConfigMap", namespace, "settings")
+    edited["data"] = {"mode": "storm", "level": "9"}
+    store.update(edited)
+    shop_twin.backend.advance(30)
+    assert view() == "calm 1 storm 9\n"
+    twin.cluster.kill_container(namespace, "solo", "main", reason="Error", exit_code=1)
+    shop_twin.backend.advance(60)
+    assert cstatus(store.get("Pod", namespace, "solo"))["restartCount"] == 1
+    assert view() == "storm 9 storm 9\n"

@@ -48,6 +48,10 @@ _HOSTS_LOCAL = ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback
 RuleOf = Callable[[str], "ImageRule | None"]
 #: The env the kubelet resolved when the container's current run started (None: not recorded).
 StartedEnv = Callable[[Obj, str], "Mapping[str, str] | None"]
+#: The ConfigMaps and Secrets, by (kind, name), the container's current run read when it started: its
+#: env and subPath mounts keep them (``Kubelet.started_sources``; None: not started by the kubelet).
+StartedSources = Callable[[Obj, str], "Mapping[tuple[str, str], Obj | None] | None"]
+_Sources = Mapping[tuple[str, str], "Obj | None"]
 #: The app model's routing of a namespace (None: no modelled app runs there).
 Routing = Callable[[str], "AppRouting | None"]
 
@@ -95,8 +99,10 @@ class ContainerExec:
 
     def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
                  default_home: str, started_env: StartedEnv | None = None, routing: Routing | None = None,
-                 seed: Callable[[], int] = lambda: 0, hidden: frozenset[str] = frozenset()) -> None:
+                 seed: Callable[[], int] = lambda: 0, hidden: frozenset[str] = frozenset(),
+                 started_sources: StartedSources | None = None) -> None:
         self._store, self._lock, self._clock = store, lock, clock
+        self._started_sources = started_sources
         self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env
         #: Namespaces the agent's API hides (the injection machinery): their names do not resolve either.
         self._routing, self._seed, self._hidden = routing, seed, hidden
@@ -155,9 +161,9 @@ class ContainerExec:
         return (f'error executing command in container: failed to exec in container: failed to start exec "{exec_id}": '
                 f"{programs.runtime_refusal(argv[0])}")
 
-    def _lookup(self, namespace: str) -> tuple[Callable[[str, str, str], str | None], Callable[[str, str], dict[str, str] | None]]:
+    def _lookup(self, namespace: str, started: _Sources) -> tuple[Callable[[str, str, str], str | None], Callable[[str, str], dict[str, str] | None]]:
         def data(kind: str, name: str) -> dict[str, str] | None:
-            obj = self._object(kind, namespace, name)
+            obj = self._source(kind, namespace, name, started)
             if obj is None:
                 return None
             raw = _data_bytes(kind, obj)
@@ -167,6 +173,10 @@ class ContainerExec:
             return (data(kind, name) or {}).get(k)
 
         return key, data
+
+    def _source(self, kind: str, namespace: str, name: str, started: _Sources) -> Obj | None:
+        """A ConfigMap or Secret as the container's run read it at its start, else as it is now."""
+        return started[(kind, name)] if (kind, name) in started else self._object(kind, namespace, name)
 
     def _object(self, kind: str, namespace: str, name: str) -> Obj | None:
         try:
@@ -178,9 +188,10 @@ class ContainerExec:
         meta, pod_spec = pod["metadata"], pod.get("spec") or {}
         namespace = str(meta.get("namespace") or "default")
         hostname = str(pod_spec.get("hostname") or meta.get("name", ""))[:63]
+        started = (self._started_sources(pod, str(spec.get("name"))) if self._started_sources is not None else None) or {}
         kubelet = self._started_env(pod, str(spec.get("name"))) if self._started_env is not None else None
         if kubelet is None:
-            key, data = self._lookup(namespace)
+            key, data = self._lookup(namespace, started)
             kubelet = container_env(spec, pod, key, data)
         services = self._store.list_stored(self._store.registry.by_kind("Service", "v1"), None)
         links = service_links(services, namespace, pod_spec.get("enableServiceLinks") is not False)
@@ -195,7 +206,7 @@ class ContainerExec:
         network = ClusterNetwork(pod, self._visible(services), pods, routing,
                                  stable_draw(self._seed(), meta.get("uid", ""), self._clock.now()), names)
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
-                         image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname),
+                         image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname, started),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
                          now=float(self._clock.now()), network=network)
 
@@ -203,8 +214,9 @@ class ContainerExec:
         """The objects outside the hidden namespaces (a Namespace by its own name)."""
         return [o for o in objects if (o["metadata"].get("namespace") or o["metadata"].get("name")) not in self._hidden]
 
-    def _files(self, pod: Obj, spec: Obj, hostname: str) -> FileTree:
-        """The container's mounts and the files the kubelet writes into it."""
+    def _files(self, pod: Obj, spec: Obj, hostname: str, started: _Sources) -> FileTree:
+        """The container's mounts and the files the kubelet writes into it (a subPath mount's as they
+        were when the container started: the kubelet never updates them)."""
         tree = _TreeBuilder()
         pod_spec = pod.get("spec") or {}
         namespace = str(pod["metadata"].get("namespace") or "default")
@@ -220,7 +232,7 @@ class ContainerExec:
         for mount in spec.get("volumeMounts") or []:
             volume = volumes.get(mount.get("name")) or {}
             root = posixpath.normpath(str(mount.get("mountPath", "/")))
-            projected = self._projected(volume, pod, spec, namespace)
+            projected = self._projected(volume, pod, spec, namespace, started if mount.get("subPath") else {})
             if projected is None:  # a volume whose content the twin does not hold (hostPath, PVC, ...)
                 tree.directory(root, modelled=False)
                 continue
@@ -238,7 +250,7 @@ class ContainerExec:
             tree.atomic(root, stamp, files, complete)
         return tree.build()
 
-    def _projected(self, volume: Obj, pod: Obj, spec: Obj, namespace: str) -> tuple[dict[str, bytes], bool] | None:
+    def _projected(self, volume: Obj, pod: Obj, spec: Obj, namespace: str, started: _Sources) -> tuple[dict[str, bytes], bool] | None:
         """A volume's files by relative path and whether they are all the volume holds; None for a
         volume kind whose content the twin does not model (an emptyDir holds what the pod's containers
         wrote, a hostPath the node's files, a claim its disk's)."""
@@ -257,7 +269,7 @@ class ContainerExec:
         for kind, ref in sources:
             if kind in ("configMap", "secret"):
                 name = str(ref.get("name") if kind == "configMap" else ref.get("secretName", ref.get("name", "")))
-                obj = self._object("ConfigMap" if kind == "configMap" else "Secret", namespace, name)
+                obj = self._source("ConfigMap" if kind == "configMap" else "Secret", namespace, name, started)
                 data = _data_bytes("ConfigMap" if kind == "configMap" else "Secret", obj) if obj is not None else {}
                 items = ref.get("items")
                 for rel, key in ([(str(i.get("path")), str(i.get("key"))) for i in items] if items else [(k, k) for k in data]):

@@ -88,6 +88,9 @@ class ContainerRun:
     #: What this run and the one before printed, with when they started (``Kubelet.main_output``).
     output: tuple[float, str] | None = None
     last_output: tuple[float, str] | None = None
+    #: The ConfigMaps and Secrets this run's env and subPath mounts name, as they were when it started
+    #: (the store's own objects, which are never changed; None for one that did not exist).
+    sources: dict[tuple[str, str], Obj | None] | None = None
 
     def copy(self) -> ContainerRun:
         """A copy the kubelet can change without touching this one (``last`` is replaced, never changed)."""
@@ -584,6 +587,8 @@ class Kubelet(Controller):
         c.started_at, c.ever_ran = at, True
         c.ready, c.ready_fail_since, c.live_fail_since, c.last_probe = False, None, None, {}
         c.started = "startupProbe" not in spec
+        namespace = str(pod["metadata"].get("namespace") or "default")
+        c.sources = {(kind, name): self._stored(kind, namespace, name) for kind, name in start_sources(spec, pod)}
         if not self.runtime.binary_runs(c.image, _node_arch(node)):
             # runc's execve fails with ENOEXEC after the container started: its init exits 1.
             c.exit_at, c.planned_exit = at, 1
@@ -602,6 +607,16 @@ class Kubelet(Controller):
             c.output = (at, ran[0])
             if planned is not None:
                 c.planned_exit = ran[1]
+
+    def started_sources(self, pod: Obj, container: str) -> dict[tuple[str, str], Obj | None] | None:
+        """The ConfigMaps and Secrets the container's current run read when it started (its env and
+        subPath mounts keep them until it restarts); None when the kubelet has not started it."""
+        meta = pod["metadata"]
+        run = self.state.pods.get((str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
+        if run is None or run.uid != meta.get("uid"):
+            return None
+        c = next((c for c in run.containers if c.name == container), None)
+        return c.sources if c is not None else None
 
     def output_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """The lines a container's runs that started in ``[start, end]`` printed (``main_output``)."""
@@ -1074,3 +1089,31 @@ def _go_seconds(seconds: float) -> str:
         return f"{text}s"
     m, s = divmod(int(seconds), 60)
     return f"{m}m{s}s"
+
+
+def start_sources(spec: Obj, pod: Obj) -> list[tuple[str, str]]:
+    """The (kind, name) of each ConfigMap and Secret a container reads only when it starts: its env
+    (``envFrom``, ``configMapKeyRef``, ``secretKeyRef``) and the volumes it mounts with a ``subPath``
+    (the kubelet never updates those files)."""
+    out: list[tuple[str, str]] = []
+    for source in spec.get("envFrom") or []:
+        for field_name, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+            if isinstance(source.get(field_name), dict):
+                out.append((kind, str(source[field_name].get("name", ""))))
+    for e in spec.get("env") or []:
+        value_from = e.get("valueFrom") or {}
+        for field_name, kind in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+            if isinstance(value_from.get(field_name), dict):
+                out.append((kind, str(value_from[field_name].get("name", ""))))
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    for mount in spec.get("volumeMounts") or []:
+        if not mount.get("subPath"):
+            continue
+        volume = volumes.get(mount.get("name")) or {}
+        refs = [volume] + list((volume.get("projected") or {}).get("sources") or [])
+        for ref in refs:
+            if isinstance(ref.get("configMap"), dict):
+                out.append(("ConfigMap", str(ref["configMap"].get("name", ""))))
+            if isinstance(ref.get("secret"), dict):
+                out.append(("Secret", str(ref["secret"].get("secretName", ref["secret"].get("name", "")))))
+    return list(dict.fromkeys(out))
