@@ -170,9 +170,9 @@ def _whoami(backend: SimBackend, token: str, ca_file: str) -> requests.Response:
 
 def _claims(token: str) -> Obj:
     """The payload of an API server's token, whose header names RS256 and the key (no ``typ``)."""
-    header, payload, _ = (json.loads(base64.urlsafe_b64decode(part + "==")) if i < 2 else part for i, part in enumerate(token.split(".")))
+    header, claims = (json.loads(base64.urlsafe_b64decode(part + "==")) for part in token.split(".")[:2])
     assert header["alg"] == "RS256" and set(header) == {"alg", "kid"}
-    claims: Obj = payload
+    assert isinstance(claims, dict)
     return claims
 
 
