@@ -192,6 +192,7 @@ class Auth:
         return Identity(username, all_groups, self.restricted, uid)
 
 
+@functools.lru_cache(maxsize=256)  # a pure function: every exec lays out a pod's token file again
 def issue_token(account: BoundAccount, issued_at: float, seconds: int, *, audiences: tuple[str, ...] = (TOKEN_ISSUER,),
                 bound: BoundObject | None = None, node: BoundObject | None = None) -> tuple[str, float]:
     """A service-account token for ``account`` and when it expires: ``seconds`` after ``issued_at``, or a
@@ -209,12 +210,11 @@ def issue_token(account: BoundAccount, issued_at: float, seconds: int, *, audien
     if warn_after is not None:
         private["warnafter"] = int(warn_after)
     claims: dict[str, Any] = {"aud": list(audiences), "exp": int(expires), "iat": int(issued_at), "iss": TOKEN_ISSUER,
-                              "kubernetes.io": private, "nbf": int(issued_at), "sub": account.username}
+                              "kubernetes.io": dict(sorted(private.items())), "nbf": int(issued_at), "sub": account.username}
     claims["jti"] = str(uuid.UUID(bytes=hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest()[:16], version=4))
     key = service_account_key()
     # the API server's claims are a JSON map (keys in order) and its header names no "typ"
-    ordered = json.loads(json.dumps(claims, sort_keys=True))
-    return jwt.encode(ordered, key, algorithm="RS256", headers={"kid": _key_id(key), "typ": None}), expires
+    return jwt.encode(dict(sorted(claims.items())), key, algorithm="RS256", headers={"kid": _key_id(key), "typ": None}), expires
 
 
 def kubelet_token_issued_at(started: float, now: float) -> float:
@@ -298,8 +298,8 @@ def _kept(names: tuple[str, ...], load: Callable[[list[bytes]], _T], make: Calla
     with FileLock(str(folder / "keys.lock")):
         try:
             return load([(folder / name).read_bytes() for name in names])
-        except (OSError, ValueError):
-            pass  # none yet, or not what this code can use: made again below
+        except (OSError, ValueError) as unusable:  # none yet, or not what this code can use
+            log.debug("making %s in %s again: %s", ", ".join(names), folder, unusable)
         made, contents = make()
         for name, data in zip(names, contents, strict=True):
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")  # created 0600

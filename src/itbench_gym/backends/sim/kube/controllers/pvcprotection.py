@@ -37,9 +37,11 @@ class PVCProtectionController(Controller):
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "PersistentVolumeClaim" and event != "DELETED" and _deleting(obj):
             return [Cache.key_of(obj)]
-        if kind == "Pod" and (event == "DELETED" or not _uses_any(obj)):
-            namespace = str(obj["metadata"].get("namespace", ""))
-            return [(namespace, name) for name in claim_names(obj)]
+        if kind == "Pod":  # most pods name no claim: one look at their volumes
+            names = claim_names(obj)
+            if names and (event == "DELETED" or not any(_uses(obj, name) for name in names)):
+                namespace = str(obj["metadata"].get("namespace", ""))
+                return [(namespace, name) for name in names]
         return []
 
     def sync(self, key: Key) -> None:
@@ -50,8 +52,3 @@ class PVCProtectionController(Controller):
         if any(_uses(pod, name) for pod in self.ctx.cache.list("Pod", namespace)):
             return
         self.remove_finalizer(claim, PVC_PROTECTION_FINALIZER)
-
-
-def _uses_any(pod: Obj) -> bool:
-    """Whether a pod still counts as using its claims (scheduled and not finished)."""
-    return any(_uses(pod, name) for name in claim_names(pod))
