@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from itbench_gym.backends.sim.containers import programs
-from itbench_gym.backends.sim.containers.context import Container, ExecResult, FileTree
+from itbench_gym.backends.sim.containers.context import Container, ExecResult, FileTree, WritableMount
 from itbench_gym.backends.sim.containers.runner import DEFAULT_PATH
 from itbench_gym.backends.sim.kube.registry import shared
 
@@ -38,7 +38,7 @@ def _container(executables: tuple[str, ...]) -> Container:
 
 
 ALPINE = _container(("sh", "ash", "cat", "env", "printenv", "ls", "grep", "sort", "head", "tail", "wc", "uniq", "echo",
-                     "date", "hostname", "sleep", "wget", "nc", "cp"))
+                     "date", "hostname", "sleep", "wget", "nc", "vi"))
 DEBIAN = _container(("sh", "bash", "dash", "cat", "env", "printenv", "ls", "grep", "sort", "head", "wc", "date", "sleep"))
 DISTROLESS = _container(("/otelcol",))
 
@@ -166,9 +166,9 @@ def test_command_not_found_per_shell(container: Container, shell: str, message: 
 
 
 def test_an_image_program_the_twin_does_not_emulate() -> None:
-    result = run(ALPINE, "cp", "/etc/hosts", "/tmp/hosts")
+    result = run(ALPINE, "vi", "/etc/hosts")
     assert result.code == 126
-    assert result.stderr == (b"itbench_gym: cp is in this container's image, but the twin does not emulate it (emulated: ash, cat, date, "
+    assert result.stderr == (b"itbench_gym: vi is in this container's image, but the twin does not emulate it (emulated: ash, cat, date, "
                              b"echo, env, grep, head, hostname, ls, nc, printenv, sh, sleep, sort, tail, uniq, wc, wget)\n")
     assert run(DISTROLESS, "/otelcol", "--version").code == 126
 
@@ -251,3 +251,66 @@ def test_odd_scripts_never_raise(container: Container, script: str) -> None:
         result = sh(container, script, shell)
         assert isinstance(result, ExecResult)
         assert result.code != 70, result.stderr
+
+
+def _writable(executables: tuple[str, ...]) -> Container:
+    """A container with an emptyDir at /data (holding ``seed``), a read-only ConfigMap mount at /etc/otelcol."""
+    tree = _tree()
+    tree.files["/data/seed"] = b"one\n"
+    tree.directories.add("/data")
+    tree.writable = {"/data": WritableMount("scratch")}
+    tree.read_only = frozenset({"/etc/otelcol"})
+    tree.modelled = tree.modelled | {"/data"}
+    return Container("collector-0", "otel", "otelcol", "example/otelcol:1", "collector-0", ENV, tree, executables, now=1796542620.0)
+
+
+FILE_PROGRAMS = ("cp", "mkdir", "rm", "touch", "tee", "ls", "cat")
+
+
+def test_a_script_writes_the_emptydir_and_reads_back_what_it_wrote() -> None:
+    box = _writable(("sh", "ash", *FILE_PROGRAMS, "echo"))
+    script = ("echo two >> /data/seed; echo new > /data/new; mkdir -p /data/a/b; cp /data/seed /data/a/b/; touch /data/t; "
+              "echo piped | tee /data/p >/dev/null; rm /data/new; ls -R /data; cat /data/a/b/seed")
+    result = sh(box, script)
+    assert result.stderr == b"" and result.code == 0
+    assert result.stdout.decode().split("\n\n")[0].splitlines() == ["/data:", "a", "p", "seed", "t"]
+    assert result.stdout.endswith(b"one\ntwo\n")
+    written = box.files.written()["/data"]
+    assert dict(written.files) == {"seed": b"one\ntwo\n", "a/b/seed": b"one\ntwo\n", "t": b"", "p": b"piped\n"}
+    assert written.directories == frozenset({"a", "a/b"})
+
+
+@pytest.mark.parametrize(("shell", "executables", "missing_dir", "read_only"), [
+    ("sh", ("sh", "ash"), "sh: can't create /data/no/f: nonexistent directory",
+     "sh: can't create /etc/otelcol/x: Read-only file system"),
+    ("sh", ("sh", "dash"), "sh: 1: cannot create /data/no/f: Directory nonexistent",
+     "sh: 1: cannot create /etc/otelcol/x: Read-only file system"),
+    ("bash", ("sh", "bash"), "bash: line 1: /data/no/f: No such file or directory",
+     "bash: line 1: /etc/otelcol/x: Read-only file system"),
+])
+def test_a_redirection_that_cannot_create_its_file_says_why_as_the_shell_does(
+        shell: str, executables: tuple[str, ...], missing_dir: str, read_only: str) -> None:
+    box = _writable(executables)
+    assert sh(box, "echo x > /data/no/f", shell) == ExecResult(b"", (missing_dir + "\n").encode(), 1)
+    assert sh(box, "echo x > /etc/otelcol/x", shell) == ExecResult(b"", (read_only + "\n").encode(), 1)
+    kept = sh(box, "echo x > /var/log/x", shell)
+    assert "does not keep files written in containers" in kept.stderr.decode() and kept.code == 1
+    assert box.files.written() == {}
+
+
+def test_file_programs_fail_with_gnu_or_busybox_words() -> None:
+    gnu, busybox = _writable(("sh", "bash", *FILE_PROGRAMS)), _writable(("sh", "ash", *FILE_PROGRAMS))
+    assert run(gnu, "cp", "/data/nope", "/data/x").stderr == b"cp: cannot stat '/data/nope': No such file or directory\n"
+    assert run(busybox, "cp", "/data/nope", "/data/x").stderr == b"cp: can't stat '/data/nope': No such file or directory\n"
+    assert run(gnu, "cp", "/data/seed", "/etc/otelcol/seed").stderr == (
+        b"cp: cannot create regular file '/etc/otelcol/seed': Read-only file system\n")
+    assert run(gnu, "cp", "/data", "/data/copy").stderr == b"cp: -r not specified; omitting directory '/data'\n"
+    assert run(gnu, "mkdir", "/data").stderr == b"mkdir: cannot create directory '/data': File exists\n"
+    assert run(busybox, "mkdir", "/data/a/b").stderr == b"mkdir: can't create directory '/data/a/b': No such file or directory\n"
+    assert run(gnu, "rm", "/data/nope") == ExecResult(b"", b"rm: cannot remove '/data/nope': No such file or directory\n", 1)
+    assert run(gnu, "rm", "-f", "/data/nope") == ExecResult(b"", b"", 0)
+    assert run(busybox, "rm", "/etc/otelcol/config.yaml").stderr == b"rm: can't remove '/etc/otelcol/config.yaml': Read-only file system\n"
+    assert run(gnu, "touch", "/data/no/t").stderr == b"touch: cannot touch '/data/no/t': No such file or directory\n"
+    assert run(busybox, "tee", "/etc/otelcol/t", stdin=b"x\n") == ExecResult(
+        b"x\n", b"tee: can't open '/etc/otelcol/t': Read-only file system\n", 1)
+    assert gnu.files.written() == {} and busybox.files.written() == {}

@@ -156,3 +156,43 @@ def test_env_and_subpath_files_keep_what_the_container_started_with(shop_twin: S
     shop_twin.backend.advance(60)
     assert cstatus(store.get("Pod", namespace, "solo"))["restartCount"] == 1
     assert view() == "storm 9 storm 9\n"
+
+
+def test_an_emptydir_holds_what_the_pods_emulated_processes_wrote_for_the_pods_life(shop_twin: ShopTwin) -> None:
+    """flagd's init container copies the flag file into the emptyDir its other containers read (its
+    log is the file); what an exec writes there is seen by the pod's other containers and survives a
+    container restart, not the pod; a readOnly mount and a ConfigMap volume refuse writes."""
+    shop_twin.reset()
+    store, twin = shop_twin.store, shop_twin.backend.twin
+    namespace = "otel-demo"
+    flagd = next(p for p in store.list("Pod", namespace) if p["metadata"]["name"].startswith("flagd-"))
+    name = flagd["metadata"]["name"]
+    flag_file = store.get("ConfigMap", namespace, "flagd-config")["data"]["demo.flagd.json"]
+
+    def exec_(pod: str, container: str, script: str) -> tuple[str, str]:
+        out = twin.container_exec()(namespace, pod, container, ["sh", "-c", script], b"", False)
+        return out.stdout.decode(), out.stderr.decode()
+
+    assert exec_(name, "flagd-ui", "cat /app/data/demo.flagd.json") == (flag_file, "")
+    logged = twin.container_log_lines(namespace, name, "init-config", 0, shop_twin.backend.clock.now())
+    assert "\n".join(line for _, line in logged) == flag_file.rstrip("\n")
+
+    solo = _pod(image="busybox:1.36", command=["sleep", "3600"],
+                volumeMounts=[{"name": "scratch", "mountPath": "/data"}, {"name": "scratch", "mountPath": "/ro", "readOnly": True},
+                              {"name": "config", "mountPath": "/etc/config"}],
+                volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "config", "configMap": {"name": "flagd-config"}}],
+                init=[container(name="prepare", image="busybox:1.36", command=["sh", "-c", "mkdir -p /w/d && echo ready > /w/d/state"],
+                                volumeMounts=[{"name": "scratch", "mountPath": "/w"}])])
+    store.create({**solo, "metadata": {"name": "solo", "namespace": namespace}})
+    shop_twin.backend.advance(30)
+    assert exec_("solo", "main", "cat /data/d/state /ro/d/state") == ("ready\nready\n", "")
+    assert exec_("solo", "main", "echo note > /data/note; echo x > /ro/x; echo x > /etc/config/x") == (
+        "", "sh: can't create /ro/x: Read-only file system\nsh: can't create /etc/config/x: Read-only file system\n")
+    twin.cluster.kill_container(namespace, "solo", "main", reason="Error", exit_code=1)
+    shop_twin.backend.advance(60)
+    assert cstatus(store.get("Pod", namespace, "solo"))["restartCount"] == 1
+    assert exec_("solo", "main", "ls /data") == ("d\nnote\n", "")
+    store.delete("Pod", namespace, "solo", grace_period_seconds=0)
+    store.create({**solo, "metadata": {"name": "solo", "namespace": namespace}})
+    shop_twin.backend.advance(30)
+    assert exec_("solo", "main", "ls /data") == ("d\n", "")

@@ -130,7 +130,7 @@ class ClusterTwin:
         """``kubectl exec``'s far end for this cluster; names in the ``hidden`` namespaces do not resolve."""
         runtime = RegistryRuntime(self.env.images)
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule, default_home=shared().default_home,
-                             hidden=hidden, started_sources=self.cluster.kubelet.started_sources)
+                             hidden=hidden, started_sources=self.cluster.kubelet.started_sources, volumes=self.cluster.kubelet)
 
     def reseed(self, seed: int) -> None:
         with self.lock:

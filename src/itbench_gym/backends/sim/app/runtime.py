@@ -48,10 +48,13 @@ class AppRuntime(RegistryRuntime):
 
     def main_argv(self, pod: dict[str, Any], container: dict[str, Any]) -> list[str] | None:
         """The command line of a container whose process no model drives (a debug or probe pod's
-        ``nslookup``, ``wget``): what its run prints is then the emulated programs' (``Twin``), where
-        an app's service prints what its model says. None for the app's own containers and their
-        init containers, and where the image's entrypoint runs."""
-        if self._service_of(pod, container) is not None:
+        ``nslookup``, ``wget``) or an init container (flagd's copy of its flag file): what its run
+        prints is then the emulated programs' (``Twin``), where an app's service prints what its
+        model says. None for the app's own containers and where the image's entrypoint runs."""
+        spec = pod.get("spec") or {}
+        init = container.get("restartPolicy") != "Always" and any(
+            c.get("name") == container.get("name") for c in spec.get("initContainers") or [])
+        if not init and self._service_of(pod, container) is not None:
             return None
         return self._process_argv(container)
 

@@ -24,20 +24,57 @@ class ExecResult:
     code: int = 0
 
 
+#: The twin's words for a write outside every volume (the image's writable layer, which it does not model).
+NOT_KEPT = "the itbench_gym twin does not keep files written in containers"
+#: Why a write fails, as strerror words it (or :data:`NOT_KEPT`).
+READ_ONLY, MISSING, IS_DIR, NOT_DIR, EXISTS = (
+    "Read-only file system", "No such file or directory", "Is a directory", "Not a directory", "File exists")
+
+
 @dataclass(frozen=True)
+class VolumeContent:
+    """What a pod's containers wrote into one of its emptyDir volumes: files and directories by path
+    relative to the volume, and whether that is all it holds (every process that could write there
+    ran through the twin's emulation; a server the twin does not emulate may have written more)."""
+
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    directories: frozenset[str] = frozenset()
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class WritableMount:
+    """A mount the container may write through: the pod's volume and the directory of it mounted."""
+
+    volume: str
+    sub: str = ""
+
+
+@dataclass
 class FileTree:
     """The files of a container the twin knows: absolute path → content, and the directories that hold
     them. ``modelled`` are the roots under which the tree is complete (a mount point, the kubelet's
     files): a path under one that is not in ``files`` or ``directories`` does not exist. Any other
-    path is the image's own, which the twin does not model."""
+    path is the image's own, which the twin does not model.
 
-    files: Mapping[str, bytes] = field(default_factory=dict)
-    directories: frozenset[str] = frozenset({"/"})
+    A process writes only under ``writable`` mounts (emptyDir volumes: what it writes is kept with the
+    pod, :meth:`written`); ``read_only`` mounts (ConfigMap, Secret, projected and downward-API volumes,
+    ``readOnly`` mounts) refuse writes as the kernel does; anywhere else is the image's layer."""
+
+    files: dict[str, bytes | bytearray] = field(default_factory=dict)
+    directories: set[str] = field(default_factory=lambda: {"/"})
     modelled: frozenset[str] = frozenset()
     #: Symbolic links: path → target as written (relative to the link's directory or absolute). A
     #: ConfigMap, Secret, projected or downwardAPI volume shows each key as ``key -> ..data/key``,
     #: ``..data -> ..<timestamp>`` and the timestamped directory holding the files (atomic writer).
     links: Mapping[str, str] = field(default_factory=dict)
+    writable: Mapping[str, WritableMount] = field(default_factory=dict)
+    read_only: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.files, self.directories = dict(self.files), set(self.directories)
+        #: The writable mounts written since the tree was laid out.
+        self._touched: set[str] = set()
 
     def is_modelled(self, path: str) -> bool:
         """Whether the twin knows everything at ``path`` (absolute, normalised): a file it holds, or a
@@ -62,7 +99,8 @@ class FileTree:
 
     def read(self, path: str) -> bytes | None:
         """The content of the file at ``path`` (links followed); None when there is none (or it is a directory)."""
-        return self.files.get(self.resolve(path))
+        content = self.files.get(self.resolve(path))
+        return bytes(content) if content is not None else None
 
     def is_dir(self, path: str) -> bool:
         return self.resolve(path) in self.directories
@@ -77,6 +115,100 @@ class FileTree:
         names = {p[len(prefix):].split("/", 1)[0] for p in (*self.files, *self.directories, *self.links)
                  if p.startswith(prefix) and p != path}
         return sorted(names)
+
+    # --- writing -------------------------------------------------------------------------------------
+
+    def _mount(self, path: str) -> str | None:
+        """The innermost writable or read-only mount root holding ``path``."""
+        roots = [r for r in (*self.writable, *self.read_only) if path == r or path.startswith(r.rstrip("/") + "/")]
+        return max(roots, key=len) if roots else None
+
+    def _where(self, path: str) -> str | None:
+        """Why nothing can be created at ``path`` (its parent's state and its mount's), None when it can."""
+        root = self._mount(path)
+        if root is None:
+            return NOT_KEPT
+        if root not in self.writable:
+            return READ_ONLY
+        head = posixpath.dirname(path)
+        if head in self.files:
+            return NOT_DIR
+        if head not in self.directories:
+            return NOT_DIR if any(p in self.files for p in _ancestors(head)) else MISSING
+        return None
+
+    def write_error(self, path: str) -> str | None:
+        """Why a file cannot be opened for writing at ``path`` (absolute), None when it can."""
+        real = self.resolve(path)
+        if real in self.directories:
+            return IS_DIR
+        if real in self.files:
+            root = self._mount(real)
+            return None if root in self.writable else (READ_ONLY if root is not None else NOT_KEPT)
+        return self._where(real)
+
+    def open_write(self, path: str, *, append: bool = False) -> bytearray:
+        """The buffer a program writes the file at ``path`` through (created, or truncated unless
+        ``append``); :meth:`write_error` must have allowed it."""
+        real = self.resolve(path)
+        content = self.files.get(real, b"")
+        buffer = content if isinstance(content, bytearray) else bytearray(content)
+        if not append:
+            buffer.clear()
+        self.files[real] = buffer  # the file's content from now on: what the program writes shows at once
+        self._touch(real)
+        return buffer
+
+    def make_directory(self, path: str) -> str | None:
+        """Create directory ``path``; why not (``EXISTS`` for anything already there), None when done."""
+        real = self.resolve(path)
+        if real in self.directories or real in self.files:
+            return EXISTS
+        error = self._where(real)
+        if error is None:
+            self.directories.add(real)
+            self._touch(real)
+        return error
+
+    def remove(self, path: str) -> str | None:
+        """Remove the file or the directory and everything under it at ``path``; why not, None when done."""
+        if path not in self.files and path not in self.directories and path not in self.links:
+            return MISSING
+        root = self._mount(path)
+        if root is None or path == root:
+            return NOT_KEPT if root is None else "Device or resource busy"
+        if root not in self.writable:
+            return READ_ONLY
+        prefix = path.rstrip("/") + "/"
+        for p in [p for p in (*self.files, *self.directories) if p == path or p.startswith(prefix)]:
+            self.files.pop(p, None)
+            self.directories.discard(p)
+        self._touch(path)
+        return None
+
+    def _touch(self, path: str) -> None:
+        root = self._mount(path)
+        if root is not None:
+            self._touched.add(root)
+
+    def written(self) -> dict[str, VolumeContent]:
+        """The content, relative to its volume's mounted directory, of each writable mount written
+        since the tree was laid out (to be kept with the pod), by mount root."""
+        out: dict[str, VolumeContent] = {}
+        for root in sorted(self._touched):
+            prefix = root.rstrip("/") + "/"
+            files = {p[len(prefix):]: bytes(content) for p, content in self.files.items() if p.startswith(prefix)}
+            dirs = frozenset(p[len(prefix):] for p in self.directories if p.startswith(prefix))
+            out[root] = VolumeContent(files, dirs)
+        return out
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while path not in ("/", ""):
+        out.append(path)
+        path = posixpath.dirname(path)
+    return out
 
 
 @dataclass(frozen=True)

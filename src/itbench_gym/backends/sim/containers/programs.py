@@ -3,8 +3,8 @@
 Each program answers from the container's env and the files the twin models, with the output and
 the error messages of the real one: GNU coreutils/grep, or busybox when the image is a busybox one
 (it has ``ash``). A path the twin does not model (the image's own files) is never answered as
-missing: the program says the twin does not know it. Writing files is refused: the twin keeps no
-writable layer.
+missing: the program says the twin does not know it. Files are written only into the pod's emptyDir
+volumes (:mod:`.fileops`): the twin keeps no image layer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .context import Container, ExecResult
+from .context import NOT_KEPT, Container, ExecResult
 
 #: Every message in which the twin speaks for itself (what it does not model or emulate) names it.
 TWIN_WORD = "itbench_gym"
@@ -24,8 +24,7 @@ TWIN_WORD = "itbench_gym"
 NOT_EMULATED, EMULATION_FAILED = 126, 70
 UNMODELLED = ("the itbench_gym twin does not model what is here (it knows the container's ConfigMap, Secret and downward-API "
               "volumes and the kubelet's files: /etc/hosts, /etc/hostname, /etc/resolv.conf, /dev/termination-log; not the "
-              "image's own files, nor what containers write to emptyDir and persistent volumes)")
-NOT_KEPT = "the itbench_gym twin does not keep files written in containers"
+              "image's own files, nor what processes it does not emulate write to emptyDir and persistent volumes)")
 SHELLS = frozenset({"sh", "ash", "bash", "dash"})
 
 
@@ -104,7 +103,7 @@ def stat(container: Container, path: str, stdin: bytes = b"") -> Stat:
         return Stat("file", stdin)
     real = tree.resolve(path)
     if real in tree.files:
-        return Stat("file", tree.files[real])
+        return Stat("file", bytes(tree.files[real]))
     if real in tree.directories:
         return Stat("dir")
     head = posixpath.dirname(real)
@@ -1118,6 +1117,13 @@ def _network(inv: Invocation) -> ExecResult:
     return NETWORK[posixpath.basename(inv.argv[0])](inv)
 
 
+def _file_change(inv: Invocation) -> ExecResult:
+    """cp, mkdir, rm, touch and tee: the pod's emptyDir volumes (:mod:`.fileops`)."""
+    from .fileops import PROGRAMS as FILE_CHANGES  # it builds on this module's Invocation and getopt
+
+    return FILE_CHANGES[posixpath.basename(inv.argv[0])](inv)
+
+
 #: The programs the twin emulates, by name (a name of the image's catalogue or a shell builtin).
 PROGRAMS: dict[str, Program] = {
     "[": _test, "basename": _basename, "cat": _cat, "date": _date, "dirname": _dirname, "echo": _echo, "egrep": _grep,
@@ -1125,6 +1131,7 @@ PROGRAMS: dict[str, Program] = {
     "printenv": _printenv, "printf": _printf, "pwd": _pwd, "sleep": _sleep, "sort": _sort, "tail": _tail, "test": _test,
     "true": _true, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
     **dict.fromkeys(("nslookup", "getent", "nc", "wget"), _network),
+    **dict.fromkeys(("cp", "mkdir", "rm", "touch", "tee"), _file_change),
 }
 
 

@@ -16,7 +16,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from itbench_gym.backends.sim.app.cluster_view import container_env, downward_field, resource_field
 from itbench_gym.backends.sim.app.dns import resolv_conf
@@ -35,7 +35,7 @@ from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.lang.timestamps import parse_rfc3339
 
 from . import programs
-from .context import Container, FileTree
+from .context import Container, FileTree, VolumeContent, WritableMount
 from .network import AppRouting, ClusterNetwork, stable_draw
 
 Obj = dict[str, Any]
@@ -54,6 +54,18 @@ StartedSources = Callable[[Obj, str], "Mapping[tuple[str, str], Obj | None] | No
 _Sources = Mapping[tuple[str, str], "Obj | None"]
 #: The app model's routing of a namespace (None: no modelled app runs there).
 Routing = Callable[[str], "AppRouting | None"]
+
+
+class PodVolumes(Protocol):
+    """Where a pod's emptyDir volumes keep what its containers wrote (the kubelet)."""
+
+    def volume(self, pod: Obj, name: str) -> VolumeContent | None:
+        """What the pod's volume ``name`` holds; None when the pod runs on no node."""
+        ...
+
+    def write_volume(self, pod: Obj, name: str, content: VolumeContent) -> None:
+        """Keep ``content`` as what the pod's volume ``name`` holds now."""
+        ...
 
 
 def _env_name(name: str) -> str:
@@ -100,9 +112,9 @@ class ContainerExec:
     def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
                  default_home: str, started_env: StartedEnv | None = None, routing: Routing | None = None,
                  seed: Callable[[], int] = lambda: 0, hidden: frozenset[str] = frozenset(),
-                 started_sources: StartedSources | None = None) -> None:
+                 started_sources: StartedSources | None = None, volumes: PodVolumes | None = None) -> None:
         self._store, self._lock, self._clock = store, lock, clock
-        self._started_sources = started_sources
+        self._started_sources, self._volumes = started_sources, volumes
         self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env
         #: Namespaces the agent's API hides (the injection machinery): their names do not resolve either.
         self._routing, self._seed, self._hidden = routing, seed, hidden
@@ -130,6 +142,7 @@ class ContainerExec:
             if programs.find(argv[0], container) is None:
                 return Outcome(b"", b"", internal_error(self._not_found(pod, container_name, argv)))
             result = programs.run(argv, container, stdin)
+            self._keep_written(pod, spec, container)
         stdout, stderr = result.stdout, result.stderr
         if tty:  # one terminal: both streams on it, with the line discipline's CR before each LF
             stdout, stderr = (stdout + stderr).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), b""
@@ -149,10 +162,23 @@ class ContainerExec:
             if not argv or programs.find(argv[0], container) is None:
                 return None
             result = programs.run(argv, container, b"")
-        text = (result.stdout + result.stderr).decode("utf-8", "replace")
-        if result.code in (programs.NOT_EMULATED, programs.EMULATION_FAILED) or programs.TWIN_WORD in text:
-            return None
+            text = (result.stdout + result.stderr).decode("utf-8", "replace")
+            if result.code in (programs.NOT_EMULATED, programs.EMULATION_FAILED) or programs.TWIN_WORD in text:
+                return None
+            self._keep_written(pod, spec, container)
         return text, result.code
+
+    def _keep_written(self, pod: Obj, spec: Obj, container: Container) -> None:
+        """Hand what the process wrote into the pod's emptyDir volumes to the kubelet, which keeps them."""
+        if self._volumes is None:
+            return
+        mounts = container.files.writable
+        for root, content in container.files.written().items():
+            mount = mounts[root]
+            before = self._volumes.volume(pod, mount.volume)
+            if before is None:
+                continue
+            self._volumes.write_volume(pod, mount.volume, _replaced(before, mount.sub, content))
 
     def _not_found(self, pod: Obj, container: str, argv: list[str]) -> str:
         """The runtime's refusal of an argv[0] the image does not hold (containerd names the exec by its id)."""
@@ -232,10 +258,14 @@ class ContainerExec:
         for mount in spec.get("volumeMounts") or []:
             volume = volumes.get(mount.get("name")) or {}
             root = posixpath.normpath(str(mount.get("mountPath", "/")))
+            if "emptyDir" in volume:
+                self._empty_dir(tree, pod, mount, root)
+                continue
             projected = self._projected(volume, pod, spec, namespace, started if mount.get("subPath") else {})
             if projected is None:  # a volume whose content the twin does not hold (hostPath, PVC, ...)
                 tree.directory(root, modelled=False)
                 continue
+            tree.read_only.add(root)
             files, complete = projected
             sub = str(mount.get("subPath") or "")
             if sub:
@@ -249,6 +279,29 @@ class ContainerExec:
                 continue
             tree.atomic(root, stamp, files, complete)
         return tree.build()
+
+    def _empty_dir(self, tree: _TreeBuilder, pod: Obj, mount: Obj, root: str) -> None:
+        """An emptyDir mount: what the pod's containers wrote there (the kubelet keeps it), writable
+        unless mounted ``readOnly``; a volume some process the twin does not emulate wrote to is known
+        only as far as the emulated ones wrote it."""
+        raw_sub = str(mount.get("subPath") or "")
+        name, sub = str(mount.get("name")), posixpath.normpath(raw_sub) if raw_sub else ""
+        content = self._volumes.volume(pod, name) if self._volumes is not None else None
+        if content is None:  # not on a node yet, or no kubelet keeps volumes here
+            tree.directory(root, modelled=False)
+            return
+        tree.directory(root, modelled=content.complete)
+        prefix = f"{sub}/" if sub else ""
+        for rel in content.directories:
+            if rel.startswith(prefix):
+                tree.directory(posixpath.join(root, rel[len(prefix):]), modelled=content.complete)
+        for rel, data in content.files.items():
+            if rel.startswith(prefix):
+                tree.file(posixpath.join(root, rel[len(prefix):]), data)
+        if mount.get("readOnly"):
+            tree.read_only.add(root)
+        else:
+            tree.writable[root] = WritableMount(name, sub)
 
     def _projected(self, volume: Obj, pod: Obj, spec: Obj, namespace: str, started: _Sources) -> tuple[dict[str, bytes], bool] | None:
         """A volume's files by relative path and whether they are all the volume holds; None for a
@@ -389,10 +442,12 @@ class _TreeBuilder:
     """Collects a container's files, directories, links and modelled roots."""
 
     def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
+        self.files: dict[str, bytes | bytearray] = {}
         self.dirs: set[str] = {"/"}
         self.links: dict[str, str] = {}
         self.modelled: set[str] = set()
+        self.writable: dict[str, WritableMount] = {}
+        self.read_only: set[str] = set()
 
     def _parents(self, path: str) -> None:
         parent = posixpath.dirname(path)
@@ -425,4 +480,16 @@ class _TreeBuilder:
             self.links[posixpath.join(root, top)] = f"..data/{top}"
 
     def build(self) -> FileTree:
-        return FileTree(self.files, frozenset(self.dirs), frozenset(self.modelled), self.links)
+        return FileTree(self.files, self.dirs, frozenset(self.modelled), self.links, self.writable, frozenset(self.read_only))
+
+
+def _replaced(before: VolumeContent, sub: str, written: VolumeContent) -> VolumeContent:
+    """A volume's content with its directory ``sub`` ("" for all of it) holding ``written``."""
+    prefix = f"{sub}/" if sub else ""
+    files = {rel: data for rel, data in before.files.items() if sub and not rel.startswith(prefix)}
+    dirs = {rel for rel in before.directories if sub and not (rel == sub or rel.startswith(prefix))}
+    files.update({prefix + rel: data for rel, data in written.files.items()})
+    dirs.update(prefix + rel for rel in written.directories)
+    if sub:
+        dirs.add(sub)
+    return VolumeContent(files, frozenset(dirs), before.complete)

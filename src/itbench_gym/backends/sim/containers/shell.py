@@ -20,10 +20,10 @@ from typing import Any
 from itbench_gym.lang import shell as shellsyntax
 
 from . import programs
-from .context import Container, ExecResult
+from .context import MISSING, NOT_KEPT, Container, ExecResult
 
 SUPPORTED = ("simple commands, pipelines, ; && || lists, if, for, while, until, { } groups, variables and parameter expansions, "
-             "command substitution, quoting, redirections (< FILE, > /dev/null, 2>&1)")
+             "command substitution, quoting, redirections (< FILE, > FILE and >> FILE in the pod's emptyDir volumes, > /dev/null, 2>&1)")
 #: Builtins every one of these shells has that the twin's shell does not run.
 _UNSUPPORTED_BUILTINS = frozenset({"alias", "bg", "command", "declare", "eval", "fg", "getopts", "hash", "jobs", "kill", "let",
                                    "local", "readonly", "return", "source", ".", "times", "trap", "type", "typeset", "ulimit",
@@ -429,7 +429,7 @@ class _Shell:
                     continue
                 self._open_error(io, word, found.kind)
                 return False
-            sink = self._sink(word, io)
+            sink = self._sink(word, io, append=kind == ">>")
             if sink is None:
                 return False
             if kind == "&>" or (kind == ">&" and fd == 1):
@@ -442,7 +442,9 @@ class _Shell:
                 raise _Unsupported(f"file descriptor {fd}")
         return True
 
-    def _sink(self, word: str, io: _IO) -> bytearray | None:
+    def _sink(self, word: str, io: _IO, *, append: bool) -> bytearray | None:
+        """Where an output redirection writes: a stream, or a file opened (created, truncated unless
+        ``append``) in one of the pod's emptyDir volumes; None after saying why it cannot be opened."""
         path = self.container.path(word, self.state.cwd)
         if path == "/dev/null":
             return bytearray()
@@ -450,7 +452,18 @@ class _Shell:
             return io.out
         if path in ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"):
             return io.err
-        io.err += f"{self.name}: {word}: {programs.NOT_KEPT}\n".encode("utf-8", "surrogateescape")
+        tree = self.container.files
+        error = tree.write_error(path)
+        if error is None:
+            return tree.open_write(path, append=append)
+        if error == NOT_KEPT:
+            io.err += f"{self.name}: {word}: {NOT_KEPT}\n".encode("utf-8", "surrogateescape")
+        elif self.kind == "bash":
+            self.say(io, f"{word}: {error}")
+        elif self.kind == "dash":
+            self.say(io, f"cannot create {word}: {'Directory nonexistent' if error == MISSING else error}")
+        else:
+            self.say(io, f"can't create {word}: {'nonexistent directory' if error == MISSING else error}")
         return None
 
     def _open_error(self, io: _IO, word: str, kind: str) -> None:

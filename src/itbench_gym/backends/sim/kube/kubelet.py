@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from itbench_gym.backends.sim.containers.context import VolumeContent
 from itbench_gym.lang.timestamps import rfc3339
 
 from .controllers.base import Cache, Context, Controller, Key
@@ -122,11 +123,14 @@ class PodRun:
     #: The volume manager's current retry delay and when it may try the failed mounts again.
     mount_retry: float = 0.0
     mount_due: float | None = None
+    #: What the containers wrote into the pod's emptyDir volumes, by volume (none written: empty).
+    volumes: dict[str, VolumeContent] = field(default_factory=dict)
 
     def copy(self) -> PodRun:
         out = copy.copy(self)
         out.containers = [c.copy() for c in self.containers]
         out.conditions = dict(self.conditions)
+        out.volumes = dict(self.volumes)
         return out
 
 
@@ -417,9 +421,11 @@ class Kubelet(Controller):
             return None
 
     def _files(self, pod: Obj, spec: Obj) -> FileReader:
-        """What the container reads at a path: the ConfigMap / Secret key its volume mounts project there."""
+        """What the container reads at a path: the ConfigMap / Secret key its volume mounts project
+        there, or what a process wrote into its emptyDir."""
         namespace = pod["metadata"].get("namespace") or "default"
         volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+        run = self._run_of(pod)
 
         def read(path: str) -> str | None:
             for mount in spec.get("volumeMounts") or []:
@@ -429,7 +435,13 @@ class Kubelet(Controller):
                 rel = path[len(root) + 1:]
                 sub = str(mount.get("subPath") or "")
                 rel = f"{sub}/{rel}" if sub else rel
-                found = _projected(volumes.get(mount.get("name")) or {}, rel, namespace, self._stored)
+                volume = volumes.get(mount.get("name")) or {}
+                if "emptyDir" in volume:
+                    written = run.volumes.get(str(mount.get("name"))) if run is not None else None
+                    data = written.files.get(rel) if written is not None else None
+                    found = data.decode("utf-8", "replace") if data is not None else None
+                else:
+                    found = _projected(volume, rel, namespace, self._stored)
                 if found is not None:
                     return found
             return None
@@ -594,6 +606,8 @@ class Kubelet(Controller):
             c.exit_at, c.planned_exit = at, 1
             return
         ran = self.main_output(pod, spec) if self.main_output is not None else None
+        if ran is None:
+            self._unknown_writer(pod, run, spec)
         planned = self.runtime.exit_after(pod, spec, self._files(pod, spec), emulated=ran is not None)
         c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
         self._printed(c, at, planned, ran)
@@ -608,14 +622,39 @@ class Kubelet(Controller):
             if planned is not None:
                 c.planned_exit = ran[1]
 
+    @staticmethod
+    def _unknown_writer(pod: Obj, run: PodRun, spec: Obj) -> None:
+        """A process the twin does not emulate started with emptyDir volumes it may write: what they
+        hold is known from now on only as far as emulated processes wrote it."""
+        empty = {str(v.get("name")) for v in (pod.get("spec") or {}).get("volumes") or [] if "emptyDir" in v}
+        for mount in spec.get("volumeMounts") or []:
+            name = str(mount.get("name"))
+            if name in empty and not mount.get("readOnly"):
+                content = run.volumes.get(name, VolumeContent())
+                run.volumes[name] = VolumeContent(content.files, content.directories, complete=False)
+
+    def volume(self, pod: Obj, name: str) -> VolumeContent | None:
+        """What the pod's emptyDir volume ``name`` holds (empty until a container writes it); None
+        when the pod does not run on a node (``ContainerExec``'s ``PodVolumes``)."""
+        run = self._run_of(pod)
+        return None if run is None else run.volumes.get(name, VolumeContent())
+
+    def write_volume(self, pod: Obj, name: str, content: VolumeContent) -> None:
+        """Keep what a process wrote into the pod's emptyDir volume ``name`` (it lives as long as the pod)."""
+        run = self._run_of(pod)
+        if run is not None:
+            run.volumes[name] = content
+
+    def _run_of(self, pod: Obj) -> PodRun | None:
+        meta = pod["metadata"]
+        run = self.state.pods.get((str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
+        return run if run is not None and run.uid == meta.get("uid") else None
+
     def started_sources(self, pod: Obj, container: str) -> dict[tuple[str, str], Obj | None] | None:
         """The ConfigMaps and Secrets the container's current run read when it started (its env and
         subPath mounts keep them until it restarts); None when the kubelet has not started it."""
-        meta = pod["metadata"]
-        run = self.state.pods.get((str(meta.get("namespace") or "default"), str(meta.get("name", ""))))
-        if run is None or run.uid != meta.get("uid"):
-            return None
-        c = next((c for c in run.containers if c.name == container), None)
+        run = self._run_of(pod)
+        c = next((c for c in run.containers if c.name == container), None) if run is not None else None
         return c.sources if c is not None else None
 
     def output_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
