@@ -32,6 +32,8 @@ class FakeCluster:
         self.store = ObjectStore(clock)
         self.usage: dict[tuple[str, str, str], tuple[float, float]] = {}
         self.killed: list[tuple[str, str, str, str]] = []
+        #: pod -> the files its init containers copied at its start (every key of its ConfigMap volumes)
+        self._copied: dict[str, dict[str, str]] = {}
         self._serial = 0
         for obj in manifests:
             self.store.create(copy.deepcopy(obj))
@@ -52,6 +54,8 @@ class FakeCluster:
             "spec": {**copy.deepcopy(tmpl["spec"]), "nodeName": f"worker-{self._serial % 3 + 1}"},
         }
         self.store.create(pod)
+        self._copied[name] = {key: value for volume in pod["spec"].get("volumes") or [] if "configMap" in volume
+                              for key, value in (self.store.get("ConfigMap", "otel-demo", volume["configMap"]["name"]).get("data") or {}).items()}
         pod = self.store.get("Pod", "otel-demo", name)
         pod["status"] = {
             "phase": "Running", "podIP": f"10.244.1.{self._serial}", "hostIP": "10.0.1.10",
@@ -77,6 +81,11 @@ class FakeCluster:
         doc["flags"][flag]["defaultVariant"] = variant
         cm["data"]["demo.flagd.json"] = json.dumps(doc)
         self.store.update(cm)
+
+    def container_file(self, namespace: str, pod: str, container: str, path: str) -> str | None:
+        """What the fake's pods read at ``path``: the copy their init containers made at the pod's start,
+        of every key of the pod's ConfigMap volumes (as flagd's copies its flag file)."""
+        return self._copied.get(pod, {}).get(path.rsplit("/", 1)[-1])
 
     def set_usage(self, namespace: str, pod: str, container: str, *, cpu_cores: float, memory_bytes: float) -> None:
         self.usage[(namespace, pod, container)] = (cpu_cores, memory_bytes)

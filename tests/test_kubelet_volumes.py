@@ -8,6 +8,7 @@ leaves the container in CreateContainerConfigError. A running pod keeps what it 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from conftest import ShopTwin
@@ -196,3 +197,32 @@ def test_an_emptydir_holds_what_the_pods_emulated_processes_wrote_for_the_pods_l
     store.create({**solo, "metadata": {"name": "solo", "namespace": namespace}})
     shop_twin.backend.advance(30)
     assert exec_("solo", "main", "ls /data") == ("d\n", "")
+
+
+def test_flagd_serves_its_working_copy_of_the_flag_file(shop_twin: ShopTwin) -> None:
+    """A ConfigMap edit reaches flagd only through a new pod (its init container copies the file);
+    a container restart keeps the copy; an edit of the copy itself (through flagd-ui's shell) is
+    served at once, as flagd watches the file."""
+    shop_twin.reset()
+    store, twin, backend = shop_twin.store, shop_twin.backend.twin, shop_twin.backend
+    namespace = "otel-demo"
+    config = store.get("ConfigMap", namespace, "flagd-config")
+    flags = json.loads(config["data"]["demo.flagd.json"])
+    flags["flags"]["paymentFailure"]["defaultVariant"] = "100%"
+    edited = json.dumps(flags)
+    config["data"]["demo.flagd.json"] = edited
+    store.update(config)
+    failures = 'sum(increase(traces_span_metrics_calls_total{service_name="payment", status_code="STATUS_CODE_ERROR"}[1m])) or vector(0)'
+
+    backend.advance(150)
+    assert shop_twin.value(failures) == 0
+    flagd = next(p["metadata"]["name"] for p in store.list("Pod", namespace) if p["metadata"]["name"].startswith("flagd-"))
+    twin.cluster.kill_container(namespace, flagd, "flagd", reason="Error", exit_code=1)
+    backend.advance(150)
+    assert cstatus(store.get("Pod", namespace, flagd), "flagd")["restartCount"] == 1
+    assert shop_twin.value(failures) == 0
+
+    written = twin.container_exec()(namespace, flagd, "flagd-ui", ["sh", "-c", f"echo '{edited}' > /app/data/demo.flagd.json"], b"", False)
+    assert (written.stdout, written.stderr) == (b"", b"")
+    backend.advance(150)
+    assert shop_twin.value(failures) > 0

@@ -53,6 +53,10 @@ class ClusterLike(Protocol):
     def kill_container(self, namespace: str, pod: str, container: str, *, reason: str = "OOMKilled",
                        exit_code: int = 137, message: str = "") -> None: ...
 
+    def container_file(self, namespace: str, pod: str, container: str, path: str) -> str | None:
+        """The text a container's process reads at absolute ``path`` from its volumes now (None: no such file)."""
+        ...
+
 
 def _match_labels(selector: dict[str, Any] | None) -> dict[str, Any] | None:
     """The ``matchLabels`` of a selector made of them alone (a Service's, a Deployment's), else None."""
@@ -133,7 +137,6 @@ class ClusterView:
     all_pods: list[dict[str, Any]]
     network_policies: list[dict[str, Any]]
     chaos: list[dict[str, Any]]
-    flags: dict[str, Any]
     #: ``all_pods`` by label.
     pod_index: LabelIndex[int, dict[str, Any]]
     #: Each namespace's labels (what NetworkPolicy namespaceSelectors match).
@@ -342,18 +345,23 @@ def _flag_config_map(store: StoreLike, spec: AppSpec) -> dict[str, Any] | None:
 
 
 def flags_of(cm: dict[str, Any] | None, spec: AppSpec) -> dict[str, Any]:
-    """Flag values as flagd would load the ConfigMap's flag file (``defaultVariant`` → variant value).
+    """Flag values as flagd would load the ConfigMap's flag file (:func:`flag_values`)."""
+    return flag_values(str((cm.get("data") or {}).get(spec.flag_key) or "") if cm is not None else None, spec)
+
+
+def flag_values(text: str | None, spec: AppSpec) -> dict[str, Any]:
+    """Flag values as flagd loads the flag file ``text`` (``defaultVariant`` → variant value).
 
     flagd accepts a flag file only as a whole (:mod:`itbench_gym.lang.flagd`): one it rejects (not
     JSON, a flag that is not an object, a ``defaultVariant`` that is not a variant) leaves flagd
     running and ready with no flags, so every evaluation fails with FLAG_NOT_FOUND and the app
-    uses its code defaults: {} here, as for a missing ConfigMap or key. Disabled flags and flags
-    without a default variant evaluate to the code default too.
+    uses its code defaults: {} here, as for a missing file. Disabled flags and flags without a
+    default variant evaluate to the code default too.
     """
-    if cm is None:
+    if text is None:
         return {}
     try:
-        flags = load_flag_file(str((cm.get("data") or {}).get(spec.flag_key) or ""))
+        flags = load_flag_file(text)
     except FlagFileError:
         return {}
     out: dict[str, Any] = {}
@@ -449,7 +457,6 @@ class ClusterReader:
         #: service -> the pods its Deployment selects as that service's
         self._pod_views: dict[str, Derived[PodView | None]] = {
             svc.name: Derived(partial(pod_view, spec, svc.name)) for svc in spec.services.values()}
-        self._flags: Derived[dict[str, Any]] = Derived(lambda cm: flags_of(cm, spec))
         self._last: tuple[list[list[dict[str, Any]]], ClusterView] | None = None
 
     def read(self, store: StoreLike, *, now: float = 0.0, dt: float = 0.0,
@@ -480,8 +487,6 @@ class ClusterReader:
         namespaces = list_kind(store, "Namespace")
         dns_servers = _dns_servers(store)
         config_maps = {c["metadata"]["name"]: c for c in list_kind(store, "ConfigMap", ns)}
-        cm = config_maps.get(self.spec.flag_config_map)
-        flags = self._flags.of([cm])[0] if cm is not None else {}
         before = dict(ready_before or {})
         inputs = [list(deployments.values()), list(services.values()), policies, chaos, namespaces, dns_servers]
         derived: dict[Hashable, Any] = {}
@@ -490,7 +495,7 @@ class ClusterReader:
             derived = last[1].derived
         view = ClusterView(
             namespace=ns, pods=views, by_service=by_service, services=services, all_pods=pods,
-            network_policies=policies, chaos=chaos, flags=flags, pod_index=index,
+            network_policies=policies, chaos=chaos, pod_index=index,
             namespace_labels={n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in namespaces},
             config_maps=config_maps, secrets={s["metadata"]["name"]: s for s in list_kind(store, "Secret", ns)}, dns_servers=dns_servers,
             now=now, dt=dt, ready_before=before, derived=derived,

@@ -42,6 +42,7 @@ from .cluster_view import (
     Derived,
     PodView,
     StoreLike,
+    flag_values,
     list_kind,
     parse_quantity,
     ready_pod_labels,
@@ -110,7 +111,6 @@ class Instance:
 class _State:
     tick: int = 0
     instances: dict[str, Instance] = field(default_factory=dict)
-    flag_snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
     backlog: dict[tuple[str, str], float] = field(default_factory=dict)
     closes: dict[str, float] = field(default_factory=dict)
     history: list[logmod.TickLog] = field(default_factory=list)
@@ -129,7 +129,7 @@ class _State:
 
     def copy(self) -> _State:
         """An independent copy (the per-tick history lists are append-only and shared)."""
-        return _State(self.tick, {k: inst.copy() for k, inst in self.instances.items()}, copy.deepcopy(self.flag_snapshots),
+        return _State(self.tick, {k: inst.copy() for k, inst in self.instances.items()},
                       dict(self.backlog), dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks),
                       dict(self.pins), {svc: dict(shares) for svc, shares in self.shares.items()}, dict(self.service_rate),
                       dict(self.op_rate))
@@ -423,6 +423,8 @@ class AppModel:
         self._node_cpus = Derived(_node_cpus)
         self._node_memory = Derived(_node_memory)
         self._view: ClusterView | None = None
+        #: The flag file flagd served last and its values (parsed again only when the file changes).
+        self._flag_text: tuple[str | None, dict[str, Any]] | None = None
         self._runtime = AppRuntime(spec, self.view_of)
         self.machines = machines or Machines(self._runtime.idle_usage)
         #: containers whose process writes its logs only to its OTLP exporter
@@ -489,7 +491,7 @@ class AppModel:
         self._view = view
         self._collectors.observe(view, t)
         starts, dropped = self._track_instances(view, t, dt)
-        flags = self._served_flags(view)
+        flags = self._served_flags(view, cluster)
         effects = [(e, flags[e.flag]) for e in self.spec.effects if _truthy(flags.get(e.flag))]
         knobs, burn, mem_add = self._knobs(view, effects, dict(self._node_memory.of(list_kind(cluster.store, "Node"))))
         knobs.dropped.update(dropped)
@@ -613,17 +615,18 @@ class AppModel:
                         out.append(f"{op.id}/{c.id}")
         return tuple(out)
 
-    def _served_flags(self, view: ClusterView) -> dict[str, Any]:
-        """flagd serves the file its init container copied when the pod started, not the live ConfigMap."""
-        serving = view.serving(self.spec.flag_service)
+    def _served_flags(self, view: ClusterView, cluster: ClusterLike) -> dict[str, Any]:
+        """What flagd serves: the flag file it watches in its container as it is now (on the
+        Astronomy Shop the copy its init container made of the ConfigMap when the pod started, in an
+        emptyDir, so a ConfigMap edit shows after a new pod and an edit of the copy at once)."""
+        serving = view.serving(self.spec.flag_service) if self.spec.flag_file is not None else []
         if not serving:
             return {}
         pod = serving[0]
-        key = f"{pod.uid}/{pod.restarts}"
-        snaps = self._state.flag_snapshots
-        if key not in snaps:
-            snaps[key] = dict(view.flags)
-        return snaps[key]
+        text = cluster.container_file(view.namespace, pod.name, pod.container["name"], str(self.spec.flag_file))
+        if self._flag_text is None or self._flag_text[0] != text:
+            self._flag_text = (text, flag_values(text, self.spec))
+        return self._flag_text[1]
 
     def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]],
                node_memory: Mapping[str, float]) -> tuple[Knobs, dict[str, float], dict[str, float]]:

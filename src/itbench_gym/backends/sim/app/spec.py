@@ -293,6 +293,8 @@ class AppSpec:
     flag_aliases: dict[str, str]
     effects: tuple[Effect, ...]
     catalog: Catalog | None = None
+    #: The flag file the flag service's container reads (absolute); None: it serves no flags.
+    flag_file: str | None = None
     log_values: LogValues = field(default_factory=LogValues)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
     #: The load generator's env var of users started per second, and its default (Locust's: 1).
@@ -598,6 +600,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         flag_config_map=flags["config_map"],
         flag_key=flags["key"],
         flag_service=flags["service"],
+        flag_file=flags.get("file"),
         flag_aliases=aliases,
         effects=tuple(effects),
         catalog=Catalog(catalog["config_map"], catalog["key"]) if catalog else None,

@@ -255,6 +255,13 @@ class KubeCluster:
             del self._usage[k]
         self.reconcile()
 
+    def container_file(self, namespace: str, pod: str, container: str, path: str) -> str | None:
+        """The text a container's process reads at absolute ``path`` from its volumes now (the kubelet's view)."""
+        obj = self.cache.get("Pod", namespace, pod)
+        spec = next((c for key in ("containers", "initContainers") for c in ((obj or {}).get("spec") or {}).get(key) or []
+                     if c.get("name") == container), None)
+        return self.kubelet.reader(obj, spec)(path) if obj is not None and spec is not None else None
+
     def set_usage(self, namespace: str, pod: str, container: str, *, cpu_cores: float, memory_bytes: float) -> None:
         """The container's current CPU (cores) and working-set memory (bytes), for metrics and the HPA."""
         obj = self.cache.get("Pod", namespace, pod)

@@ -420,7 +420,7 @@ class Kubelet(Controller):
         except (ApiError, KeyError, LookupError):
             return None
 
-    def _files(self, pod: Obj, spec: Obj) -> FileReader:
+    def reader(self, pod: Obj, spec: Obj) -> FileReader:
         """What the container reads at a path: the ConfigMap / Secret key its volume mounts project
         there, or what a process wrote into its emptyDir."""
         namespace = pod["metadata"].get("namespace") or "default"
@@ -608,7 +608,7 @@ class Kubelet(Controller):
         ran = self.main_output(pod, spec) if self.main_output is not None else None
         if ran is None:
             self._unknown_writer(pod, run, spec)
-        planned = self.runtime.exit_after(pod, spec, self._files(pod, spec), emulated=ran is not None)
+        planned = self.runtime.exit_after(pod, spec, self.reader(pod, spec), emulated=ran is not None)
         c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
         self._printed(c, at, planned, ran)
 
@@ -764,7 +764,7 @@ class Kubelet(Controller):
         """An init container that waits for something (``until nc -z kafka 9092``) ends once it is there."""
         if c.exit_at is not None:
             return
-        planned = self.runtime.exit_after(pod, spec, self._files(pod, spec))
+        planned = self.runtime.exit_after(pod, spec, self.reader(pod, spec))
         if planned is not None:
             c.exit_at, c.planned_exit = now + planned[0], planned[1]
             self._printed(c, now, planned, self.main_output(pod, spec) if self.main_output is not None else None)
