@@ -314,3 +314,56 @@ def test_file_programs_fail_with_gnu_or_busybox_words() -> None:
     assert run(busybox, "tee", "/etc/otelcol/t", stdin=b"x\n") == ExecResult(
         b"x\n", b"tee: can't open '/etc/otelcol/t': Read-only file system\n", 1)
     assert gnu.files.written() == {} and busybox.files.written() == {}
+
+
+DEBIAN_WITH_SED = _container(("sh", "bash", "dash", "cat", "sed"))
+
+
+@pytest.mark.parametrize(("args", "stdin", "stdout"), [
+    (["-n", "2p"], b"a\nb\nc\n", b"b\n"),
+    (["s/b/X/"], b"abcb\nb\n", b"aXcb\nX\n"),
+    (["s/b/X/g;2d"], b"abcb\nb\nzz", b"aXcX\nzz"),
+    (["s/b/X/2"], b"bbb\n", b"bXb\n"),
+    (["-E", r"s/(a)(b)/\2\1&/"], b"abc\n", b"baabc\n"),
+    ([r"s/\(a\)*$/[\1]/"], b"baa\n", b"b[a]\n"),
+    (["s|/|_|g"], b"/a/b\n", b"_a_b\n"),
+    (["/b/,/d/d"], b"a\nb\nc\nd\ne\n", b"a\ne\n"),
+    (["2,3!d"], b"a\nb\nc\nd\n", b"b\nc\n"),
+    (["-n", "$="], b"a\nb\nc\n", b"3\n"),
+    (["2q"], b"a\nb\nc\n", b"a\nb\n"),
+    (["/b/{s/b/B/;p}"], b"a\nb\n", b"a\nB\nB\n"),
+    (["1i\\\nhead"], b"a\n", b"head\na\n"),
+    (["$a tail"], b"a\nb\n", b"a\nb\ntail\n"),
+    (["2c\\\nTWO"], b"a\nb\n", b"a\nTWO\n"),
+    (["y/abc/xyz/"], b"aabbcc\n", b"xxyyzz\n"),
+    (["-n", "/Variant/Ip"], b'{"defaultVariant": "on"}\nx\n', b'{"defaultVariant": "on"}\n'),
+])
+def test_sed_edits_a_stream_as_gnu_sed_does(args: list[str], stdin: bytes, stdout: bytes) -> None:
+    assert run(DEBIAN_WITH_SED, "sed", *args, stdin=stdin) == ExecResult(stdout, b"", 0)
+
+
+@pytest.mark.parametrize(("args", "message", "code"), [
+    (["s/a/b"], "sed: -e expression #1, char 5: unterminated `s' command", 1),
+    (["s/a/b/z"], "sed: -e expression #1, char 7: unknown option to `s'", 1),
+    (["k"], "sed: -e expression #1, char 1: unknown command: `k'", 1),
+    (["p", "/etc/nope"], "sed: /etc/nope: the itbench_gym twin does not model what is here", 2),
+    (["p", "/etc/otelcol/nope"], "sed: can't read /etc/otelcol/nope: No such file or directory", 2),
+    ([], "Usage: sed [OPTION]... {script-only-if-no-other-script} [input-file]...", 1),
+])
+def test_sed_refuses_what_gnu_sed_refuses(args: list[str], message: str, code: int) -> None:
+    result = run(DEBIAN_WITH_SED, "sed", *args)
+    assert result.stderr.decode().startswith(message) and result.code == code
+
+
+def test_sed_says_which_commands_the_twin_does_not_run() -> None:
+    result = run(DEBIAN_WITH_SED, "sed", "1h;G")
+    assert result.code == 1 and "the itbench_gym twin does not emulate sed's `h' command" in result.stderr.decode()
+
+
+def test_sed_in_place_rewrites_an_emptydir_file_and_keeps_a_backup() -> None:
+    box = _writable(("sh", "bash", "sed", "cat"))
+    assert run(box, "sed", "-i.bak", "s/one/ONE/", "/data/seed") == ExecResult(b"", b"", 0)
+    assert run(box, "cat", "/data/seed", "/data/seed.bak").stdout == b"ONE\none\n"
+    assert run(box, "sed", "-i", "s/a/b/", "/etc/otelcol/config.yaml").stderr.decode().startswith(
+        "sed: couldn't open temporary file /etc/otelcol/sed")
+    assert set(box.files.written()["/data"].files) == {"seed", "seed.bak"}

@@ -121,6 +121,7 @@ _OPEN_ERRORS: dict[str, tuple[str, str]] = {
     "tail": ("cannot open '{f}' for reading: {e}", "can't open '{f}': {e}"),
     "sort": ("cannot read: {f}: {e}", "can't open '{f}': {e}"),
     "uniq": ("{f}: {e}", "can't open '{f}': {e}"),
+    "sed": ("can't read {f}: {e}", "{f}: {e}"),
 }
 _DIR_ERRORS: dict[str, str] = {"head": "error reading '{f}': Is a directory", "tail": "error reading '{f}': Is a directory",
                                "sort": "read failed: {f}: Is a directory"}
@@ -1124,6 +1125,13 @@ def _file_change(inv: Invocation) -> ExecResult:
     return FILE_CHANGES[posixpath.basename(inv.argv[0])](inv)
 
 
+def _sed(inv: Invocation) -> ExecResult:
+    """sed (:mod:`.sed`)."""
+    from .sed import sed  # it builds on this module's Invocation and regular expressions
+
+    return sed(inv)
+
+
 #: The programs the twin emulates, by name (a name of the image's catalogue or a shell builtin).
 PROGRAMS: dict[str, Program] = {
     "[": _test, "basename": _basename, "cat": _cat, "date": _date, "dirname": _dirname, "echo": _echo, "egrep": _grep,
@@ -1131,7 +1139,7 @@ PROGRAMS: dict[str, Program] = {
     "printenv": _printenv, "printf": _printf, "pwd": _pwd, "sleep": _sleep, "sort": _sort, "tail": _tail, "test": _test,
     "true": _true, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
     **dict.fromkeys(("nslookup", "getent", "nc", "wget"), _network),
-    **dict.fromkeys(("cp", "mkdir", "rm", "touch", "tee"), _file_change),
+    **dict.fromkeys(("cp", "mkdir", "rm", "touch", "tee"), _file_change), "sed": _sed,
 }
 
 
