@@ -367,3 +367,10 @@ def test_sed_in_place_rewrites_an_emptydir_file_and_keeps_a_backup() -> None:
     assert run(box, "sed", "-i", "s/a/b/", "/etc/otelcol/config.yaml").stderr.decode().startswith(
         "sed: couldn't open temporary file /etc/otelcol/sed")
     assert set(box.files.written()["/data"].files) == {"seed", "seed.bak"}
+
+
+def test_grep_context_lines_are_grouped_as_gnu_grep_groups_them() -> None:
+    assert run(DEBIAN, "grep", "-A1", "b", stdin=b"a\nb\nc\nd\nb\ne\nf\n").stdout == b"b\nc\n--\nb\ne\n"
+    assert run(DEBIAN, "grep", "-n", "-C1", "x", stdin=b"1\n2\nx\n4\n5\n6\nx\n").stdout == b"2-2\n3:x\n4-4\n--\n6-6\n7:x\n"
+    assert run(DEBIAN, "grep", "-B2", "x", stdin=b"x\n2\nx\n").stdout == b"x\n2\nx\n"
+    assert run(DEBIAN, "grep", "-A", "z", "x", stdin=b"x\n") == ExecResult(b"", b"grep: z: invalid context length argument\n", 2)

@@ -635,18 +635,29 @@ def posix_regex(pattern: str, extended: bool) -> str:
 
 
 def _grep(inv: Invocation) -> ExecResult:
-    """grep [-iEFvcnoqlhHs] [-e PATTERN] PATTERN [FILE...]: exit 0 on a match, 1 on none, 2 on an error."""
-    flags, valued = "iyEFGvcnoqlLhHsw", "e"
+    """grep [-iEFvcnoqlhHs] [-A N] [-B N] [-C N] [-e PATTERN] PATTERN [FILE...]: exit 0 on a match, 1 on
+    none, 2 on an error."""
+    flags, valued = "iyEFGvcnoqlLhHsw", "eABC"
     name = posixpath.basename(inv.argv[0])
     try:
         opts, operands = getopt(inv, flags, valued, {"ignore-case": "i", "extended-regexp": "E", "fixed-strings": "F",
                                                       "invert-match": "v", "count": "c", "line-number": "n", "only-matching": "o",
                                                       "quiet": "q", "silent": "q", "files-with-matches": "l", "regexp": "e",
                                                       "no-filename": "h", "with-filename": "H", "no-messages": "s",
-                                                      "word-regexp": "w"})
+                                                      "word-regexp": "w", "after-context": "A", "before-context": "B",
+                                                      "context": "C"})
     except Usage as bad:
         return usage_error(inv, str(bad), flags, valued, 2)
     on = {letter for letter, _ in opts}
+    context = {letter: value for letter, value in opts if letter in "ABC"}
+    try:
+        after = int(context.get("A", context.get("C", "0")))
+        before = int(context.get("B", context.get("C", "0")))
+        if after < 0 or before < 0:
+            raise ValueError
+    except ValueError:
+        inv.say(f"{next(iter(context.values()))}: invalid context length argument")
+        return inv.done(2)
     patterns = [value for letter, value in opts if letter == "e"]
     if not patterns:
         if not operands:
@@ -668,6 +679,7 @@ def _grep(inv: Invocation) -> ExecResult:
     operands = operands or ["-"]
     named = ("H" in on or len(operands) > 1) and "h" not in on
     matched, errored = False, False
+    shown_any = False  # a line was printed: the next group of context lines starts with "--"
     for operand in operands:
         data = read_operand(inv, operand, "grep")
         if data is None:
@@ -675,16 +687,28 @@ def _grep(inv: Invocation) -> ExecResult:
             continue
         label = "(standard input)" if operand == "-" else operand
         count = 0
-        for number, raw in enumerate(lines(data), 1):
-            line = text(raw)
+        all_lines = [text(raw) for raw in lines(data)]
+        shown, trailing = 0, 0  # the last line printed of this file (0: none), after-context lines still owed
+        for number, line in enumerate(all_lines, 1):
             hits = [m.group(0) for m in regex.finditer(line) if m.group(0)] if "o" in on else []
             selected = bool(regex.search(line)) != ("v" in on)
+            quiet = bool(on & {"q", "l", "L", "c"}) or "o" in on
             if not selected:
+                if trailing and not quiet:
+                    inv.write((label + "-" if named else "") + (f"{number}-" if "n" in on else "") + line + "\n")
+                    shown, trailing = number, trailing - 1
                 continue
             count += 1
             matched = True
             if on & {"q", "l", "L", "c"}:
                 continue
+            if (after or before) and "o" not in on:
+                first = max(shown + 1, number - before)
+                if shown_any and (shown == 0 or first > shown + 1):
+                    inv.write("--\n")
+                for k in range(first, number):
+                    inv.write((label + "-" if named else "") + (f"{k}-" if "n" in on else "") + all_lines[k - 1] + "\n")
+                shown, trailing, shown_any = number, after, True
             lead = (label + ":" if named else "") + (f"{number}:" if "n" in on else "")
             if "o" in on:
                 if "v" not in on:
