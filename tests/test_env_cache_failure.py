@@ -70,6 +70,23 @@ def test_correct_episode_passes_diagnosis_and_mitigation(env: gym.Env) -> None:
     assert evaluation["reward"] == 1.0
 
 
+def test_turning_the_flag_off_in_flagds_working_copy_is_a_fix_too(env: gym.Env) -> None:
+    """flagd serves the file its init container copied; flagd-ui edits that file, and so can sed in
+    its container: flagd serves the edit at once, with no ConfigMap change and no flagd restart."""
+    env.reset(seed=3)
+    edit = ("kubectl exec -n otel-demo deploy/flagd -c flagd-ui -- sed -i "
+            "'/recommendationCacheFailure/,/defaultVariant/s/\"defaultVariant\": \"on\"/\"defaultVariant\": \"off\"/' "
+            "/app/data/demo.flagd.json")
+    obs, *_ = env.step(edit)
+    assert obs["exit_status"] == 0, obs["text"]
+    obs, *_ = env.step("kubectl rollout restart deployment/recommendation -n otel-demo")
+    assert obs["exit_status"] == 0, obs["text"]
+    env.step("wait 120")
+    _, reward, terminated, _, info = env.step({"tool": "submit", "args": ground_truth_report(env.unwrapped.scenario)})
+    assert terminated and info["evaluation"]["mitigation"]["passed"] is True, info["evaluation"]["mitigation"]["reasons"]
+    assert reward == 1.0
+
+
 def test_wrong_diagnosis_fails(env: gym.Env) -> None:
     env.reset(seed=3)
     report = {"entities": [{"id": "otel-demo/Service/cart", "root_cause": True}], "propagations": []}
