@@ -202,7 +202,7 @@ def test_an_emptydir_holds_what_the_pods_emulated_processes_wrote_for_the_pods_l
 def test_flagd_serves_its_working_copy_of_the_flag_file(shop_twin: ShopTwin) -> None:
     """A ConfigMap edit reaches flagd only through a new pod (its init container copies the file);
     a container restart keeps the copy; an edit of the copy itself (through flagd-ui's shell) is
-    served at once, as flagd watches the file."""
+    served at once, as flagd watches the file; a file flagd rejects leaves a running flagd as it was."""
     shop_twin.reset()
     store, twin, backend = shop_twin.store, shop_twin.backend.twin, shop_twin.backend
     namespace = "otel-demo"
@@ -212,7 +212,8 @@ def test_flagd_serves_its_working_copy_of_the_flag_file(shop_twin: ShopTwin) -> 
     edited = json.dumps(flags)
     config["data"]["demo.flagd.json"] = edited
     store.update(config)
-    failures = 'sum(increase(traces_span_metrics_calls_total{service_name="payment", status_code="STATUS_CODE_ERROR"}[1m])) or vector(0)'
+    # the collector's span metrics move once a minute: a 2-minute window holds two of its flushes
+    failures = 'sum(increase(traces_span_metrics_calls_total{service_name="payment", status_code="STATUS_CODE_ERROR"}[2m])) or vector(0)'
 
     backend.advance(150)
     assert shop_twin.value(failures) == 0
@@ -226,3 +227,11 @@ def test_flagd_serves_its_working_copy_of_the_flag_file(shop_twin: ShopTwin) -> 
     assert (written.stdout, written.stderr) == (b"", b"")
     backend.advance(150)
     assert shop_twin.value(failures) > 0
+
+    broken = twin.container_exec()(namespace, flagd, "flagd-ui", ["sh", "-c", "echo '{' > /app/data/demo.flagd.json"], b"", False)
+    assert broken.stderr == b""
+    backend.advance(150)
+    assert shop_twin.value(failures) > 0, "flagd keeps what it served when it rejects the file it watches"
+    twin.cluster.kill_container(namespace, flagd, "flagd", reason="Error", exit_code=1)
+    backend.advance(240)  # the failures before the restart are flushed and scraped before the window
+    assert shop_twin.value(failures) == 0, "a flagd starting on a file it rejects serves no flags"

@@ -345,25 +345,28 @@ def _flag_config_map(store: StoreLike, spec: AppSpec) -> dict[str, Any] | None:
 
 
 def flags_of(cm: dict[str, Any] | None, spec: AppSpec) -> dict[str, Any]:
-    """Flag values as flagd would load the ConfigMap's flag file (:func:`flag_values`)."""
-    return flag_values(str((cm.get("data") or {}).get(spec.flag_key) or "") if cm is not None else None, spec)
+    """Flag values as a flagd starting on the ConfigMap's flag file would serve them (:func:`flag_values`)."""
+    text = str((cm.get("data") or {}).get(spec.flag_key) or "") if cm is not None else None
+    return flag_values(text, spec) or {}
 
 
-def flag_values(text: str | None, spec: AppSpec) -> dict[str, Any]:
-    """Flag values as flagd loads the flag file ``text`` (``defaultVariant`` → variant value).
+def flag_values(text: str | None, spec: AppSpec) -> dict[str, Any] | None:
+    """Flag values as flagd loads the flag file ``text`` (``defaultVariant`` → variant value); None
+    when it rejects the file or there is none.
 
-    flagd accepts a flag file only as a whole (:mod:`itbench_gym.lang.flagd`): one it rejects (not
-    JSON, a flag that is not an object, a ``defaultVariant`` that is not a variant) leaves flagd
-    running and ready with no flags, so every evaluation fails with FLAG_NOT_FOUND and the app
-    uses its code defaults: {} here, as for a missing file. Disabled flags and flags without a
-    default variant evaluate to the code default too.
+    flagd accepts a flag file only as a whole (:mod:`itbench_gym.lang.flagd`, flagd's
+    ``JSON.SetState``): one it rejects (not JSON, a flag that is not an object, a ``defaultVariant``
+    that is not a variant) changes nothing — a flagd starting on it runs and is ready with no flags,
+    so every evaluation fails with FLAG_NOT_FOUND and the app uses its code defaults; a running one
+    keeps what it served. Disabled flags and flags without a default variant evaluate to the code
+    default too.
     """
     if text is None:
-        return {}
+        return None
     try:
         flags = load_flag_file(text)
     except FlagFileError:
-        return {}
+        return None
     out: dict[str, Any] = {}
     for name, flag in flags.items():
         canonical = spec.flag_aliases.get(name)

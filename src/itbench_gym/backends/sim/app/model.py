@@ -107,6 +107,15 @@ class Instance:
         return out
 
 
+@dataclass(frozen=True)
+class ServedFlags:
+    """What one flagd process serves: the flag file's text it last saw and the flags it holds."""
+
+    process: str
+    text: str | None
+    flags: dict[str, Any]
+
+
 @dataclass
 class _State:
     tick: int = 0
@@ -126,13 +135,15 @@ class _State:
     service_rate: dict[str, float] = field(default_factory=dict)
     #: Last tick's requests/s per operation (how many a proxy's fault filter holds at once).
     op_rate: dict[OpKey, float] = field(default_factory=dict)
+    #: What the flag service's process serves (None: no process seen yet).
+    flagd: ServedFlags | None = None
 
     def copy(self) -> _State:
         """An independent copy (the per-tick history lists are append-only and shared)."""
         return _State(self.tick, {k: inst.copy() for k, inst in self.instances.items()},
                       dict(self.backlog), dict(self.closes), list(self.history), dict(self.ready_before), list(self.trace_ticks),
                       dict(self.pins), {svc: dict(shares) for svc, shares in self.shares.items()}, dict(self.service_rate),
-                      dict(self.op_rate))
+                      dict(self.op_rate), self.flagd)
 
 
 def _injected(obj: dict[str, Any], pods: list[PodView]) -> bool:
@@ -423,8 +434,6 @@ class AppModel:
         self._node_cpus = Derived(_node_cpus)
         self._node_memory = Derived(_node_memory)
         self._view: ClusterView | None = None
-        #: The flag file flagd served last and its values (parsed again only when the file changes).
-        self._flag_text: tuple[str | None, dict[str, Any]] | None = None
         self._runtime = AppRuntime(spec, self.view_of)
         self.machines = machines or Machines(self._runtime.idle_usage)
         #: containers whose process writes its logs only to its OTLP exporter
@@ -616,17 +625,24 @@ class AppModel:
         return tuple(out)
 
     def _served_flags(self, view: ClusterView, cluster: ClusterLike) -> dict[str, Any]:
-        """What flagd serves: the flag file it watches in its container as it is now (on the
-        Astronomy Shop the copy its init container made of the ConfigMap when the pod started, in an
-        emptyDir, so a ConfigMap edit shows after a new pod and an edit of the copy at once)."""
+        """What flagd serves: the flag file it watches in its container (on the Astronomy Shop the
+        copy its init container made of the ConfigMap when the pod started, in an emptyDir, so a
+        ConfigMap edit shows after a new pod and an edit of the copy at once). A process loads the
+        file as it starts (none it accepts: no flags) and each version written after, keeping what
+        it served when it rejects one (:func:`flag_values`)."""
         serving = view.serving(self.spec.flag_service) if self.spec.flag_file is not None else []
         if not serving:
             return {}
         pod = serving[0]
+        process = f"{pod.uid}/{pod.restarts}"
         text = cluster.container_file(view.namespace, pod.name, pod.container["name"], str(self.spec.flag_file))
-        if self._flag_text is None or self._flag_text[0] != text:
-            self._flag_text = (text, flag_values(text, self.spec))
-        return self._flag_text[1]
+        served = self._state.flagd
+        if served is not None and served.process == process and served.text == text:
+            return served.flags
+        loaded = flag_values(text, self.spec)
+        kept = served.flags if served is not None and served.process == process else {}
+        self._state.flagd = ServedFlags(process, text, kept if loaded is None else loaded)
+        return self._state.flagd.flags
 
     def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]],
                node_memory: Mapping[str, float]) -> tuple[Knobs, dict[str, float], dict[str, float]]:
