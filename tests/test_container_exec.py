@@ -336,6 +336,7 @@ DEBIAN_WITH_SED = _container(("sh", "bash", "dash", "cat", "sed"))
     (["$a tail"], b"a\nb\n", b"a\nb\ntail\n"),
     (["2c\\\nTWO"], b"a\nb\n", b"a\nTWO\n"),
     (["y/abc/xyz/"], b"aabbcc\n", b"xxyyzz\n"),
+    (["-e", "s/a/b/", "--expression=s/b/c/", "-n", "-e", "p"], b"a\n", b"c\n"),
     (["-n", "/Variant/Ip"], b'{"defaultVariant": "on"}\nx\n', b'{"defaultVariant": "on"}\n'),
 ])
 def test_sed_edits_a_stream_as_gnu_sed_does(args: list[str], stdin: bytes, stdout: bytes) -> None:
@@ -364,6 +365,8 @@ def test_sed_in_place_rewrites_an_emptydir_file_and_keeps_a_backup() -> None:
     box = _writable(("sh", "bash", "sed", "cat"))
     assert run(box, "sed", "-i.bak", "s/one/ONE/", "/data/seed") == ExecResult(b"", b"", 0)
     assert run(box, "cat", "/data/seed", "/data/seed.bak").stdout == b"ONE\none\n"
+    assert run(box, "sed", "--in-place", "s/ONE/1/", "/data/seed") == ExecResult(b"", b"", 0)
+    assert run(box, "cat", "/data/seed").stdout == b"1\n"
     assert run(box, "sed", "-i", "s/a/b/", "/etc/otelcol/config.yaml").stderr.decode().startswith(
         "sed: couldn't open temporary file /etc/otelcol/sed")
     assert set(box.files.written()["/data"].files) == {"seed", "seed.bak"}

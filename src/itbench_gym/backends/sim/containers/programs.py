@@ -153,9 +153,10 @@ class Usage(Exception):
 
 
 def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, str] | None = None,
-           permute: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
+           permute: bool = True, optional: str = "") -> tuple[list[tuple[str, str]], list[str]]:
     """Parse ``inv.argv[1:]`` like getopt: clustered ``flags``, ``valued`` options taking a value
-    (``-n 5``, ``-n5``), long options mapped to short ones, ``--`` ending options. Raises Usage
+    (``-n 5``, ``-n5``), ``optional`` ones taking only an attached one (``-i``, ``-i.bak``,
+    ``--in-place=.bak``), long options mapped to short ones, ``--`` ending options. Raises Usage
     for an option outside the emulated set, naming the ones that are."""
     longs = longs or {}
     opts: list[tuple[str, str]] = []
@@ -174,7 +175,7 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
             if name not in longs and len(matches) != 1:
                 raise Usage(arg)
             short = longs[name if name in longs else matches[0]]
-            if short in valued and not eq:
+            if short in valued and short not in optional and not eq:
                 if i >= len(args):
                     raise Usage(arg)
                 value, i = args[i], i + 1
@@ -183,6 +184,9 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
             j = 1
             while j < len(arg):
                 letter = arg[j]
+                if letter in optional:
+                    opts.append((letter, arg[j + 1:]))
+                    break
                 if letter in valued:
                     value = arg[j + 1:]
                     if not value:

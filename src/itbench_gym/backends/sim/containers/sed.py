@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from .context import NOT_KEPT, ExecResult
-from .programs import Invocation, posix_regex, read_operand
+from .programs import Invocation, Usage, getopt, posix_regex, read_operand, usage_error
 
 #: Commands that take no argument, those that take the rest of the line as text, and sed's commands the
 #: twin does not run (the hold space, branches, files, the next-line commands).
@@ -330,51 +330,11 @@ class _Run:
 
 def _options(inv: Invocation) -> tuple[list[str], list[str], set[str], str | None]:
     """sed's command line: the script pieces, the files, the flags set and the -i suffix (None: not in place)."""
-    scripts: list[str] = []
-    files: list[str] = []
-    on: set[str] = set()
-    suffix: str | None = None
-    args = inv.argv[1:]
-    longs = {"--quiet": "n", "--silent": "n", "--regexp-extended": "E", "--separate": "s"}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if arg == "--":
-            files += args[i:]
-            break
-        if arg in longs:
-            on.add(longs[arg])
-        elif arg.startswith("--expression="):
-            scripts.append(arg.split("=", 1)[1])
-        elif arg == "--expression" and i < len(args):
-            scripts.append(args[i])
-            i += 1
-        elif arg == "--in-place" or arg.startswith("--in-place="):
-            suffix = arg.partition("=")[2]
-        elif arg.startswith("-") and len(arg) > 1 and not arg.startswith("--"):
-            j = 1
-            while j < len(arg):
-                letter = arg[j]
-                if letter == "i":
-                    suffix = arg[j + 1:]
-                    break
-                if letter == "e":
-                    value = arg[j + 1:] or (args[i] if i < len(args) else None)
-                    if value is None:
-                        raise SedError("option requires an argument -- 'e'", -1)
-                    if not arg[j + 1:]:
-                        i += 1
-                    scripts.append(value)
-                    break
-                if letter not in "nErs":
-                    raise SedError(f"invalid option -- '{letter}'", -1)
-                on.add("E" if letter == "r" else letter)
-                j += 1
-        elif arg.startswith("--"):
-            raise SedError(f"unrecognized option '{arg}'", -1)
-        else:
-            files.append(arg)
+    opts, files = getopt(inv, "nErs", "ei", {"quiet": "n", "silent": "n", "regexp-extended": "E", "separate": "s",
+                                            "expression": "e", "in-place": "i"}, optional="i")
+    scripts = [value for letter, value in opts if letter == "e"]
+    on = {"E" if letter == "r" else letter for letter, _ in opts if letter in "nErs"}
+    suffix = next((value for letter, value in reversed(opts) if letter == "i"), None)
     if not scripts and files:
         scripts.append(files.pop(0))
     return scripts, files, on, suffix
@@ -384,6 +344,9 @@ def sed(inv: Invocation) -> ExecResult:
     """sed [-nEs] [-i[SUFFIX]] [-e SCRIPT]... [SCRIPT] [FILE...]."""
     try:
         scripts, files, on, suffix = _options(inv)
+    except Usage as bad:
+        return usage_error(inv, str(bad), "nErs", "ei", 1)
+    try:
         if not scripts:
             usage = ("Usage: sed [OPTION]... {script-only-if-no-other-script} [input-file]..." if inv.gnu
                      else "Usage: sed [-i[SFX]] [-nrE] [-f FILE]... [-e CMD]... [FILE]...")
