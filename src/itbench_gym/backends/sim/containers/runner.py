@@ -142,7 +142,7 @@ class ContainerExec:
             if programs.find(argv[0], container) is None:
                 return Outcome(b"", b"", internal_error(self._not_found(pod, container_name, argv)))
             result = programs.run(argv, container, stdin)
-            self._keep_written(pod, spec, container)
+            self._keep_written(pod, container)
         stdout, stderr = result.stdout, result.stderr
         if tty:  # one terminal: both streams on it, with the line discipline's CR before each LF
             stdout, stderr = (stdout + stderr).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), b""
@@ -165,10 +165,10 @@ class ContainerExec:
             text = (result.stdout + result.stderr).decode("utf-8", "replace")
             if result.code in (programs.NOT_EMULATED, programs.EMULATION_FAILED) or programs.TWIN_WORD in text:
                 return None
-            self._keep_written(pod, spec, container)
+            self._keep_written(pod, container)
         return text, result.code
 
-    def _keep_written(self, pod: Obj, spec: Obj, container: Container) -> None:
+    def _keep_written(self, pod: Obj, container: Container) -> None:
         """Hand what the process wrote into the pod's emptyDir volumes to the kubelet, which keeps them."""
         if self._volumes is None:
             return
@@ -305,8 +305,8 @@ class ContainerExec:
 
     def _projected(self, volume: Obj, pod: Obj, spec: Obj, namespace: str, started: _Sources) -> tuple[dict[str, bytes], bool] | None:
         """A volume's files by relative path and whether they are all the volume holds; None for a
-        volume kind whose content the twin does not model (an emptyDir holds what the pod's containers
-        wrote, a hostPath the node's files, a claim its disk's)."""
+        volume kind whose content the twin does not model (a hostPath holds the node's files, a claim
+        its disk's; an emptyDir is :meth:`_empty_dir`'s)."""
         sources: list[tuple[str, Obj]] = []
         for kind in ("configMap", "secret", "downwardAPI"):
             if kind in volume:
