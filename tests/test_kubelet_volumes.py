@@ -175,6 +175,8 @@ def test_an_emptydir_holds_what_the_pods_emulated_processes_wrote_for_the_pods_l
         return out.stdout.decode(), out.stderr.decode()
 
     assert exec_(name, "flagd-ui", "cat /app/data/demo.flagd.json") == (flag_file, "")
+    listed, note = exec_(name, "flagd-ui", "ls /app/data")  # flagd and flagd-ui are servers the twin does not emulate
+    assert listed == "demo.flagd.json\n" and "does not model what is here" in note
     logged = twin.container_log_lines(namespace, name, "init-config", 0, shop_twin.backend.clock.now())
     assert "\n".join(line for _, line in logged) == flag_file.rstrip("\n")
 
