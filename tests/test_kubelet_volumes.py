@@ -129,9 +129,10 @@ def test_missing_env_reference_is_create_container_config_error_until_it_exists(
 
 
 def test_env_and_subpath_files_keep_what_the_container_started_with(shop_twin: ShopTwin) -> None:
-    """``kubectl exec`` sees a ConfigMap edit in a whole-volume mount, but the container's env and its
-    subPath file keep the values its run started with (the kubelet resolves env once and never updates
-    a subPath mount); the container's next run reads the new ones."""
+    """``kubectl exec`` sees a ConfigMap edit in a whole-volume mount once the kubelet resyncs the pod
+    (within its minute), but the container's env and its subPath file keep the values its run started
+    with (the kubelet resolves env once and never updates a subPath mount); the container's next run
+    reads the new ones."""
     shop_twin.reset()
     store, twin = shop_twin.store, shop_twin.backend.twin
     namespace = "otel-demo"
@@ -151,7 +152,8 @@ def test_env_and_subpath_files_keep_what_the_container_started_with(shop_twin: S
     edited = store.get("ConfigMap", namespace, "settings")
     edited["data"] = {"mode": "storm", "level": "9"}
     store.update(edited)
-    shop_twin.backend.advance(30)
+    assert view() == "calm 1 calm 1\n"  # the kubelet projects the edit at the pod's next resync
+    shop_twin.backend.advance(60)
     assert view() == "calm 1 storm 9\n"
     twin.cluster.kill_container(namespace, "solo", "main", reason="Error", exit_code=1)
     shop_twin.backend.advance(60)

@@ -57,10 +57,15 @@ Routing = Callable[[str], "AppRouting | None"]
 
 
 class PodVolumes(Protocol):
-    """Where a pod's emptyDir volumes keep what its containers wrote (the kubelet)."""
+    """What the kubelet keeps of a pod's volumes: what its containers wrote into its emptyDirs, and
+    the ConfigMaps and Secrets its other volumes project (as of the kubelet's last resync)."""
 
     def volume(self, pod: Obj, name: str) -> VolumeContent | None:
         """What the pod's volume ``name`` holds; None when the pod runs on no node."""
+        ...
+
+    def mounted(self, pod: Obj) -> Mapping[tuple[str, str], Obj | None] | None:
+        """The ConfigMaps and Secrets as the pod's volumes show them now; None when the pod runs on no node."""
         ...
 
     def write_volume(self, pod: Obj, name: str, content: VolumeContent) -> None:
@@ -261,7 +266,8 @@ class ContainerExec:
             if "emptyDir" in volume:
                 self._empty_dir(tree, pod, mount, root)
                 continue
-            projected = self._projected(volume, pod, spec, namespace, started if mount.get("subPath") else {})
+            shown = started if mount.get("subPath") else (self._volumes.mounted(pod) if self._volumes is not None else None) or {}
+            projected = self._projected(volume, pod, spec, namespace, shown)
             if projected is None:  # a volume whose content the twin does not hold (hostPath, PVC, ...)
                 tree.directory(root, modelled=False)
                 continue

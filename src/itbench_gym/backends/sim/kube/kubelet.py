@@ -18,6 +18,7 @@ import base64
 import copy
 import hashlib
 import ipaddress
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,6 +48,10 @@ POD_CIDR = ipaddress.ip_network("10.244.0.0/16")
 MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 0.5, 122.0
 #: The pod worker's resync after a sync error such as CreateContainerConfigError (kubelet backOffPeriod).
 SYNC_ERROR_RETRY_SECONDS = 10.0
+#: The pod worker's periodic resync (kubelet ``syncFrequency``, 1 minute), at which the volume manager
+#: projects ConfigMap and Secret volumes again; each pod resyncs with its own phase in the first half
+#: minute (the pod workers jitter every interval by up to half of it).
+RESYNC_SECONDS, RESYNC_PHASES = 60.0, 30.0
 
 Phase = Literal["waiting", "running", "terminated"]
 
@@ -125,12 +130,18 @@ class PodRun:
     mount_due: float | None = None
     #: What the containers wrote into the pod's emptyDir volumes, by volume (none written: empty).
     volumes: dict[str, VolumeContent] = field(default_factory=dict)
+    #: The ConfigMaps and Secrets, by (kind, name), as the pod's volumes project them: read when the
+    #: volumes were mounted and again at each resync after one changed (None: it did not exist).
+    projected: dict[tuple[str, str], Obj | None] = field(default_factory=dict)
+    #: When the next resync projects the volumes again (None: none of their sources changed).
+    refresh_at: float | None = None
 
     def copy(self) -> PodRun:
         out = copy.copy(self)
         out.containers = [c.copy() for c in self.containers]
         out.conditions = dict(self.conditions)
         out.volumes = dict(self.volumes)
+        out.projected = dict(self.projected)
         return out
 
 
@@ -189,12 +200,19 @@ class Kubelet(Controller):
         self._unchanged: dict[Key, tuple[Obj, tuple[Any, ...]]] = {}
         #: pod -> (the cached pod, whether its spec probes any container): specs do not change
         self._probed: dict[Key, tuple[Obj, bool]] = {}
+        #: Pods a ConfigMap or Secret their volumes project changed for since their last sync.
+        self._stale_sources: set[Key] = set()
 
     # -- wiring ---------------------------------------------------------------------------------
 
     def keys_for(self, event: str, kind: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if kind == "Pod" and ((obj.get("spec") or {}).get("nodeName") or Cache.key_of(obj) in self.state.pods):
             return [Cache.key_of(obj)]
+        if kind in ("ConfigMap", "Secret"):
+            name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+            stale = [k for k, run in self.state.pods.items() if k[0] == namespace and (kind, name) in run.projected]
+            self._stale_sources.update(stale)
+            return stale
         if kind == "Node" and old is not None and _node_ip(obj) != _node_ip(old):
             name = obj["metadata"]["name"]
             return [k for k, run in self.state.pods.items() if run.node == name]  # their status shows it as hostIP
@@ -240,6 +258,7 @@ class Kubelet(Controller):
     def restore_state(self, state: KubeletState) -> None:
         self.state = state.copy()
         self._unchanged.clear()
+        self._stale_sources.clear()
 
     # -- the pod worker -------------------------------------------------------------------------
 
@@ -270,6 +289,7 @@ class Kubelet(Controller):
         if not run.sandbox and not self._prepare(key, pod, node, run, now):
             self._write(key, pod, node, run, now)
             return
+        self._resync_volumes(key, pod, run, now)
         if self._idle(key, pod, node, run, now):
             return
         self._advance(pod, node, run, now)
@@ -410,7 +430,32 @@ class Kubelet(Controller):
             return False
         run.ip, run.ip_held, run.sandbox = ip, not (pod.get("spec") or {}).get("hostNetwork"), True
         run.conditions["PodReadyToStartContainers"] = ("True", now)
+        self._project(pod, run)
         return True
+
+    def _project(self, pod: Obj, run: PodRun) -> None:
+        """Read every ConfigMap and Secret the pod's volumes project, as mounting them does."""
+        namespace = str(pod["metadata"].get("namespace") or "default")
+        run.projected = {(kind, name): self._stored(kind, namespace, name) for kind, name in _volume_sources(pod)}
+        run.refresh_at = None
+
+    def _resync_volumes(self, key: Key, pod: Obj, run: PodRun, now: float) -> None:
+        """A ConfigMap or Secret the volumes project changed: they show it from the pod's next resync
+        on (the kubelet updates such volumes only when it syncs the pod), not at once."""
+        if run.refresh_at is None:
+            if key not in self._stale_sources:
+                return
+            self._stale_sources.discard(key)
+            namespace = str(pod["metadata"].get("namespace") or "default")
+            if all(self._stored(kind, namespace, name) is obj for (kind, name), obj in run.projected.items()):
+                return
+            phase = int(hashlib.sha256(run.uid.encode()).hexdigest()[:8], 16) % int(RESYNC_PHASES * 1000) / 1000.0
+            first = run.start_time + phase
+            run.refresh_at = first + RESYNC_SECONDS * max(0, math.ceil((now - first) / RESYNC_SECONDS))
+        if now >= run.refresh_at:
+            self._project(pod, run)
+        else:
+            self.requeue_at(key, run.refresh_at)
 
     def _stored(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A ConfigMap or Secret as the API server has it now, or None."""
@@ -427,6 +472,12 @@ class Kubelet(Controller):
         volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
         run = self._run_of(pod)
 
+        def shown(kind: str, namespace: str, name: str) -> Obj | None:
+            """A source as the volumes project it (as the store has it before they are mounted)."""
+            if run is not None and (kind, name) in run.projected:
+                return run.projected[(kind, name)]
+            return self._stored(kind, namespace, name)
+
         def read(path: str) -> str | None:
             for mount in spec.get("volumeMounts") or []:
                 root = str(mount.get("mountPath", "")).rstrip("/")
@@ -441,7 +492,7 @@ class Kubelet(Controller):
                     data = written.files.get(rel) if written is not None else None
                     found = data.decode("utf-8", "replace") if data is not None else None
                 else:
-                    found = _projected(volume, rel, namespace, self._stored)
+                    found = _projected(volume, rel, namespace, shown)
                 if found is not None:
                     return found
             return None
@@ -599,6 +650,7 @@ class Kubelet(Controller):
         c.started_at, c.ever_ran = at, True
         c.ready, c.ready_fail_since, c.live_fail_since, c.last_probe = False, None, None, {}
         c.started = "startupProbe" not in spec
+        self._project(pod, run)  # the sync that starts a container mounts the volumes again
         namespace = str(pod["metadata"].get("namespace") or "default")
         c.sources = {(kind, name): self._stored(kind, namespace, name) for kind, name in start_sources(spec, pod)}
         if not self.runtime.binary_runs(c.image, _node_arch(node)):
@@ -632,6 +684,12 @@ class Kubelet(Controller):
             if name in empty and not mount.get("readOnly"):
                 content = run.volumes.get(name, VolumeContent())
                 run.volumes[name] = VolumeContent(content.files, content.directories, complete=False)
+
+    def mounted(self, pod: Obj) -> dict[tuple[str, str], Obj | None] | None:
+        """The ConfigMaps and Secrets as the pod's volumes show them now (``ContainerExec``'s
+        ``PodVolumes``); None when the pod does not run on a node."""
+        run = self._run_of(pod)
+        return run.projected if run is not None else None
 
     def volume(self, pod: Obj, name: str) -> VolumeContent | None:
         """What the pod's emptyDir volume ``name`` holds (empty until a container writes it); None
@@ -1038,6 +1096,18 @@ class Kubelet(Controller):
             self.write_status(pod, status)
         if done:
             self._release_ip(run)  # the sandbox is gone; the API keeps showing the address it had
+
+
+def _volume_sources(pod: Obj) -> list[tuple[str, str]]:
+    """(kind, name) of every ConfigMap and Secret the pod's volumes project."""
+    out: list[tuple[str, str]] = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        refs = [(kind, volume[field_name] or {}) for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret")) if field_name in volume]
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            refs += [(kind, source[field_name] or {}) for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret"))
+                     if field_name in source]
+        out += [(kind, str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))) for kind, ref in refs]
+    return out
 
 
 def _projected(volume: Obj, rel: str, namespace: str, lookup: Callable[[str, str, str], Obj | None]) -> str | None:

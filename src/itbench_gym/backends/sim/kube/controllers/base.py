@@ -33,7 +33,7 @@ WATCHED_KINDS = (
     "Namespace", "Node", "Pod", "Service", "Endpoints", "ReplicaSet", "Deployment", "StatefulSet",
     "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "ResourceQuota", "PriorityClass",
     "ControllerRevision", "EndpointSlice", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
-    "ServiceAccount", "ConfigMap",
+    "ServiceAccount", "ConfigMap", "Secret",
 )
 
 
