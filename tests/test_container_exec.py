@@ -377,3 +377,11 @@ def test_grep_context_lines_are_grouped_as_gnu_grep_groups_them() -> None:
     assert run(DEBIAN, "grep", "-n", "-C1", "x", stdin=b"1\n2\nx\n4\n5\n6\nx\n").stdout == b"2-2\n3:x\n4-4\n--\n6-6\n7:x\n"
     assert run(DEBIAN, "grep", "-B2", "x", stdin=b"x\n2\nx\n").stdout == b"x\n2\nx\n"
     assert run(DEBIAN, "grep", "-A", "z", "x", stdin=b"x\n") == ExecResult(b"", b"grep: z: invalid context length argument\n", 2)
+
+
+def test_copies_onto_themselves_and_removing_a_mount_point_fail_as_coreutils_do() -> None:
+    box = _writable(("sh", "bash", *FILE_PROGRAMS))
+    assert run(box, "cp", "/data/seed", "/data/seed").stderr == b"cp: '/data/seed' and '/data/seed' are the same file\n"
+    assert run(box, "cp", "-r", "/data", "/data/sub").stderr == b"cp: cannot copy a directory, '/data', into itself, '/data/sub'\n"
+    assert run(box, "rm", "-r", "/data") == ExecResult(b"", b"rm: cannot remove '/data': Device or resource busy\n", 1)
+    assert run(box, "ls", "/data") == ExecResult(b"", b"", 0)  # emptied: the mount point itself stays

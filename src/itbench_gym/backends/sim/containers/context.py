@@ -175,16 +175,16 @@ class FileTree:
         if path not in self.files and path not in self.directories and path not in self.links:
             return MISSING
         root = self._mount(path)
-        if root is None or path == root:
-            return NOT_KEPT if root is None else "Device or resource busy"
+        if root is None:
+            return NOT_KEPT
         if root not in self.writable:
             return READ_ONLY
         prefix = path.rstrip("/") + "/"
-        for p in [p for p in (*self.files, *self.directories) if p == path or p.startswith(prefix)]:
+        for p in [p for p in (*self.files, *self.directories) if (p == path and p != root) or p.startswith(prefix)]:
             self.files.pop(p, None)
             self.directories.discard(p)
         self._touch(path)
-        return None
+        return "Device or resource busy" if path == root else None  # a mount point stays, emptied
 
     def _touch(self, path: str) -> None:
         root = self._mount(path)

@@ -65,6 +65,9 @@ def _cp(inv: Invocation) -> ExecResult:
         if found.kind in ("missing", "notdir", "unmodelled"):
             _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", source, _stat_error(found.kind))
             code = 1
+        elif tree.resolve(to) == tree.resolve(path):
+            inv.say(f"'{source}' and '{to if into else dest}' are the same file")
+            code = 1
         elif found.kind == "file":
             error = _write_file(inv, to, found.data)
             if error is not None:
@@ -75,6 +78,10 @@ def _cp(inv: Invocation) -> ExecResult:
             code = 1
         elif not tree.is_modelled(tree.resolve(path)):
             _failed(inv, "", "", source, "unmodelled")
+            code = 1
+        elif (tree.resolve(to) + "/").startswith(tree.resolve(path).rstrip("/") + "/"):
+            inv.say(f"cannot copy a directory, '{source}', into itself, '{to}'" if inv.gnu
+                    else "can't copy a directory into itself")
             code = 1
         else:
             code = max(code, _copy_tree(inv, tree.resolve(path), to))
