@@ -385,3 +385,14 @@ def test_copies_onto_themselves_and_removing_a_mount_point_fail_as_coreutils_do(
     assert run(box, "cp", "-r", "/data", "/data/sub").stderr == b"cp: cannot copy a directory, '/data', into itself, '/data/sub'\n"
     assert run(box, "rm", "-r", "/data") == ExecResult(b"", b"rm: cannot remove '/data': Device or resource busy\n", 1)
     assert run(box, "ls", "/data") == ExecResult(b"", b"", 0)  # emptied: the mount point itself stays
+
+
+def test_mv_renames_within_the_emptydir_and_refuses_read_only_sources() -> None:
+    box = _writable(("sh", "bash", "mv", *FILE_PROGRAMS))
+    assert sh(box, "mkdir /data/d && mv /data/seed /data/d/ && mv /data/d /data/e && ls -R /data", "bash") == ExecResult(
+        b"/data:\ne\n\n/data/e:\nseed\n", b"", 0)
+    assert run(box, "mv", "/data/nope", "/data/x").stderr == b"mv: cannot stat '/data/nope': No such file or directory\n"
+    assert run(box, "mv", "/etc/otelcol/config.yaml", "/data/c").stderr == (
+        b"mv: cannot move '/etc/otelcol/config.yaml' to '/data/c': Read-only file system\n")
+    assert run(box, "mv", "/data/e", "/data/e/f").stderr == b"mv: cannot move '/data/e' to a subdirectory of itself, '/data/e/f'\n"
+    assert set(box.files.written()["/data"].files) == {"e/seed"}

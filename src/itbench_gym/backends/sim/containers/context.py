@@ -27,8 +27,9 @@ class ExecResult:
 #: The twin's words for a write outside every volume (the image's writable layer, which it does not model).
 NOT_KEPT = "the itbench_gym twin does not keep files written in containers"
 #: Why a write fails, as strerror words it (or :data:`NOT_KEPT`).
-READ_ONLY, MISSING, IS_DIR, NOT_DIR, EXISTS = (
-    "Read-only file system", "No such file or directory", "Is a directory", "Not a directory", "File exists")
+READ_ONLY, MISSING, IS_DIR, NOT_DIR, EXISTS, BUSY = (
+    "Read-only file system", "No such file or directory", "Is a directory", "Not a directory", "File exists",
+    "Device or resource busy")
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,8 @@ class FileTree:
             self._touch(real)
         return error
 
-    def remove(self, path: str) -> str | None:
-        """Remove the file or the directory and everything under it at ``path``; why not, None when done."""
+    def removal_error(self, path: str) -> str | None:
+        """Why the file or directory at ``path`` cannot be removed (a mount point: busy), None when it can."""
         if path not in self.files and path not in self.directories and path not in self.links:
             return MISSING
         root = self._mount(path)
@@ -179,12 +180,21 @@ class FileTree:
             return NOT_KEPT
         if root not in self.writable:
             return READ_ONLY
+        return BUSY if path == root else None
+
+    def remove(self, path: str) -> str | None:
+        """Remove the file or the directory and everything under it at ``path`` (a mount point is
+        emptied, and stays); why not all of it, None when done."""
+        error = self.removal_error(path)
+        if error not in (None, BUSY):
+            return error
+        root = self._mount(path)
         prefix = path.rstrip("/") + "/"
         for p in [p for p in (*self.files, *self.directories) if (p == path and p != root) or p.startswith(prefix)]:
             self.files.pop(p, None)
             self.directories.discard(p)
         self._touch(path)
-        return "Device or resource busy" if path == root else None  # a mount point stays, emptied
+        return error
 
     def _touch(self, path: str) -> None:
         root = self._mount(path)

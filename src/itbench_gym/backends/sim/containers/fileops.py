@@ -1,4 +1,4 @@
-"""The programs that change files: cp, mkdir, rm, touch and tee (GNU coreutils, or busybox's).
+"""The programs that change files: cp, mv, mkdir, rm, touch and tee (GNU coreutils, or busybox's).
 
 They change only what the twin keeps: the pod's emptyDir volumes (``FileTree.writable``), which
 the kubelet keeps with the pod so the pod's other containers, later execs and a restarted container
@@ -109,6 +109,57 @@ def _copy_tree(inv: Invocation, source: str, dest: str) -> int:
             _failed(inv, "cannot create regular file '{f}': {e}", "can't create '{f}': {e}", to, error)
             return 1
     return 0
+
+
+def _mv(inv: Invocation) -> ExecResult:
+    """mv [-f] SOURCE... DEST: a rename, or a copy then a removal across mounts, as rename(2) and mv do."""
+    try:
+        _, operands = getopt(inv, "f", "", {"force": "f"})
+    except Usage as bad:
+        return usage_error(inv, str(bad), "f", "", 1)
+    if len(operands) < 2:
+        inv.say("missing file operand" if not operands else f"missing destination file operand after '{operands[0]}'")
+        return inv.done(1)
+    *sources, dest = operands
+    tree = inv.container.files
+    target = inv.path(dest)
+    into = stat(inv.container, target).kind == "dir"
+    if len(sources) > 1 and not into:
+        inv.say(f"target '{dest}' is not a directory" if inv.gnu else f"'{dest}' is not a directory")
+        return inv.done(1)
+    code = 0
+    for source in sources:
+        path = inv.path(source)
+        found = stat(inv.container, path)
+        to = posixpath.join(target, posixpath.basename(path.rstrip("/"))) if into else target
+        shown = to if into else dest
+        if found.kind in ("missing", "notdir", "unmodelled"):
+            _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", source, _stat_error(found.kind))
+            code = 1
+            continue
+        if tree.resolve(to) == tree.resolve(path):
+            inv.say(f"'{source}' and '{shown}' are the same file")
+            code = 1
+            continue
+        if found.kind == "dir" and (tree.resolve(to) + "/").startswith(tree.resolve(path).rstrip("/") + "/"):
+            inv.say(f"cannot move '{source}' to a subdirectory of itself, '{shown}'")
+            code = 1
+            continue
+        error = tree.removal_error(tree.resolve(path))
+        if error is None and found.kind == "file":
+            error = tree.write_error(to)
+        if error is not None:
+            _failed(inv, "cannot move '" + source + "' to '{f}': {e}", "can't rename '" + source + "': {e}", shown, error)
+            code = 1
+            continue
+        if found.kind == "dir":
+            if _copy_tree(inv, tree.resolve(path), to):
+                code = 1
+                continue
+        else:
+            tree.open_write(to).extend(found.data)
+        tree.remove(tree.resolve(path))
+    return inv.done(code)
 
 
 def _mkdir(inv: Invocation) -> ExecResult:
@@ -226,4 +277,4 @@ def _tee(inv: Invocation) -> ExecResult:
     return inv.done(code)
 
 
-PROGRAMS: dict[str, Program] = {"cp": _cp, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "tee": _tee}
+PROGRAMS: dict[str, Program] = {"cp": _cp, "mv": _mv, "mkdir": _mkdir, "rm": _rm, "touch": _touch, "tee": _tee}

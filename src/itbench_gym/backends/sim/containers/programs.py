@@ -1147,7 +1147,7 @@ def _network(inv: Invocation) -> ExecResult:
 
 
 def _file_change(inv: Invocation) -> ExecResult:
-    """cp, mkdir, rm, touch and tee: the pod's emptyDir volumes (:mod:`.fileops`)."""
+    """cp, mv, mkdir, rm, touch and tee: the pod's emptyDir volumes (:mod:`.fileops`)."""
     from .fileops import PROGRAMS as FILE_CHANGES  # it builds on this module's Invocation and getopt
 
     return FILE_CHANGES[posixpath.basename(inv.argv[0])](inv)
@@ -1167,7 +1167,7 @@ PROGRAMS: dict[str, Program] = {
     "printenv": _printenv, "printf": _printf, "pwd": _pwd, "sleep": _sleep, "sort": _sort, "tail": _tail, "test": _test,
     "true": _true, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
     **dict.fromkeys(("nslookup", "getent", "nc", "wget"), _network),
-    **dict.fromkeys(("cp", "mkdir", "rm", "touch", "tee"), _file_change), "sed": _sed,
+    **dict.fromkeys(("cp", "mv", "mkdir", "rm", "touch", "tee"), _file_change), "sed": _sed,
 }
 
 
