@@ -9,9 +9,10 @@ read-only mount); the image's own layer is not modelled, so a write there is ref
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 
-from .context import EXISTS, IS_DIR, MISSING, NOT_DIR, NOT_KEPT, ExecResult
-from .programs import UNMODELLED, Invocation, Program, Usage, getopt, stat, usage_error
+from .context import EXISTS, IS_DIR, MISSING, NOT_DIR, NOT_KEPT, ExecResult, FileTree
+from .programs import UNMODELLED, Invocation, Program, Stat, Usage, getopt, stat, usage_error
 
 
 def _failed(inv: Invocation, gnu: str, busybox: str, operand: str, error: str) -> None:
@@ -38,6 +39,55 @@ def _write_file(inv: Invocation, path: str, content: bytes) -> str | None:
     return error
 
 
+@dataclass(frozen=True)
+class _Transfer:
+    """One SOURCE of cp or mv: the operand, its absolute path and what is there, where it goes
+    (absolute) and how the program names that destination."""
+
+    source: str
+    path: str
+    found: Stat
+    to: str
+    shown: str
+
+
+def _transfers(inv: Invocation, operands: list[str]) -> list[_Transfer] | None:
+    """cp's and mv's SOURCE... DEST, each source with where it goes (into DEST when it is a
+    directory); None after reporting operands the program refuses."""
+    if len(operands) < 2:
+        inv.say("missing file operand" if not operands else f"missing destination file operand after '{operands[0]}'")
+        return None
+    *sources, dest = operands
+    target = inv.path(dest)
+    into = stat(inv.container, target).kind == "dir"
+    if len(sources) > 1 and not into:
+        inv.say(f"target '{dest}' is not a directory" if inv.gnu else f"'{dest}' is not a directory")
+        return None
+    out = []
+    for source in sources:
+        path = inv.path(source)
+        to = posixpath.join(target, posixpath.basename(path.rstrip("/"))) if into else target
+        out.append(_Transfer(source, path, stat(inv.container, path, inv.stdin), to, to if into else dest))
+    return out
+
+
+def _unmoved(inv: Invocation, t: _Transfer) -> bool:
+    """Whether the source cannot go anywhere (it is not there, or it is its own destination), said."""
+    tree = inv.container.files
+    if t.found.kind in ("missing", "notdir", "unmodelled"):
+        _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", t.source, _stat_error(t.found.kind))
+        return True
+    if tree.resolve(t.to) == tree.resolve(t.path):
+        inv.say(f"'{t.source}' and '{t.shown}' are the same file")
+        return True
+    return False
+
+
+def _inside(tree: FileTree, path: str, to: str) -> bool:
+    """Whether ``to`` is ``path`` or under it (links followed)."""
+    return (tree.resolve(to) + "/").startswith(tree.resolve(path).rstrip("/") + "/")
+
+
 def _cp(inv: Invocation) -> ExecResult:
     """cp [-rRafp] SOURCE... DEST: files, and with -r directories of files (no symbolic links)."""
     flags = "rRafp"
@@ -45,46 +95,32 @@ def _cp(inv: Invocation) -> ExecResult:
         opts, operands = getopt(inv, flags, "", {"recursive": "r", "archive": "a", "force": "f", "preserve": "p"})
     except Usage as bad:
         return usage_error(inv, str(bad), flags, "", 1)
-    on = {letter for letter, _ in opts}
-    recursive = bool(on & {"r", "R", "a"})
-    if len(operands) < 2:
-        inv.say("missing file operand" if not operands else f"missing destination file operand after '{operands[0]}'")
+    recursive = bool({letter for letter, _ in opts} & {"r", "R", "a"})
+    transfers = _transfers(inv, operands)
+    if transfers is None:
         return inv.done(1)
-    *sources, dest = operands
     tree = inv.container.files
-    target = inv.path(dest)
-    into = stat(inv.container, target).kind == "dir"
-    if len(sources) > 1 and not into:
-        inv.say(f"target '{dest}' is not a directory" if inv.gnu else f"'{dest}' is not a directory")
-        return inv.done(1)
     code = 0
-    for source in sources:
-        path = inv.path(source)
-        found = stat(inv.container, path, inv.stdin)
-        to = posixpath.join(target, posixpath.basename(path.rstrip("/"))) if into else target
-        if found.kind in ("missing", "notdir", "unmodelled"):
-            _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", source, _stat_error(found.kind))
+    for t in transfers:
+        if _unmoved(inv, t):
             code = 1
-        elif tree.resolve(to) == tree.resolve(path):
-            inv.say(f"'{source}' and '{to if into else dest}' are the same file")
-            code = 1
-        elif found.kind == "file":
-            error = _write_file(inv, to, found.data)
+        elif t.found.kind == "file":
+            error = _write_file(inv, t.to, t.found.data)
             if error is not None:
-                _failed(inv, "cannot create regular file '{f}': {e}", "can't create '{f}': {e}", to if into else dest, error)
+                _failed(inv, "cannot create regular file '{f}': {e}", "can't create '{f}': {e}", t.shown, error)
                 code = 1
         elif not recursive:
-            inv.say(f"-r not specified; omitting directory '{source}'" if inv.gnu else f"omitting directory '{source}'")
+            inv.say(f"-r not specified; omitting directory '{t.source}'" if inv.gnu else f"omitting directory '{t.source}'")
             code = 1
-        elif not tree.is_modelled(tree.resolve(path)):
-            _failed(inv, "", "", source, "unmodelled")
+        elif not tree.is_modelled(tree.resolve(t.path)):
+            _failed(inv, "", "", t.source, "unmodelled")
             code = 1
-        elif (tree.resolve(to) + "/").startswith(tree.resolve(path).rstrip("/") + "/"):
-            inv.say(f"cannot copy a directory, '{source}', into itself, '{to}'" if inv.gnu
+        elif _inside(tree, t.path, t.to):
+            inv.say(f"cannot copy a directory, '{t.source}', into itself, '{t.to}'" if inv.gnu
                     else "can't copy a directory into itself")
             code = 1
         else:
-            code = max(code, _copy_tree(inv, tree.resolve(path), to))
+            code = max(code, _copy_tree(inv, tree.resolve(t.path), t.to))
     return inv.done(code)
 
 
@@ -117,48 +153,33 @@ def _mv(inv: Invocation) -> ExecResult:
         _, operands = getopt(inv, "f", "", {"force": "f"})
     except Usage as bad:
         return usage_error(inv, str(bad), "f", "", 1)
-    if len(operands) < 2:
-        inv.say("missing file operand" if not operands else f"missing destination file operand after '{operands[0]}'")
+    transfers = _transfers(inv, operands)
+    if transfers is None:
         return inv.done(1)
-    *sources, dest = operands
     tree = inv.container.files
-    target = inv.path(dest)
-    into = stat(inv.container, target).kind == "dir"
-    if len(sources) > 1 and not into:
-        inv.say(f"target '{dest}' is not a directory" if inv.gnu else f"'{dest}' is not a directory")
-        return inv.done(1)
     code = 0
-    for source in sources:
-        path = inv.path(source)
-        found = stat(inv.container, path)
-        to = posixpath.join(target, posixpath.basename(path.rstrip("/"))) if into else target
-        shown = to if into else dest
-        if found.kind in ("missing", "notdir", "unmodelled"):
-            _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", source, _stat_error(found.kind))
+    for t in transfers:
+        if _unmoved(inv, t):
             code = 1
             continue
-        if tree.resolve(to) == tree.resolve(path):
-            inv.say(f"'{source}' and '{shown}' are the same file")
+        if t.found.kind == "dir" and _inside(tree, t.path, t.to):
+            inv.say(f"cannot move '{t.source}' to a subdirectory of itself, '{t.shown}'")
             code = 1
             continue
-        if found.kind == "dir" and (tree.resolve(to) + "/").startswith(tree.resolve(path).rstrip("/") + "/"):
-            inv.say(f"cannot move '{source}' to a subdirectory of itself, '{shown}'")
-            code = 1
-            continue
-        error = tree.removal_error(tree.resolve(path))
-        if error is None and found.kind == "file":
-            error = tree.write_error(to)
+        error = tree.removal_error(tree.resolve(t.path))
+        if error is None and t.found.kind == "file":
+            error = tree.write_error(t.to)
         if error is not None:
-            _failed(inv, "cannot move '" + source + "' to '{f}': {e}", "can't rename '" + source + "': {e}", shown, error)
+            _failed(inv, "cannot move '" + t.source + "' to '{f}': {e}", "can't rename '" + t.source + "': {e}", t.shown, error)
             code = 1
             continue
-        if found.kind == "dir":
-            if _copy_tree(inv, tree.resolve(path), to):
+        if t.found.kind == "dir":
+            if _copy_tree(inv, tree.resolve(t.path), t.to):
                 code = 1
                 continue
         else:
-            tree.open_write(to).extend(found.data)
-        tree.remove(tree.resolve(path))
+            tree.open_write(t.to).extend(t.found.data)
+        tree.remove(tree.resolve(t.path))
     return inv.done(code)
 
 
