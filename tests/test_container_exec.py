@@ -396,3 +396,13 @@ def test_mv_renames_within_the_emptydir_and_refuses_read_only_sources() -> None:
         b"mv: cannot move '/etc/otelcol/config.yaml' to '/data/c': Read-only file system\n")
     assert run(box, "mv", "/data/e", "/data/e/f").stderr == b"mv: cannot move '/data/e' to a subdirectory of itself, '/data/e/f'\n"
     assert set(box.files.written()["/data"].files) == {"e/seed"}
+
+
+def test_uname_shows_the_nodes_kernel_and_the_containers_hostname() -> None:
+    box = Container("collector-0", "otel", "otelcol", "example/otelcol:1", "collector-0", ENV, _tree(), ("uname",),
+                    kernel=("6.8.0-85-generic", "#1 SMP", "aarch64"))
+    assert run(box, "uname") == ExecResult(b"Linux\n", b"", 0)
+    assert run(box, "uname", "-a").stdout == b"Linux collector-0 6.8.0-85-generic #1 SMP aarch64 GNU/Linux\n"
+    assert run(box, "uname", "-rm").stdout == b"6.8.0-85-generic aarch64\n"
+    assert run(box, "uname", "-p").stdout == b"unknown\n"
+    assert "does not know the kernel" in run(_container(("uname",)), "uname", "-r").stderr.decode()

@@ -244,6 +244,31 @@ def _hostname(inv: Invocation) -> ExecResult:
     return inv.done(0)
 
 
+def _uname(inv: Invocation) -> ExecResult:
+    """uname [-asnrvmpio]: the node's kernel (its nodeInfo) and the container's hostname."""
+    flags = "asnrvmpio"
+    try:
+        opts, operands = getopt(inv, flags, "", {"all": "a", "kernel-name": "s", "nodename": "n", "kernel-release": "r",
+                                                 "kernel-version": "v", "machine": "m", "processor": "p",
+                                                 "hardware-platform": "i", "operating-system": "o"})
+    except Usage as bad:
+        return usage_error(inv, str(bad), flags, "", 1)
+    if operands:
+        inv.say(f"extra operand '{operands[0]}'" if inv.gnu else "usage: uname [-amnrspvio]")
+        return inv.done(1)
+    release, build, machine = inv.container.kernel
+    if not release:
+        inv.say("the itbench_gym twin does not know the kernel of this container's node")
+        return inv.done(1)
+    on = {letter for letter, _ in opts} or {"s"}
+    every = "a" in on
+    fields = [("s", "Linux"), ("n", inv.container.hostname), ("r", release), ("v", build), ("m", machine),
+              ("p", "unknown"), ("i", "unknown"), ("o", "GNU/Linux")]
+    inv.write(" ".join(value for letter, value in fields
+                       if letter in on or (every and value != "unknown")) + "\n")
+    return inv.done(0)
+
+
 _ESCAPES = {"\\": "\\", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
 
@@ -1165,7 +1190,7 @@ PROGRAMS: dict[str, Program] = {
     "[": _test, "basename": _basename, "cat": _cat, "date": _date, "dirname": _dirname, "echo": _echo, "egrep": _grep,
     "env": _env, "false": _false, "fgrep": _grep, "grep": _grep, "head": _head, "hostname": _hostname, "ls": _ls,
     "printenv": _printenv, "printf": _printf, "pwd": _pwd, "sleep": _sleep, "sort": _sort, "tail": _tail, "test": _test,
-    "true": _true, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
+    "true": _true, "uname": _uname, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
     **dict.fromkeys(("nslookup", "getent", "nc", "wget"), _network),
     **dict.fromkeys(("cp", "mv", "mkdir", "rm", "touch", "tee"), _file_change), "sed": _sed,
 }

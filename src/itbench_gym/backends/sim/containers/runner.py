@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from itbench_gym.backends.sim.app.cluster_view import container_env, downward_field, resource_field
 from itbench_gym.backends.sim.app.dns import resolv_conf
+from itbench_gym.backends.sim.exporters.node_exporter import KERNEL_BUILD
 from itbench_gym.backends.sim.kube.auth import (
     TOKEN_ISSUER,
     WARN_ONLY_EXPIRATION_SECONDS,
@@ -29,7 +30,7 @@ from itbench_gym.backends.sim.kube.auth import (
     kubelet_token_issued_at,
 )
 from itbench_gym.backends.sim.kube.errors import ApiError
-from itbench_gym.backends.sim.kube.registry import ImageRule
+from itbench_gym.backends.sim.kube.registry import ImageRule, uname_machine
 from itbench_gym.backends.sim.kube.remotecommand import Outcome, exit_status, internal_error, success
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.lang.timestamps import parse_rfc3339
@@ -236,10 +237,13 @@ class ContainerExec:
         routing = self._routing(namespace) if self._routing is not None else None
         network = ClusterNetwork(pod, self._visible(services), pods, routing,
                                  stable_draw(self._seed(), meta.get("uid", ""), self._clock.now()), names)
+        node = self._object("Node", "", str(pod_spec.get("nodeName") or ""))
+        info = ((node or {}).get("status") or {}).get("nodeInfo") or {}
+        kernel = (str(info.get("kernelVersion", "")), KERNEL_BUILD, uname_machine(str(info.get("architecture", ""))))
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
                          image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname, started),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
-                         now=float(self._clock.now()), network=network)
+                         now=float(self._clock.now()), network=network, kernel=kernel if kernel[0] else ("", "", ""))
 
     def _visible(self, objects: list[Obj]) -> list[Obj]:
         """The objects outside the hidden namespaces (a Namespace by its own name)."""

@@ -17,8 +17,12 @@ from typing import Any
 import yaml
 
 from itbench_gym.backends.sim.app.cluster_view import parse_quantity
+from itbench_gym.backends.sim.kube.registry import uname_machine
 
 from .kube_state import _ts
+
+#: The kernel's build string (``uname -v``): a node's nodeInfo does not carry it; the twin's own.
+KERNEL_BUILD = "#1 SMP"
 
 Sample = tuple[dict[str, str], float]
 Obj = dict[str, Any]
@@ -127,8 +131,8 @@ class NodeExporter:
             out.append(({"__name__": f"node_disk_{metric}", **disk_l}, v))
         info = status.get("nodeInfo") or {}
         out.append(({"__name__": "node_uname_info", "nodename": name, "release": str(info.get("kernelVersion", "")),
-                     "machine": "x86_64" if info.get("architecture", "amd64") == "amd64" else str(info.get("architecture")),
-                     "sysname": "Linux", "domainname": "(none)", "version": "#1 SMP"}, 1.0))
+                     "machine": uname_machine(str(info.get("architecture", "amd64"))),
+                     "sysname": "Linux", "domainname": "(none)", "version": KERNEL_BUILD}, 1.0))
         boot = _ts(meta.get("creationTimestamp"))
         if boot is not None:
             out.append(({"__name__": "node_boot_time_seconds"}, boot))
