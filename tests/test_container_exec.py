@@ -406,3 +406,13 @@ def test_uname_shows_the_nodes_kernel_and_the_containers_hostname() -> None:
     assert run(box, "uname", "-rm").stdout == b"6.8.0-85-generic aarch64\n"
     assert run(box, "uname", "-p").stdout == b"unknown\n"
     assert "does not know the kernel" in run(_container(("uname",)), "uname", "-r").stderr.decode()
+
+
+def test_grep_r_searches_a_mount_as_it_is_laid_out_and_says_what_it_cannot_search() -> None:
+    # -r skips the atomic writer's links, so a ConfigMap volume's keys show under their timestamped directory
+    assert run(DEBIAN, "grep", "-r", "grpc", "/etc/otelcol").stdout == f"/etc/otelcol/{STAMP}/config.yaml:      grpc:\n".encode()
+    followed = run(DEBIAN, "grep", "-R", "relay", "/etc/otelcol").stdout.decode().splitlines()
+    assert followed == [f"/etc/otelcol/{STAMP}/relay.yaml:relay: true", "/etc/otelcol/..data/relay.yaml:relay: true",
+                        "/etc/otelcol/relay.yaml:relay: true"]
+    partial = run(DEBIAN, "grep", "-rl", "localhost", "/etc")
+    assert partial.stdout == b"/etc/hosts\n" and partial.code == 2 and UNMODELLED in partial.stderr.decode()

@@ -664,9 +664,9 @@ def posix_regex(pattern: str, extended: bool) -> str:
 
 
 def _grep(inv: Invocation) -> ExecResult:
-    """grep [-iEFvcnoqlhHs] [-A N] [-B N] [-C N] [-e PATTERN] PATTERN [FILE...]: exit 0 on a match, 1 on
-    none, 2 on an error."""
-    flags, valued = "iyEFGvcnoqlLhHsw", "eABC"
+    """grep [-iEFvcnoqlhHsrR] [-A N] [-B N] [-C N] [-e PATTERN] PATTERN [FILE...]: exit 0 on a match, 1
+    on none, 2 on an error."""
+    flags, valued = "iyEFGvcnoqlLhHswrR", "eABC"
     name = posixpath.basename(inv.argv[0])
     try:
         opts, operands = getopt(inv, flags, valued, {"ignore-case": "i", "extended-regexp": "E", "fixed-strings": "F",
@@ -674,7 +674,7 @@ def _grep(inv: Invocation) -> ExecResult:
                                                       "quiet": "q", "silent": "q", "files-with-matches": "l", "regexp": "e",
                                                       "no-filename": "h", "with-filename": "H", "no-messages": "s",
                                                       "word-regexp": "w", "after-context": "A", "before-context": "B",
-                                                      "context": "C"})
+                                                      "context": "C", "recursive": "r", "dereference-recursive": "R"})
     except Usage as bad:
         return usage_error(inv, str(bad), flags, valued, 2)
     on = {letter for letter, _ in opts}
@@ -705,9 +705,12 @@ def _grep(inv: Invocation) -> ExecResult:
     except (re.error, RecursionError, OverflowError) as bad:
         inv.say(str(getattr(bad, "msg", bad)) if isinstance(bad, re.error) else "Invalid regular expression")
         return inv.done(2)
-    operands = operands or ["-"]
-    named = ("H" in on or len(operands) > 1) and "h" not in on
+    recursive = bool(on & {"r", "R"})
+    operands = operands or (["."] if recursive else ["-"])
+    named = ("H" in on or len(operands) > 1 or recursive) and "h" not in on
     matched, errored = False, False
+    if recursive:
+        operands, errored = _walk(inv, operands, follow="R" in on)
     shown_any = False  # a line was printed: the next group of context lines starts with "--"
     for operand in operands:
         data = read_operand(inv, operand, "grep")
@@ -753,6 +756,38 @@ def _grep(inv: Invocation) -> ExecResult:
     if "s" in on:
         inv.err.clear()
     return inv.done(2 if errored and not ("q" in on and matched) else 0 if matched else 1)
+
+
+def _walk(inv: Invocation, operands: list[str], *, follow: bool) -> tuple[list[str], bool]:
+    """``grep -r``'s files: each operand, and the files under each directory operand, depth first in
+    name order; symbolic links met on the way are skipped unless ``follow`` (-R). A directory the twin
+    does not model is searched as far as it knows it, and says so (the second value: one did)."""
+    tree = inv.container.files
+    out: list[str] = []
+    partial = False
+
+    def visit(shown: str) -> None:
+        nonlocal partial
+        real = tree.resolve(inv.path(shown))
+        if not tree.is_modelled(real):
+            inv.say(f"{shown}: {UNMODELLED}")
+            partial = True
+        for name in tree.entries(real) or []:
+            child = posixpath.join(shown, name) if shown != "." else name
+            path = posixpath.join(real, name)
+            if path in tree.links and not follow:
+                continue
+            if tree.is_dir(path):
+                visit(child)
+            else:
+                out.append(child)
+
+    for operand in operands:
+        if stat(inv.container, inv.path(operand)).kind == "dir":
+            visit(operand)
+        else:
+            out.append(operand)
+    return out, partial
 
 
 # --- sort, uniq --------------------------------------------------------------------------------------
