@@ -276,7 +276,7 @@ class Container:
     now: float = 0.0
     #: The pod's network (None: the twin does not model it for this pod).
     network: Network | None = None
-    #: The node's kernel as ``uname`` shows it: release, build and machine ("" when the node says none).
+    #: The node's kernel as ``uname`` shows it: release, build and machine (no release: the node says none).
     kernel: tuple[str, str, str] = ("", "", "")
 
     def path(self, raw: str, cwd: str | None = None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from .context import EXISTS, IS_DIR, MISSING, NOT_DIR, NOT_KEPT, ExecResult, FileTree
+from .context import EXISTS, IS_DIR, NOT_KEPT, ExecResult, FileTree
 from .programs import UNMODELLED, Invocation, Program, Stat, Usage, getopt, stat, usage_error
 
 
@@ -23,11 +23,6 @@ def _failed(inv: Invocation, gnu: str, busybox: str, operand: str, error: str) -
         inv.say(f"{operand}: {UNMODELLED}")
     else:
         inv.say((gnu if inv.gnu else busybox).format(f=operand, e=error))
-
-
-def _stat_error(kind: str) -> str:
-    """A :class:`Stat` kind as the error a program reports for it."""
-    return {"missing": MISSING, "notdir": NOT_DIR}.get(kind, kind)
 
 
 def _write_file(inv: Invocation, path: str, content: bytes) -> str | None:
@@ -75,7 +70,7 @@ def _unmoved(inv: Invocation, t: _Transfer) -> bool:
     """Whether the source cannot go anywhere (it is not there, or it is its own destination), said."""
     tree = inv.container.files
     if t.found.kind in ("missing", "notdir", "unmodelled"):
-        _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", t.source, _stat_error(t.found.kind))
+        _failed(inv, "cannot stat '{f}': {e}", "can't stat '{f}': {e}", t.source, t.found.error)
         return True
     if tree.resolve(t.to) == tree.resolve(t.path):
         inv.say(f"'{t.source}' and '{t.shown}' are the same file")
@@ -235,7 +230,7 @@ def _rm(inv: Invocation) -> ExecResult:
         found = stat(inv.container, path)
         if found.kind in ("missing", "notdir"):
             if "f" not in on:
-                _failed(inv, "cannot remove '{f}': {e}", "can't remove '{f}': {e}", operand, _stat_error(found.kind))
+                _failed(inv, "cannot remove '{f}': {e}", "can't remove '{f}': {e}", operand, found.error)
                 code = 1
             continue
         if found.kind == "unmodelled":
@@ -268,7 +263,7 @@ def _touch(inv: Invocation) -> ExecResult:
         found = stat(inv.container, path)
         if found.kind in ("file", "dir") or (opts and found.kind == "missing"):
             continue
-        error = inv.container.files.write_error(path) if found.kind == "missing" else _stat_error(found.kind)
+        error = inv.container.files.write_error(path) if found.kind == "missing" else found.error
         if error is None:
             inv.container.files.open_write(path, append=True)
             continue

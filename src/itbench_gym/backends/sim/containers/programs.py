@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .context import NOT_KEPT, Container, ExecResult
+from .context import IS_DIR, MISSING, NOT_DIR, NOT_KEPT, Container, ExecResult
 
 #: Every message in which the twin speaks for itself (what it does not model or emulate) names it.
 TWIN_WORD = "itbench_gym"
@@ -93,6 +93,11 @@ class Stat:
     kind: str
     data: bytes = b""
 
+    @property
+    def error(self) -> str:
+        """The kind as strerror words what opening the path met (``unmodelled`` stays as it is)."""
+        return {"missing": MISSING, "notdir": NOT_DIR, "dir": IS_DIR}.get(self.kind, self.kind)
+
 
 def stat(container: Container, path: str, stdin: bytes = b"") -> Stat:
     """What the twin knows at absolute ``path`` (symbolic links followed)."""
@@ -140,8 +145,7 @@ def read_operand(inv: Invocation, operand: str, program: str) -> bytes | None:
         inv.say((_DIR_ERRORS.get(program, "{f}: Is a directory") if inv.gnu else "read error: Is a directory").format(f=operand))
     else:
         gnu, bb = _OPEN_ERRORS.get(program, ("{f}: {e}", "{f}: {e}"))
-        error = "No such file or directory" if found.kind == "missing" else "Not a directory"
-        inv.say((gnu if inv.gnu else bb).format(f=operand, e=error))
+        inv.say((gnu if inv.gnu else bb).format(f=operand, e=found.error))
     return None
 
 
@@ -711,6 +715,7 @@ def _grep(inv: Invocation) -> ExecResult:
     matched, errored = False, False
     if recursive:
         operands, errored = _walk(inv, operands, follow="R" in on)
+    quiet = bool(on & {"q", "l", "L", "c", "o"})  # prints no lines, so no context lines either
     shown_any = False  # a line was printed: the next group of context lines starts with "--"
     for operand in operands:
         data = read_operand(inv, operand, "grep")
@@ -724,7 +729,6 @@ def _grep(inv: Invocation) -> ExecResult:
         for number, line in enumerate(all_lines, 1):
             hits = [m.group(0) for m in regex.finditer(line) if m.group(0)] if "o" in on else []
             selected = bool(regex.search(line)) != ("v" in on)
-            quiet = bool(on & {"q", "l", "L", "c"}) or "o" in on
             if not selected:
                 if trailing and not quiet:
                     inv.write((label + "-" if named else "") + (f"{number}-" if "n" in on else "") + line + "\n")
@@ -900,8 +904,7 @@ def _ls(inv: Invocation) -> ExecResult:
             inv.say(f"{operand}: {UNMODELLED}")
             code = 1
         else:
-            error = "No such file or directory" if found.kind == "missing" else "Not a directory"
-            inv.say(f"cannot access '{operand}': {error}" if inv.gnu else f"{operand}: {error}")
+            inv.say(f"cannot access '{operand}': {found.error}" if inv.gnu else f"{operand}: {found.error}")
             code = 2 if inv.gnu else 1
     files.sort(key=lambda e: e.name, reverse="r" in on)
     dirs.sort(key=lambda e: e.name, reverse="r" in on)

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from itbench_gym.backends.sim.app.cluster_view import container_env, downward_field, resource_field
 from itbench_gym.backends.sim.app.dns import resolv_conf
-from itbench_gym.backends.sim.exporters.node_exporter import KERNEL_BUILD
 from itbench_gym.backends.sim.kube.auth import (
     TOKEN_ISSUER,
     WARN_ONLY_EXPIRATION_SECONDS,
@@ -30,7 +29,8 @@ from itbench_gym.backends.sim.kube.auth import (
     kubelet_token_issued_at,
 )
 from itbench_gym.backends.sim.kube.errors import ApiError
-from itbench_gym.backends.sim.kube.registry import ImageRule, uname_machine
+from itbench_gym.backends.sim.kube.nodes import KERNEL_BUILD, uname_machine
+from itbench_gym.backends.sim.kube.registry import ImageRule
 from itbench_gym.backends.sim.kube.remotecommand import Outcome, exit_status, internal_error, success
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.lang.timestamps import parse_rfc3339
@@ -243,7 +243,7 @@ class ContainerExec:
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
                          image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname, started),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
-                         now=float(self._clock.now()), network=network, kernel=kernel if kernel[0] else ("", "", ""))
+                         now=float(self._clock.now()), network=network, kernel=kernel)
 
     def _visible(self, objects: list[Obj]) -> list[Obj]:
         """The objects outside the hidden namespaces (a Namespace by its own name)."""

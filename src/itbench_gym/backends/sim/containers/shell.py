@@ -427,7 +427,7 @@ class _Shell:
                 if found.kind == "file":
                     io.stdin = _Input(found.data)
                     continue
-                self._open_error(io, word, found.kind)
+                self._open_error(io, word, found)
                 return False
             sink = self._sink(word, io, append=kind == ">>")
             if sink is None:
@@ -466,13 +466,13 @@ class _Shell:
             self.say(io, f"can't create {word}: {'nonexistent directory' if error == MISSING else error}")
         return None
 
-    def _open_error(self, io: _IO, word: str, kind: str) -> None:
-        if kind == "unmodelled":
+    def _open_error(self, io: _IO, word: str, found: programs.Stat) -> None:
+        if found.kind == "unmodelled":
             io.err += f"{self.name}: {word}: {programs.UNMODELLED}\n".encode("utf-8", "surrogateescape")
             return
-        error = {"dir": "Is a directory", "notdir": "Not a directory"}.get(kind, "No such file or directory")
+        error = found.error
         if self.kind == "dash":
-            self.say(io, f"cannot open {word}: {'No such file' if kind == 'missing' else error}")
+            self.say(io, f"cannot open {word}: {'No such file' if found.kind == 'missing' else error}")
         elif self.kind == "bash":
             self.say(io, f"{word}: {error}")
         else:

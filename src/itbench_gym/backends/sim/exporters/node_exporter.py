@@ -17,12 +17,9 @@ from typing import Any
 import yaml
 
 from itbench_gym.backends.sim.app.cluster_view import parse_quantity
-from itbench_gym.backends.sim.kube.registry import uname_machine
+from itbench_gym.backends.sim.kube.nodes import KERNEL_BUILD, uname_machine
 
 from .kube_state import _ts
-
-#: The kernel's build string (``uname -v``): a node's nodeInfo does not carry it; the twin's own.
-KERNEL_BUILD = "#1 SMP"
 
 Sample = tuple[dict[str, str], float]
 Obj = dict[str, Any]

@@ -504,16 +504,7 @@ class Kubelet(Controller):
         namespace = pod["metadata"].get("namespace") or "default"
         out: list[tuple[str, str]] = []
         for volume in (pod.get("spec") or {}).get("volumes") or []:
-            sources: list[tuple[str, Obj]] = []
-            if "configMap" in volume:
-                sources.append(("ConfigMap", volume.get("configMap") or {}))
-            if "secret" in volume:
-                sources.append(("Secret", volume.get("secret") or {}))
-            for source in ((volume.get("projected") or {}).get("sources") or []):
-                for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
-                    if field_name in source:
-                        sources.append((kind, source.get(field_name) or {}))
-            for kind, ref in sources:
+            for kind, ref in _volume_refs(volume):
                 error = _source_error(kind, ref, namespace, self._stored)
                 if error is not None:
                     out.append((str(volume.get("name", "")), error))
@@ -1098,31 +1089,29 @@ class Kubelet(Controller):
             self._release_ip(run)  # the sandbox is gone; the API keeps showing the address it had
 
 
+def _volume_refs(volume: Obj) -> list[tuple[str, Obj]]:
+    """(kind, reference) of each ConfigMap and Secret a configMap / secret / projected volume projects."""
+    pairs = (("configMap", "ConfigMap"), ("secret", "Secret"))
+    refs = [(kind, volume[field_name] or {}) for field_name, kind in pairs if field_name in volume]
+    for source in (volume.get("projected") or {}).get("sources") or []:
+        refs += [(kind, source[field_name] or {}) for field_name, kind in pairs if field_name in source]
+    return refs
+
+
+def _ref_name(kind: str, ref: Obj) -> str:
+    return str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))
+
+
 def _volume_sources(pod: Obj) -> list[tuple[str, str]]:
     """(kind, name) of every ConfigMap and Secret the pod's volumes project."""
-    out: list[tuple[str, str]] = []
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
-        refs = [(kind, volume[field_name] or {}) for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret")) if field_name in volume]
-        for source in (volume.get("projected") or {}).get("sources") or []:
-            refs += [(kind, source[field_name] or {}) for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret"))
-                     if field_name in source]
-        out += [(kind, str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))) for kind, ref in refs]
-    return out
+    return [(kind, _ref_name(kind, ref)) for volume in (pod.get("spec") or {}).get("volumes") or []
+            for kind, ref in _volume_refs(volume)]
 
 
 def _projected(volume: Obj, rel: str, namespace: str, lookup: Callable[[str, str, str], Obj | None]) -> str | None:
     """The content a configMap / secret / projected volume shows at ``rel`` (its ``items`` or every key)."""
-    sources: list[tuple[str, Obj]] = []
-    if "configMap" in volume:
-        sources.append(("ConfigMap", volume["configMap"] or {}))
-    if "secret" in volume:
-        sources.append(("Secret", volume["secret"] or {}))
-    for source in (volume.get("projected") or {}).get("sources") or []:
-        for field_name, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
-            if field_name in source:
-                sources.append((kind, source[field_name] or {}))
-    for kind, ref in sources:
-        name = str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))
+    for kind, ref in _volume_refs(volume):
+        name = _ref_name(kind, ref)
         obj = lookup(kind, namespace, name)
         if obj is None:
             continue
@@ -1152,7 +1141,7 @@ def _source_error(kind: str, ref: Obj, namespace: str, lookup: Callable[[str, st
     Messages as the configmap and secret volume plugins (and the projected plugin, which reuses
     them) write them; an ``optional`` source projects nothing when its object or keys are missing.
     """
-    name = str(ref.get("name") if kind == "ConfigMap" else ref.get("secretName", ref.get("name", "")))
+    name = _ref_name(kind, ref)
     obj = lookup(kind, namespace, name)
     optional = bool(ref.get("optional"))
     if obj is None:

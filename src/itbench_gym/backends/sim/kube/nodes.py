@@ -28,6 +28,15 @@ LEASE_RENEW_SECONDS = 10.0
 LEASE_NAMESPACE = "kube-node-lease"
 KUBELET_PORT = 10250
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+#: The kernel's build string (``uname -v``): a node's nodeInfo does not carry it, so the twin says this.
+KERNEL_BUILD = "#1 SMP"
+#: The kernel's name for each Kubernetes node architecture (``uname -m``, node_exporter's ``machine``).
+_UNAME_MACHINES = {"amd64": "x86_64", "arm64": "aarch64", "arm": "armv7l", "386": "i686", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+def uname_machine(architecture: str) -> str:
+    """``uname -m`` on a node of Kubernetes architecture ``architecture`` (``amd64`` → ``x86_64``)."""
+    return _UNAME_MACHINES.get(architecture, architecture)
+
 
 #: The heartbeat and renew times each node sync reads back, parsed once per distinct text.
 _parse_time = lru_cache(maxsize=64)(parse_rfc3339)

@@ -24,15 +24,6 @@ from .runtime import NO_PLATFORM, DefaultRuntime, not_found
 _DATA = Path(__file__).with_name("registry.yaml")
 
 
-#: The kernel's name for each Kubernetes node architecture (``uname -m``, node_exporter's ``machine``).
-_UNAME_MACHINES = {"amd64": "x86_64", "arm64": "aarch64", "arm": "armv7l", "386": "i686", "ppc64le": "ppc64le", "s390x": "s390x"}
-
-
-def uname_machine(architecture: str) -> str:
-    """``uname -m`` on a node of Kubernetes architecture ``architecture`` (``amd64`` → ``x86_64``)."""
-    return _UNAME_MACHINES.get(architecture, architecture)
-
-
 @dataclass(frozen=True)
 class ImageRule:
     """Images whose reference matches ``pattern`` (fnmatch).
