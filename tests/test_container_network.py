@@ -75,3 +75,24 @@ def test_network_policies_drop_connections_and_dns(shop_twin: ShopTwin) -> None:
     lookup = exec_in(shop_twin, "product-reviews", "nslookup", "frontend")
     assert lookup.stdout.decode() == ";; connection timed out; no servers could be reached\n\n"
     assert exec_in(shop_twin, "currency", "nslookup", "frontend").status["status"] == "Success"
+
+
+def test_wget_takes_busybox_options_up_to_the_exchange(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    flagd = shop_twin.store.get("Service", NS, "flagd")["spec"]["clusterIP"]
+    url = "http://flagd:8013/ofrep/v1/evaluate/flags/productCatalogFailure"
+    posted = exec_in(shop_twin, "recommendation", "wget", "-qO-", "--header", "Content-Type: application/json",
+                     "--post-data={}", url)
+    assert exit_code(posted) == 126 and f"wget connected to flagd:8013 ({flagd}:8013)" in posted.stderr.decode()
+    account = "/var/run/secrets/kubernetes.io/serviceaccount"
+    missing = exec_in(shop_twin, "recommendation", "wget", "-q", "--post-file", f"{account}/body.json", url)
+    assert exit_code(missing) == 1
+    assert missing.stderr.decode() == f"wget: can't open '{account}/body.json': No such file or directory\n"
+    assert exit_code(exec_in(shop_twin, "recommendation", "wget", "-q", f"--post-file={account}/namespace", url)) == 126
+    both = exec_in(shop_twin, "recommendation", "wget", "--post-data=a", "--post-file=b", url)
+    assert exit_code(both) == 1 and both.stderr.decode().startswith("wget: usage: wget ")
+    bad_timeout = exec_in(shop_twin, "recommendation", "wget", "-T", "soon", url)
+    assert bad_timeout.stderr.decode() == "wget: invalid number 'soon'\n"
+    refused = exec_in(shop_twin, "recommendation", "wget", "-s", url)
+    assert exit_code(refused) == 1 and "does not emulate '-s'" in refused.stderr.decode()
+    assert "--post-data" in refused.stderr.decode() and "-\x02" not in refused.stderr.decode()

@@ -152,31 +152,51 @@ def _nc(inv: Invocation) -> ExecResult:
     return inv.done(126)
 
 
+#: busybox wget's options: short letters, those taking a value, its long names (the long-only ones
+#: mapped to placeholder characters, as busybox does) and the ones it accepts and ignores.
+_WGET_FLAGS = "cqS\x03\x04\x06"
+_WGET_VALUED = "OPYUTt\x01\x02\x05"
+_WGET_LONGS = {"continue": "c", "quiet": "q", "server-response": "S", "output-document": "O", "directory-prefix": "P",
+               "proxy": "Y", "user-agent": "U", "timeout": "T", "tries": "t", "header": "\x01", "post-data": "\x02",
+               "spider": "\x03", "no-check-certificate": "\x04", "post-file": "\x05", "passive-ftp": "\x06",
+               "no-cache": "\x06", "no-verbose": "\x06", "no-clobber": "\x06", "no-host-directories": "\x06",
+               "no-parent": "\x06"}
+_WGET_USAGE = ("usage: wget [-cqS] [--spider] [-O FILE] [-o LOGFILE] [--header STR] [--post-data STR | --post-file FILE] "
+               "[-Y on/off] [--no-check-certificate] [-P DIR] [-U AGENT] [-T SEC] URL...")
+
+
 def _wget(inv: Invocation) -> ExecResult:
-    """wget [-q] [-O FILE] [-S] [--spider] [-T SEC] URL: busybox's wget up to the HTTP exchange."""
-    from .programs import Usage, getopt, usage_error
+    """wget [options] URL...: busybox's wget up to the HTTP exchange."""
+    from .programs import Usage, getopt, read_operand, usage_error
 
     try:
-        opts, operands = getopt(inv, "qSs", "OTtUY", {"quiet": "q", "output-document": "O", "server-response": "S",
-                                                     "spider": "s", "timeout": "T", "tries": "t", "user-agent": "U",
-                                                     "proxy": "Y"})
+        opts, operands = getopt(inv, _WGET_FLAGS, _WGET_VALUED, _WGET_LONGS, optional="n")
     except Usage as bad:
-        return usage_error(inv, str(bad), "qSs", "OTtUY", 1)
-    if len(operands) != 1:
-        inv.say("usage: wget [-q] [-O FILE] [-S] [--spider] [-T SEC] URL" if not operands
-                else "the itbench_gym twin's wget fetches one URL at a time")
+        return usage_error(inv, str(bad), _WGET_FLAGS, _WGET_VALUED + "n", 1, _WGET_LONGS)
+    given = [letter for letter, _ in opts]
+    if not operands or given.count("\x02") + given.count("\x05") > 1:
+        inv.say(_WGET_USAGE)
+        return inv.done(1)
+    timeout = next((value for letter, value in opts if letter == "T"), None)
+    if timeout is not None and not timeout.isdigit():
+        inv.say(f"invalid number '{timeout}'")
         return inv.done(1)
     if not _network_or_refuse(inv):
         return inv.done(1)
-    url = operands[0] if "://" in operands[0] else f"http://{operands[0]}"
+    quiet = "q" in given
+    post_file = next((value for letter, value in opts if letter == "\x05"), None)
+    # busybox fetches the URLs in order and dies on the first that fails; the twin's exchange ends at
+    # the first connection either way
+    operand = operands[0]
+    url = operand if "://" in operand else f"http://{operand}"
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        inv.say(f"bad port spec '{operands[0]}'")
+        inv.say(f"bad port spec '{operand}'")
         return inv.done(1)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        inv.say(f"not an http or ftp url: {operands[0]}")
+        inv.say(f"not an http or ftp url: {operand}")
         return inv.done(1)
     port = port or (443 if parts.scheme == "https" else 80)
     shown = parts.netloc.rsplit("@", 1)[-1]
@@ -184,15 +204,16 @@ def _wget(inv: Invocation) -> ExecResult:
     if found is None:
         return inv.done(1)
     ip = found.addresses[0]
-    quiet = any(letter == "q" for letter, _ in opts)
     if not quiet:
         inv.err += f"Connecting to {shown} ({ip}:{port})\n".encode()
-    dial = _connect(inv, shown, ip, port, "download timed out" if any(letter == "T" for letter, _ in opts) else None)
+    dial = _connect(inv, shown, ip, port, "download timed out" if timeout is not None else None)
     if dial is None:
         return inv.done(1)
     if dial.outcome == "reset":
         inv.say("error getting response: Connection reset by peer")
         return inv.done(1)
+    if post_file is not None and read_operand(inv, post_file, "wget") is None:
+        return inv.done(1)  # busybox reads the body it posts once connected
     inv.err += f"itbench_gym: wget connected to {shown} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
     return inv.done(126)
 

@@ -127,6 +127,7 @@ _OPEN_ERRORS: dict[str, tuple[str, str]] = {
     "sort": ("cannot read: {f}: {e}", "can't open '{f}': {e}"),
     "uniq": ("{f}: {e}", "can't open '{f}': {e}"),
     "sed": ("can't read {f}: {e}", "{f}: {e}"),
+    "wget": ("{f}: {e}", "can't open '{f}': {e}"),
 }
 _DIR_ERRORS: dict[str, str] = {"head": "error reading '{f}': Is a directory", "tail": "error reading '{f}': Is a directory",
                                "sort": "read failed: {f}: Is a directory"}
@@ -211,8 +212,12 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
     return opts, operands
 
 
-def usage_error(inv: Invocation, option: str, flags: str, valued: str, code: int) -> ExecResult:
-    emulated = " ".join(f"-{c}" for c in sorted(flags + valued))
+def usage_error(inv: Invocation, option: str, flags: str, valued: str, code: int,
+                longs: Mapping[str, str] | None = None) -> ExecResult:
+    """The twin's word for an option it does not emulate, listing those it does: the short letters, and
+    the long options that have none (``longs`` maps them to a placeholder character, as in getopt)."""
+    emulated = " ".join([*(f"-{c}" for c in sorted(flags + valued) if c.isalnum()),
+                         *(f"--{name}" for name, c in sorted((longs or {}).items()) if not c.isalnum())])
     inv.say(f"the itbench_gym twin does not emulate {option!r} (it emulates {emulated or 'no options'})")
     return inv.done(code)
 
