@@ -87,7 +87,7 @@ def test_credential_plugins_never_run(env: ITBenchEnv, tmp_path: Path, prefix: s
     "kubectl -n otel-demo port-forward svc/frontend 8080",
     "kubectl -n otel-demo attach pod/x",
     "kubectl cp otel-demo/x:/etc/passwd passwd",
-    "kubectl diff -f -",
+    "kubectl diff -k /etc",
     "kubectl plugin list",
     "kubectl kustomize /etc",
     "kubectl apply -k /etc",

