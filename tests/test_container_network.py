@@ -46,7 +46,7 @@ def test_connections_follow_service_ports_endpoints_and_policies(shop_twin: Shop
     no_port = exec_in(shop_twin, "product-reviews", "nc", "-z", "frontend", "9999")
     assert no_port.stderr.decode() == f"nc: can't connect to remote host ({frontend}): Connection timed out\n"
     unmodelled = exec_in(shop_twin, "product-reviews", "wget", "-q", "http://frontend:8080/")
-    assert exit_code(unmodelled) == 126 and "does not model what the server answers" in unmodelled.stderr.decode()
+    assert exit_code(unmodelled) == 126 and "wget got HTTP/1.1 200 OK" in unmodelled.stderr.decode()
 
     service = shop_twin.store.get("Service", NS, "frontend")
     service["spec"]["selector"] = {"app.kubernetes.io/component": "nothing-runs-this"}
@@ -96,3 +96,51 @@ def test_wget_takes_busybox_options_up_to_the_exchange(shop_twin: ShopTwin) -> N
     refused = exec_in(shop_twin, "recommendation", "wget", "-s", url)
     assert exit_code(refused) == 1 and "does not emulate '-s'" in refused.stderr.decode()
     assert "--post-data" in refused.stderr.decode() and "-\x02" not in refused.stderr.decode()
+
+
+def test_http_requests_are_answered_as_the_model_serves_them(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    proxy = shop_twin.store.get("Service", NS, "frontend-proxy")["spec"]["clusterIP"]
+    product = shop_twin.backend.twin.apps.instance(NS).products[0]
+    url = f"http://frontend-proxy:8080/api/products/{product}"
+    spider = exec_in(shop_twin, "recommendation", "wget", "--spider", url)
+    assert exit_code(spider) == 0
+    assert spider.stderr.decode() == f"Connecting to frontend-proxy:8080 ({proxy}:8080)\nremote file exists\n"
+    body = exec_in(shop_twin, "recommendation", "wget", "-qO-", url)
+    assert exit_code(body) == 126 and body.stderr.decode().startswith("itbench_gym: wget got HTTP/1.1 200 OK from frontend-proxy:8080")
+    for unknown in ("http://frontend-proxy:8080/api/products/NO-SUCH-PRODUCT", "http://frontend-proxy:8080/no/such/route"):
+        unanswered = exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", unknown)
+        assert exit_code(unanswered) == 126 and "does not model what the server answers" in unanswered.stderr.decode()
+
+    ad = shop_twin.store.get("Deployment", NS, "ad")
+    ad["spec"]["replicas"] = 0
+    shop_twin.store.update(ad)
+    shop_twin.backend.advance(150)
+    failed = exec_in(shop_twin, "recommendation", "wget", "-q", "-S", "http://frontend:8080/api/data")
+    assert exit_code(failed) == 1
+    assert failed.stderr.decode() == "  HTTP/1.1 500 Internal Server Error\nwget: server returned error: HTTP/1.1 500 Internal Server Error\n"
+    # the same failure the traces' span metrics count for the route
+    assert shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="frontend",span_name="GET /api/data",'
+                           'status_code="STATUS_CODE_ERROR"}[3m]))') > 0
+
+
+def _frontend_http_chaos(shop_twin: ShopTwin, fault: dict[str, Any]) -> None:
+    ctx = shop_twin.context()
+    ctx.create({"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "HTTPChaos", "metadata": {"name": "frontend", "namespace": "chaos-mesh"},
+                "spec": {"mode": "all", "target": "Request", "port": 8080, "method": "GET", "path": "*", **fault,
+                         "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": "frontend"}}}})
+    ctx.close()
+    shop_twin.backend.advance(60)
+
+
+def test_http_chaos_delays_and_aborts_a_pods_own_requests(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    _frontend_http_chaos(shop_twin, {"delay": "10s"})
+    url = "http://frontend:8080/api/cart"
+    slow = exec_in(shop_twin, "recommendation", "wget", "-q", "-T", "5", "--spider", url)
+    assert exit_code(slow) == 1 and slow.stderr.decode() == "wget: download timed out\n"
+    assert exit_code(exec_in(shop_twin, "recommendation", "wget", "-q", "-T", "30", "--spider", url)) == 0
+    shop_twin.reset()
+    _frontend_http_chaos(shop_twin, {"abort": True})
+    aborted = exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", url)
+    assert exit_code(aborted) == 1 and aborted.stderr.decode() == "wget: error getting response: Connection reset by peer\n"

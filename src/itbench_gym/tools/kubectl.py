@@ -93,8 +93,9 @@ class KubectlTool:
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         argv, stdin = self.parse(args)
         endpoints = ctx.endpoints
+        kubeconfig = ctx.scratch / "kubeconfig"
         env = {
-            "KUBECONFIG": str(ctx.scratch / "kubeconfig"),
+            "KUBECONFIG": str(kubeconfig),
             "KUBECACHEDIR": str(endpoints.kube_cache_dir),
             "KUBECTL_KUBERC": "false",
             "KUBECTL_INTERACTIVE_DELETE": "false",
@@ -107,7 +108,6 @@ class KubectlTool:
                 return ToolResult(text="kubectl diff runs a diff program, and this machine has none (GNU diffutils)", exit_status=1)
             env["KUBECTL_EXTERNAL_DIFF"] = program
         # A fresh copy of the agent's kubeconfig per call: nothing a command writes into it persists.
-        kubeconfig = ctx.scratch / "kubeconfig"
         kubeconfig.write_bytes(endpoints.kubeconfig.read_bytes())
         kubeconfig.chmod(0o600)
         now = ctx.now()

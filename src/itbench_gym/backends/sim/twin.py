@@ -32,6 +32,8 @@ from itbench_gym.backends.sim.kube.cluster import KubeCluster
 from itbench_gym.backends.sim.kube.registry import shared
 from itbench_gym.backends.sim.kube.store import DEFAULT_EVENT_QUOTA_BYTES, DEFAULT_QUOTA_BYTES
 from itbench_gym.backends.sim.promql import Engine
+from itbench_gym.backends.sim.traces.exchange import AppHttpServers
+from itbench_gym.backends.sim.traces.synth import synth_of
 from itbench_gym.clock import SimClock
 from itbench_gym.lang import yamltext
 from itbench_gym.spec.autoscaling import hpa_objects
@@ -222,7 +224,11 @@ class Twin:
 
         def routing(namespace: str) -> AppRouting | None:
             model = self.apps.instance(namespace)
-            return AppRouting(model.spec, model.view_now(self.cluster.store, self.clock.now())) if model is not None else None
+            if model is None:
+                return None
+            now = self.clock.now()
+            return AppRouting(model.spec, model.view_now(self.cluster.store, now),
+                              AppHttpServers(lambda: synth_of(model), model.trace_ticks(), now))
 
         runtime = self.apps.runtime()
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,

@@ -242,6 +242,23 @@ class Dial:
     outcome: str
 
 
+@dataclass(frozen=True)
+class HttpAnswer:
+    """What an app's server answers one HTTP request with: its status (None: the connection was reset
+    before any answer) and how long it takes."""
+
+    status: int | None
+    seconds: float
+
+
+class HttpServers(Protocol):
+    """The app's HTTP servers as the model runs them now."""
+
+    def answer(self, service: str, method: str, path: str, connection: str) -> HttpAnswer | None:
+        """``service``'s answer to ``method path`` on ``connection`` (None: the twin does not know it)."""
+        ...
+
+
 class Network(Protocol):
     """The network as a process in the container meets it."""
 
@@ -253,6 +270,10 @@ class Network(Protocol):
     def lookup(self, name: str) -> Lookup: ...
 
     def dial(self, ip: str, port: int) -> Dial: ...
+
+    def request(self, ip: str, port: int, method: str, path: str) -> HttpAnswer | None:
+        """The answer to an HTTP request over an open connection to ``ip:port`` (None: not modelled)."""
+        ...
 
 
 @dataclass(frozen=True)

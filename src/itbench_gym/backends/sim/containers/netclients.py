@@ -1,15 +1,18 @@
 """The network clients an image may hold, answering from the pod's network (:mod:`.network`):
 ``nslookup`` and ``getent hosts`` (the cluster DNS), ``nc`` and ``wget`` (a TCP connection).
 
-What happens after a connection is made (the server's HTTP answer, a protocol exchange) is the
-app's, which the twin does not model: a client that gets that far says so and exits 126. Every
-failure before it (a name that does not resolve, DNS that cannot be reached, a refused or timed-out
-connection, a reset) is answered as the program would (busybox 1.36 wording, whose applets these
-images carry).
+An HTTP request to one of the app's services is answered by the app model (its status and how long
+it takes, ``traces/exchange.py``): an error status, a timeout and ``wget --spider`` end as busybox's
+wget ends them. What the twin does not model — a protocol exchange other than such a request, a
+route no operation serves, a response's headers and body — a client that gets that far says, and
+exits 126. Every failure before it (a name that does not resolve, DNS that cannot be reached, a
+refused or timed-out connection, a reset) is answered as the program would (busybox 1.36 wording,
+whose applets these images carry).
 """
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 
 #: What the twin says when a client needs the far end's answer.
 UNMODELLED_EXCHANGE = "the itbench_gym twin does not model what the server answers once connected"
+#: What it says when it knows the HTTP status a server answers with, but the client needs more.
+UNMODELLED_CONTENT = "the itbench_gym twin models the status an app's server answers with, not its headers or body"
 #: What it says for a destination its network model does not cover.
 UNMODELLED_NETWORK = ("the itbench_gym twin does not model this destination (it models the cluster DNS and connections to "
                       "the Services of the app's namespace)")
@@ -214,7 +219,29 @@ def _wget(inv: Invocation) -> ExecResult:
         return inv.done(1)
     if post_file is not None and read_operand(inv, post_file, "wget") is None:
         return inv.done(1)  # busybox reads the body it posts once connected
-    inv.err += f"itbench_gym: wget connected to {shown} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
+    method = "POST" if "\x02" in given or post_file is not None else "GET"
+    assert inv.container.network is not None
+    answer = inv.container.network.request(ip, port, method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+    if answer is None:
+        inv.err += f"itbench_gym: wget connected to {shown} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
+        return inv.done(126)
+    if timeout is not None and answer.seconds > int(timeout):
+        inv.say("download timed out")
+        return inv.done(1)
+    if answer.status is None:
+        inv.say("error getting response: Connection reset by peer")
+        return inv.done(1)
+    status = f"HTTP/1.1 {answer.status} {HTTPStatus(answer.status).phrase}"
+    if "S" in given:
+        inv.err += f"  {status}\n".encode()
+    if not 200 <= answer.status <= 204:
+        inv.say(f"server returned error: {status}")
+        return inv.done(1)
+    if "\x03" in given and "S" not in given:  # --spider: the status is the whole answer
+        if not quiet:
+            inv.err += b"remote file exists\n"
+        return inv.done(0)
+    inv.err += f"itbench_gym: wget got {status} from {shown} ({ip}:{port}); {UNMODELLED_CONTENT}\n".encode()
     return inv.done(126)
 
 

@@ -22,7 +22,7 @@ from itbench_gym.backends.sim.app.dns import CLUSTER_DNS, CLUSTER_DOMAIN, is_ip,
 from itbench_gym.backends.sim.app.network import dns_reachable, reach
 from itbench_gym.backends.sim.app.spec import AppSpec
 
-from .context import Dial, Lookup
+from .context import Dial, HttpAnswer, HttpServers, Lookup
 
 Obj = dict[str, Any]
 #: The resolver option every cluster-first pod gets: a name with fewer dots tries the search list first.
@@ -36,10 +36,11 @@ _OUTCOMES = {"refused": "refused", "no_endpoints": "refused", "timeout": "timeou
 
 @dataclass(frozen=True)
 class AppRouting:
-    """The app model's view of the namespace it runs in, for its routing."""
+    """The app model's view of the namespace it runs in, for its routing, and its HTTP servers."""
 
     spec: AppSpec
     view: ClusterView
+    http: HttpServers | None = None
 
 
 class ClusterNetwork:
@@ -50,6 +51,7 @@ class ClusterNetwork:
                  draw: Callable[[str], float], namespaces: frozenset[str] = frozenset()) -> None:
         self._pod, self._services, self._pods, self._routing, self._draw = pod, services, pods, routing, draw
         self._namespaces = namespaces
+        self._requests = 0
         self._namespace = str(pod["metadata"].get("namespace") or "default")
         self._resolv = resolv_conf(pod.get("spec") or {}, self._namespace)
 
@@ -138,14 +140,22 @@ class ClusterNetwork:
             and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
             and any(c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions") or [])))
 
-    def dial(self, ip: str, port: int) -> Dial:
-        address = f"{ip}:{port}"
+    def _target(self, ip: str) -> str | None:
+        """The app service a Service address of the app's namespace leads to ("" for a Service of no
+        app service), or None when the address is not one the twin routes."""
         routing = self._routing
         svc = next((s for s in self._services if (s.get("spec") or {}).get("clusterIP") == ip), None)
         if routing is None or svc is None or svc["metadata"].get("namespace") != routing.view.namespace:
-            return Dial(address, "unmodelled")
+            return None
         name = str(svc["metadata"].get("name", ""))
-        target = name if name in routing.spec.services else ""
+        return name if name in routing.spec.services else ""
+
+    def dial(self, ip: str, port: int) -> Dial:
+        address = f"{ip}:{port}"
+        routing = self._routing
+        target = self._target(ip)
+        if routing is None or target is None:
+            return Dial(address, "unmodelled")
         outcome = reach(routing.spec, routing.view, self._source(), ip, port, target, handshake=False)
         if outcome.cause == "dns_timeout":  # the model asks DNS even for an address; this dial needs none
             return Dial(address, "unmodelled")
@@ -153,6 +163,24 @@ class ClusterNetwork:
             return Dial(address, "open")
         # the other causes fail a request after its connection is made (HTTP faults, authentication)
         return Dial(address, _OUTCOMES.get(outcome.cause or "", "open"))
+
+    def request(self, ip: str, port: int, method: str, path: str) -> HttpAnswer | None:
+        """The request through what lies between the pod and the server (the path's delays, an
+        HTTPChaos abort resetting it or a replaced request the server's answer to which the twin does
+        not know), then the server's answer."""
+        routing = self._routing
+        target = self._target(ip)
+        if not target or routing is None or routing.http is None:
+            return None
+        self._requests += 1  # each request of an exec draws its own answer, the same again for the same commands
+        connection = f"{ip}:{port}#{self._requests}"
+        path_to = reach(routing.spec, routing.view, self._source(), ip, port, target)
+        if path_to.ok_share < 1.0 and self._draw(connection) >= path_to.ok_share:
+            return HttpAnswer(None, 0.0) if path_to.cause == "http_abort" else None
+        if path_to.server_error_share > 0 and self._draw(f"{connection} body") < path_to.server_error_share:
+            return None
+        answer = routing.http.answer(target, method, path, connection)
+        return HttpAnswer(answer.status, answer.seconds + path_to.delay_ms / 1000.0) if answer is not None else None
 
 
 def stable_draw(*parts: object) -> Callable[[str], float]:

@@ -29,11 +29,10 @@ from itbench_gym.backends.sim.wsgi import RoutedApp, url_map
 from itbench_gym.clock import Clock
 from itbench_gym.lang import durations
 
-from .catalog import flag_variants
 from .jaeger_json import trace_json
 from .record import TraceTick
 from .search import TraceQuery, dependencies, find_trace, find_traces, operations
-from .synth import TraceSynth
+from .synth import TraceSynth, synth_of
 
 if TYPE_CHECKING:
     from itbench_gym.backends.sim.app.model import AppModel
@@ -113,8 +112,6 @@ class JaegerAPI(RoutedApp):
         self.models = models
         self.clock = clock
         self.lock = lock
-        #: each instance's synthesiser, remade when its seed changes (a reseeded incident)
-        self._synths: dict[str, TraceSynth] = {}
         self.url_map = url_map((
             ("/api/services", "services", ("GET",)),
             ("/api/services/<service>/operations", "service_operations", ("GET",)),
@@ -124,13 +121,6 @@ class JaegerAPI(RoutedApp):
             ("/api/dependencies", "dependencies", ("GET",)),
         ))
 
-    def _synth(self, model: AppModel) -> TraceSynth:
-        synth = self._synths.get(model.spec.namespace)
-        if synth is None or synth.seed != model.seed or synth.spec is not model.spec:
-            synth = TraceSynth(model.spec, model.seed, model.products, flag_variants(model.spec, model.manifests()))
-            self._synths[model.spec.namespace] = synth
-        return synth
-
     def bad_request(self, request: Request, message: str, status: int = 400) -> Response:
         return _error(status, message)
 
@@ -139,7 +129,7 @@ class JaegerAPI(RoutedApp):
 
     def handle(self, request: Request, endpoint: str, args: dict[str, Any]) -> Response:
         with self.lock:
-            stores = [_Store(self._synth(m), m.trace_ticks()) for m in self.models()]
+            stores = [_Store(synth_of(m), m.trace_ticks()) for m in self.models()]
             now = self.clock.now()
         try:
             body, status = getattr(self, endpoint)(request, stores, now, **args)

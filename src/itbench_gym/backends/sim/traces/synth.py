@@ -24,10 +24,11 @@ import hashlib
 import json
 import math
 import re
+import weakref
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,8 +37,11 @@ from itbench_gym.backends.sim.app.flow import NETWORK_HOP_S, CallOutcome, Moment
 from itbench_gym.backends.sim.app.network import CAUSES
 from itbench_gym.backends.sim.app.spec import AppSpec, Call, Consumer
 
-from .catalog import Attribute, Evaluation, OperationDef, SpanDef, TraceCatalog, load_catalog
+from .catalog import Attribute, Evaluation, OperationDef, SpanDef, TraceCatalog, flag_variants, load_catalog
 from .record import PodRef, TraceTick
+
+if TYPE_CHECKING:
+    from itbench_gym.backends.sim.app.model import AppModel
 
 #: Most candidate traces kept per tick and root operation; above it a tick is represented by a sample.
 CAP_PER_TICK = 200
@@ -405,6 +409,14 @@ class TraceSynth:
         bits.advance(i * _SLOTS)  # one 64-bit output per double: row i without rows 0..i-1
         return self._trace(tick, root_index, i, np.random.Generator(bits).random(_SLOTS).tolist())
 
+    def serve(self, tick: TraceTick, key: OpKey, at: float, stream: Sequence[int], product: str | None = None) -> tuple[float, int]:
+        """One more request of operation ``key`` arriving at ``at`` in ``tick``'s state, served as a
+        traced request is (its calls, their failures, the faults' delays and aborts): (seconds it
+        takes, HTTP status: 200, or the status its failure answers with). ``stream`` seeds its draws."""
+        draws = _Draws(np.random.default_rng(list(stream)).random(_SLOTS).tolist(), [*stream, 1])
+        out = _Builder(self, tick, draws).server(key, at, 0, product)
+        return out.duration, out.http_status if out.error else 200
+
     def _trace(self, tick: TraceTick, root_index: int, i: int, row: list[float]) -> Trace:
         draws = _Draws(row, self._key(tick, root_index) + [3, i])
         trace_id = self.encode_id(tick.t, root_index, i)
@@ -412,6 +424,19 @@ class TraceSynth:
         start = tick.t - tick.dt + draws.u() * tick.dt
         builder.server(self.roots[root_index], start, 0)
         return Trace(trace_id, self.roots[root_index], builder.spans)
+
+
+#: Each app model's synthesiser (building one reads the spec's whole call graph: ~0.1 s).
+_SYNTHS: weakref.WeakKeyDictionary[AppModel, TraceSynth] = weakref.WeakKeyDictionary()
+
+
+def synth_of(model: AppModel) -> TraceSynth:
+    """``model``'s trace synthesiser, remade when its seed or spec changes (a reseeded incident)."""
+    synth = _SYNTHS.get(model)
+    if synth is None or synth.seed != model.seed or synth.spec is not model.spec:
+        synth = TraceSynth(model.spec, model.seed, model.products, flag_variants(model.spec, model.manifests()))
+        _SYNTHS[model] = synth
+    return synth
 
 
 class _Builder:

@@ -1,0 +1,69 @@
+"""HTTP requests a process in a container sends to the app's services, answered by the model.
+
+A request that reaches a service (through its Service, :meth:`ClusterNetwork.request`) is matched
+against the service's server operations by method and route (``GET /api/products/{productId}``
+serves ``/api/products/OLJCESPC7Z``), and served as the twin's traces serve that operation in the
+model's latest tick: the same calls, their failures and the faults' delays and aborts
+(:meth:`TraceSynth.serve`), so what a client in a pod sees agrees with Jaeger, the span metrics and
+the logs. Its answer is the status and how long the server took; the body and headers are not
+modelled. What the model cannot say gives None, and the client says so: a route no operation serves
+(a real server's 404 or its own page), a path argument the app's data does not hold (a product id
+not in the catalogue), an app with no tick yet.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Sequence
+
+from itbench_gym.backends.sim.app.flow import OpKey
+from itbench_gym.backends.sim.containers.context import HttpAnswer
+
+from .record import TraceTick
+from .synth import TraceSynth
+
+_PARAM = re.compile(r"\{(\w+)\}")
+
+
+def route_pattern(route: str) -> re.Pattern[str]:
+    """A route template as a pattern over request paths: each ``{name}`` one path segment."""
+    parts = _PARAM.split(route)
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts)))
+
+
+def http_routes(synth: TraceSynth) -> dict[str, list[tuple[str, re.Pattern[str], OpKey]]]:
+    """Per service, its server operations that are HTTP routes: (method, path pattern, operation)."""
+    routes: dict[str, list[tuple[str, re.Pattern[str], OpKey]]] = {}
+    for key, info in synth.ops.items():
+        if info.route is not None and info.kind == "server":
+            routes.setdefault(key[0], []).append((info.method, route_pattern(info.route), key))
+    return routes
+
+
+class AppHttpServers:
+    """The app's HTTP operations in the model's latest tick (``HttpServers`` for ``kubectl exec``);
+    the synthesiser is asked for only when a request comes."""
+
+    def __init__(self, synth: Callable[[], TraceSynth], ticks: Sequence[TraceTick], now: float) -> None:
+        self._synth_of = synth
+        self._tick = ticks[-1] if ticks else None
+        self._now = now
+
+    def answer(self, service: str, method: str, path: str, connection: str) -> HttpAnswer | None:
+        if self._tick is None:
+            return None
+        synth = self._synth_of()
+        route_path = path.split("?", 1)[0]
+        for route_method, pattern, key in http_routes(synth).get(service, ()):
+            matched = pattern.fullmatch(route_path)
+            if route_method != method or matched is None:
+                continue
+            params = matched.groupdict()
+            product = params.pop("productId", None)
+            if params or (product is not None and product not in synth.products):
+                return None  # an argument whose effect the app's data does not say
+            stream = [synth.seed, int(round(self._now * 1000)), zlib.crc32(f"{connection} {method} {path}".encode())]
+            seconds, status = synth.serve(self._tick, key, self._now, stream, product)
+            return HttpAnswer(status, seconds)
+        return None
