@@ -144,3 +144,34 @@ def test_http_chaos_delays_and_aborts_a_pods_own_requests(shop_twin: ShopTwin) -
     _frontend_http_chaos(shop_twin, {"abort": True})
     aborted = exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", url)
     assert exit_code(aborted) == 1 and aborted.stderr.decode() == "wget: error getting response: Connection reset by peer\n"
+
+
+def test_curl_reports_the_status_and_fails_as_curl_does(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    frontend = shop_twin.store.get("Service", NS, "frontend")["spec"]["clusterIP"]
+    status = exec_in(shop_twin, "quote", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{remote_ip}\\n", "http://frontend:8080/api/cart")
+    assert exit_code(status) == 0 and status.stdout.decode() == f"200 {frontend}\n" and status.stderr == b""
+    body = exec_in(shop_twin, "quote", "curl", "-s", "http://frontend:8080/api/cart")
+    assert exit_code(body) == 126 and "not its headers or body" in body.stderr.decode()
+    missing = exec_in(shop_twin, "quote", "curl", "-sS", "-w", "%{http_code}", "http://no-such-service/")
+    assert exit_code(missing) == 6 and missing.stdout.decode() == "000"
+    assert missing.stderr.decode() == "curl: (6) Could not resolve host: no-such-service\n"
+
+    service = shop_twin.store.get("Service", NS, "frontend")
+    service["spec"]["selector"] = {"app.kubernetes.io/component": "nothing-runs-this"}
+    shop_twin.store.update(service)
+    shop_twin.backend.advance(30)
+    # each image's curl release words a refused connection its own way (Alpine 3.22's 8.14.1, Ubuntu 24.04's 8.5.0)
+    for component, words in (("quote", "Could not connect to server"), ("ad", "Couldn't connect to server")):
+        refused = exec_in(shop_twin, component, "curl", "-sS", "http://frontend:8080/")
+        assert exit_code(refused) == 7
+        assert refused.stderr.decode() == f"curl: (7) Failed to connect to frontend port 8080 after 0 ms: {words}\n"
+
+    shop_twin.reset()
+    ad = shop_twin.store.get("Deployment", NS, "ad")
+    ad["spec"]["replicas"] = 0
+    shop_twin.store.update(ad)
+    shop_twin.backend.advance(60)
+    failing = exec_in(shop_twin, "quote", "curl", "-sSf", "-o", "/dev/null", "http://frontend:8080/api/data")
+    assert exit_code(failing) == 22 and failing.stderr.decode() == "curl: (22) The requested URL returned error: 500\n"
+    assert exec_in(shop_twin, "quote", "curl", "-sf", "http://frontend:8080/api/data").stderr == b""  # -s without -S

@@ -299,6 +299,8 @@ class Container:
     network: Network | None = None
     #: The node's kernel as ``uname`` shows it: release, build and machine (no release: the node says none).
     kernel: tuple[str, str, str] = ("", "", "")
+    #: Versions of the image's programs whose behaviour depends on them (the registry's ``versions``).
+    versions: Mapping[str, str] = field(default_factory=dict)
 
     def path(self, raw: str, cwd: str | None = None) -> str:
         """``raw`` as an absolute, normalised path (relative to ``cwd``, default the working directory)."""

@@ -1228,6 +1228,13 @@ def _sed(inv: Invocation) -> ExecResult:
     return sed(inv)
 
 
+def _curl(inv: Invocation) -> ExecResult:
+    """curl (:mod:`.curl`)."""
+    from .curl import curl  # it builds on this module's Invocation and getopt
+
+    return curl(inv)
+
+
 #: The programs the twin emulates, by name (a name of the image's catalogue or a shell builtin).
 PROGRAMS: dict[str, Program] = {
     "[": _test, "basename": _basename, "cat": _cat, "date": _date, "dirname": _dirname, "echo": _echo, "egrep": _grep,
@@ -1235,7 +1242,7 @@ PROGRAMS: dict[str, Program] = {
     "printenv": _printenv, "printf": _printf, "pwd": _pwd, "sleep": _sleep, "sort": _sort, "tail": _tail, "test": _test,
     "true": _true, "uname": _uname, "uniq": _uniq, "wc": _wc, **dict.fromkeys(SHELLS, _shell),
     **dict.fromkeys(("nslookup", "getent", "nc", "wget"), _network),
-    **dict.fromkeys(("cp", "mv", "mkdir", "rm", "touch", "tee"), _file_change), "sed": _sed,
+    **dict.fromkeys(("cp", "mv", "mkdir", "rm", "touch", "tee"), _file_change), "sed": _sed, "curl": _curl,
 }
 
 

@@ -243,7 +243,7 @@ class ContainerExec:
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
                          image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname, started),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
-                         now=float(self._clock.now()), network=network, kernel=kernel)
+                         now=float(self._clock.now()), network=network, kernel=kernel, versions=dict(rule.versions))
 
     def _visible(self, objects: list[Obj]) -> list[Obj]:
         """The objects outside the hidden namespaces (a Namespace by its own name)."""

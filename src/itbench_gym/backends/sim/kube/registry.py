@@ -51,6 +51,8 @@ class ImageRule:
     workdir: str = ""
     env: tuple[tuple[str, str], ...] = ()
     entrypoint: tuple[str, ...] | None = None
+    #: versions of programs whose emulated behaviour depends on them (``curl``: its messages' wording)
+    versions: tuple[tuple[str, str], ...] = ()
 
     def has(self, executable: str) -> bool:
         return self.executables is None or executable in self.executables or executable.rsplit("/", 1)[-1] in self.executables
@@ -64,6 +66,7 @@ class Base:
     executables: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     workdir: str
+    versions: tuple[tuple[str, str], ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +74,8 @@ def bases() -> dict[str, Base]:
     """The base images ``registry.yaml`` catalogues, by name."""
     raw = yaml.safe_load(_DATA.read_text()).get("bases") or {}
     return {str(name): Base(tuple(str(e) for e in b.get("executables") or ()),
-                            tuple((str(k), str(v)) for k, v in (b.get("env") or {}).items()), str(b.get("workdir", "")))
+                            tuple((str(k), str(v)) for k, v in (b.get("env") or {}).items()), str(b.get("workdir", "")),
+                            tuple((str(k), str(v)) for k, v in (b.get("versions") or {}).items()))
             for name, b in raw.items()}
 
 
@@ -87,7 +91,7 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
     out = []
     for i, entry in enumerate(raw):
         unknown = set(entry) - {"pattern", "architectures", "executables", "index", "home", "idle", "workdir", "env", "base",
-                               "entrypoint"}
+                               "entrypoint", "versions"}
         if unknown or "pattern" not in entry or "architectures" not in entry:
             raise ValueError(f"{where}: images[{i}]: needs pattern and architectures; unknown fields {sorted(unknown)}")
         executables = entry.get("executables")
@@ -97,6 +101,9 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
         env = entry.get("env") or {}
         if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
             raise ValueError(f"{where}: images[{i}].env: needs a mapping of names to strings")
+        versions = entry.get("versions") or {}
+        if not isinstance(versions, Mapping) or not all(isinstance(v, str) for v in versions.values()):
+            raise ValueError(f"{where}: images[{i}].versions: needs a mapping of program names to version strings")
         workdir = str(entry.get("workdir", ""))
         if workdir and not workdir.startswith("/"):
             raise ValueError(f"{where}: images[{i}].workdir: needs an absolute path")
@@ -113,7 +120,8 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
                              bool(entry.get("index", True)), str(entry.get("home", "")),
                              (float(parse_quantity(idle["cpu"])), float(parse_quantity(idle["memory"]))) if idle is not None else None,
                              workdir, _merged_env(base.env, [(str(k), v) for k, v in env.items()]),
-                             tuple(str(e) for e in entry["entrypoint"]) if entry.get("entrypoint") is not None else None))
+                             tuple(str(e) for e in entry["entrypoint"]) if entry.get("entrypoint") is not None else None,
+                             _merged_env(base.versions, [(str(k), v) for k, v in versions.items()])))
     return tuple(out)
 
 
