@@ -175,3 +175,11 @@ def test_curl_reports_the_status_and_fails_as_curl_does(shop_twin: ShopTwin) -> 
     failing = exec_in(shop_twin, "quote", "curl", "-sSf", "-o", "/dev/null", "http://frontend:8080/api/data")
     assert exit_code(failing) == 22 and failing.stderr.decode() == "curl: (22) The requested URL returned error: 500\n"
     assert exec_in(shop_twin, "quote", "curl", "-sf", "http://frontend:8080/api/data").stderr == b""  # -s without -S
+
+
+def test_gnu_wget_is_not_taken_for_busyboxs(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    gnu = exec_in(shop_twin, "ad", "wget", "-q", "--spider", "http://frontend:8080/api/cart")
+    assert exit_code(gnu) == 126 and "wget is in this container's image, but the twin does not emulate it" in gnu.stderr.decode()
+    assert "curl" in gnu.stderr.decode() and "wget," not in gnu.stderr.decode()
+    assert exit_code(exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", "http://frontend:8080/api/cart")) == 0

@@ -1264,9 +1264,15 @@ def find(name: str, container: Container, env: Mapping[str, str] | None = None, 
     return base if base in executables and posixpath.dirname(path) in directories else None
 
 
+#: Programs emulated as busybox's applets only: in a GNU image the program of that name is another one
+#: (GNU Wget's output, retries and exit codes are not busybox wget's), which the twin does not emulate.
+BUSYBOX_ONLY = frozenset({"wget"})
+
+
 def emulated(container: Container) -> list[str]:
     """The emulated programs this container's image has, sorted."""
-    return sorted(set(PROGRAMS) & {posixpath.basename(e) for e in container.executables or ()})
+    names = set(PROGRAMS) if busybox(container) else set(PROGRAMS) - BUSYBOX_ONLY
+    return sorted(names & {posixpath.basename(e) for e in container.executables or ()})
 
 
 def invoke(name: str, argv: list[str], container: Container, stdin: bytes, env: Mapping[str, str], cwd: str, *,
@@ -1290,7 +1296,7 @@ def run(argv: list[str], container: Container, stdin: bytes = b"", env: Mapping[
     name = find(word, container, env, cwd=cwd)
     if name is None:
         return ExecResult(stderr=f"{runtime_refusal(word)}\n".encode("utf-8", "surrogateescape"), code=127)
-    program = PROGRAMS.get(name)
+    program = PROGRAMS.get(name) if name not in BUSYBOX_ONLY or busybox(container) else None
     if program is None:
         listed = ", ".join(emulated(container)) or "none"
         return ExecResult(stderr=f"itbench_gym: {word} is in this container's image, but the twin does not emulate it "
