@@ -1056,3 +1056,7 @@ class AppModel:
     def trace_ticks(self) -> tuple[TraceTick, ...]:
         """The recorded flow of every tick so far, oldest first (traces are synthesised from it)."""
         return tuple(self._ticks.unpack(blob) for blob in self._state.trace_ticks)
+
+    def last_trace_tick(self) -> TraceTick | None:
+        """The recorded flow of the latest tick (None before the first)."""
+        return self._ticks.unpack(self._state.trace_ticks[-1]) if self._state.trace_ticks else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from itbench_gym.backends.sim.app.flow import OpKey
 from itbench_gym.backends.sim.containers.context import HttpAnswer
@@ -45,9 +45,9 @@ class AppHttpServers:
     """The app's HTTP operations in the model's latest tick (``HttpServers`` for ``kubectl exec``);
     the synthesiser is asked for only when a request comes."""
 
-    def __init__(self, synth: Callable[[], TraceSynth], ticks: Sequence[TraceTick], now: float) -> None:
+    def __init__(self, synth: Callable[[], TraceSynth], tick: TraceTick | None, now: float) -> None:
         self._synth_of = synth
-        self._tick = ticks[-1] if ticks else None
+        self._tick = tick
         self._now = now
 
     def answer(self, service: str, method: str, path: str, connection: str) -> HttpAnswer | None:
