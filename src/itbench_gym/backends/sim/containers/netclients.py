@@ -166,8 +166,18 @@ _WGET_LONGS = {"continue": "c", "quiet": "q", "server-response": "S", "output-do
                "spider": "\x03", "no-check-certificate": "\x04", "post-file": "\x05", "passive-ftp": "\x06",
                "no-cache": "\x06", "no-verbose": "\x06", "no-clobber": "\x06", "no-host-directories": "\x06",
                "no-parent": "\x06"}
+#: busybox wget's network timeout without ``-T``.
+WGET_TIMEOUT_SECONDS = 900
 _WGET_USAGE = ("usage: wget [-cqS] [--spider] [-O FILE] [-o LOGFILE] [--header STR] [--post-data STR | --post-file FILE] "
                "[-Y on/off] [--no-check-certificate] [-P DIR] [-U AGENT] [-T SEC] URL...")
+
+
+def _phrase(status: int) -> str:
+    """The reason phrase servers send with ``status`` (none for a code HTTP does not name)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def _wget(inv: Invocation) -> ExecResult:
@@ -225,13 +235,13 @@ def _wget(inv: Invocation) -> ExecResult:
     if answer is None:
         inv.err += f"itbench_gym: wget connected to {shown} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
         return inv.done(126)
-    if timeout is not None and answer.seconds > int(timeout):
+    if answer.seconds > (int(timeout) if timeout is not None else WGET_TIMEOUT_SECONDS):
         inv.say("download timed out")
         return inv.done(1)
     if answer.status is None:
         inv.say("error getting response: Connection reset by peer")
         return inv.done(1)
-    status = f"HTTP/1.1 {answer.status} {HTTPStatus(answer.status).phrase}"
+    status = f"HTTP/1.1 {answer.status} {_phrase(answer.status)}".rstrip()
     if "S" in given:
         inv.err += f"  {status}\n".encode()
     if not 200 <= answer.status <= 204:
