@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
+
+from itbench_gym.lang import yamltext
 
 _DEFINITIONS = Path(__file__).with_name("definitions")
 
@@ -109,9 +110,9 @@ class ArgRef:
 @lru_cache(maxsize=1)
 def catalogue() -> dict[str, FaultDefinition]:
     out: dict[str, FaultDefinition] = {}
-    fragments = {file.name: yaml.safe_load(file.read_text()) for file in _DEFINITIONS.glob("_*.yaml")}
+    fragments = {file.name: yamltext.load(file.read_text()) for file in _DEFINITIONS.glob("_*.yaml")}
     for file in sorted(_DEFINITIONS.glob("[!_]*.yaml")):
-        d = yaml.safe_load(file.read_text())
+        d = yamltext.load(file.read_text())
         args = _inline(d["args"], fragments, file.name)
         out[file.stem] = FaultDefinition(file.stem, d["description"], d["category"], d["operation"], args,
                                          tuple(d.get("creates") or ()), tuple(d.get("workarounds") or ()), d.get("cluster_wide"))

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from itbench_gym.lang import yamltext
 
 AUTOSCALING_FILE = "autoscaling.yaml"
 
@@ -23,7 +23,7 @@ def hpa_objects(app_dir: Path, manifests: Iterable[Obj], namespace: str) -> list
     path = app_dir / AUTOSCALING_FILE
     if not path.is_file():
         raise ValueError(f"{path}: missing; environment.autoscaling.kubernetes.hpa needs the app's HPA template")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yamltext.load(path.read_text()) or {}
     if not isinstance(data.get("spec"), dict):
         raise ValueError(f"{path}: spec: the HorizontalPodAutoscaler spec (without scaleTargetRef) is required")
     excluded = set(data.get("exclude") or [])

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any
 
-import yaml
+from itbench_gym.lang import yamltext
 
 #: Flags whose values name local files; their values are checked against the workspace.
 PATH_KIND = "path"
@@ -53,7 +53,7 @@ class Grammar:
 
 @functools.cache
 def grammar() -> Grammar:
-    doc: dict[str, Any] = yaml.safe_load(resources.files("itbench_gym.tools").joinpath("kubectl_grammar.yaml").read_text())
+    doc: dict[str, Any] = yamltext.load(resources.files("itbench_gym.tools").joinpath("kubectl_grammar.yaml").read_text())
     commands: dict[str, CommandGrammar] = {}
     for path, entry in doc["commands"].items():
         command = CommandGrammar(

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from itbench_gym.lang import yamltext
 from itbench_gym.policy.rego import RegoEngine, RegoError, RegoVersion
 from itbench_gym.tools.base import ToolContext, ToolInputError, ToolResult
 from itbench_gym.tools.cli_args import (
@@ -39,7 +40,6 @@ from itbench_gym.tools.cli_args import (
 
 _DATA_SUFFIXES = (".json", ".yaml", ".yml")
 _QUERY_MODULE = "<query.rego>"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _EVAL_FLAGS = {"data": "value", "input": "value", "format": "value", "v0-compatible": "bool", "fail": "bool", "fail-defined": "bool", "help": "bool"}
 _EVAL_SHORT = {"d": "data", "i": "input", "f": "format", "h": "help"}
@@ -248,7 +248,7 @@ def _document(workspace: Path, value: str) -> Any:
 
 def _parse_document(text: str, shown: str) -> Any:
     try:
-        return json.loads(text) if shown.endswith(".json") else yaml.load(text, Loader=_LOADER)
+        return json.loads(text) if shown.endswith(".json") else yamltext.load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise _Failed([_OpaError("", f"{shown}: {' '.join(str(exc).split())}")]) from None
 

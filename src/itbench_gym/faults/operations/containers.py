@@ -13,11 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.context import FaultContext, ObjectRef
 from itbench_gym.faults.operations.common import Obj, edited_containers, target
+from itbench_gym.lang import yamltext
 
 #: ITBench's name for the init container it adds.
 INIT_CONTAINER = "worker"
@@ -32,7 +31,7 @@ SCRIPT_MODE = 0o755
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(Path(__file__).with_name("containers.yaml").read_text())
+    data: dict[str, Any] = yamltext.load(Path(__file__).with_name("containers.yaml").read_text())
     return data
 
 

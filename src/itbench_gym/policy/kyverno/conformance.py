@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from itbench_gym.lang import yamltext
+
 from ..conformance import CaseFailure, ConformanceResult, SkippedCase, SuiteOutcome
 from .engine import Policy, PolicyError, RuleResult, evaluate_policy, load_policy
 from .exceptions import apply_exceptions
@@ -25,7 +27,6 @@ from .match import Admission, is_cluster_scoped, resource_namespace
 from .vpol import VALIDATING_POLICY_KINDS
 
 SUITE_FILE = "kyverno-test.yaml"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: parsing dominates the run time
 # Kyverno's CEL-based policy types and Kubernetes admission policies, which `kyverno test` also accepts.
 UNSUPPORTED_POLICY_KINDS = frozenset(
     {
@@ -76,7 +77,7 @@ def run_kyverno_suites(paths: Sequence[Path]) -> ConformanceResult:
 
 def load_yaml_docs(path: Path) -> list[Any]:
     """Every non-empty document of a YAML file (libyaml's loader when present: the corpus is large)."""
-    return [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_LOADER) if d is not None]
+    return yamltext.load_all(path.read_text(encoding="utf-8"))
 
 
 def resource_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
@@ -97,7 +98,7 @@ def with_default_namespace(resource: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_values(path: Path) -> _Values:
-    return _parse_values(yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {})
+    return _parse_values(yamltext.load(path.read_text(encoding="utf-8")) or {})
 
 
 def _parse_values(doc: Any) -> _Values:
@@ -140,7 +141,7 @@ class _Suite:
 
     def load(self) -> bool:
         try:
-            spec = yaml.load(self.path.read_text(encoding="utf-8"), Loader=_LOADER)
+            spec = yamltext.load(self.path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             self._fail_suite(f"cannot read suite: {exc}")
             return False
@@ -182,7 +183,7 @@ class _Suite:
     def _load_user(self, path: Path) -> None:
         """A RequestInfo file: the user, groups, roles and cluster roles the requests come from."""
         try:
-            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
+            doc = yamltext.load(path.read_text(encoding="utf-8")) or {}
             user = doc.get("userInfo") or {}
             self.user = Admission(
                 username=str(user.get("username", "")),
@@ -198,7 +199,7 @@ class _Suite:
         from .cel_libraries import Images, Resources
 
         try:
-            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
+            doc = yamltext.load(path.read_text(encoding="utf-8")) or {}
             spec = doc.get("spec") or {}
             self.cel_libraries = {"resource": Resources(spec.get("resources") or []), "image": Images(spec.get("images") or [])}
         except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as exc:

@@ -15,8 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from itbench_gym.lang import yamltext
 from itbench_gym.lang.timestamps import rfc3339
 
 _DATA = Path(__file__).with_name("errortext.yaml")
@@ -51,7 +50,7 @@ class Failure:
 
 @cache
 def _data() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(_DATA.read_text())
+    doc: dict[str, Any] = yamltext.load(_DATA.read_text())
     return doc
 
 

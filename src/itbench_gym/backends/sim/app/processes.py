@@ -24,10 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from itbench_gym.backends.sim.kube.runtime import FileReader
 from itbench_gym.lang import shell as shellsyntax
+from itbench_gym.lang import yamltext
 
 _SHELLS = {"sh", "bash", "ash"}
 _PYTHON = re.compile(r"python(3(\.\d+)?)?$")
@@ -96,7 +95,7 @@ def only_sleeps(argv: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=1)
 def programs() -> dict[str, Program]:
-    raw = yaml.safe_load(Path(__file__).with_name("programs.yaml").read_text())
+    raw = yamltext.load(Path(__file__).with_name("programs.yaml").read_text())
     return {str(p["sha256"]): Program(str(p["reads_json"])) for p in raw["programs"]}
 
 

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from itbench_gym.backends.sim.app.cluster_view import parse_quantity
 from itbench_gym.backends.sim.kube.nodes import KERNEL_BUILD, uname_machine
+from itbench_gym.lang import yamltext
 
 from .kube_state import _ts
 
@@ -50,7 +49,7 @@ class _NodeState:
 
 
 def _load_data() -> dict[str, Any]:
-    doc = yaml.safe_load(DATA.read_text())
+    doc = yamltext.load(DATA.read_text())
     if not isinstance(doc, dict):
         raise ValueError(f"{DATA}: expected a mapping")
     return doc

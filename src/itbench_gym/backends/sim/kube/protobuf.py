@@ -21,8 +21,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from itbench_gym.lang import yamltext
 from itbench_gym.lang.timestamps import rfc3339
 
 MAGIC = b"k8s\x00"
@@ -76,7 +75,7 @@ def _parse_field(message: str, number: int, text: str) -> FieldSpec:
 @lru_cache(maxsize=1)
 def schema() -> Schema:
     """The field table, loaded and checked once (every referenced message must be defined)."""
-    doc = yaml.safe_load(resources.files(__package__).joinpath("protobuf_types.yaml").read_text())
+    doc = yamltext.load(resources.files(__package__).joinpath("protobuf_types.yaml").read_text())
     messages = {name: {int(n): _parse_field(name, int(n), spec) for n, spec in (fields or {}).items()}
                  for name, fields in doc["messages"].items()}
     for name, fields in messages.items():

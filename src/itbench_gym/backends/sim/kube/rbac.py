@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import yaml
+from itbench_gym.lang import yamltext
 
 from . import errors
 from .selectors import selector_from_dict
@@ -474,7 +474,7 @@ def aggregate(store: ObjectStore) -> None:
 @functools.cache
 def _bootstrap_documents() -> tuple[Obj, ...]:
     text = resources.files(__package__).joinpath("bootstrap_rbac.yaml").read_text(encoding="utf-8")
-    return tuple(d for d in yaml.safe_load_all(text) if d)
+    return tuple(d for d in yamltext.load_all(text) if d)
 
 
 def bootstrap(store: ObjectStore) -> None:

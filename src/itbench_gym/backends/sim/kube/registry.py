@@ -16,8 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes.utils.quantity import parse_quantity
+
+from itbench_gym.lang import yamltext
 
 from .runtime import NO_PLATFORM, DefaultRuntime, not_found
 
@@ -72,7 +73,7 @@ class Base:
 @lru_cache(maxsize=1)
 def bases() -> dict[str, Base]:
     """The base images ``registry.yaml`` catalogues, by name."""
-    raw = yaml.safe_load(_DATA.read_text()).get("bases") or {}
+    raw = yamltext.load(_DATA.read_text()).get("bases") or {}
     return {str(name): Base(tuple(str(e) for e in b.get("executables") or ()),
                             tuple((str(k), str(v)) for k, v in (b.get("env") or {}).items()), str(b.get("workdir", "")),
                             tuple((str(k), str(v)) for k, v in (b.get("versions") or {}).items()))
@@ -173,7 +174,7 @@ def split_reference(image: str) -> tuple[str, str, str]:
 
 @lru_cache(maxsize=1)
 def shared() -> Registry:
-    raw = yaml.safe_load(_DATA.read_text())
+    raw = yamltext.load(_DATA.read_text())
     return Registry(parse_images(raw["images"], str(_DATA)), dict(raw.get("missing") or {}), str(raw["defaultHome"]))
 
 
