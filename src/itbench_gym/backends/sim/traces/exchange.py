@@ -60,9 +60,12 @@ class AppHttpServers:
             if route_method != method or matched is None:
                 continue
             params = matched.groupdict()
-            product = params.pop("productId", None)
-            if params or (product is not None and product not in synth.products):
-                return None  # an argument whose effect the app's data does not say
+            # a path argument is answered only when it names one of the catalogue's products (a trace
+            # field of kind ``catalog``): the data says nothing of what another value would do
+            products = [v for n, v in params.items() if synth.catalog.fields.get(n, ("", None))[0] == "catalog"]
+            if len(products) != len(params) or any(v not in synth.products for v in products):
+                return None
+            product = products[0] if products else None
             stream = [synth.seed, int(round(self._now * 1000)), zlib.crc32(f"{connection} {method} {path}".encode())]
             seconds, status = synth.serve(self._tick, key, self._now, stream, product)
             return HttpAnswer(status, seconds)
