@@ -11,7 +11,7 @@ import pytest
 from itbench_gym.env import ITBenchEnv
 from itbench_gym.tools.kubectl_diff import as_on_a_cluster, diff_program
 
-pytestmark = pytest.mark.skipif(diff_program() is None, reason="GNU diff is not installed")
+pytestmark = pytest.mark.skipif(diff_program() is None, reason="kubectl diff runs GNU diff, and this machine has none (diffutils, essential on Debian, is missing)")
 
 SCALED = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: recommendation\n  namespace: otel-demo\nspec:\n  replicas: 2\n"
 

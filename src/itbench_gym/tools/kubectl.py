@@ -44,6 +44,11 @@ class KubectlTool:
 
     def parse(self, args: Mapping[str, Any]) -> tuple[list[str], str | None]:
         """Arguments -> (argv after `kubectl`, stdin), refused unless kubectl's grammar allows them."""
+        argv, stdin, _ = self._read(args)
+        return argv, stdin
+
+    def _read(self, args: Mapping[str, Any]) -> tuple[list[str], str | None, KubectlInvocation]:
+        """The arguments as (argv after `kubectl`, stdin, the invocation kubectl's grammar reads in them)."""
         stdin = args.get("stdin")
         if stdin is not None and not isinstance(stdin, str):
             raise ToolInputError("argument 'stdin' must be a string")
@@ -70,8 +75,7 @@ class KubectlTool:
                 raise ToolInputError(f"cannot parse the command line: {exc} (check your quotes)") from None
         if argv and argv[0] == "kubectl":
             argv = argv[1:]
-        self.check(argv)
-        return argv, stdin
+        return argv, stdin, self.check(argv)
 
     @staticmethod
     def check(argv: list[str]) -> KubectlInvocation:
@@ -91,7 +95,7 @@ class KubectlTool:
             raise ToolInputError(str(exc)) from None
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        argv, stdin = self.parse(args)
+        argv, stdin, invocation = self._read(args)
         endpoints = ctx.endpoints
         kubeconfig = ctx.scratch / "kubeconfig"
         env = {
@@ -101,7 +105,7 @@ class KubectlTool:
             "KUBECTL_INTERACTIVE_DELETE": "false",
             "NO_COLOR": "1",
         }
-        diffing = self.check(argv).command == "diff"
+        diffing = invocation.command == "diff"
         if diffing:
             program = external_diff()
             if program is None:

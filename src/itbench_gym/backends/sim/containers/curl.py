@@ -51,6 +51,8 @@ class _Transfer:
 
     url: str
     method: str
+    host: str = ""
+    scheme: str = ""
     ip: str = ""
     port: int = 0
     status: int = 0
@@ -112,6 +114,7 @@ def curl(inv: Invocation) -> ExecResult:
         port = parts.port
     except ValueError:
         return end(3, "URL rejected: Port number was not a decimal number between 0 and 65535")
+    transfer.host, transfer.scheme = parts.hostname or "", parts.scheme
     if parts.scheme not in ("http", "https") or not parts.hostname:
         inv.say(f"{parts.scheme}: {UNMODELLED_EXCHANGE}" if parts.hostname else f"{operands[0]}: not an http or https URL")
         return inv.done(126 if parts.hostname else 3)
@@ -161,7 +164,7 @@ def _answered(inv: Invocation, answer: HttpAnswer, transfer: _Transfer, given: s
     if "f" in given and answer.status >= 400:
         return end(22, f"The requested URL returned error: {answer.status}")
     if output not in _DISCARDED or "i" in given:
-        inv.err += (f"itbench_gym: curl got HTTP/1.1 {answer.status} from {urlsplit(transfer.url).hostname} "
+        inv.err += (f"itbench_gym: curl got HTTP/1.1 {answer.status} from {transfer.host} "
                     f"({transfer.ip}:{transfer.port}); {UNMODELLED_CONTENT}\n").encode()
         return inv.done(126)
     return end(0, "")
@@ -186,7 +189,7 @@ def _write_out(inv: Invocation, fmt: str | None, transfer: _Transfer) -> ExecRes
         "remote_port": str(transfer.port) if transfer.ip else "0", "url_effective": transfer.url, "url": transfer.url,
         "method": transfer.method, "exitcode": str(transfer.code), "errormsg": transfer.error,
         "num_connects": "1" if transfer.ip else "0", "http_version": "1.1" if transfer.status else "0",
-        "scheme": urlsplit(transfer.url).scheme.upper() if transfer.status else "",
+        "scheme": transfer.scheme.upper() if transfer.status else "",
     }
     out: list[str] = []
     i = 0

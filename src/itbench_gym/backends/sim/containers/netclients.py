@@ -157,8 +157,9 @@ def _nc(inv: Invocation) -> ExecResult:
     return inv.done(126)
 
 
-#: busybox wget's options: short letters, those taking a value, its long names (the long-only ones
-#: mapped to placeholder characters, as busybox does) and the ones it accepts and ignores.
+#: busybox wget's options: short letters, those taking a value, its long names (each long-only one
+#: stands for a control character no short option uses, as busybox's getopt32 table does with
+#: bytes 0xf0-0xff) and the ones it accepts and ignores.
 _WGET_FLAGS = "cqS\x03\x04\x06"
 _WGET_VALUED = "OPYUTt\x01\x02\x05"
 _WGET_LONGS = {"continue": "c", "quiet": "q", "server-response": "S", "output-document": "O", "directory-prefix": "P",

@@ -215,7 +215,7 @@ def getopt(inv: Invocation, flags: str, valued: str = "", longs: Mapping[str, st
 def usage_error(inv: Invocation, option: str, flags: str, valued: str, code: int,
                 longs: Mapping[str, str] | None = None) -> ExecResult:
     """The twin's word for an option it does not emulate, listing those it does: the short letters, and
-    the long options that have none (``longs`` maps them to a placeholder character, as in getopt)."""
+    the long options that have none (``longs`` maps each to a character no short option uses)."""
     emulated = " ".join([*(f"-{c}" for c in sorted(flags + valued) if c.isalnum()),
                          *(f"--{name}" for name, c in sorted((longs or {}).items()) if not c.isalnum())])
     inv.say(f"the itbench_gym twin does not emulate {option!r} (it emulates {emulated or 'no options'})")

@@ -80,8 +80,9 @@ def bases() -> dict[str, Base]:
             for name, b in raw.items()}
 
 
-def _merged_env(base: Sequence[tuple[str, str]], own: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """An image's Env over its base's: a name it sets again keeps its place, new names follow (as ``ENV`` does)."""
+def _merged(base: Sequence[tuple[str, str]], own: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """An image's pairs over its base's (Env, versions): a name set again keeps its place, new names follow
+    (as ``ENV`` does)."""
     out = dict(base)
     out.update(own)
     return tuple(out.items())
@@ -120,9 +121,9 @@ def parse_images(raw: Iterable[Mapping[str, Any]], where: str) -> tuple[ImageRul
                              tuple(str(e) for e in executables) if executables is not None else None,
                              bool(entry.get("index", True)), str(entry.get("home", "")),
                              (float(parse_quantity(idle["cpu"])), float(parse_quantity(idle["memory"]))) if idle is not None else None,
-                             workdir, _merged_env(base.env, [(str(k), v) for k, v in env.items()]),
+                             workdir, _merged(base.env, [(str(k), v) for k, v in env.items()]),
                              tuple(str(e) for e in entry["entrypoint"]) if entry.get("entrypoint") is not None else None,
-                             _merged_env(base.versions, [(str(k), v) for k, v in versions.items()])))
+                             _merged(base.versions, [(str(k), v) for k, v in versions.items()])))
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ not in the catalogue), an app with no tick yet.
 from __future__ import annotations
 
 import re
+import weakref
 import zlib
 from collections.abc import Callable
 
@@ -32,12 +33,19 @@ def route_pattern(route: str) -> re.Pattern[str]:
     return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts)))
 
 
-def http_routes(synth: TraceSynth) -> dict[str, list[tuple[str, re.Pattern[str], OpKey]]]:
+Routes = dict[str, list[tuple[str, re.Pattern[str], OpKey]]]
+#: Each synthesiser's routes, read from its operations once.
+_ROUTES: weakref.WeakKeyDictionary[TraceSynth, Routes] = weakref.WeakKeyDictionary()
+
+
+def http_routes(synth: TraceSynth) -> Routes:
     """Per service, its server operations that are HTTP routes: (method, path pattern, operation)."""
-    routes: dict[str, list[tuple[str, re.Pattern[str], OpKey]]] = {}
-    for key, info in synth.ops.items():
-        if info.route is not None and info.kind == "server":
-            routes.setdefault(key[0], []).append((info.method, route_pattern(info.route), key))
+    routes = _ROUTES.get(synth)
+    if routes is None:
+        routes = _ROUTES[synth] = {}
+        for key, info in synth.ops.items():
+            if info.route is not None and info.kind == "server":
+                routes.setdefault(key[0], []).append((info.method, route_pattern(info.route), key))
     return routes
 
 
