@@ -183,3 +183,26 @@ def test_gnu_wget_is_not_taken_for_busyboxs(shop_twin: ShopTwin) -> None:
     assert exit_code(gnu) == 126 and "wget is in this container's image, but the twin does not emulate it" in gnu.stderr.decode()
     assert "curl" in gnu.stderr.decode() and "wget," not in gnu.stderr.decode()
     assert exit_code(exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", "http://frontend:8080/api/cart")) == 0
+
+
+def test_servers_listen_where_their_command_line_and_env_say(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    for port in ("8013", "8016", "4000"):  # flagd's gRPC and OFREP ports, its UI sidecar's
+        assert exit_code(exec_in(shop_twin, "product-reviews", "nc", "-z", "flagd", port)) == 0, port
+    flagd = shop_twin.store.get("Service", NS, "flagd")["spec"]["clusterIP"]
+    deployment = shop_twin.store.get("Deployment", NS, "flagd")
+    server, ui = deployment["spec"]["template"]["spec"]["containers"]
+    at = server["command"].index("--ofrep-port")
+    server["command"][at:at + 2] = ["-r9016"]  # pflag's shorthand with its value attached
+    ui["env"] = [{**e, "value": "4001"} if e["name"] == "FLAGD_UI_PORT" else e for e in ui["env"]]
+    shop_twin.store.update(deployment)
+    shop_twin.backend.advance(120)
+    for port in ("8016", "4000"):  # the Service still sends there; nothing listens any more
+        refused = exec_in(shop_twin, "product-reviews", "nc", "-z", "flagd", port)
+        assert refused.stderr.decode() == f"nc: can't connect to remote host ({flagd}): Connection refused\n", port
+    service = shop_twin.store.get("Service", NS, "flagd")
+    service["spec"]["ports"] = [{**p, "targetPort": 9016} if p["name"] == "ofrep" else p for p in service["spec"]["ports"]]
+    shop_twin.store.update(service)
+    shop_twin.backend.advance(30)
+    assert exit_code(exec_in(shop_twin, "product-reviews", "nc", "-z", "flagd", "8016")) == 0
+    assert exit_code(exec_in(shop_twin, "product-reviews", "nc", "-z", "flagd", "8013")) == 0

@@ -939,8 +939,8 @@ class AppModel:
                     self._export_runtime(view, p, inst, ProcessState(
                         seen_mem, cpu.usage_cores, math.ceil(limit_cpu) if math.isfinite(limit_cpu) else node_cores, limit_mem,
                         max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s), t, dt)
-                for side, (side_mem, side_cpu) in svc.sidecars.items():
-                    cluster.set_usage(view.namespace, p.name, side, cpu_cores=side_cpu, memory_bytes=side_mem * MI)
+                for side, sidecar in svc.sidecars.items():
+                    cluster.set_usage(view.namespace, p.name, side, cpu_cores=sidecar.cpu_idle, memory_bytes=sidecar.memory_mi * MI)
                 if limit_mem and mem >= limit_mem:
                     cluster.kill_container(view.namespace, p.name, p.container["name"], reason="OOMKilled", exit_code=137)
                     self.machines.cadvisor.record_oom(view.namespace, p.name, p.container["name"])

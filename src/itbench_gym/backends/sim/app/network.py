@@ -21,10 +21,10 @@ from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_se
 from itbench_gym.lang.timestamps import parse_rfc3339
 
 from .balancing import instance_key
-from .cluster_view import ClusterView, PodView, select
+from .cluster_view import ClusterView, PodView, container_env, select
 from .dns import DNS_PORT, asks_cluster_dns, service_for
 from .netpolicy import Endpoint, allows
-from .process import argv, flag_value
+from .process import argv, container_ports, flag_value
 from .spec import Address, AppSpec
 
 #: cause → (seconds the failed call takes when not a timeout, gRPC code, message shape)
@@ -230,14 +230,11 @@ def _listening_ports(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) 
         if not p.running:
             return set()  # e.g. the pause image of a PodChaos pod-failure: nothing listens
         svc = spec.services[p.service]
-        if svc.port_env and svc.port_env in p.env:
-            try:
-                ports.add(int(p.env[svc.port_env]))
-            except ValueError:
-                pass
-        elif svc.port is not None:
-            ports.add(svc.port)
-        ports.update(svc.other_ports)
+        ports |= container_ports(svc, p.container, view.started_env.get(instance_key(p), p.env)) or set()
+        running = {s.get("name") for s in (pod_obj.get("status") or {}).get("containerStatuses") or [] if "running" in (s.get("state") or {})}
+        for c in pod_obj["spec"].get("containers") or []:
+            if c.get("name") in svc.sidecars and c.get("name") in running:
+                ports |= container_ports(svc, c, container_env(c, pod_obj, view.key, view.data)) or set()
     if not ports:
         for c in pod_obj["spec"].get("containers") or []:
             ports |= {int(x["containerPort"]) for x in c.get("ports") or [] if "containerPort" in x}

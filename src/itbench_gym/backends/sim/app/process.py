@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cluster_view import ClusterView, PodView, container_env, expand_vars
+from .spec import Listener, Service
 
 _SHELLS = {"sh", "bash", "ash", "dash"}
 _LOOP = re.compile(r"while\s+(?:true|:)\s*;?\s*do\b(?P<body>.*?)\bdone\b", re.S)
@@ -37,13 +38,42 @@ def argv(container: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
 
 
 def flag_value(args: list[str], flag: str) -> str | None:
-    """The value of ``flag`` in an argument vector (``--flag value`` or ``--flag=value``); None when absent."""
+    """The value of ``flag`` in an argument vector (``--flag value``, ``--flag=value``, and for a
+    one-letter ``-f`` also ``-fvalue`` as Go's pflag reads it); None when absent."""
+    short = len(flag) == 2 and flag[0] == "-" and flag[1] != "-"
     for i, arg in enumerate(args):
         if arg == flag and i + 1 < len(args):
             return args[i + 1]
         if arg.startswith(flag + "="):
             return arg[len(flag) + 1:]
+        if short and arg.startswith(flag) and len(arg) > 2:
+            return arg[2:]
     return None
+
+
+def listening_port(listener: Listener, args: list[str], env: Mapping[str, str]) -> int | None:
+    """The port a process started with ``args`` and ``env`` listens on (None: a value it cannot use,
+    so it serves nothing there)."""
+    raw = next((v for v in (flag_value(args, f) for f in listener.flags) if v is not None), None)
+    if raw is None and listener.env is not None:
+        raw = env.get(listener.env)
+    if raw is None:
+        return listener.default
+    return int(raw) if raw.strip().isdigit() and 0 < int(raw) < 65536 else None
+
+
+def container_ports(svc: Service, container: Mapping[str, Any], env: Mapping[str, str]) -> set[int] | None:
+    """The ports the process of ``container`` listens on when it is the service's own or one of its
+    sidecars (each read from the command line and env it started with); None for any other container."""
+    name = container.get("name")
+    if name == svc.container:
+        listeners = ((svc.listener,) if svc.listener is not None else ()) + svc.other_ports
+    elif name in svc.sidecars:
+        listeners = svc.sidecars[str(name)].ports
+    else:
+        return None
+    args = argv(container, env)
+    return {port for listener in listeners if (port := listening_port(listener, args, env)) is not None}
 
 
 def mounted_file(path: str, container: Mapping[str, Any], pod: Mapping[str, Any], view: ClusterView) -> str | None:

@@ -17,8 +17,9 @@ from typing import Any
 from itbench_gym.backends.sim.kube.registry import RegistryRuntime, shared
 from itbench_gym.backends.sim.kube.runtime import FileReader, ProbeKind
 
-from .cluster_view import ClusterView, pod_view
+from .cluster_view import ClusterView, container_env, pod_view
 from .network import reach, reachable_once_started
+from .process import container_ports
 from .processes import Process
 from .spec import AppSpec
 
@@ -113,12 +114,10 @@ class AppRuntime(RegistryRuntime):
             # A container the behaviour model does not describe (the cluster's own components): its
             # process serves the health endpoint its manifest probes, as the real component does.
             return True
-        svc = self.spec.services[svc_name]
-        listening = svc.port
-        env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "value" in e}
-        if svc.port_env and svc.port_env in env and env[svc.port_env].isdigit():
-            listening = int(env[svc.port_env])
-        return listening is not None and int(port) == listening
+        view = self._view_of(str(pod["metadata"].get("namespace", "")))
+        env = container_env(container, pod, view.key, view.data) if isinstance(view, ClusterView) else container_env(container, pod)
+        ports = container_ports(self.spec.services[svc_name], container, env)
+        return ports is None or int(port) in ports
 
     def exit_after(self, pod: dict[str, Any], container: dict[str, Any], files: FileReader, *,
                    emulated: bool = False) -> tuple[float, int] | None:

@@ -42,6 +42,25 @@ class Address:
 
 
 @dataclass(frozen=True)
+class Listener:
+    """A port a process listens on: a command-line option's value (the first of ``flags`` given),
+    else an env var's, else ``default`` (flags before env, as flagd's viper and most servers rank them)."""
+
+    default: int
+    env: str | None = None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A container the model runs beside a service's own: its steady use and the ports it listens on."""
+
+    memory_mi: float
+    cpu_idle: float
+    ports: tuple[Listener, ...] = ()
+
+
+@dataclass(frozen=True)
 class StartDependency:
     """What a server must reach once started, else it exits (app.yaml ``start_dependency``)."""
 
@@ -132,7 +151,8 @@ class Service:
     language: str
     workload: str
     container: str
-    port_env: str | None
+    #: Where its server's port comes from (None: it serves no port of its own).
+    listener: Listener | None
     port: int | None
     traced: bool
     startup_seconds: float
@@ -140,7 +160,7 @@ class Service:
     memory_mi_per_rps: float
     cpu_idle: float
     cpu_cores: float
-    sidecars: dict[str, tuple[float, float]]
+    sidecars: dict[str, Sidecar]
     operations: dict[str, Operation]
     logs: Logs
     call_counter: CallCounter | None = None
@@ -156,7 +176,7 @@ class Service:
     #: An address its process must reach after starting, else it exits (app.yaml ``start_dependency``).
     start_dependency: StartDependency | None = None
     #: Ports its server listens on besides ``port`` (app.yaml ``other_ports``).
-    other_ports: tuple[int, ...] = ()
+    other_ports: tuple[Listener, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -463,7 +483,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         language=raw["language"],
         workload=raw.get("workload", name),
         container=raw["container"],
-        port_env=port.get("env") if port else None,
+        listener=_listener(port) if port else None,
         port=int(port["default"]) if port else None,
         traced=bool(raw["traced"]),
         startup_seconds=float(raw.get("startup_seconds", 2.0)),
@@ -471,7 +491,8 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         memory_mi_per_rps=float(res.get("memory_mi_per_rps", 0.0)),
         cpu_idle=float(res["cpu_idle"]),
         cpu_cores=float(res["cpu_cores"]),
-        sidecars={k: (float(v["memory_mi"]), float(v["cpu_idle"])) for k, v in raw.get("sidecars", {}).items()},
+        sidecars={k: Sidecar(float(v["memory_mi"]), float(v["cpu_idle"]), tuple(map(_listener, v.get("ports", ()))))
+                  for k, v in raw.get("sidecars", {}).items()},
         operations=ops,
         logs=_logs(raw.get("logs", {}), f"{where}.logs"),
         call_counter=CallCounter(**calls_metric) if calls_metric else None,
@@ -481,8 +502,15 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         jvm=load_jvm(raw["jvm"]) if "jvm" in raw else None,
         request_bodies=load_bodies(raw.get("request_bodies") or {}),
         start_dependency=_start_dependency(raw["start_dependency"]) if "start_dependency" in raw else None,
-        other_ports=tuple(int(p) for p in raw.get("other_ports", ())),
+        other_ports=tuple(map(_listener, raw.get("other_ports", ()))),
     )
+
+
+def _listener(raw: int | dict[str, Any]) -> Listener:
+    """A port as app.yaml gives it: a number, or where the process reads it (``flags``, ``env``) and its default."""
+    if isinstance(raw, int):
+        return Listener(raw)
+    return Listener(int(raw["default"]), raw.get("env"), tuple(raw.get("flags", ())))
 
 
 def _start_dependency(raw: dict[str, Any]) -> StartDependency:
