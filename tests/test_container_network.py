@@ -3,10 +3,12 @@ routes them (Service ports, endpoints, NetworkPolicies), through the twin's exec
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from conftest import ShopTwin
 from itbench_gym.backends.sim.kube.remotecommand import Outcome
+from itbench_gym.spec import FaultRef
 
 NS = "otel-demo"
 
@@ -206,3 +208,42 @@ def test_servers_listen_where_their_command_line_and_env_say(shop_twin: ShopTwin
     shop_twin.backend.advance(30)
     assert exit_code(exec_in(shop_twin, "product-reviews", "nc", "-z", "flagd", "8016")) == 0
     assert exit_code(exec_in(shop_twin, "product-reviews", "nc", "-z", "flagd", "8013")) == 0
+
+
+OFREP = "http://flagd:8016/ofrep/v1/evaluate/flags"
+
+
+def test_flagds_ofrep_port_answers_from_the_flags_its_process_holds(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    single = exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", "-d", "{}", f"{OFREP}/recommendationCacheFailure")
+    assert exit_code(single) == 0
+    assert single.stdout == b'{"value":false,"key":"recommendationCacheFailure","reason":"STATIC","variant":"off","metadata":{}}'
+    missing = exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", f"{OFREP}/noSuchFlag", "-w", " %{http_code} %{content_type}")
+    assert missing.stdout.decode() == ('{"key":"noSuchFlag","errorCode":"FLAG_NOT_FOUND","errorDetails":"flag `noSuchFlag` does not exist",'
+                                       '"metadata":{}} 404 application/json')
+    assert exit_code(exec_in(shop_twin, "quote", "curl", "-sf", "-X", "POST", f"{OFREP}/noSuchFlag")) == 22
+    not_context = exec_in(shop_twin, "quote", "curl", "-s", "--data-raw", "[1]", f"{OFREP}/paymentFailure")
+    assert json.loads(not_context.stdout)["errorCode"] == "INVALID_CONTEXT"
+    wrong_method = exec_in(shop_twin, "quote", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"{OFREP}/paymentFailure")
+    assert wrong_method.stdout == b"405"
+    bulk = json.loads(exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", OFREP).stdout)
+    keys = [f["key"] for f in bulk["flags"]]
+    assert keys == sorted(keys) and "recommendationCacheFailure" in keys and bulk["metadata"] == {}
+    assert {f["reason"] for f in bulk["flags"]} == {"STATIC"}
+
+    # the ConfigMap's change reaches flagd with its new pod; a busybox wget posting to it sees the same
+    shop_twin.inject(FaultRef("opentelemetry-demo-feature-flag", {
+        "flag": {"name": "recommendationCacheFailure", "state": "on"},
+        "kubernetesObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flagd-config", "namespace": NS}}}))
+    before = exec_in(shop_twin, "recommendation", "wget", "-qO-", "--post-data", "", f"{OFREP}/recommendationCacheFailure")
+    assert json.loads(before.stdout)["value"] is False  # the running flagd still holds the file it copied at its start
+    shop_twin.inject(FaultRef("restart-kubernetes-workload", {
+        "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "flagd", "namespace": NS}}}))
+    shop_twin.backend.advance(60)
+    after = exec_in(shop_twin, "recommendation", "wget", "-O", "-", "--post-data", "{}", f"{OFREP}/recommendationCacheFailure")
+    assert exit_code(after) == 0 and json.loads(after.stdout) == {
+        "value": True, "key": "recommendationCacheFailure", "reason": "STATIC", "variant": "on", "metadata": {}}
+    assert after.stderr.decode().splitlines()[1:] == [
+        "writing to stdout", "itbench_gym: wget's progress meter is not shown by the twin", "written to stdout"]
+    gone = exec_in(shop_twin, "recommendation", "wget", "-q", "-O", "-", "--post-data", "", f"{OFREP}/noSuchFlag")
+    assert exit_code(gone) == 1 and gone.stderr.decode() == "wget: server returned error: HTTP/1.1 404 Not Found\n"

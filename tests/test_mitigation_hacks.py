@@ -284,6 +284,8 @@ def test_flagd_accepts_or_rejects_a_flag_file_as_a_whole() -> None:
     for text, message in (('{"flags": ', "transposing evaluators: unmarshal"),
                           ("[]", "cannot unmarshal array into Go value"),
                           ('{"flags": []}', "cannot unmarshal array into Go struct field Definition.flags"),
-                          ('{"flags": {"a": 3}}', "cannot unmarshal number into Go struct field Definition.flags")):
+                          ('{"flags": {"a": 3}}', "cannot unmarshal number into Go struct field Definition.flags"),
+                          ('{"metadata": [], "flags": {}}', "cannot unmarshal array into Go struct field Definition.metadata"),
+                          ('{"flags": {"a": {"metadata": "x"}}}', "cannot unmarshal string into Go struct field Flag.flags.metadata")):
         with pytest.raises(FlagFileError, match=message):
             load_flag_file(text)

@@ -29,6 +29,14 @@ class FlagDefinition:
     state: str = ""
     variants: Mapping[str, Any] = field(default_factory=dict)
     default_variant: str = ""
+    #: the flag's ``targeting`` rules (None, or ``{}``, when it has none: its evaluation is static)
+    targeting: Any = None
+    #: the flag's own ``metadata`` (evaluations report it with the flag set's)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def targeted(self) -> bool:
+        return self.targeting is not None and self.targeting != {}
 
     def served(self) -> tuple[bool, Any]:
         """(True, value) when flagd resolves the flag to its default variant; (False, None) when the
@@ -43,10 +51,23 @@ def _unmarshal_error(what: str, value: Any, target: str) -> FlagFileError:
     return FlagFileError(f"unmarshalling provided configurations: json: cannot unmarshal {kind} into {what} of type {target}")
 
 
+@dataclass(frozen=True)
+class FlagSet:
+    """What flagd holds from one flag file: its flags and the file's own ``metadata``."""
+
+    flags: dict[str, FlagDefinition] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
 def load_flag_file(text: str) -> dict[str, FlagDefinition]:
     """The flags of a flagd flag file, or ``FlagFileError`` when flagd would reject the file."""
+    return load_flag_set(text).flags
+
+
+def load_flag_set(text: str) -> FlagSet:
+    """A flagd flag file as flagd holds it, or ``FlagFileError`` when flagd would reject the file."""
     if not text.strip():
-        return {}
+        return FlagSet()
     try:
         doc = json.loads(text)
     except ValueError as exc:
@@ -57,9 +78,12 @@ def load_flag_file(text: str) -> dict[str, FlagDefinition]:
     evaluators = doc.get("$evaluators")
     if evaluators is not None and not isinstance(evaluators, dict):
         raise _unmarshal_error("Go struct field Evaluators.$evaluators", evaluators, "map[string]json.RawMessage")
+    metadata = doc.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _unmarshal_error("Go struct field Definition.metadata", metadata, "map[string]interface {}")
     flags = doc.get("flags")
     if flags is None:
-        return {}
+        return FlagSet(metadata=metadata or {})
     if not isinstance(flags, dict):
         raise _unmarshal_error("Go struct field Definition.flags", flags, "map[string]model.Flag")
     out: dict[str, FlagDefinition] = {}
@@ -76,8 +100,12 @@ def load_flag_file(text: str) -> dict[str, FlagDefinition]:
             raise _unmarshal_error("Go struct field Flag.flags.variants", variants, "map[string]interface {}")
         if default is not None and not isinstance(default, str):
             raise _unmarshal_error("Go struct field Flag.flags.defaultVariant", default, "string")
-        out[str(name)] = FlagDefinition(state=state, variants=dict(variants or {}), default_variant=default or "")
+        flag_metadata = raw.get("metadata")
+        if flag_metadata is not None and not isinstance(flag_metadata, dict):
+            raise _unmarshal_error("Go struct field Flag.flags.metadata", flag_metadata, "map[string]interface {}")
+        out[str(name)] = FlagDefinition(state=state, variants=dict(variants or {}), default_variant=default or "",
+                                        targeting=raw.get("targeting"), metadata=flag_metadata or {})
     for name, flag in out.items():  # validateDefaultVariants runs once the whole document unmarshalled
         if flag.default_variant and flag.default_variant not in flag.variants:
             raise FlagFileError(f"default variant: '{flag.default_variant}' isn't a valid variant of flag: '{name}'")
-    return out
+    return FlagSet(out, metadata or {})

@@ -228,7 +228,7 @@ class Twin:
                 return None
             now = self.clock.now()
             return AppRouting(model.spec, model.view_now(self.cluster.store, now),
-                              AppHttpServers(lambda: synth_of(model), model.last_trace_tick(), now))
+                              AppHttpServers(lambda: synth_of(model), model.last_trace_tick(), now, model.flagd_holds))
 
         runtime = self.apps.runtime()
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,

@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from itbench_gym.backends.sim.chaos import API_VERSION as CHAOS_API
 from itbench_gym.backends.sim.chaos import PAUSE_IMAGE, active
 from itbench_gym.backends.sim.kube.errors import ApiError
-from itbench_gym.lang.flagd import FlagFileError, load_flag_file
+from itbench_gym.lang.flagd import FlagFileError, FlagSet, load_flag_set
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, selector_from_dict
 
 from .dns import CLUSTER_DNS
@@ -352,23 +352,33 @@ def flags_of(cm: dict[str, Any] | None, spec: AppSpec) -> dict[str, Any]:
 
 def flag_values(text: str | None, spec: AppSpec) -> dict[str, Any] | None:
     """Flag values as flagd loads the flag file ``text`` (``defaultVariant`` → variant value); None
-    when it rejects the file or there is none.
+    when it rejects the file or there is none (:func:`loaded_flag_set`, :func:`served_values`)."""
+    loaded = loaded_flag_set(text)
+    return served_values(loaded, spec) if loaded is not None else None
+
+
+def loaded_flag_set(text: str | None) -> FlagSet | None:
+    """What flagd holds once it loads the flag file ``text``; None when it rejects the file or there is none.
 
     flagd accepts a flag file only as a whole (:mod:`itbench_gym.lang.flagd`, flagd's
     ``JSON.SetState``): one it rejects (not JSON, a flag that is not an object, a ``defaultVariant``
     that is not a variant) changes nothing — a flagd starting on it runs and is ready with no flags,
     so every evaluation fails with FLAG_NOT_FOUND and the app uses its code defaults; a running one
-    keeps what it served. Disabled flags and flags without a default variant evaluate to the code
-    default too.
+    keeps what it served.
     """
     if text is None:
         return None
     try:
-        flags = load_flag_file(text)
+        return load_flag_set(text)
     except FlagFileError:
         return None
+
+
+def served_values(flag_set: FlagSet, spec: AppSpec) -> dict[str, Any]:
+    """The app's flags (by their canonical names) that ``flag_set`` serves a value of: disabled flags and
+    flags without a default variant evaluate to the code default, so they are left out."""
     out: dict[str, Any] = {}
-    for name, flag in flags.items():
+    for name, flag in flag_set.flags.items():
         canonical = spec.flag_aliases.get(name)
         served, value = flag.served()
         if canonical and served:

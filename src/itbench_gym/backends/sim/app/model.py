@@ -29,6 +29,7 @@ from itbench_gym.backends.sim.traces.catalog import TraceCatalog
 from itbench_gym.backends.sim.traces.packing import PackedTick, TickPacker
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
+from itbench_gym.lang.flagd import FlagSet
 from itbench_gym.paths import tree_digest
 from itbench_gym.spec.loader import shape_document_problems
 from itbench_gym.spec.loadshape import LoadShape, parse_shape, run_ticks
@@ -42,10 +43,11 @@ from .cluster_view import (
     Derived,
     PodView,
     StoreLike,
-    flag_values,
     list_kind,
+    loaded_flag_set,
     parse_quantity,
     ready_pod_labels,
+    served_values,
 )
 from .collector import KAFKAMETRICS_SCOPE, Collectors
 from .cpu import CpuDemand, CpuState, cpu_tick
@@ -109,11 +111,13 @@ class Instance:
 
 @dataclass(frozen=True)
 class ServedFlags:
-    """What one flagd process serves: the flag file's text it last saw and the flags it holds."""
+    """What one flagd process serves: the flag file's text it last saw, the flag set it holds and the
+    app's flag values it serves from it."""
 
     process: str
     text: str | None
     flags: dict[str, Any]
+    held: FlagSet = FlagSet()
 
 
 @dataclass
@@ -629,7 +633,7 @@ class AppModel:
         copy its init container made of the ConfigMap when the pod started, in an emptyDir, so a
         ConfigMap edit shows after a new pod and an edit of the copy at once). A process loads the
         file as it starts (none it accepts: no flags) and each version written after, keeping what
-        it served when it rejects one (:func:`flag_values`)."""
+        it served when it rejects one (`cluster_view.loaded_flag_set`)."""
         serving = view.serving(self.spec.flag_service) if self.spec.flag_file is not None else []
         if not serving:
             return {}
@@ -639,10 +643,17 @@ class AppModel:
         served = self._state.flagd
         if served is not None and served.process == process and served.text == text:
             return served.flags
-        loaded = flag_values(text, self.spec)
-        kept = served.flags if served is not None and served.process == process else {}
-        self._state.flagd = ServedFlags(process, text, kept if loaded is None else loaded)
+        loaded = loaded_flag_set(text)
+        if loaded is None:
+            kept = served if served is not None and served.process == process else None
+            self._state.flagd = ServedFlags(process, text, kept.flags, kept.held) if kept is not None else ServedFlags(process, text, {})
+        else:
+            self._state.flagd = ServedFlags(process, text, served_values(loaded, self.spec), loaded)
         return self._state.flagd.flags
+
+    def flagd_holds(self) -> FlagSet | None:
+        """The flag set the flag service's process held at the last tick (None before any ran)."""
+        return self._state.flagd.held if self._state.flagd is not None else None
 
     def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]],
                node_memory: Mapping[str, float]) -> tuple[Knobs, dict[str, float], dict[str, float]]:

@@ -24,8 +24,8 @@ from .balancing import instance_key
 from .cluster_view import ClusterView, PodView, container_env, select
 from .dns import DNS_PORT, asks_cluster_dns, service_for
 from .netpolicy import Endpoint, allows
-from .process import argv, container_ports, flag_value
-from .spec import Address, AppSpec
+from .process import argv, container_ports, flag_value, listening_port
+from .spec import Address, AppSpec, Listener
 
 #: cause → (seconds the failed call takes when not a timeout, gRPC code, message shape)
 CAUSES: dict[str, tuple[float, str, str]] = {
@@ -239,6 +239,23 @@ def _listening_ports(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) 
         for c in pod_obj["spec"].get("containers") or []:
             ports |= {int(x["containerPort"]) for x in c.get("ports") or [] if "containerPort" in x}
     return ports
+
+
+def listener_reached(spec: AppSpec, view: ClusterView, service: str, port: int) -> Listener | None:
+    """The listener of ``service``'s server that a connection to its Service's ``port`` reaches: the
+    port's target on a serving pod, matched with the ports its process reads (None: none of them)."""
+    app = spec.services.get(service)
+    ports = ((view.services.get(service) or {}).get("spec") or {}).get("ports") or []
+    svc_port = next((p for p in ports if int(p.get("port", 0)) == port), None)
+    serving = view.serving(service)
+    if app is None or svc_port is None or not serving:
+        return None
+    pod = serving[0]
+    target = _target_port(svc_port, pod.pod)
+    env = view.started_env.get(instance_key(pod), pod.env)
+    args = argv(pod.container, env)
+    listeners = ((app.listener,) if app.listener is not None else ()) + app.other_ports
+    return next((lst for lst in listeners if target is not None and listening_port(lst, args, env) == target), None)
 
 
 def _target_port(svc_port: dict[str, Any], pod_obj: dict[str, Any]) -> int | None:

@@ -49,6 +49,8 @@ class Listener:
     default: int
     env: str | None = None
     flags: tuple[str, ...] = ()
+    #: a protocol the twin answers on this port in place of the service's own routes (``ofrep``)
+    serves: str | None = None
 
 
 @dataclass(frozen=True)
@@ -510,7 +512,7 @@ def _listener(raw: int | dict[str, Any]) -> Listener:
     """A port as app.yaml gives it: a number, or where the process reads it (``flags``, ``env``) and its default."""
     if isinstance(raw, int):
         return Listener(raw)
-    return Listener(int(raw["default"]), raw.get("env"), tuple(raw.get("flags", ())))
+    return Listener(int(raw["default"]), raw.get("env"), tuple(raw.get("flags", ())), raw.get("serves"))
 
 
 def _start_dependency(raw: dict[str, Any]) -> StartDependency:

@@ -245,17 +245,22 @@ class Dial:
 @dataclass(frozen=True)
 class HttpAnswer:
     """What an app's server answers one HTTP request with: its status (None: the connection was reset
-    before any answer) and how long it takes."""
+    before any answer), how long it takes and, where the twin knows them, its body and content type
+    (``body`` None: the twin knows the status only)."""
 
     status: int | None
     seconds: float
+    body: bytes | None = None
+    content_type: str | None = None
 
 
 class HttpServers(Protocol):
     """The app's HTTP servers as the model runs them now."""
 
-    def answer(self, service: str, method: str, path: str, connection: str) -> HttpAnswer | None:
-        """``service``'s answer to ``method path`` on ``connection`` (None: the twin does not know it)."""
+    def answer(self, service: str, method: str, path: str, connection: str, body: bytes, serves: str | None) -> HttpAnswer | None:
+        """``service``'s answer to ``method path`` with ``body`` on ``connection``, reaching the listener
+        that ``serves`` a protocol of its own (app.yaml ``serves``; None: the service's own routes).
+        None: the twin does not know it."""
         ...
 
 
@@ -271,7 +276,7 @@ class Network(Protocol):
 
     def dial(self, ip: str, port: int) -> Dial: ...
 
-    def request(self, ip: str, port: int, method: str, path: str) -> HttpAnswer | None:
+    def request(self, ip: str, port: int, method: str, path: str, body: bytes = b"") -> HttpAnswer | None:
         """The answer to an HTTP request over an open connection to ``ip:port`` (None: not modelled)."""
         ...
 

@@ -3,9 +3,11 @@ time as the app model answers it (``traces/exchange.py``).
 
 What an agent's curl most often asks is fully answered: ``curl -s -o /dev/null -w '%{http_code}' URL``
 (the status, or ``000`` and curl's exit code when no answer came), ``curl -sf URL`` failing on an error
-status, ``-m``/``--connect-timeout`` timing out behind a slow or silent server. A response's headers
-and body are not modelled: where curl would print them (no ``-o /dev/null``, ``-I``, ``-i``) the twin
-says so and exits 126, as for any exchange it does not model. The messages are curl's own (``curl:
+status, ``-m``/``--connect-timeout`` timing out behind a slow or silent server. A response's body is
+printed where the twin knows it (flagd's OFREP answers, ``app/ofrep.py``), with the request's body
+from the data options; the app services' bodies and every response's headers are not modelled: where
+curl would print them (no ``-o /dev/null``, ``-I``, ``-i``) the twin says so and exits 126, as for any
+exchange it does not model. The messages are curl's own (``curl:
 (7) Failed to connect to ...``), in the wording of the release the image holds (the registry's
 ``versions``: "Couldn't connect to server" before 8.9, "Could not connect to server" since).
 """
@@ -16,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from .context import ExecResult, HttpAnswer
 from .netclients import UNMODELLED_CONTENT, UNMODELLED_EXCHANGE, UNMODELLED_NETWORK
@@ -25,11 +27,13 @@ if TYPE_CHECKING:
     from .programs import Invocation
 
 _FLAGS = "sSfLkIi\x01\x02\x03"
-_VALUED = "owXdHmA\x04\x05"
+_VALUED = "owXdHmA\x04\x05\x06\x07"
 _LONGS = {"silent": "s", "show-error": "S", "fail": "f", "location": "L", "insecure": "k", "head": "I", "include": "i",
-          "output": "o", "write-out": "w", "request": "X", "data": "d", "data-raw": "d", "data-binary": "d", "header": "H",
-          "max-time": "m", "user-agent": "A", "no-progress-meter": "\x01", "compressed": "\x02", "http1.1": "\x03",
-          "connect-timeout": "\x04", "data-urlencode": "\x05"}
+          "output": "o", "write-out": "w", "request": "X", "data": "d", "data-ascii": "d", "data-raw": "\x06",
+          "data-binary": "\x07", "header": "H", "max-time": "m", "user-agent": "A", "no-progress-meter": "\x01",
+          "compressed": "\x02", "http1.1": "\x03", "connect-timeout": "\x04", "data-urlencode": "\x05"}
+#: The options whose values make the request's body, joined with ``&`` in the order given.
+_DATA = "d\x05\x06\x07"
 #: Linux's connect timeout when nothing answers a SYN: tcp_syn_retries 6, the first retransmission after
 #: 1 s and each later one after twice as long (1 + 2 + ... + 64 s).
 _KERNEL_CONNECT_TIMEOUT_MS = 127_000
@@ -59,6 +63,9 @@ class _Transfer:
     seconds: float = 0.0
     code: int = 0
     error: str = ""
+    #: the response's body and content type, where the twin knows them
+    body: bytes | None = None
+    content_type: str | None = None
 
 
 def _connect_words(inv: Invocation) -> str:
@@ -97,7 +104,10 @@ def curl(inv: Invocation) -> ExecResult:
     max_time = next((v for k, v in limits if k == "m"), None)
     connect_limit = min((v for _, v in limits), default=None)
     url = operands[0] if "://" in operands[0] else f"http://{operands[0]}"
-    method = value("X") or ("HEAD" if "I" in given else "POST" if given & {"d", "\x05"} else "GET")
+    method = value("X") or ("HEAD" if "I" in given else "POST" if given & set(_DATA) else "GET")
+    body = _request_body(inv, [(k, v) for k, v in opts if k in _DATA])
+    if body is None:
+        return inv.done(126)
     transfer = _Transfer(url, method)
     shows_errors = "s" not in given or "S" in given
 
@@ -145,7 +155,7 @@ def curl(inv: Invocation) -> ExecResult:
     if dial.outcome == "reset":
         return end(56, "Recv failure: Connection reset by peer")
     answer = network.request(transfer.ip, port, "GET" if method == "HEAD" else method,
-                             (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+                             (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body)
     if answer is None:
         inv.err += f"itbench_gym: curl connected to {parts.hostname} ({transfer.ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
         return inv.done(126)
@@ -161,13 +171,44 @@ def _answered(inv: Invocation, answer: HttpAnswer, transfer: _Transfer, given: s
     if answer.status is None:
         return end(56, "Recv failure: Connection reset by peer")
     transfer.status, transfer.seconds = answer.status, answer.seconds
+    transfer.body, transfer.content_type = answer.body, answer.content_type
     if "f" in given and answer.status >= 400:
         return end(22, f"The requested URL returned error: {answer.status}")
+    if answer.body is not None and output is None and not given & {"i", "I"}:
+        inv.write(answer.body)
+        return end(0, "")
     if output not in _DISCARDED or "i" in given:
         inv.err += (f"itbench_gym: curl got HTTP/1.1 {answer.status} from {transfer.host} "
                     f"({transfer.ip}:{transfer.port}); {UNMODELLED_CONTENT}\n").encode()
         return inv.done(126)
     return end(0, "")
+
+
+def _request_body(inv: Invocation, data: list[tuple[str, str]]) -> bytes | None:
+    """The body the data options make (``-d @FILE`` read with its line ends dropped, ``--data-binary
+    @FILE`` as it is, ``--data-raw`` literally, ``--data-urlencode`` percent-encoded); None after saying
+    what the twin cannot read."""
+    from .programs import UNMODELLED, stat
+
+    parts: list[bytes] = []
+    for letter, raw in data:
+        if letter == "\x05":
+            name, sep, text = raw.partition("=")
+            if not sep and "@" in raw:
+                inv.say(f"--data-urlencode {raw}: reading a file for it is not emulated by the itbench_gym twin")
+                return None
+            parts.append((f"{name}=" if sep and name else "").encode("utf-8", "surrogateescape")
+                         + quote(text if sep else raw, safe="", errors="surrogateescape").encode())
+        elif letter in "d\x07" and raw.startswith("@"):
+            found = stat(inv.container, inv.path(raw[1:]), inv.stdin) if raw != "@-" else None
+            if found is not None and found.kind != "file":
+                inv.say(f"{raw[1:]}: {UNMODELLED if found.kind == 'unmodelled' else 'not a file the twin can read for curl'}")
+                return None
+            content = inv.stdin if found is None else found.data
+            parts.append(content.replace(b"\r", b"").replace(b"\n", b"") if letter == "d" else content)
+        else:
+            parts.append(raw.encode("utf-8", "surrogateescape"))  # an argument's bytes as the kernel passed them
+    return b"&".join(parts)
 
 
 def _ms(seconds: float) -> int:
@@ -196,11 +237,13 @@ def _write_out(inv: Invocation, fmt: str | None, transfer: _Transfer) -> ExecRes
     while i < len(fmt):
         if fmt.startswith("%{", i) and "}" in fmt[i:]:
             name = fmt[i + 2:fmt.index("}", i)]
-            if name in _UNKNOWN_TO_TWIN:
+            if name in ("size_download", "content_type") and transfer.body is not None:
+                out.append(str(len(transfer.body)) if name == "size_download" else transfer.content_type or "")
+            elif name in _UNKNOWN_TO_TWIN:
                 inv.write("".join(out))
                 inv.say(f"--write-out %{{{name}}}: {UNMODELLED_CONTENT}")
                 return inv.done(126)
-            if name in _KNOWN_VARIABLES:
+            elif name in _KNOWN_VARIABLES:
                 out.append(values[name])
             else:
                 inv.err += f"curl: unknown --write-out variable: '{name}'\n".encode()

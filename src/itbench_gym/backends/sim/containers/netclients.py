@@ -228,11 +228,14 @@ def _wget(inv: Invocation) -> ExecResult:
     if dial.outcome == "reset":
         inv.say("error getting response: Connection reset by peer")
         return inv.done(1)
-    if post_file is not None and read_operand(inv, post_file, "wget") is None:
+    posted = read_operand(inv, post_file, "wget") if post_file is not None else None
+    if post_file is not None and posted is None:
         return inv.done(1)  # busybox reads the body it posts once connected
-    method = "POST" if "\x02" in given or post_file is not None else "GET"
+    post_data = next((value for letter, value in opts if letter == "\x02"), None)
+    method = "POST" if post_data is not None or posted is not None else "GET"
+    body = posted if posted is not None else (post_data or "").encode("utf-8", "surrogateescape")
     assert inv.container.network is not None
-    answer = inv.container.network.request(ip, port, method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+    answer = inv.container.network.request(ip, port, method, (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body)
     if answer is None:
         inv.err += f"itbench_gym: wget connected to {shown} ({ip}:{port}); {UNMODELLED_EXCHANGE}\n".encode()
         return inv.done(126)
@@ -251,6 +254,14 @@ def _wget(inv: Invocation) -> ExecResult:
     if "\x03" in given and "S" not in given:  # --spider: the status is the whole answer
         if not quiet:
             inv.err += b"remote file exists\n"
+        return inv.done(0)
+    to_stdout = next((value for letter, value in reversed(opts) if letter == "O"), None) == "-"
+    if answer.body is not None and to_stdout:
+        if not quiet:
+            inv.err += b"writing to stdout\nitbench_gym: wget's progress meter is not shown by the twin\n"
+        inv.write(answer.body)
+        if not quiet:
+            inv.err += b"written to stdout\n"
         return inv.done(0)
     inv.err += f"itbench_gym: wget got {status} from {shown} ({ip}:{port}); {UNMODELLED_CONTENT}\n".encode()
     return inv.done(126)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from itbench_gym.backends.sim.app.cluster_view import ClusterView, PodView
 from itbench_gym.backends.sim.app.dns import CLUSTER_DNS, CLUSTER_DOMAIN, is_ip, resolv_conf
-from itbench_gym.backends.sim.app.network import dns_reachable, reach
+from itbench_gym.backends.sim.app.network import dns_reachable, listener_reached, reach
 from itbench_gym.backends.sim.app.spec import AppSpec
 
 from .context import Dial, HttpAnswer, HttpServers, Lookup
@@ -164,7 +164,7 @@ class ClusterNetwork:
         # the other causes fail a request after its connection is made (HTTP faults, authentication)
         return Dial(address, _OUTCOMES.get(outcome.cause or "", "open"))
 
-    def request(self, ip: str, port: int, method: str, path: str) -> HttpAnswer | None:
+    def request(self, ip: str, port: int, method: str, path: str, body: bytes = b"") -> HttpAnswer | None:
         """The request through what lies between the pod and the server (the path's delays, an
         HTTPChaos abort resetting it or a replaced request the server's answer to which the twin does
         not know), then the server's answer."""
@@ -179,8 +179,9 @@ class ClusterNetwork:
             return HttpAnswer(None, 0.0) if path_to.cause == "http_abort" else None
         if path_to.server_error_share > 0 and self._draw(f"{connection} body") < path_to.server_error_share:
             return None
-        answer = routing.http.answer(target, method, path, connection)
-        return HttpAnswer(answer.status, answer.seconds + path_to.delay_ms / 1000.0) if answer is not None else None
+        listener = listener_reached(routing.spec, routing.view, target, port)
+        answer = routing.http.answer(target, method, path, connection, body, listener.serves if listener is not None else None)
+        return replace(answer, seconds=answer.seconds + path_to.delay_ms / 1000.0) if answer is not None else None
 
 
 def stable_draw(*parts: object) -> Callable[[str], float]:

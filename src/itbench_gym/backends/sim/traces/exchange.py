@@ -6,7 +6,9 @@ serves ``/api/products/OLJCESPC7Z``), and served as the twin's traces serve that
 model's latest tick: the same calls, their failures and the faults' delays and aborts
 (:meth:`TraceSynth.serve`), so what a client in a pod sees agrees with Jaeger, the span metrics and
 the logs. Its answer is the status and how long the server took; the body and headers are not
-modelled. What the model cannot say gives None, and the client says so: a route no operation serves
+modelled. A request reaching a listener that serves a protocol of its own (app.yaml ``serves``) is
+answered by that protocol's server instead, body included: flagd's OFREP port from the flag set its
+process holds (``app/ofrep.py``). What the model cannot say gives None, and the client says so: a route no operation serves
 (a real server's 404 or its own page), a path argument the app's data does not hold (a product id
 not in the catalogue), an app with no tick yet.
 """
@@ -19,7 +21,9 @@ import zlib
 from collections.abc import Callable
 
 from itbench_gym.backends.sim.app.flow import OpKey
+from itbench_gym.backends.sim.app.ofrep import ofrep_answer
 from itbench_gym.backends.sim.containers.context import HttpAnswer
+from itbench_gym.lang.flagd import FlagSet
 
 from .record import TraceTick
 from .synth import TraceSynth
@@ -53,13 +57,19 @@ class AppHttpServers:
     """The app's HTTP operations in the model's latest tick (``HttpServers`` for ``kubectl exec``);
     the synthesiser is asked for only when a request comes."""
 
-    def __init__(self, synth: Callable[[], TraceSynth], tick: TraceTick | None, now: float) -> None:
+    def __init__(self, synth: Callable[[], TraceSynth], tick: TraceTick | None, now: float,
+                 flags: Callable[[], FlagSet | None] = lambda: None) -> None:
+        """``flags``: the flag set the app's flag service holds (its OFREP port's answers)."""
         self._synth_of = synth
         self._tick = tick
         self._now = now
+        self._flags = flags
 
-    def answer(self, service: str, method: str, path: str, connection: str) -> HttpAnswer | None:
-        if self._tick is None:
+    def answer(self, service: str, method: str, path: str, connection: str, body: bytes, serves: str | None) -> HttpAnswer | None:
+        if serves == "ofrep":
+            held = self._flags()
+            return ofrep_answer(held, method, path, body) if held is not None else None
+        if serves is not None or self._tick is None:
             return None
         synth = self._synth_of()
         route_path = path.split("?", 1)[0]
