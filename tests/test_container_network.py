@@ -247,3 +247,13 @@ def test_flagds_ofrep_port_answers_from_the_flags_its_process_holds(shop_twin: S
         "writing to stdout", "itbench_gym: wget's progress meter is not shown by the twin", "written to stdout"]
     gone = exec_in(shop_twin, "recommendation", "wget", "-q", "-O", "-", "--post-data", "", f"{OFREP}/noSuchFlag")
     assert exit_code(gone) == 1 and gone.stderr.decode() == "wget: server returned error: HTTP/1.1 404 Not Found\n"
+
+    # flagd watches the file it serves: flagd-ui's edit of the shared copy answers at once, before any tick
+    pod = shop_twin.store.list("Pod", NS, label_selector="app.kubernetes.io/component=flagd")[0]
+    edited = '{"flags": {"adFailure": {"state": "ENABLED", "variants": {"on": true, "off": false}, "defaultVariant": "on"}}}'
+    wrote = shop_twin.backend.twin.container_exec()(NS, pod["metadata"]["name"], "flagd-ui",
+                                                     ["sh", "-c", f"printf '%s' '{edited}' > /app/data/demo.flagd.json"], b"", False)
+    assert exit_code(wrote) == 0
+    assert json.loads(exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", f"{OFREP}/adFailure").stdout)["value"] is True
+    assert json.loads(exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", f"{OFREP}/recommendationCacheFailure").stdout)[
+        "errorCode"] == "FLAG_NOT_FOUND"

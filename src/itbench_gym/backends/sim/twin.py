@@ -227,8 +227,9 @@ class Twin:
             if model is None:
                 return None
             now = self.clock.now()
-            return AppRouting(model.spec, model.view_now(self.cluster.store, now),
-                              AppHttpServers(lambda: synth_of(model), model.last_trace_tick(), now, model.flagd_holds))
+            view = model.view_now(self.cluster.store, now)
+            return AppRouting(model.spec, view, AppHttpServers(lambda: synth_of(model), model.last_trace_tick(), now,
+                                                               lambda: model.flagd_holds(view, self.cluster)))
 
         runtime = self.apps.runtime()
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,

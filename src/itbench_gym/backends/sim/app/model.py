@@ -634,26 +634,35 @@ class AppModel:
         ConfigMap edit shows after a new pod and an edit of the copy at once). A process loads the
         file as it starts (none it accepts: no flags) and each version written after, keeping what
         it served when it rejects one (`cluster_view.loaded_flag_set`)."""
+        now = self._flagd_now(view, cluster)
+        if now is None:
+            return {}  # what a process held stays with it while it serves no one
+        self._state.flagd = now
+        return now.flags
+
+    def _flagd_now(self, view: ClusterView, cluster: ClusterLike) -> ServedFlags | None:
+        """What the flag service's process holds in ``view`` (None: none serves), from what it held at
+        the last tick when it is the same process."""
         serving = view.serving(self.spec.flag_service) if self.spec.flag_file is not None else []
         if not serving:
-            return {}
+            return None
         pod = serving[0]
         process = f"{pod.uid}/{pod.restarts}"
         text = cluster.container_file(view.namespace, pod.name, pod.container["name"], str(self.spec.flag_file))
         served = self._state.flagd
         if served is not None and served.process == process and served.text == text:
-            return served.flags
+            return served
         loaded = loaded_flag_set(text)
         if loaded is None:
             kept = served if served is not None and served.process == process else None
-            self._state.flagd = ServedFlags(process, text, kept.flags, kept.held) if kept is not None else ServedFlags(process, text, {})
-        else:
-            self._state.flagd = ServedFlags(process, text, served_values(loaded, self.spec), loaded)
-        return self._state.flagd.flags
+            return ServedFlags(process, text, kept.flags, kept.held) if kept is not None else ServedFlags(process, text, {})
+        return ServedFlags(process, text, served_values(loaded, self.spec), loaded)
 
-    def flagd_holds(self) -> FlagSet | None:
-        """The flag set the flag service's process held at the last tick (None before any ran)."""
-        return self._state.flagd.held if self._state.flagd is not None else None
+    def flagd_holds(self, view: ClusterView, cluster: ClusterLike) -> FlagSet | None:
+        """The flag set the flag service's process holds in ``view`` (between ticks: the file it reads
+        now), None when no process serves."""
+        now = self._flagd_now(view, cluster)
+        return now.held if now is not None else None
 
     def _knobs(self, view: ClusterView, effects: list[tuple[Effect, Any]],
                node_memory: Mapping[str, float]) -> tuple[Knobs, dict[str, float], dict[str, float]]:
