@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import yaml
 import itbench_gym.spec
 from conftest import PROJECT_ROOT
 from itbench_gym.backends.sim.app import AppModel, AppSpecError
+from itbench_gym.lang.sql import SqlError, inserted_rows
 from itbench_gym.spec.appfacts import APP_SCHEMA_PATH, load_app_facts
 
 APP = PROJECT_ROOT / "envs" / "astronomy-shop"
@@ -76,9 +78,33 @@ def test_example_actions_are_filled_with_the_scenarios_namespace(tmp_path: Path)
 
 def test_products_come_from_the_catalogue_configmap_in_its_order() -> None:
     model = AppModel.load(APP, seed=0)
-    catalog = next(m for m in model.manifests() if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "product-catalog-products")
-    ids = [p["id"] for p in yaml.safe_load(catalog["data"]["products.json"])["products"]]
+    names = {m["metadata"]["name"] for m in model.manifests() if m["kind"] == "ConfigMap"}
+    assert "product-catalog-products" not in names  # ITBench's chart has none: the catalogue is PostgreSQL's seed script
+    seed = next(m for m in model.manifests() if m["kind"] == "ConfigMap" and m["metadata"]["name"] == "postgresql-init")
+    script = seed["data"]["init.sql"]
+    inserted = script[script.index("INSERT INTO catalog.products"):]
+    ids = re.findall(r"^\s*\('([0-9A-Z]{10})'", inserted[:inserted.index(";\n")], re.M)
     assert model.products == tuple(ids) and len(ids) == 10
+
+
+def test_a_json_catalogue_still_serves(tmp_path: Path) -> None:
+    def json_catalogue(doc: dict[str, Any]) -> None:
+        doc["catalog"] = {"config_map": "flagd-config", "key": "demo.flagd.json"}  # JSON, but no products in it
+
+    with pytest.raises(AppSpecError, match="key demo.flagd.json: no products with an id"):
+        AppModel.load(_copy(tmp_path, json_catalogue), seed=0)
+
+
+def test_sql_the_catalogue_cannot_be_read_from_is_named() -> None:
+    with pytest.raises(SqlError, match="row 2 has 1 values for 2 columns"):
+        inserted_rows("INSERT INTO t.p (id, name) VALUES ('a', 'b'), ('c');", "t.p")
+    with pytest.raises(SqlError, match="not a constant"):
+        inserted_rows("INSERT INTO t.p (id) VALUES (now());", "t.p")
+    with pytest.raises(SqlError, match="names no columns"):
+        inserted_rows("INSERT INTO t.p VALUES ('a');", "t.p")
+    rows = inserted_rows("CREATE USER u WITH PASSWORD 'x'; INSERT INTO other (id) VALUES ('z');"
+                         "INSERT INTO t.p (id, n, gone) VALUES ('it''s', -2.5, NULL);", "t.p")
+    assert rows == [{"id": "it's", "n": -2.5, "gone": None}]
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -88,7 +114,8 @@ def test_products_come_from_the_catalogue_configmap_in_its_order() -> None:
     (lambda doc: doc["log_values"]["defaults"].update(colour="red"), r"log_values.defaults: \['colour'\] are not context fields"),
     (lambda doc: doc.pop("catalog"), r"uses \{product\}, which needs catalog"),
     (lambda doc: doc["catalog"].update(config_map="no-such-map"), r"catalog.config_map: no ConfigMap 'no-such-map'"),
-    (lambda doc: doc["catalog"].update(key="missing.json"), r"catalog.key: ConfigMap product-catalog-products has no key 'missing.json'"),
+    (lambda doc: doc["catalog"].update(key="missing.sql"), r"catalog.key: ConfigMap postgresql-init has no key 'missing.sql'"),
+    (lambda doc: doc["catalog"].update(table="catalog.nothing"), r"key init.sql: no rows inserted into catalog.nothing with an id"),
 ])
 def test_log_templates_need_their_values_in_the_data(tmp_path: Path, change: Any, message: str) -> None:
     with pytest.raises(AppSpecError, match=message):

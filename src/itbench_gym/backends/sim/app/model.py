@@ -30,6 +30,7 @@ from itbench_gym.backends.sim.traces.packing import PackedTick, TickPacker
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
 from itbench_gym.lang.flagd import FlagSet
+from itbench_gym.lang.sql import SqlError, inserted_rows
 from itbench_gym.paths import tree_digest
 from itbench_gym.spec.loader import shape_document_problems
 from itbench_gym.spec.loadshape import LoadShape, parse_shape, run_ticks
@@ -300,14 +301,22 @@ def catalog_products(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> t
         text = (obj.get("data") or {}).get(key)
         if not isinstance(text, str):
             raise AppSpecError(f"{where}.key: ConfigMap {name} has no key {key!r}")
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: not JSON ({exc})") from None
-        products = doc.get("products") if isinstance(doc, dict) else None
-        ids = tuple(str(p["id"]) for p in products or [] if isinstance(p, dict) and "id" in p)
+        products: Any
+        if spec.catalog.table is not None:
+            try:
+                products = inserted_rows(text, spec.catalog.table)
+            except SqlError as exc:
+                raise AppSpecError(f"{where}: ConfigMap {name} key {key}: {exc}") from None
+        else:
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise AppSpecError(f"{where}: ConfigMap {name} key {key}: not JSON ({exc})") from None
+            products = doc.get("products") if isinstance(doc, dict) else None
+        ids = tuple(str(p["id"]) for p in products or [] if isinstance(p, dict) and p.get("id") is not None)
         if not ids:
-            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: no products with an id")
+            rows = f"rows inserted into {spec.catalog.table}" if spec.catalog.table else "products"
+            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: no {rows} with an id")
         return ids
     raise AppSpecError(f"{where}.config_map: no ConfigMap {name!r} in namespace {spec.namespace} of the manifests")
 

@@ -278,10 +278,12 @@ class ShapeProgram:
 
 @dataclass(frozen=True)
 class Catalog:
-    """app.yaml ``catalog``: the ConfigMap (of the app's namespace) and key holding the product catalogue."""
+    """app.yaml ``catalog``: the ConfigMap (of the app's namespace) and key holding the product catalogue:
+    a JSON document, or with ``table`` an SQL script whose rows inserted into that table are the products."""
 
     config_map: str
     key: str
+    table: str | None = None
 
 
 @dataclass(frozen=True)
@@ -633,7 +635,7 @@ def load_spec(app_dir: Path) -> AppSpec:
         flag_file=flags.get("file"),
         flag_aliases=aliases,
         effects=tuple(effects),
-        catalog=Catalog(catalog["config_map"], catalog["key"]) if catalog else None,
+        catalog=Catalog(catalog["config_map"], catalog["key"], catalog.get("table")) if catalog else None,
         log_values=LogValues(tuple(values.get("users", ())), tuple(values.get("categories", ())), dict(values.get("defaults", {}))),
         runtimes={lang: _runtime(r) for lang, r in raw.get("runtimes", {}).items()},
         collector=_collector(raw["span_metrics"].get("collector")),
