@@ -108,8 +108,9 @@ def test_http_requests_are_answered_as_the_model_serves_them(shop_twin: ShopTwin
     spider = exec_in(shop_twin, "recommendation", "wget", "--spider", url)
     assert exit_code(spider) == 0
     assert spider.stderr.decode() == f"Connecting to frontend-proxy:8080 ({proxy}:8080)\nremote file exists\n"
-    body = exec_in(shop_twin, "recommendation", "wget", "-qO-", url)
-    assert exit_code(body) == 126 and body.stderr.decode().startswith("itbench_gym: wget got HTTP/1.1 200 OK from frontend-proxy:8080")
+    unknown_body = exec_in(shop_twin, "recommendation", "wget", "-qO-", "http://frontend-proxy:8080/api/cart")
+    assert exit_code(unknown_body) == 126
+    assert unknown_body.stderr.decode().startswith("itbench_gym: wget got HTTP/1.1 200 OK from frontend-proxy:8080")
     for unknown in ("http://frontend-proxy:8080/api/products/NO-SUCH-PRODUCT", "http://frontend-proxy:8080/no/such/route"):
         unanswered = exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", unknown)
         assert exit_code(unanswered) == 126 and "does not model what the server answers" in unanswered.stderr.decode()
@@ -121,6 +122,10 @@ def test_http_requests_are_answered_as_the_model_serves_them(shop_twin: ShopTwin
     failed = exec_in(shop_twin, "recommendation", "wget", "-q", "-S", "http://frontend:8080/api/data")
     assert exit_code(failed) == 1
     assert failed.stderr.decode() == "  HTTP/1.1 500 Internal Server Error\nwget: server returned error: HTTP/1.1 500 Internal Server Error\n"
+    # Next.js answers an API route whose handler threw with sendError's text; Envoy passes it on
+    for host in ("frontend", "frontend-proxy"):
+        thrown = exec_in(shop_twin, "quote", "curl", "-s", "-w", " %{http_code}", f"http://{host}:8080/api/data")
+        assert thrown.stdout == b"Internal Server Error 500", host
     # the same failure the traces' span metrics count for the route
     assert shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="frontend",span_name="GET /api/data",'
                            'status_code="STATUS_CODE_ERROR"}[3m]))') > 0
@@ -257,3 +262,22 @@ def test_flagds_ofrep_port_answers_from_the_flags_its_process_holds(shop_twin: S
     assert json.loads(exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", f"{OFREP}/adFailure").stdout)["value"] is True
     assert json.loads(exec_in(shop_twin, "quote", "curl", "-s", "-X", "POST", f"{OFREP}/recommendationCacheFailure").stdout)[
         "errorCode"] == "FLAG_NOT_FOUND"
+
+
+def test_the_frontends_product_api_answers_with_the_catalogue(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    model = shop_twin.backend.twin.apps.instance(NS)
+    listed = exec_in(shop_twin, "quote", "curl", "-s", "-w", "\n%{http_code} %{content_type}", "http://frontend-proxy:8080/api/products")
+    text, status = listed.stdout.decode().rsplit("\n", 1)
+    products = json.loads(text)
+    assert status == "200 application/json; charset=utf-8"
+    # product-catalog's rows ordered by id, as the frontend's ts-proto objects write them
+    assert [p["id"] for p in products] == sorted(model.products) and len(products) == 10
+    assert list(products[0]) == ["id", "name", "description", "picture", "priceUsd", "categories"]
+    assert text == json.dumps(products, ensure_ascii=False, separators=(",", ":"))
+    one = exec_in(shop_twin, "quote", "curl", "-s", f"http://frontend:8080/api/products/{products[1]['id']}")
+    assert json.loads(one.stdout) == products[1]
+    telescope = next(p for p in products if p["id"] == "1YMWWN1N4O")
+    assert telescope["categories"] == ["telescopes", "travel"] and telescope["priceUsd"] == {"currencyCode": "USD", "units": 129, "nanos": 950000000}
+    converted = exec_in(shop_twin, "quote", "curl", "-s", "http://frontend:8080/api/products?currencyCode=EUR")
+    assert exit_code(converted) == 126  # another currency's prices go through the currency service: not answered

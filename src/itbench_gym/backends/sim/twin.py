@@ -229,7 +229,7 @@ class Twin:
             now = self.clock.now()
             view = model.view_now(self.cluster.store, now)
             return AppRouting(model.spec, view, AppHttpServers(lambda: synth_of(model), model.last_trace_tick(), now,
-                                                               lambda: model.flagd_holds(view, self.cluster)))
+                                                               lambda: model.flagd_holds(view, self.cluster), model.catalog_records))
 
         runtime = self.apps.runtime()
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,

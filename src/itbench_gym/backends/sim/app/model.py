@@ -288,10 +288,11 @@ def read_manifests(directory: Path, entries: Iterable[str]) -> list[dict[str, An
     return sorted(out, key=lambda d: order.get(d["kind"], 2))
 
 
-def catalog_products(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """Product ids of the catalogue app.yaml ``catalog`` names, in the catalogue's order (none without one)."""
+def catalog_rows(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The products of the catalogue app.yaml ``catalog`` names, in the catalogue's order, each with an
+    ``id`` (none without a catalogue): a JSON catalogue's products, or the rows an SQL one inserts."""
     if spec.catalog is None:
-        return ()
+        return []
     name, key = spec.catalog.config_map, spec.catalog.key
     where = f"{spec.directory / 'app.yaml'}: catalog"
     for obj in manifests:
@@ -313,12 +314,43 @@ def catalog_products(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> t
             except json.JSONDecodeError as exc:
                 raise AppSpecError(f"{where}: ConfigMap {name} key {key}: not JSON ({exc})") from None
             products = doc.get("products") if isinstance(doc, dict) else None
-        ids = tuple(str(p["id"]) for p in products or [] if isinstance(p, dict) and p.get("id") is not None)
-        if not ids:
-            rows = f"rows inserted into {spec.catalog.table}" if spec.catalog.table else "products"
-            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: no {rows} with an id")
-        return ids
+        rows = [p for p in products or [] if isinstance(p, dict) and p.get("id") is not None]
+        if not rows:
+            what = f"rows inserted into {spec.catalog.table}" if spec.catalog.table else "products"
+            raise AppSpecError(f"{where}: ConfigMap {name} key {key}: no {what} with an id")
+        return rows
     raise AppSpecError(f"{where}.config_map: no ConfigMap {name!r} in namespace {spec.namespace} of the manifests")
+
+
+def catalog_records(spec: AppSpec, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The products as the app's HTTP API lists them: each row through app.yaml ``catalog.json`` (a
+    JSON catalogue's products as they are without one), in ``catalog.order_by`` order."""
+    catalog = spec.catalog
+    if catalog is None:
+        return ()
+    where = f"{spec.directory / 'app.yaml'}: catalog"
+    ordered, order_by = rows, catalog.order_by
+    if order_by is not None:
+        if any(order_by not in row for row in rows):
+            raise AppSpecError(f"{where}.order_by: {order_by!r} is not a column of every product")
+        ordered = sorted(rows, key=lambda row: str(row[order_by]))
+
+    def record(template: Mapping[str, Any], row: Mapping[str, Any], at: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for field_name, spec_of in template.items():
+            if "column" not in spec_of:
+                out[field_name] = record(spec_of, row, f"{at}.{field_name}")
+                continue
+            column = spec_of["column"]
+            if column not in row:
+                raise AppSpecError(f"{where}.json{at}.{field_name}: {column!r} is not a column of product {row.get('id')!r}")
+            value = row[column]
+            if "split" in spec_of:  # product-catalog's parseProductRow: a comma list, each trimmed; empty: none
+                value = [part.strip() for part in str(value).split(spec_of["split"])] if value else []
+            out[field_name] = value
+        return out
+
+    return tuple(record(catalog.json, row, "") if catalog.json is not None else dict(row) for row in ordered)
 
 
 def _kafkametrics(name: str, attrs: tuple[tuple[str, str], ...], version: str) -> dict[str, str]:
@@ -433,7 +465,10 @@ class AppModel:
         self.seed = seed
         self._manifests = manifests
         #: The catalogue's product ids (URLs, log lines, span attributes).
-        self.products = catalog_products(spec, manifests)
+        rows = catalog_rows(spec, manifests)
+        self.products = tuple(str(row["id"]) for row in rows)
+        #: the products as the app's HTTP API answers them (``traces/exchange.py``)
+        self.catalog_records = catalog_records(spec, rows)
         self._log_pools = logmod.FieldPools.of(spec, self.products)
         self._solver = FlowSolver(spec)
         self._balancer = Balancer(spec, seed, (key[0] for key in self._solver.order))

@@ -116,6 +116,9 @@ class Operation:
     #: (grpc code, error text) of an operation that fails every request by design (a mock that answers
     #: a rate-limited model with 429), None for the others.
     always_fails: tuple[str, str] | None = None
+    #: What its HTTP answer's body is when it succeeds (app.yaml ``response``): the catalogue
+    #: (``catalog``) or the product its path names (``catalog_item``); None: the twin does not know it.
+    response: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,11 @@ class Service:
     start_dependency: StartDependency | None = None
     #: Ports its server listens on besides ``port`` (app.yaml ``other_ports``).
     other_ports: tuple[Listener, ...] = ()
+    #: The body its HTTP server answers a failed request with on routes under ``http_error_routes``
+    #: (app.yaml ``http``), and whether it passes its upstream's answers through (a proxy).
+    http_error_body: str | None = None
+    http_error_routes: str = "/"
+    passes_bodies: bool = False
 
 
 @dataclass(frozen=True)
@@ -284,6 +292,11 @@ class Catalog:
     config_map: str
     key: str
     table: str | None = None
+    #: a product as the app's HTTP API writes it, from a row (app.yaml ``catalog.json``; None: the
+    #: catalogue's JSON products as they are)
+    json: Any = None
+    #: the column the API lists products by (None: the catalogue's order)
+    order_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -474,6 +487,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
             calls=tuple(calls),
             error_status=int((o.get("always_fails") or {}).get("http_status", 500)),
             always_fails=(o["always_fails"].get("grpc_code", "UNKNOWN"), o["always_fails"]["error"]) if "always_fails" in o else None,
+            response=o.get("response"),
         )
     for block, op_ids in (("jvm.operations", (raw.get("jvm") or {}).get("operations", {})), ("request_bodies", raw.get("request_bodies", {}))):
         for op_id in op_ids:
@@ -507,6 +521,9 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         request_bodies=load_bodies(raw.get("request_bodies") or {}),
         start_dependency=_start_dependency(raw["start_dependency"]) if "start_dependency" in raw else None,
         other_ports=tuple(map(_listener, raw.get("other_ports", ()))),
+        http_error_body=(raw.get("http") or {}).get("error_body"),
+        http_error_routes=(raw.get("http") or {}).get("error_routes", "/"),
+        passes_bodies=bool((raw.get("http") or {}).get("passes_bodies", False)),
     )
 
 
@@ -635,7 +652,8 @@ def load_spec(app_dir: Path) -> AppSpec:
         flag_file=flags.get("file"),
         flag_aliases=aliases,
         effects=tuple(effects),
-        catalog=Catalog(catalog["config_map"], catalog["key"], catalog.get("table")) if catalog else None,
+        catalog=Catalog(catalog["config_map"], catalog["key"], catalog.get("table"), catalog.get("json"), catalog.get("order_by"))
+        if catalog else None,
         log_values=LogValues(tuple(values.get("users", ())), tuple(values.get("categories", ())), dict(values.get("defaults", {}))),
         runtimes={lang: _runtime(r) for lang, r in raw.get("runtimes", {}).items()},
         collector=_collector(raw["span_metrics"].get("collector")),

@@ -4,8 +4,8 @@ time as the app model answers it (``traces/exchange.py``).
 What an agent's curl most often asks is fully answered: ``curl -s -o /dev/null -w '%{http_code}' URL``
 (the status, or ``000`` and curl's exit code when no answer came), ``curl -sf URL`` failing on an error
 status, ``-m``/``--connect-timeout`` timing out behind a slow or silent server. A response's body is
-printed where the twin knows it (flagd's OFREP answers, ``app/ofrep.py``), with the request's body
-from the data options; the app services' bodies and every response's headers are not modelled: where
+printed where the twin knows it (the frontend's product API, flagd's OFREP answers), with the request's
+body from the data options; the other bodies and every response's headers are not modelled: where
 curl would print them (no ``-o /dev/null``, ``-I``, ``-i``) the twin says so and exits 126, as for any
 exchange it does not model. The messages are curl's own (``curl:
 (7) Failed to connect to ...``), in the wording of the release the image holds (the registry's
