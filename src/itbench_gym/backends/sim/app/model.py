@@ -305,7 +305,7 @@ def catalog_rows(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> list[
         products: Any
         if spec.catalog.table is not None:
             try:
-                products = inserted_rows(text, spec.catalog.table)
+                products = _seed_rows(text, spec.catalog.table)
             except SqlError as exc:
                 raise AppSpecError(f"{where}: ConfigMap {name} key {key}: {exc}") from None
         else:
@@ -320,6 +320,13 @@ def catalog_rows(spec: AppSpec, manifests: Iterable[Mapping[str, Any]]) -> list[
             raise AppSpecError(f"{where}: ConfigMap {name} key {key}: no {what} with an id")
         return rows
     raise AppSpecError(f"{where}.config_map: no ConfigMap {name!r} in namespace {spec.namespace} of the manifests")
+
+
+@lru_cache(maxsize=PARSED_APPS)
+def _seed_rows(script: str, table: str) -> tuple[dict[str, Any], ...]:
+    """:func:`inserted_rows`, parsed once per process for every twin of an app (~10 ms a script;
+    read-only: the twins share the rows)."""
+    return tuple(inserted_rows(script, table))
 
 
 def catalog_records(spec: AppSpec, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
