@@ -115,6 +115,18 @@ def test_http_requests_are_answered_as_the_model_serves_them(shop_twin: ShopTwin
         unanswered = exec_in(shop_twin, "recommendation", "wget", "-q", "--spider", unknown)
         assert exit_code(unanswered) == 126 and "does not model what the server answers" in unanswered.stderr.decode()
 
+    # Envoy's own reply when the frontend cannot be reached: the body its access log counts 91 bytes of
+    frontend = shop_twin.store.get("Deployment", NS, "frontend")
+    frontend["spec"]["replicas"] = 0
+    shop_twin.store.update(frontend)
+    shop_twin.backend.advance(60)
+    local = exec_in(shop_twin, "quote", "curl", "-s", "-w", " %{http_code} %{content_type}", "http://frontend-proxy:8080/api/products")
+    assert local.stdout == (b"upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+                            b" 503 text/plain")
+    frontend = shop_twin.store.get("Deployment", NS, "frontend")
+    frontend["spec"]["replicas"] = 1
+    shop_twin.store.update(frontend)
+
     ad = shop_twin.store.get("Deployment", NS, "ad")
     ad["spec"]["replicas"] = 0
     shop_twin.store.update(ad)

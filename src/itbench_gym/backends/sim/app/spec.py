@@ -187,6 +187,8 @@ class Service:
     http_error_body: str | None = None
     http_error_routes: str = "/"
     passes_bodies: bool = False
+    #: A proxy's own answer when it cannot reach its upstream, by the flow's cause (app.yaml ``http.local_replies``).
+    local_replies: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -524,6 +526,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         http_error_body=(raw.get("http") or {}).get("error_body"),
         http_error_routes=(raw.get("http") or {}).get("error_routes", "/"),
         passes_bodies=bool((raw.get("http") or {}).get("passes_bodies", False)),
+        local_replies=dict((raw.get("http") or {}).get("local_replies", {})),
     )
 
 

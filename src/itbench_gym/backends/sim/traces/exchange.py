@@ -90,9 +90,9 @@ class AppHttpServers:
                 return None
             product = products[0] if products else None
             stream = [synth.seed, int(round(self._now * 1000)), zlib.crc32(f"{connection} {method} {path}".encode())]
-            seconds, status = synth.serve(self._tick, key, self._now, stream, product)
+            seconds, status, cause = synth.serve(self._tick, key, self._now, stream, product)
             # a query (another currency, say) changes what the handler writes in ways the data does not hold
-            known = _body(synth, key, status, product, self._records) if "?" not in path else None
+            known = _body(synth, key, status, cause, product, self._records) if "?" not in path else None
             return HttpAnswer(status, seconds, *known) if known is not None else HttpAnswer(status, seconds)
         return None
 
@@ -101,16 +101,20 @@ class AppHttpServers:
 _JS_JSON = "application/json; charset=utf-8"
 
 
-def _body(synth: TraceSynth, key: OpKey, status: int | None, product: str | None,
+def _body(synth: TraceSynth, key: OpKey, status: int | None, cause: str | None, product: str | None,
           records: Sequence[Mapping[str, Any]]) -> tuple[bytes, str | None] | None:
     """The body of ``key``'s answer with ``status`` when the data holds it (app.yaml ``response``,
-    ``http``): a proxy's is its upstream's for the upstream's own statuses."""
+    ``http``): a proxy's is its own reply when it could not reach its upstream (``cause``), else the
+    upstream's for the upstream's own statuses."""
     spec = synth.spec
     svc, op = spec.services[key[0]], spec.op(*key)
     if svc.passes_bodies and op.calls:
+        if cause is not None:
+            reply = svc.local_replies.get(cause)
+            return (reply.encode(), "text/plain") if reply is not None else None
         upstream = spec.op(op.calls[0].service, op.calls[0].operation)
         if status in (200, upstream.error_status):
-            return _body(synth, (upstream.service, upstream.id), status, product, records)
+            return _body(synth, (upstream.service, upstream.id), status, None, product, records)
         return None
     route = synth.ops[key].route or ""
     if status == op.error_status and svc.http_error_body is not None and route.startswith(svc.http_error_routes):

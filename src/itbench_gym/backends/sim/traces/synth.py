@@ -409,13 +409,17 @@ class TraceSynth:
         bits.advance(i * _SLOTS)  # one 64-bit output per double: row i without rows 0..i-1
         return self._trace(tick, root_index, i, np.random.Generator(bits).random(_SLOTS).tolist())
 
-    def serve(self, tick: TraceTick, key: OpKey, at: float, stream: Sequence[int], product: str | None = None) -> tuple[float, int]:
+    def serve(self, tick: TraceTick, key: OpKey, at: float, stream: Sequence[int],
+              product: str | None = None) -> tuple[float, int, str | None]:
         """One more request of operation ``key`` arriving at ``at`` in ``tick``'s state, served as a
         traced request is (its calls, their failures, the faults' delays and aborts): (seconds it
-        takes, HTTP status: 200, or the status its failure answers with). ``stream`` seeds its draws."""
+        takes, HTTP status: 200, or the status its failure answers with, and the cause when a call of
+        its never got an answer: the flow's cause name). ``stream`` seeds its draws."""
         draws = _Draws(np.random.default_rng(list(stream)).random(_SLOTS).tolist(), [*stream, 1])
         out = _Builder(self, tick, draws).server(key, at, 0, product)
-        return out.duration, out.http_status if out.error else 200
+        if not out.error:
+            return out.duration, 200, None
+        return out.duration, out.http_status, out.failure.cause if out.failure is not None else None
 
     def _trace(self, tick: TraceTick, root_index: int, i: int, row: list[float]) -> Trace:
         draws = _Draws(row, self._key(tick, root_index) + [3, i])
