@@ -254,8 +254,7 @@ def listener_reached(spec: AppSpec, view: ClusterView, service: str, port: int) 
     target = _target_port(svc_port, pod.pod)
     env = view.started_env.get(instance_key(pod), pod.env)
     args = argv(pod.container, env)
-    listeners = ((app.listener,) if app.listener is not None else ()) + app.other_ports
-    return next((lst for lst in listeners if target is not None and listening_port(lst, args, env) == target), None)
+    return next((lst for lst in app.listeners if target is not None and listening_port(lst, args, env) == target), None)
 
 
 def _target_port(svc_port: dict[str, Any], pod_obj: dict[str, Any]) -> int | None:

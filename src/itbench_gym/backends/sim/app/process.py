@@ -67,7 +67,7 @@ def container_ports(svc: Service, container: Mapping[str, Any], env: Mapping[str
     sidecars (each read from the command line and env it started with); None for any other container."""
     name = container.get("name")
     if name == svc.container:
-        listeners = ((svc.listener,) if svc.listener is not None else ()) + svc.other_ports
+        listeners = svc.listeners
     elif name in svc.sidecars:
         listeners = svc.sidecars[str(name)].ports
     else:

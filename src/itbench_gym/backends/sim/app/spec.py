@@ -190,6 +190,11 @@ class Service:
     #: A proxy's own answer when it cannot reach its upstream, by the flow's cause (app.yaml ``http.local_replies``).
     local_replies: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """Every port its server's process listens on: its own first, then the others."""
+        return ((self.listener,) if self.listener is not None else ()) + self.other_ports
+
 
 @dataclass(frozen=True)
 class Runtime:
