@@ -441,3 +441,23 @@ def test_every_image_an_app_deploys_fails_a_command_it_does_not_hold(app: str) -
     assert containers
     for c in containers:
         assert "executable file not found" in (rt.start_error(pod, {**c, "command": ["invalid-command"]}) or ""), c["image"]
+
+
+def test_bucket_rows_kept_across_ticks_equal_rows_computed_afresh() -> None:
+    """The span metrics' bucket probabilities, kept from tick to tick, are those a new table computes."""
+    from itbench_gym.backends.sim.app.flow import Moments
+    from itbench_gym.backends.sim.app.spanmetrics import BucketTables, SpanMetrics
+
+    spans = SpanMetrics((2.0, 10.0, 50.0, 250.0), "otel-demo", "opentelemetry-demo/")
+    kept = BucketTables(limit=3)
+    ticks = [[Moments(0.01, 1e-5), Moments(0.2, 0.01)], [Moments(0.2, 0.01), Moments(0.05, 4e-4), Moments(0.0, 0.0)],
+             [Moments(1.5, 0.3), Moments(0.01, 1e-5)]]
+    for lats in ticks:
+        kept.next_tick()
+        fresh = BucketTables()
+        series = [(spans, None, m) for m in lats]
+        at_kept, at_fresh = kept.add(series), fresh.add(series)
+        got, want = kept.of(spans), fresh.of(spans)
+        assert (got.probs[at_kept] == want.probs[at_fresh]).all()
+        assert (got.mean[at_kept] == [m.mean for m in lats]).all()
+    assert len(kept.of(spans).mean) == len(ticks[-1])  # four rows passed the limit: started over at the third tick

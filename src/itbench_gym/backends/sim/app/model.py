@@ -483,6 +483,7 @@ class AppModel:
         self._runtime_metrics = RuntimeTelemetry(spec.directory, set(spec.services))
         self._mesh_metrics = MeshTelemetry(spec)
         self._ticks = TickPacker(spec)
+        self._bucket_tables = BucketTables()
         self._state = _State()
         self._reader = ClusterReader(spec)
         self._mesh = MeshReader()
@@ -934,7 +935,8 @@ class AppModel:
                 for _, _, spans, unset, error, inner in internal:
                     drawn += ((spans, unset, inner), (spans, error, inner))
                 batches.append((svc.name, lams, drawn, internal))
-        tables = BucketTables()
+        tables = self._bucket_tables
+        tables.next_tick()
         positions = [tables.add(drawn) for _, _, drawn, _ in batches]
         for (name, lams, drawn, internal), at in zip(batches, positions, strict=True):
             _count_spans(_rng(self.seed, self._state.tick, name), lams, drawn, internal, tables, at)

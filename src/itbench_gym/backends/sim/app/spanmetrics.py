@@ -45,11 +45,22 @@ class LatencyTable(NamedTuple):
 class BucketTables:
     """Bucket probabilities of many series' latency distributions, computed in one call per set of
     bucket bounds rather than once per connector and service (each row depends on its own moments
-    only, so the rows are the same either way)."""
+    only, so the rows are the same either way). Kept from tick to tick: a distribution met again (a
+    steady operation's) keeps its row and only new ones are computed; a set of bounds with more than
+    ``limit`` rows starts over at the next tick."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
         self._rows: dict[tuple[float, ...], dict[Moments, int]] = {}
+        #: each set of bounds' table of its first rows (the rows added since are computed at the next :meth:`of`)
         self._tables: dict[tuple[float, ...], LatencyTable] = {}
+
+    def next_tick(self) -> None:
+        """Start over the sets of bounds that hold more rows than the limit (never mid-tick: the rows
+        :meth:`add` handed out stay valid until then)."""
+        for bounds in [b for b, rows in self._rows.items() if len(rows) > self.limit]:
+            del self._rows[bounds]
+            self._tables.pop(bounds, None)
 
     def add(self, series: Sequence[tuple[SpanMetrics, object, Moments]]) -> np.ndarray:
         """Each (connector, key, moments)'s row in its connector's table (equal moments share one)."""
@@ -59,17 +70,20 @@ class BucketTables:
             row = rows.get(lat)
             if row is None:
                 row = rows[lat] = len(rows)
-                self._tables.pop(spans.log_bounds, None)  # computed again, with the new row, at the next call
             at.append(row)
         return np.array(at, dtype=np.intp)
 
     def of(self, spans: SpanMetrics) -> LatencyTable:
         """The table of ``spans``' bounds: one row per distinct moments added."""
-        table = self._tables.get(spans.log_bounds)
-        if table is None:
-            lats = list(self._rows.get(spans.log_bounds, {}))
+        bounds = spans.log_bounds
+        rows = self._rows.get(bounds, {})
+        table = self._tables.get(bounds)
+        done = 0 if table is None else len(table.mean)
+        if table is None or done < len(rows):
+            lats = list(rows)[done:]
             mean, var = np.array([m.mean for m in lats], dtype=float), np.array([m.var for m in lats], dtype=float)
-            table = self._tables[spans.log_bounds] = LatencyTable(mean, var, bucket_probs(spans.log_bounds, mean, var))
+            new = LatencyTable(mean, var, bucket_probs(bounds, mean, var))
+            table = self._tables[bounds] = new if table is None else LatencyTable(*(np.concatenate(pair) for pair in zip(table, new, strict=True)))
         return table
 
 

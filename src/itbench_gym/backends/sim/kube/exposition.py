@@ -13,12 +13,20 @@ class LabelSets:
 
     def __init__(self) -> None:
         self._made: dict[Hashable, dict[str, str]] = {}
+        self._families: dict[Hashable, list[dict[str, str]]] = {}
 
     def get(self, key: Hashable, make: Callable[..., dict[str, str]]) -> dict[str, str]:
         labels = self._made.get(key)
         if labels is None:
             labels = self._made[key] = make()
         return labels
+
+    def family(self, key: Hashable, make: Callable[[], list[dict[str, str]]]) -> list[dict[str, str]]:
+        """The label dicts of several series made together (a histogram's), once per key."""
+        made = self._families.get(key)
+        if made is None:
+            made = self._families[key] = make()
+        return made
 
 
 def le_text(bound: float) -> str:
@@ -30,10 +38,8 @@ def histogram_samples(sets: LabelSets, key: Hashable, name: str, labels: Mapping
                       buckets: Sequence[float], counts: Sequence[float]) -> list[Sample]:
     """A histogram's ``_bucket``/``_count``/``_sum`` series from cumulative bucket counts followed by the
     count and the sum; counts floored to whole observations."""
-    out: list[Sample] = []
-    for i, le in enumerate((*map(le_text, buckets), "+Inf")):
-        value = counts[i] if i < len(buckets) else counts[-2]
-        out.append((sets.get((key, le), lambda x=le: {"__name__": f"{name}_bucket", **labels, "le": x}), float(math.floor(value))))
-    out.append((sets.get((key, "count"), lambda: {"__name__": f"{name}_count", **labels}), float(math.floor(counts[-2]))))
-    out.append((sets.get((key, "sum"), lambda: {"__name__": f"{name}_sum", **labels}), counts[-1]))
-    return out
+    series = sets.family(key, lambda: [*({"__name__": f"{name}_bucket", **labels, "le": le} for le in (*map(le_text, buckets), "+Inf")),
+                                       {"__name__": f"{name}_count", **labels}, {"__name__": f"{name}_sum", **labels}])
+    total = float(math.floor(counts[-2]))
+    values = [float(math.floor(v)) for v in counts[:len(buckets)]]
+    return list(zip(series, [*values, total, total, counts[-1]], strict=True))
