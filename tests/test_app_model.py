@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from itbench_gym.backends.sim.app import AppModel
+from itbench_gym.backends.sim.app.flow import Moments
 from itbench_gym.backends.sim.app.model import parsed_app, ramped_users
 from itbench_gym.backends.sim.app.runtime import AppRuntime
+from itbench_gym.backends.sim.app.spanmetrics import BucketTables, SpanMetrics
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
 from itbench_gym.lang.timestamps import rfc3339
@@ -445,9 +447,6 @@ def test_every_image_an_app_deploys_fails_a_command_it_does_not_hold(app: str) -
 
 def test_bucket_rows_kept_across_ticks_equal_rows_computed_afresh() -> None:
     """The span metrics' bucket probabilities, kept from tick to tick, are those a new table computes."""
-    from itbench_gym.backends.sim.app.flow import Moments
-    from itbench_gym.backends.sim.app.spanmetrics import BucketTables, SpanMetrics
-
     spans = SpanMetrics((2.0, 10.0, 50.0, 250.0), "otel-demo", "opentelemetry-demo/")
     kept = BucketTables(limit=3)
     ticks = [[Moments(0.01, 1e-5), Moments(0.2, 0.01)], [Moments(0.2, 0.01), Moments(0.05, 4e-4), Moments(0.0, 0.0)],
