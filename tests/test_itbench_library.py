@@ -166,10 +166,29 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
     bad["disruptions"][0]["injections"][0]["id"] = "no-such-fault"
     (tmp_path / "902.json").write_text(json.dumps(bad))
     (tmp_path / "903.json").write_text("{not json")
+
+    def env_fault(n: int, workload: str, variable: str) -> None:
+        """ITBench's environment-variable fault moved to another workload (a variant of its scenario 16)."""
+        target = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": workload, "namespace": "otel-demo"}}
+        index = _foreign_index(id=n)
+        index["disruptions"][0]["injections"] = [{"id": "modified-kubernetes-workload-container-environment-variable", "args": {
+            "kubernetesObject": target, "container": {"name": workload, "env": {"name": variable, "value": "localhost:1"}}}}]
+        (tmp_path / f"{n}.json").write_text(json.dumps(index))
+
+    env_fault(904, "cart", "QUOTE_ADDR")
+    env_fault(905, "kart", "QUOTE_ADDR")
+    env_fault(906, "checkout", "CART_ADDR")
     reasons = {s.id: s.unsupported or s.invalid for s in import_library(tmp_path)}
     assert reasons["ITBench-901-v0"] == "not yet supported: ITBench application 'hotel' has no environment here"
     assert reasons["ITBench-902-v0"] == "not yet supported: fault type no-such-fault is not in the catalogue"
     assert reasons["ITBench-903-v0"].startswith("invalid index file: ")
+    assert reasons["ITBench-904-v0"] == (
+        "invalid index: faults[0].args.container.env.name: container 'cart' of Deployment otel-demo/cart has no env var "
+        "'QUOTE_ADDR' to modify; its env: OTEL_SERVICE_NAME, OTEL_COLLECTOR_NAME, OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "
+        "CART_PORT, ASPNETCORE_URLS, VALKEY_ADDR, FLAGD_HOST, FLAGD_PORT, OTEL_EXPORTER_OTLP_ENDPOINT")
+    assert reasons["ITBench-905-v0"].startswith("invalid index: faults[0].args.kubernetesObject.metadata.name: no Deployment 'kart' "
+                                                "in namespace 'otel-demo' of app 'astronomy-shop'; did you mean 'cart'?")
+    assert reasons["ITBench-906-v0"] is None  # checkout sets CART_ADDR once: the fault applies
 
 
 @needs_library
@@ -271,3 +290,27 @@ def test_index_alerts_that_never_fire_are_replaced_by_what_does_and_reported(tmp
 
     monkeypatch.setattr(triggering, "_observe", no_twin)
     assert triggering.index_alerts_checked(scenarios["ITBench-904-v0"], ["HighRequestErrorRate", "KubePodCrashLooping"])[0] == alerts
+
+
+def test_an_injection_that_fails_on_the_twin_makes_the_scenario_invalid_not_a_crash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault whose injection fails while the twin decides the alerts (ITBench's own injection would
+    fail there too) is the index's error, reported with the operation's reason."""
+    from itbench_gym.faults.catalogue import FaultError
+    from itbench_gym.registry import LibraryEntry
+    from itbench_gym.spec import SpecError
+    from itbench_gym.spec.itbench import open_library
+    from itbench_gym.validate import triggering
+
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(fresh_cache(tmp_path / "cache")))
+    (tmp_path / "907.json").write_text(json.dumps(_foreign_index(id=907, alerts=[])))
+
+    def failing(_: Any) -> Any:
+        raise FaultError("Deployment otel-demo/flagd was not available 300 s after the restart")
+
+    monkeypatch.setattr(triggering, "observe_new_alerts", failing)
+    entry = LibraryEntry(open_library(tmp_path), tmp_path / "907.json")
+    with pytest.raises(SpecError) as err:
+        entry.spec()
+    assert [(p.path, p.message) for p in err.value.problems] == [
+        ("disruptions", "its faults cannot be injected: Deployment otel-demo/flagd was not available 300 s after the restart")]

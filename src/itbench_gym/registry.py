@@ -166,6 +166,7 @@ class LibraryEntry:
             raise SpecError(self.source, "", imported.invalid)
         if imported.unsupported is not None:
             raise UnsupportedScenarioError(self.source, "", imported.unsupported)
+        from itbench_gym.faults.catalogue import FaultError
         from itbench_gym.spec.itbench import with_triggering
         from itbench_gym.spec.loader import spec_from_document
         from itbench_gym.validate.triggering import NoAlertError, decided_alerts, decided_unshown, index_alerts_checked
@@ -182,6 +183,8 @@ class LibraryEntry:
                 triggering, checked = index_alerts_checked(imported, names)
         except NoAlertError as exc:
             raise SpecError(self.source, "alerts", str(exc)) from None
+        except FaultError as exc:  # an injection the index asks for fails on the app as deployed
+            raise SpecError(self.source, "disruptions", f"its faults cannot be injected: {exc}") from None
         doc, notes = with_triggering(imported, triggering)
         notes += checked
         if imported.ground_truth_from == "v1" and imported.domain == "sre":

@@ -40,6 +40,8 @@ annotate a string or a list of strings.
                                       a Chaos Mesh selector that picks at least one pod template of the app
                                       (selectors on Kubernetes' own namespaces, such as kube-system, are not
                                       checked: the app's manifests do not describe them)
+  {type: env-var, container: <arg>,   an env var that container <arg> of the pod template of workload <arg>
+   workload: <arg>}                   sets once in its ``env`` (what a fault that modifies a variable needs)
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "flag": (frozenset({"config_map"}), frozenset()),
     "flag-variant": (frozenset({"flag", "config_map"}), frozenset()),
     "pod-selector": (frozenset(), frozenset({"namespace"})),
+    "env-var": (frozenset({"container", "workload"}), frozenset()),
 }
 
 
@@ -172,7 +175,7 @@ def argument_refs(definition: FaultDefinition, args: Mapping[str, Any]) -> list[
     out: list[ArgRef] = []
     for path, parent, value, ref in _walk(root, root, args, (), None):
         params = {k: v for k, v in ref.items() if k != "type"}
-        for key in ("config_map", "flag", "workload", "selector", "namespace", "spawns"):
+        for key in ("config_map", "flag", "workload", "selector", "namespace", "spawns", "container"):
             if isinstance(params.get(key), str):
                 params[key] = _resolve(args, parent, params[key])
         out.append(ArgRef(_path("args", path), ref["type"], value, params))

@@ -67,6 +67,13 @@ class KubeObject:
             spec = _template_spec(self.body)
         return [c.get("name", "") for key in ("initContainers", "containers") for c in spec.get(key) or [] if isinstance(c, Mapping)]
 
+    def env_names(self, container: str) -> list[str]:
+        """The names a container of the Pod or pod template sets in ``env``, in order (repeats kept)."""
+        spec = self.body.get("spec") or {} if self.kind == "Pod" else _template_spec(self.body)
+        found = next((c for key in ("initContainers", "containers") for c in spec.get(key) or []
+                      if isinstance(c, Mapping) and c.get("name") == container), {})
+        return [str(e.get("name")) for e in found.get("env") or [] if isinstance(e, Mapping)]
+
 
 @dataclass(frozen=True)
 class AlertRuleFact:

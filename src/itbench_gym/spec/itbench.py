@@ -206,6 +206,7 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
     from itbench_gym.faults.catalogue import catalogue, fault_args_problems
     from itbench_gym.paths import envs_dir
     from itbench_gym.spec.appfacts import load_app_facts
+    from itbench_gym.spec.references import fault_reference_problems
 
     if out.domain not in ("sre", "finops"):
         raise _Unsupported(f"not yet supported: category {out.domain!r} (the {out.domain} task is not implemented)")
@@ -240,6 +241,10 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
         if ours:
             path, message = ours[0]
             raise _Unsupported(f"not yet supported: faults[{i}] ({entry['id']}) {path}: {message}")
+    broken = fault_reference_problems(entries, facts)
+    if broken:
+        path, message = broken[0]
+        raise _Invalid(f"invalid index: {path}: {message}")
     namespace = facts.namespace or _namespace_of(entries)
     alerts = [a if isinstance(a, str) else a.get("id") for a in index.get("alerts") or []]
     out.alerts_from = "index" if alerts else "twin" if entries else "none"

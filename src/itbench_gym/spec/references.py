@@ -8,7 +8,8 @@ did-you-mean when a close name exists):
 - Fault arguments, by the reference types the fault catalogue declares (``x-ref`` in
   ``faults/definitions/``): target objects (workloads, ConfigMaps, Services, Secrets, ...) exist in
   the app's manifests; objects a fault creates go into an existing namespace; containers exist in
-  the workload's pod template (or in the pods a Chaos Mesh selector picks); feature flags and their
+  the workload's pod template (or in the pods a Chaos Mesh selector picks), and an env var a fault
+  modifies is set once in that container's ``env``; feature flags and their
   variants are defined in the flagd ConfigMap, and flags of the app's flag ConfigMap have a behaviour
   in ``app.yaml``; Chaos Mesh selectors pick at least one of the app's pods.
 - ``alerts.triggering``: each alert is a rule the cluster evaluates (``envs/<app>/alert-rules.yaml`` or a
@@ -74,20 +75,15 @@ def check_references(doc: Mapping[str, Any], envs: Path) -> list[Problem]:
     budgets = (doc.get("finops") or {}).get("budgets") or {}
     if budgets:
         checker.add_budget_alerts(env["namespace"], budgets)
-    for i, fault in enumerate(doc["faults"]):
-        definition = catalogue().get(fault["id"])
-        if definition is None or fault_args_problems(fault["id"], fault["args"]):
-            continue  # reported by the schema check; references need well-formed arguments
-        for ref in argument_refs(definition, fault["args"]):
-            problems += [(f"faults[{i}].{path}", message) for path, message in checker.check(ref, f"faults[{i}]")]
-        for made in created_objects(definition, fault["args"]):
-            checker.created.append(KubeObject(made.kind, made.name, made.namespace, f"created by faults[{i}]"))
-            if made.spawns:
-                checker.created.append(KubeObject(made.spawns, f"{made.name}-{GENERATED_SUFFIX}", made.namespace,
-                                                  f"spawned by {made.kind} {made.name}"))
+    problems += checker.faults(doc["faults"])
     problems += checker.alerts(doc["alerts"]["triggering"])
     problems += checker.ground_truth(doc["ground_truth"])
     return problems
+
+
+def fault_reference_problems(faults: Sequence[Mapping[str, Any]], facts: AppFacts) -> list[Problem]:
+    """The broken references of a list of faults (each ``{"id", "args"}``) into one app's data."""
+    return _Checker(facts).faults(faults)
 
 
 class _Checker:
@@ -98,6 +94,22 @@ class _Checker:
         self.created: list[KubeObject] = []
         #: Alerting rules the scenario deploys besides the app's (a FinOps scenario's budget alerts).
         self.added_rules: list[AlertRuleFact] = []
+
+    def faults(self, faults: Sequence[Mapping[str, Any]]) -> list[Problem]:
+        """Each fault's argument references, in order (a fault sees the objects earlier ones create)."""
+        problems: list[Problem] = []
+        for i, fault in enumerate(faults):
+            definition = catalogue().get(fault["id"])
+            if definition is None or fault_args_problems(fault["id"], fault["args"]):
+                continue  # reported by the schema check; references need well-formed arguments
+            for ref in argument_refs(definition, fault["args"]):
+                problems += [(f"faults[{i}].{path}", message) for path, message in self.check(ref, f"faults[{i}]")]
+            for made in created_objects(definition, fault["args"]):
+                self.created.append(KubeObject(made.kind, made.name, made.namespace, f"created by faults[{i}]"))
+                if made.spawns:
+                    self.created.append(KubeObject(made.spawns, f"{made.name}-{GENERATED_SUFFIX}", made.namespace,
+                                                   f"spawned by {made.kind} {made.name}"))
+        return problems
 
     def rules(self) -> list[AlertRuleFact]:
         return [*self.facts.rules, *self.added_rules]
@@ -146,6 +158,7 @@ class _Checker:
             "flag": self._flag,
             "flag-variant": self._flag_variant,
             "pod-selector": self._pod_selector,
+            "env-var": self._env_var,
         }[ref.type]
         return handler(ref, owner)
 
@@ -211,6 +224,23 @@ class _Checker:
                 path = ref.path if isinstance(ref.value, str) else f"{ref.path}[{j}]"
                 problems.append((path, f"no container {name!r} in {where}{_suggest(name, available)}; containers: {', '.join(available)}"))
         return problems
+
+    def _env_var(self, ref: ArgRef, owner: str) -> list[Problem]:
+        """An env var the fault overwrites: set exactly once in the container's ``env`` (ITBench's check)."""
+        workload, container = ref.params.get("workload"), ref.params.get("container")
+        meta = workload.get("metadata") or {} if isinstance(workload, Mapping) else {}
+        obj = self.find(str((workload or {}).get("kind")), meta.get("namespace"), str(meta.get("name"))) if meta else None
+        if obj is None or container not in obj.containers():
+            return []  # the workload or the container reference itself is reported
+        names = obj.env_names(container)
+        count = names.count(str(ref.value))
+        if count == 1:
+            return []
+        where = f"container {container!r} of {obj}"
+        if count == 0:
+            return [(ref.path, f"{where} has no env var {ref.value!r} to modify{_suggest(str(ref.value), names)}; "
+                               f"its env: {', '.join(names) or 'none'}")]
+        return [(ref.path, f"{where} sets env var {ref.value!r} {count} times; the fault modifies one that is set once")]
 
     # -- feature flags ---------------------------------------------------------------------------
     def _flag_config(self, config_map: Any) -> tuple[KubeObject | None, dict[str, Any] | None, str | None]:
