@@ -178,6 +178,11 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
     env_fault(904, "cart", "QUOTE_ADDR")
     env_fault(905, "kart", "QUOTE_ADDR")
     env_fault(906, "checkout", "CART_ADDR")
+    port_fault = _foreign_index(id=908)
+    port_fault["disruptions"][0]["injections"] = [{"id": "modified-target-port-kubernetes-service", "args": {
+        "kubernetesObject": {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "product-reviews", "namespace": "otel-demo"}},
+        "targetPort": 8080}}]  # ITBench 30's change, on a Service that forwards elsewhere
+    (tmp_path / "908.json").write_text(json.dumps(port_fault))
     reasons = {s.id: s.unsupported or s.invalid for s in import_library(tmp_path)}
     assert reasons["ITBench-901-v0"] == "not yet supported: ITBench application 'hotel' has no environment here"
     assert reasons["ITBench-902-v0"] == "not yet supported: fault type no-such-fault is not in the catalogue"
@@ -189,6 +194,8 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
     assert reasons["ITBench-905-v0"].startswith("invalid index: faults[0].args.kubernetesObject.metadata.name: no Deployment 'kart' "
                                                 "in namespace 'otel-demo' of app 'astronomy-shop'; did you mean 'cart'?")
     assert reasons["ITBench-906-v0"] is None  # checkout sets CART_ADDR once: the fault applies
+    assert reasons["ITBench-908-v0"] == ("invalid index: faults[0].args.targetPort: Service otel-demo/product-reviews has no port "
+                                         "with targetPort 8080; its target ports: 3551")
 
 
 @needs_library

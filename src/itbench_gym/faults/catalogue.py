@@ -42,6 +42,8 @@ annotate a string or a list of strings.
                                       checked: the app's manifests do not describe them)
   {type: env-var, container: <arg>,   an env var that container <arg> of the pod template of workload <arg>
    workload: <arg>}                   sets once in its ``env`` (what a fault that modifies a variable needs)
+  {type: service-port, service: <arg>}
+                                      a target port that exactly one port of the Service object <arg> forwards to
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "flag-variant": (frozenset({"flag", "config_map"}), frozenset()),
     "pod-selector": (frozenset(), frozenset({"namespace"})),
     "env-var": (frozenset({"container", "workload"}), frozenset()),
+    "service-port": (frozenset({"service"}), frozenset()),
 }
 
 
@@ -175,7 +178,7 @@ def argument_refs(definition: FaultDefinition, args: Mapping[str, Any]) -> list[
     out: list[ArgRef] = []
     for path, parent, value, ref in _walk(root, root, args, (), None):
         params = {k: v for k, v in ref.items() if k != "type"}
-        for key in ("config_map", "flag", "workload", "selector", "namespace", "spawns", "container"):
+        for key in ("config_map", "flag", "workload", "selector", "namespace", "spawns", "container", "service"):
             if isinstance(params.get(key), str):
                 params[key] = _resolve(args, parent, params[key])
         out.append(ArgRef(_path("args", path), ref["type"], value, params))

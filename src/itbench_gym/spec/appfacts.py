@@ -67,6 +67,11 @@ class KubeObject:
             spec = _template_spec(self.body)
         return [c.get("name", "") for key in ("initContainers", "containers") for c in spec.get(key) or [] if isinstance(c, Mapping)]
 
+    def target_ports(self) -> list[Any]:
+        """A Service's ports' target ports (a port without one targets its own number), in order."""
+        ports = (self.body.get("spec") or {}).get("ports") or []
+        return [p.get("targetPort", p.get("port")) for p in ports if isinstance(p, Mapping)]
+
     def env_names(self, container: str) -> list[str]:
         """The names a container of the Pod or pod template sets in ``env``, in order (repeats kept)."""
         spec = self.body.get("spec") or {} if self.kind == "Pod" else _template_spec(self.body)

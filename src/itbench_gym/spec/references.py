@@ -9,7 +9,8 @@ did-you-mean when a close name exists):
   ``faults/definitions/``): target objects (workloads, ConfigMaps, Services, Secrets, ...) exist in
   the app's manifests; objects a fault creates go into an existing namespace; containers exist in
   the workload's pod template (or in the pods a Chaos Mesh selector picks), and an env var a fault
-  modifies is set once in that container's ``env``; feature flags and their
+  modifies is set once in that container's ``env``, a Service target port a fault re-points is one
+  port's; feature flags and their
   variants are defined in the flagd ConfigMap, and flags of the app's flag ConfigMap have a behaviour
   in ``app.yaml``; Chaos Mesh selectors pick at least one of the app's pods.
 - ``alerts.triggering``: each alert is a rule the cluster evaluates (``envs/<app>/alert-rules.yaml`` or a
@@ -159,6 +160,7 @@ class _Checker:
             "flag-variant": self._flag_variant,
             "pod-selector": self._pod_selector,
             "env-var": self._env_var,
+            "service-port": self._service_port,
         }[ref.type]
         return handler(ref, owner)
 
@@ -241,6 +243,22 @@ class _Checker:
             return [(ref.path, f"{where} has no env var {ref.value!r} to modify{_suggest(str(ref.value), names)}; "
                                f"its env: {', '.join(names) or 'none'}")]
         return [(ref.path, f"{where} sets env var {ref.value!r} {count} times; the fault modifies one that is set once")]
+
+    def _service_port(self, ref: ArgRef, owner: str) -> list[Problem]:
+        """A target port of a Service: exactly one of its ports forwards there (what the fault re-points)."""
+        service = ref.params.get("service")
+        meta = service.get("metadata") or {} if isinstance(service, Mapping) else {}
+        obj = self.find("Service", meta.get("namespace"), str(meta.get("name"))) if meta else None
+        if obj is None:
+            return []  # the Service reference itself is reported
+        targets = obj.target_ports()
+        count = targets.count(ref.value)
+        if count == 1:
+            return []
+        listed = ", ".join(str(t) for t in targets) or "none"
+        if count == 0:
+            return [(ref.path, f"{obj} has no port with targetPort {ref.value!r}; its target ports: {listed}")]
+        return [(ref.path, f"{obj} has {count} ports with targetPort {ref.value!r}; the fault re-points one (target ports: {listed})")]
 
     # -- feature flags ---------------------------------------------------------------------------
     def _flag_config(self, config_map: Any) -> tuple[KubeObject | None, dict[str, Any] | None, str | None]:
