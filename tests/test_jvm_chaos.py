@@ -151,7 +151,7 @@ def test_a_body_patch_breaks_email_only_where_its_handler_dereferences() -> None
     assert body_failure(body, {"email": "12345", "order": {"items": []}}) is None
     assert http_selects({"method": "POST", "path": "/send_*"}, SEND)
     assert not http_selects({"method": "GET", "path": "*"}, SEND)
-    with pytest.raises(ValueError, match="key must be a string at line 1 column 2"):
+    with pytest.raises(ValueError):
         parse_patch("{'email': '12345', 'order': 'error body'}")
 
 
@@ -164,16 +164,22 @@ def _http_chaos(value: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("value", "fails"), [('{"email": "12345", "order": "error body"}', True),
                                               ("{'email': '12345', 'order': 'error body'}", False)])
-def test_patched_order_fails_email_and_invalid_json_fails_the_injection(shop_twin: ShopTwin, value: str, fails: bool) -> None:
+def test_patched_order_fails_email_and_invalid_json_leaves_the_port_to_a_dead_proxy(shop_twin: ShopTwin, value: str, fails: bool) -> None:
+    """A valid patch reaches email's handler, which fails on it; an invalid one is injected as well (the
+    proxy process exits on it after the redirection is set up), so nothing reaches email on its port:
+    checkout's calls time out and email serves no request."""
     shop_twin.reset()
     ctx = shop_twin.context()
     ctx.create(_http_chaos(value))
     ctx.close()
     shop_twin.backend.advance(150)
     errors = shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="email",status_code="STATUS_CODE_ERROR"}[1m]))')
+    served = shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="email",span_kind="SPAN_KIND_SERVER"}[1m]))')
+    callers = shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="checkout",span_kind="SPAN_KIND_CLIENT",'
+                              'span_name="POST",status_code="STATUS_CODE_ERROR"}[1m]))')
     [record] = shop_twin.store.get("HTTPChaos", "chaos-mesh", "tamper")["status"]["experiment"]["containerRecords"]
+    assert record["phase"] == "Injected"
     if fails:
-        assert errors > 0 and record["phase"] == "Injected"
+        assert errors > 0 and served > 0
     else:
-        assert errors == 0 and record["phase"] == "Not Injected"
-        assert record["events"][-1]["message"] == "rpc error: code = Unknown desc = key must be a string at line 1 column 2"
+        assert errors == 0 and served == 0 and callers > 0

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from itbench_gym.backends.sim.chaos.tproxy import parse_patch
+from itbench_gym.backends.sim.chaos.tproxy import parse_patch, proxy_exits
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
 from itbench_gym.lang.timestamps import parse_rfc3339
@@ -145,7 +145,7 @@ _HTTP_ROUTE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
 
 def request_body_patch(chaos: dict[str, Any]) -> Any:
     """The JSON an HTTPChaos merges into request bodies (None: it patches no request body, or its
-    JSON is invalid and chaos-tproxy refused the rule)."""
+    JSON is invalid: the proxy never runs, :func:`~itbench_gym.backends.sim.chaos.tproxy.proxy_exits`)."""
     body = (chaos.get("patch") or {}).get("body") or {}
     if chaos.get("target", "Request") != "Request" or body.get("type") != "JSON":
         return None
@@ -442,6 +442,9 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
             continue
         for h in active_chaos(view, "HTTPChaos"):
             if chaos_selects(h.get("selector"), view.namespace, pod_obj["metadata"].get("labels") or {}) and int(h.get("port", tp)) == tp:
+                if proxy_exits(h):  # the port is redirected to a proxy that exited: every packet dropped
+                    causes.append("timeout")
+                    break
                 if h.get("abort"):
                     causes.append("http_abort")
                     break

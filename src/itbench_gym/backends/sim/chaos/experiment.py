@@ -21,7 +21,6 @@ from .byteman import BytemanError, parse_rules
 from .kinds import API_GROUP, COMPONENT, FINALIZER, ends_at, is_paused, parse_duration
 from .podchaos import ONE_SHOT_ACTIONS, ActionError, Killer, PodChaosActions, record_ids
 from .selection import SelectionError, choose, pod_matches
-from .tproxy import parse_patch
 
 Obj = dict[str, Any]
 
@@ -49,16 +48,6 @@ def _submit_rules(text: str) -> None:
         parse_rules(text)
     except BytemanError as e:
         raise ActionError(f"rpc error: code = Unknown desc = {e}") from None
-
-
-def _load_tproxy_rule(spec: Obj) -> None:
-    """chaos-tproxy parses a JSON body patch when it loads the rule (serde_json), refusing invalid JSON."""
-    body = (spec.get("patch") or {}).get("body") or {}
-    if body.get("type") == "JSON":
-        try:
-            parse_patch(str(body.get("value", "")))
-        except ValueError as e:
-            raise ActionError(f"rpc error: code = Unknown desc = {e}") from None
 
 
 class ExperimentController(Controller):
@@ -173,8 +162,6 @@ class ExperimentController(Controller):
                 (self.pods.apply if operation == "Apply" else self.pods.recover)(spec, record["id"])
             elif self.kind == "JVMChaos" and operation == "Apply" and spec.get("action") == "ruleData":
                 _submit_rules(str(spec.get("ruleData") or ""))
-            elif self.kind == "HTTPChaos" and operation == "Apply":
-                _load_tproxy_rule(spec)
         except ActionError as e:
             record.setdefault("events", []).append(
                 {"type": "Failed", "operation": operation, "timestamp": rfc3339(now), "message": str(e)})

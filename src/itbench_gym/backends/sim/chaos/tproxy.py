@@ -1,26 +1,34 @@
-"""chaos-tproxy's handling of HTTPChaos bodies: it parses a JSON patch with serde_json when it loads
-the rule (invalid JSON fails the injection with serde's message) and merges it into each selected
-JSON body as an RFC 7396 merge patch (``kube.patch.merge_patch``)."""
+"""chaos-tproxy's handling of HTTPChaos rules (chaos-mesh/chaos-tproxy, the proxy chaos-daemon starts in
+the pod's network namespace).
+
+The controller process accepts a rule as it is and answers chaos-daemon 200 (the injection succeeds),
+sets up the pod's redirection (a bridge through its own namespace, TPROXY of the selected ports to
+its listen port), then starts the proxy process, which reads the rules and converts them: a JSON body
+``patch`` is parsed with serde_json there (``raw_config.rs``). An invalid JSON makes the proxy process
+exit before it listens, while the redirection stays: TPROXY finds no socket for the selected ports
+and drops every packet to them (new connections and those already open alike), so callers time out
+and the server sees none of their requests. A valid patch is merged into each selected JSON body as
+an RFC 7396 merge patch (``kube.patch.merge_patch``).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-#: Python's json wording -> serde_json's (chaos-tproxy parses the patch with serde_json).
-_SERDE = {
-    "Expecting property name enclosed in double quotes": "key must be a string",
-    "Expecting value": "expected value",
-    "Expecting ',' delimiter": "expected `,` or `}`",
-    "Expecting ':' delimiter": "expected `:`",
-    "Extra data": "trailing characters",
-    "Unterminated string starting at": "EOF while parsing a string",
-}
-
 
 def parse_patch(value: str) -> Any:
-    """The patch's JSON; ValueError worded as serde_json's error (what chaos-tproxy reports)."""
+    """The patch's JSON (what the proxy process converts); ValueError when it is not JSON."""
+    return json.loads(value)
+
+
+def proxy_exits(spec: dict[str, Any]) -> bool:
+    """Whether the HTTPChaos's rule makes the proxy process exit as it starts (a JSON body patch that is not JSON)."""
+    body = (spec.get("patch") or {}).get("body") or {}
+    if body.get("type") != "JSON":
+        return False
     try:
-        return json.loads(value)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{_SERDE.get(e.msg, e.msg)} at line {e.lineno} column {e.colno}") from None
+        parse_patch(str(body.get("value", "")))
+    except ValueError:
+        return True
+    return False
