@@ -49,6 +49,20 @@ def test_service_templates_target_each_workloads_service_and_restore_what_they_c
     assert not any(c.key.startswith("service-selector:otel-collector") for c in judge.space.candidates)
 
 
+def test_address_templates_rewrite_each_address_a_container_calls_to_a_closed_port(judge: _Judge) -> None:
+    """ITBench 16's and 24's faults are two of the wrong-address candidates: every env var holding a URL
+    or host:port of a service the container calls, pointed at port 9999 with its scheme kept; settings
+    that are not such an address (connection strings, ports alone) are left out."""
+    by_key = {c.key: c for c in judge.space.candidates if c.template == "wrong-address"}
+    quote = by_key["wrong-address:shipping/shipping/QUOTE_ADDR"]
+    assert quote.faults[0]["args"]["container"] == {"name": "shipping", "env": {"name": "QUOTE_ADDR", "value": "http://quote:9999"}}
+    assert quote.services == ("shipping",) and quote.root_cause == {"kind": "Deployment", "name": "shipping"}
+    assert quote.condition.endswith("points at http://quote:9999 instead of http://quote:8080")
+    assert by_key["wrong-address:checkout/checkout/KAFKA_ADDR"].faults[0]["args"]["container"]["env"]["value"] == "kafka:9999"
+    assert not any(key.endswith(("_PORT", "CONNECTION_STRING")) for key in by_key)
+    assert all(check_document(judge._document(Draft(0, (c,)), [])) == [] for c in by_key.values())
+
+
 def test_a_flag_is_fixed_by_replaying_the_journal_and_a_workload_edit_by_its_own_fix(judge: _Judge) -> None:
     """The oracle reverts a flag edit only when the mitigation says ``revert_faults``; with it, the
     journal undoes every fault, so a workload's ``rollout undo`` must not run after it."""

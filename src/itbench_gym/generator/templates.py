@@ -26,6 +26,10 @@ from itbench_gym.spec.appfacts import AppFacts
 _TEMPLATES = Path(__file__).with_name("templates.yaml")
 #: A string that holds one placeholder and nothing else: a dollar sign and a name, braced or not.
 _ALONE = re.compile(r"\$\{?([_a-zA-Z][_a-zA-Z0-9]*)\}?")
+#: An address setting as a URL or ``host:port`` (scheme, host, port, path): what a wrong-address fault rewrites.
+_ADDRESS = re.compile(r"([a-z][a-z0-9+.-]*://)?([A-Za-z0-9.-]+):(\d+)(/\S*)?")
+#: The port a wrong-address fault points a caller at: nothing of the app listens there (ITBench 24's).
+CLOSED_PORT = 9999
 
 
 class TemplateError(ValueError):
@@ -141,8 +145,11 @@ def fault_candidates(templates: Templates, facts: AppFacts, model: AppSpec, name
                                         per_container=over == "deployment-container")
         elif over == "service":
             out += _service_candidates(template, facts, model, namespace, templates.reaches(template))
+        elif over == "deployment-address":
+            out += _address_candidates(template, facts, model, namespace, templates.reaches(template))
         else:
-            raise TemplateError(f"{where}: unknown 'over' {over!r} (known: flag-variant, deployment, deployment-container, service)")
+            raise TemplateError(f"{where}: unknown 'over' {over!r} "
+                                "(known: flag-variant, deployment, deployment-container, deployment-address, service)")
     return sorted(out, key=lambda c: c.key), skipped
 
 
@@ -236,6 +243,36 @@ def _one_target(template: Mapping[str, Any], target: str, values: Mapping[str, s
         commands=tuple(fill(list(template.get("mitigation") or ()), values)),
         reaches=reaches,
     )
+
+
+def _address_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str,
+                        reaches: Mapping[str, Mapping[str, str]]) -> list[Candidate]:
+    """One candidate per env var of a Deployment's container that holds, as a URL or ``host:port``, the
+    address of a service its calls go to (app.yaml ``address.env``): ITBench's environment-variable
+    faults (its 16 and 24) on every such variable."""
+    service_of = {s.workload: name for name, s in model.services.items()}
+    out = []
+    for obj in facts.of_kind("Deployment", namespace):
+        service = service_of.get(obj.name)
+        if service is None:
+            continue
+        callees = {c.address.env: c.service for op in model.services[service].operations.values() for c in op.calls
+                   if c.address.env is not None}
+        for container in obj.containers():
+            entries = obj.env(container)
+            names = [str(e.get("name")) for e in entries]
+            for entry in entries:
+                env, value = str(entry.get("name")), entry.get("value")
+                address = _ADDRESS.fullmatch(value) if isinstance(value, str) and env in callees and names.count(env) == 1 else None
+                if address is None:
+                    continue
+                scheme, host, _, rest = address.groups()
+                values: dict[str, str | int] = {
+                    "name": obj.name, "namespace": namespace, "service": service, "container": container, "env": env,
+                    "host": host, "callee": callees[env], "address": address.group(0),
+                    "closed_address": f"{scheme or ''}{host}:{CLOSED_PORT}{rest or ''}"}
+                out.append(_one_target(template, f"{obj.name}/{container}/{env}", values, service, obj.name, reaches))
+    return out
 
 
 def _service_candidates(template: Mapping[str, Any], facts: AppFacts, model: AppSpec, namespace: str,

@@ -72,12 +72,16 @@ class KubeObject:
         ports = (self.body.get("spec") or {}).get("ports") or []
         return [p.get("targetPort", p.get("port")) for p in ports if isinstance(p, Mapping)]
 
-    def env_names(self, container: str) -> list[str]:
-        """The names a container of the Pod or pod template sets in ``env``, in order (repeats kept)."""
+    def env(self, container: str) -> list[Mapping[str, Any]]:
+        """The ``env`` entries of a container of the Pod or pod template, in order (repeats kept)."""
         spec = self.body.get("spec") or {} if self.kind == "Pod" else _template_spec(self.body)
         found = next((c for key in ("initContainers", "containers") for c in spec.get(key) or []
                       if isinstance(c, Mapping) and c.get("name") == container), {})
-        return [str(e.get("name")) for e in found.get("env") or [] if isinstance(e, Mapping)]
+        return [e for e in found.get("env") or [] if isinstance(e, Mapping)]
+
+    def env_names(self, container: str) -> list[str]:
+        """The names a container sets in ``env``, in order (repeats kept)."""
+        return [str(e.get("name")) for e in self.env(container)]
 
 
 @dataclass(frozen=True)
