@@ -217,6 +217,31 @@ def test_allocation_is_seeded_honours_requests_and_frees_deleted_addresses() -> 
     assert store.create(_service("again", "10.96.0.10"))["spec"]["clusterIP"] == "10.96.0.10"
 
 
+def test_an_env_var_with_a_value_and_a_source_is_refused_as_kubernetes_refuses_it() -> None:
+    """What a strategic merge of ``value`` onto a ``valueFrom`` variable makes (an environment-variable
+    fault on such a variable): the API server's validateEnvVarValueFrom refuses it."""
+    def deployment(env: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx", "env": env}]}}}}
+
+    store = ObjectStore(SimClock(), seed=1)
+    pod_name = {"fieldRef": {"fieldPath": "metadata.name"}}
+    refused = {
+        "may not be specified when `value` is not empty": [{"name": "POD", "value": "x", "valueFrom": pod_name}],
+        "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`": [{"name": "POD", "valueFrom": {}}],
+        "may not have more than one field specified at a time": [
+            {"name": "POD", "valueFrom": {**pod_name, "secretKeyRef": {"name": "s", "key": "k"}}}],
+    }
+    for message, env in refused.items():
+        with pytest.raises(ApiError) as err:
+            store.create(deployment(env))
+        assert err.value.code == 422 and err.value.message == (
+            f'Deployment.apps "web" is invalid: spec.template.spec.containers[0].env[0].valueFrom: Invalid value: "": {message}')
+    store.create(deployment([{"name": "POD", "valueFrom": pod_name}, {"name": "MODE", "value": "on"}]))
+
+
 def test_each_release_leaves_its_helm_release_secret(cluster: Cluster) -> None:
     secret = cluster.json("get", "secret", "sh.helm.release.v1.otel-demo.v1")  # the agent may read its namespace's
     assert secret["type"] == "helm.sh/release.v1"

@@ -587,11 +587,41 @@ def _validate_containers(containers: Any, path: str, causes: Causes, required: b
             if req is not None and lim is not None and req > lim:
                 causes.append(("FieldValueInvalid", f"{cp}.resources.requests",
                                f'Invalid value: "{res["requests"][r]}": must be less than or equal to {r} limit of {res["limits"][r]}'))
+        _validate_env(c.get("env"), f"{cp}.env", causes)
         for j, p in enumerate(c.get("ports") or []):
             port = p.get("containerPort") if isinstance(p, dict) else None
             if not isinstance(port, int) or not 0 < port < 65536:
                 causes.append(("FieldValueInvalid", f"{cp}.ports[{j}].containerPort",
                                f"Invalid value: {port}: must be between 1 and 65535, inclusive"))
+
+
+#: An env var's sources (``valueFrom``), of which exactly one is set, and never beside a ``value``.
+_ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
+
+
+def _validate_env(env: Any, path: str, causes: Causes) -> None:
+    """A container's ``env`` as Kubernetes' validateEnv and validateEnvVarValueFrom check it: a name,
+    and a ``valueFrom`` with one source, given only when ``value`` is empty."""
+    for j, e in enumerate(env if isinstance(env, list) else []):
+        ep = f"{path}[{j}]"
+        if not isinstance(e, dict):
+            causes.append(("FieldValueInvalid", ep, "Invalid value: must be an object"))
+            continue
+        if not e.get("name"):
+            causes.append(("FieldValueRequired", f"{ep}.name", "Required value"))
+        source = e.get("valueFrom")
+        if source is None:
+            continue
+        count = sum(1 for key in _ENV_SOURCES if isinstance(source, dict) and source.get(key) is not None)
+        if count == 0:
+            message = "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"
+        elif e.get("value"):
+            message = "may not be specified when `value` is not empty"
+        elif count > 1:
+            message = "may not have more than one field specified at a time"
+        else:
+            continue
+        causes.append(("FieldValueInvalid", f"{ep}.valueFrom", f'Invalid value: "": {message}'))
 
 
 def _validate_pod_spec(spec: Any, path: str, causes: Causes) -> None:
