@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import PROJECT_ROOT, SHARED, fresh_cache
+from itbench_gym.validate import run
 from itbench_gym.validate.catalogue import LIBRARY_HEADING, read_results, render_scenarios_doc
 from itbench_gym.validate.checks import symptoms, wrong_fix_target
 from itbench_gym.validate.run import main
@@ -30,6 +31,24 @@ def test_lines_and_exit_status(tmp_path: Path) -> None:
     lines.clear()
     assert main(["SRE-NoSuchThing-*"], echo=lines.append) == 1
     assert lines == ["INVALID     SRE-NoSuchThing-*: no registered scenario id matches it", "0 passed, 1 failed"]
+
+
+def test_an_error_of_the_twin_is_one_scenarios_result_not_the_end_of_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug the twin raises while validating a scenario is that scenario's ERROR line (what and where);
+    the others are still validated and the command fails."""
+    real = run.validate_scenario
+
+    def flaky(target: str, seeds: Any) -> Any:
+        if target == "SRE-CacheFailure-NoLogs-v0":
+            raise KeyError("frontend")
+        return dataclasses.replace(real("SRE-CacheFailure-v0", ()), id=target)  # no seed: the spec checks only
+
+    monkeypatch.setattr(run, "validate_scenario", flaky)
+    lines: list[str] = []
+    assert main(["SRE-CacheFailure-NoLogs-v0", "SRE-CacheFailure-v0"], echo=lines.append) == 1
+    assert lines[0].startswith("ERROR       SRE-CacheFailure-NoLogs-v0: internal error of the twin: KeyError: 'frontend' "
+                               "(raised at test_validate.py:")
+    assert lines[1].startswith("PASSED      SRE-CacheFailure-v0") and lines[-1] == "1 passed, 1 failed"
 
 
 def test_bad_spec_file_is_reported_first(tmp_path: Path) -> None:

@@ -67,7 +67,8 @@ class ScenarioResult:
     """Every seed's outcome for one scenario, or why it was not run."""
 
     id: str
-    #: "passed", "failed", "unsupported" (cannot run in this installation) or "invalid" (a bad spec).
+    #: "passed", "failed", "unsupported" (cannot run in this installation), "invalid" (a bad spec) or
+    #: "error" (the twin itself raised: ``validate.run``).
     status: str
     reason: str = ""
     seeds: tuple[SeedResult, ...] = ()

@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,14 @@ def _init_worker(roots: Sequence[str]) -> None:
 
 
 def _one(job: tuple[str, tuple[int, ...]]) -> ScenarioResult:
-    return validate_scenario(*job)
+    """One scenario's result; an error of the twin itself is that scenario's result (what was raised
+    and where), so it never ends the run and hides the other scenarios' results."""
+    try:
+        return validate_scenario(*job)
+    except Exception as exc:  # any bug of the twin, reported per scenario
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return ScenarioResult(job[0], "error", f"internal error of the twin: {type(exc).__name__}: {exc} "
+                                               f"(raised at {Path(where.filename).name}:{where.lineno}; please report it)")
 
 
 def run(ids: Sequence[str], seeds: Sequence[int], workers: int = 1) -> Iterator[ScenarioResult]:
@@ -134,7 +142,7 @@ def main(arguments: Sequence[str], *, seeds: int = 1, workers: int = 1, results:
          static: bool = False, echo: Callable[[str], None] | None = None,
          warn: Callable[[str], None] | None = None) -> int:
     """Check the spec files named (all shipped ones when none is), then validate every scenario named
-    on the twin: a line per scenario, then the totals. 1 when any failed or was invalid."""
+    on the twin: a line per scenario, then the totals. 1 when any failed, was invalid or hit an error."""
     out = echo or (lambda line: print(line, flush=True))
     err = warn or (lambda line: print(line, file=sys.stderr, flush=True))
     selection = select(arguments)
@@ -154,4 +162,4 @@ def main(arguments: Sequence[str], *, seeds: int = 1, workers: int = 1, results:
         write_results(results, done)
     line = summary_line(done)
     out(line if not bad else line.replace(" failed", f" failed, {bad} spec file(s) invalid", 1))
-    return 1 if bad or any(r.status in ("failed", "invalid") for r in done) else 0
+    return 1 if bad or any(r.status in ("failed", "invalid", "error") for r in done) else 0
