@@ -602,13 +602,7 @@ _ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef
 def _validate_env(env: Any, path: str, causes: Causes) -> None:
     """A container's ``env`` as Kubernetes' validateEnv and validateEnvVarValueFrom check it: a name,
     and a ``valueFrom`` with one source, given only when ``value`` is empty."""
-    for j, e in enumerate(env if isinstance(env, list) else []):
-        ep = f"{path}[{j}]"
-        if not isinstance(e, dict):
-            causes.append(("FieldValueInvalid", ep, "Invalid value: must be an object"))
-            continue
-        if not e.get("name"):
-            causes.append(("FieldValueRequired", f"{ep}.name", "Required value"))
+    for ep, e in errors.named_entries(env, path, causes):
         source = e.get("valueFrom")
         if source is None:
             continue

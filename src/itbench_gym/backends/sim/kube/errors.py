@@ -7,6 +7,7 @@ constructors below reproduce the upstream message shapes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -105,6 +106,19 @@ def invalid(group: str, kind: str, name: str, causes: list[tuple[str, str, str]]
         details["group"] = group
     qualified_kind = f"{kind}.{group}" if group else kind
     return ApiError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}', details)
+
+
+def named_entries(items: Any, path: str, causes: list[tuple[str, str, str]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The objects of a list field with their paths (``subjects[0]``), noting in ``causes`` an entry that
+    is not an object and one without a ``name``, as the API server's validation words them."""
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        at = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            causes.append(("FieldValueInvalid", at, "Invalid value: must be an object"))
+            continue
+        if not item.get("name"):
+            causes.append(("FieldValueRequired", f"{at}.name", "Required value"))
+        yield at, item
 
 
 def bad_request(message: str) -> ApiError:

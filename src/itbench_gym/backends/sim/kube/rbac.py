@@ -559,13 +559,7 @@ def _validate_binding(obj: Obj, old: Obj | None, namespaced: bool, causes: Cause
     if subjects is not None and not isinstance(subjects, list):
         causes.append(("FieldValueInvalid", "subjects", "Invalid value: must be a list of subjects"))
         subjects = []
-    for i, s in enumerate(subjects or []):
-        path = f"subjects[{i}]"
-        if not isinstance(s, dict):
-            causes.append(("FieldValueInvalid", path, "Invalid value: must be an object"))
-            continue
-        if not s.get("name"):
-            causes.append(("FieldValueRequired", f"{path}.name", "Required value"))
+    for path, s in errors.named_entries(subjects, "subjects", causes):
         kind = s.get("kind")
         if kind == "ServiceAccount":
             if s.get("apiGroup"):
