@@ -183,6 +183,12 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
         "kubernetesObject": {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "product-reviews", "namespace": "otel-demo"}},
         "targetPort": 8080}}]  # ITBench 30's change, on a Service that forwards elsewhere
     (tmp_path / "908.json").write_text(json.dumps(port_fault))
+    bandwidth = _foreign_index(id=909)  # ITBench 18's Schedule shape with an experiment the twin cannot carry out
+    bandwidth["disruptions"][0]["injections"] = [{"id": "scheduled-chaos-mesh-experiment", "args": {
+        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "slow", "namespace": "chaos-mesh"}},
+        "scheduleSpec": {"type": "NetworkChaos", "networkChaos": {"action": "bandwidth", "bandwidth": {"rate": "1kbps", "limit": 100, "buffer": 100},
+                                                                  "mode": "all", "selector": {"labelSelectors": {"app.kubernetes.io/component": "cart"}}}}}}]
+    (tmp_path / "909.json").write_text(json.dumps(bandwidth))
     reasons = {s.id: s.unsupported or s.invalid for s in import_library(tmp_path)}
     assert reasons["ITBench-901-v0"] == "not yet supported: ITBench application 'hotel' has no environment here"
     assert reasons["ITBench-902-v0"] == "not yet supported: fault type no-such-fault is not in the catalogue"
@@ -194,6 +200,9 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
     assert reasons["ITBench-905-v0"].startswith("invalid index: faults[0].args.kubernetesObject.metadata.name: no Deployment 'kart' "
                                                 "in namespace 'otel-demo' of app 'astronomy-shop'; did you mean 'cart'?")
     assert reasons["ITBench-906-v0"] is None  # checkout sets CART_ADDR once: the fault applies
+    assert reasons["ITBench-909-v0"] == (
+        "not yet supported: faults[0] (scheduled-chaos-mesh-experiment) args.scheduleSpec.networkChaos.action: 'bandwidth' is not one of "
+        "['netem', 'delay', 'loss', 'duplicate', 'corrupt', 'partition']: a bandwidth limit is not modelled (the app model has no message sizes)")
     assert reasons["ITBench-908-v0"] == ("invalid index: faults[0].args.targetPort: Service otel-demo/product-reviews has no port "
                                          "with targetPort 8080; its target ports: 3551")
 

@@ -14,7 +14,8 @@ from itbench_gym.backends.sim.app.httpbody import body_failure
 from itbench_gym.backends.sim.app.jvm import MIB, heap_stress_bytes, max_heap_bytes, outcome, script_rules
 from itbench_gym.backends.sim.app.network import http_selects
 from itbench_gym.backends.sim.app.spec import load_spec
-from itbench_gym.backends.sim.chaos.byteman import BytemanError, Literal, Return, Throw, parse_rules, unsupported
+from itbench_gym.backends.sim.chaos.byteman import BytemanError, Call, Literal, Return, Throw, parse_rules, unsupported
+from itbench_gym.backends.sim.chaos.jvmchaos import installed_script
 from itbench_gym.backends.sim.chaos.tproxy import parse_patch
 from itbench_gym.faults import inject_faults
 from itbench_gym.faults.catalogue import FaultError
@@ -81,6 +82,41 @@ def test_rule_outcomes_follow_the_ad_services_code() -> None:
         assert outcome(code, GET_ADS, script_rules(script)) is None
 
 
+def test_chaos_mesh_writes_the_rule_of_latency_exception_and_return_as_byteman_meets_them() -> None:
+    """Chaos Mesh turns these actions into one unconditional rule at the method's entry; the twin then
+    treats it as it would the same hand-written ``ruleData``."""
+    code = load_spec(envs_dir() / "astronomy-shop").services["ad"].jvm
+    assert code is not None
+    slow = {"action": "latency", "class": "oteldemo.AdService", "method": "getRandomAds", "latency": 800}
+    script = installed_script(slow, 1_700_000_000)
+    assert script is not None and "RULE oteldemo.AdService-getRandomAds-latency-1700000000\n" in script and "Thread.sleep(800L);" in script
+    out = outcome(code, GET_ADS, script_rules(script))
+    assert out is not None and out.delays == ((0.33, 0.8),) and out.failure is None
+    thrown = outcome(code, GET_ADS, script_rules(installed_script(
+        {"action": "exception", "class": "oteldemo.AdService", "method": "getInstance", "exception": 'java.lang.IllegalStateException("chaos")'}, 0) or ""))
+    assert thrown is not None and thrown.error_ratio == 1.0 and thrown.exception == "java.lang.IllegalStateException: chaos"
+    returned = outcome(code, GET_ADS, script_rules(installed_script(
+        {"action": "return", "class": "oteldemo.AdService", "method": "getRandomAds", "returnValue": "null", "name": "nulls"}, 0) or ""))
+    assert returned is not None and returned.error_ratio == pytest.approx(0.33)
+    # the helpers' actions are applied by the model itself; a long literal is Byteman's, a "D" after an int is not
+    assert installed_script({"action": "stress", "cpuCount": 2}, 0) is None
+    assert parse_rules(_rule("A", "m", "Thread.sleep(250L)"))[0].actions[0] == Call("Thread.sleep", (Literal(250.0),))
+    with pytest.raises(BytemanError, match="syntax error near 'D'"):
+        parse_rules(_rule("A", "m", "Thread.sleep(250D)"))
+
+
+@pytest.mark.parametrize(("spec", "refused"), [
+    ({"action": "exception", "class": "oteldemo.AdService", "method": "getInstance"}, "webhook refuses it: exception not provided"),
+    ({"action": "latency", "method": "getInstance", "latency": 100}, "webhook refuses it: class not provided"),
+    ({"action": "stress", "cpuCount": 1, "memType": "heap"}, "inject stress on both CPU and memory is not support now"),
+    ({"action": "exception", "class": "A", "method": "m", "exception": "java.lang.IllegalStateException"},
+     r"the rule Chaos Mesh writes for action exception\): Byteman refuses the script"),
+])
+def test_a_jvm_chaos_spec_chaos_mesh_refuses_is_no_fault(spec: dict[str, Any], refused: str) -> None:
+    with pytest.raises(FaultError, match=refused):
+        create_chaos_schedule(None, chaos_schedule("ad-jvm", "JVMChaos", spec).args)  # type: ignore[arg-type]
+
+
 def test_app_spec_rejects_jvm_code_for_an_unknown_operation(tmp_path: Path) -> None:
     text = (envs_dir() / "astronomy-shop" / "app.yaml").read_text().replace("        oteldemo.AdService/GetAds:\n          methods:",
                                                                             "        oteldemo.AdService/GetAdz:\n          methods:")
@@ -117,6 +153,17 @@ def test_return_null_fails_every_get_ads_and_a_broken_script_fails_the_injection
     assert record["phase"] == "Not Injected"
     assert record["events"][-1]["message"].startswith("rpc error: code = Unknown desc = org.jboss.byteman.rule.exception.ParseException: rule modifyReturnValue : line 6")
     assert shop_twin.value(failed) == 0
+
+
+def test_an_exception_action_fails_every_get_ads_through_the_rule_chaos_mesh_writes(shop_twin: ShopTwin) -> None:
+    shop_twin.reset()
+    spec = {"action": "exception", "class": "oteldemo.AdService", "method": "getInstance", "exception": 'java.lang.IllegalStateException("chaos")',
+            "mode": "all", "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": "ad"}}}
+    shop_twin.inject(chaos_schedule("ad-exception", "JVMChaos", spec))
+    shop_twin.backend.advance(330)
+    failed = 'sum(rate(traces_span_metrics_calls_total{service_name="ad",span_kind="SPAN_KIND_SERVER",status_code="STATUS_CODE_ERROR"}[2m]))'
+    served = 'sum(rate(traces_span_metrics_calls_total{service_name="ad",span_kind="SPAN_KIND_SERVER"}[2m]))'
+    assert shop_twin.value(failed) == pytest.approx(shop_twin.value(served)) and shop_twin.value(served) > 0
 
 
 def test_heap_stress_holds_part_of_the_old_generation_and_fails_no_request(shop_twin: ShopTwin) -> None:

@@ -146,6 +146,44 @@ def test_partial_packet_loss_costs_retransmission_latency_without_cutting_the_pa
     assert shop.value(f'sum(rate(traces_span_metrics_calls_total{{{sel}, status_code="STATUS_CODE_UNSET"}}[2m]))') > 0
 
 
+@pytest.mark.parametrize(("name", "spec", "added_ms"), [
+    # a corrupted segment fails TCP's checksum and is retransmitted as a lost one is
+    ("corrupt", {"action": "corrupt", "corrupt": {"corrupt": "25"}}, (100.0, 1e9)),
+    # TCP discards duplicated segments
+    ("duplicate", {"action": "duplicate", "duplicate": {"duplicate": "50"}}, (-1e9, 20.0)),
+    # one netem qdisc of every parameter set, whichever action names it: the delay and the loss
+    ("netem", {"action": "delay", "delay": {"latency": "200ms"}, "loss": {"loss": "25"}}, (300.0, 1e9)),
+])
+def test_netem_parameters_act_as_tcp_meets_them(shop: Shop, name: str, spec: dict[str, Any], added_ms: tuple[float, float]) -> None:
+    shop.reset()
+    sel = 'service_name="frontend", span_name="grpc.oteldemo.ProductCatalogService/GetProduct"'
+    mean = (f'sum(rate(traces_span_metrics_duration_milliseconds_sum{{{sel}}}[4m]))'
+            f' / sum(rate(traces_span_metrics_duration_milliseconds_count{{{sel}}}[4m]))')
+    before = shop.value(mean)
+    shop.chaos("NetworkChaos", f"catalog-{name}", {"mode": "all", "selector": _selector("product-catalog"),
+                                                   "direction": "to", "duration": "10m", **spec})
+    shop.advance(300)
+    low, high = added_ms
+    assert before + low < shop.value(mean) < before + high, (before, shop.value(mean))
+
+
+def test_netem_jitter_spreads_the_delay_and_leaves_its_mean(shop: Shop) -> None:
+    """netem draws each packet's delay uniformly within ``jitter`` of ``latency``: the p95 rises, the mean stays."""
+    sel = 'service_name="frontend", span_name="grpc.oteldemo.ProductCatalogService/GetProduct"'
+    p95 = f'histogram_quantile(0.95, sum by (le) (rate(traces_span_metrics_duration_milliseconds_bucket{{{sel}}}[4m])))'
+    mean = (f'sum(rate(traces_span_metrics_duration_milliseconds_sum{{{sel}}}[4m]))'
+            f' / sum(rate(traces_span_metrics_duration_milliseconds_count{{{sel}}}[4m]))')
+    seen = {}
+    for jitter in ("0ms", "400ms"):
+        shop.reset()
+        shop.chaos("NetworkChaos", "catalog-jitter", {"action": "delay", "mode": "all", "selector": _selector("product-catalog"),
+                                                      "direction": "to", "duration": "10m", "delay": {"latency": "500ms", "jitter": jitter}})
+        shop.advance(300)
+        seen[jitter] = (shop.value(mean), shop.value(p95))
+    (mean0, p95_0), (mean1, p95_1) = seen["0ms"], seen["400ms"]
+    assert abs(mean1 - mean0) < 60 and p95_1 > p95_0 + 150, seen
+
+
 def test_grpc_clients_stay_on_one_pod_while_envoy_spreads_its_requests(shop: Shop) -> None:
     shop.reset()
     shop.scale("recommendation", 3)

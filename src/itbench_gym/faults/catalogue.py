@@ -166,7 +166,9 @@ def fault_args_problems(fault_id: str, args: Mapping[str, Any]) -> list[tuple[st
     errors = sorted(validator.iter_errors(args), key=lambda e: -len(e.absolute_path))
     out: list[tuple[str, str]] = []
     for err in errors:
-        problem = (_path("args", err.absolute_path), err.message)
+        why = err.schema.get("x-not-modelled") if isinstance(err.schema, Mapping) else None
+        message = err.message if not why else f"{err.message}: {why}" if err.validator == "enum" else why
+        problem = (_path("args", err.absolute_path), message)
         if problem not in out:
             out.append(problem)
     return out

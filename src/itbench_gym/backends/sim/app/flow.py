@@ -277,7 +277,7 @@ class FlowSolver:
                 n = knobs.call_count.get((op.service, op.id, c.id), c.count) * knobs.call_scale.get((op.service, op.id, c.id), 1.0)
                 dropped = knobs.dropped.get(c.service, 0.0)
                 srv_err = 1.0 - (1.0 - callee.p_err) * (1.0 - r.server_error_share * knobs.server_error.get(c.service, 1.0)) * (1.0 - dropped)
-                hop = Moments(NETWORK_HOP_S + r.delay_ms / 1000.0, 0.0).plus(retransmit_delay(r.loss))
+                hop = Moments(NETWORK_HOP_S + r.delay_ms / 1000.0, r.delay_var_ms2 / 1e6).plus(retransmit_delay(r.loss))
                 ok1 = callee.ok.plus(hop)
                 late = 0.0
                 if c.deadline_ms is not None:

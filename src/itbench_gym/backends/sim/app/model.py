@@ -23,6 +23,7 @@ import numpy as np
 
 from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
+from itbench_gym.backends.sim.chaos.jvmchaos import experiment_script
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
@@ -764,8 +765,9 @@ class AppModel:
                     if j.get("memType") == "heap":
                         heap = max_heap_bytes(pods[0].env, pods[0].limits.get("memory", 0.0), node_memory.get(pods[0].node, 0.0))
                         mem_add[svc.name] = mem_add.get(svc.name, 0.0) + heap_stress_bytes(heap, svc.jvm.heap_live_bytes)
-                elif j.get("action") == "ruleData" and svc.jvm is not None and _injected(obj, pods):
-                    _apply_rules(k, svc.name, svc.jvm, script_rules(str(j.get("ruleData") or "")))
+                elif svc.jvm is not None and _injected(obj, pods) and \
+                        (script := experiment_script(obj)) is not None:
+                    _apply_rules(k, svc.name, svc.jvm, script_rules(script))
             for obj in view.chaos:
                 if obj["kind"] == "HTTPChaos" and svc.request_bodies and _injected(obj, pods):
                     _apply_body_patch(k, svc, obj.get("spec") or {}, view.namespace, labels)

@@ -62,6 +62,8 @@ class Reach:
     target: str
     #: Packet loss on the path (0..1) that did not cut it: TCP retransmits it at a latency cost.
     loss: float = 0.0
+    #: Variance of the added delay (ms²): netem's jitter.
+    delay_var_ms2: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -187,22 +189,29 @@ def _shapes(spec: dict[str, Any], namespace: str, sender: dict[str, str], receiv
             or (direction in ("from", "both") and target is not None and in_tgt[0] and in_sel[1]))
 
 
-def _loss(spec: dict[str, Any]) -> float:
-    """A NetworkChaos ``loss.loss`` percentage as a fraction (Chaos Mesh refuses a malformed one)."""
+#: NetworkChaos actions Chaos Mesh carries out as one netem qdisc of every tc parameter the spec sets
+#: (delay, loss, duplicate, corrupt), whichever of them the action names.
+NETEM_ACTIONS = frozenset({"netem", "delay", "loss", "duplicate", "corrupt"})
+
+
+def _percent(spec: dict[str, Any], name: str) -> float:
+    """A netem percentage (``loss.loss``, ``corrupt.corrupt``) as a fraction (Chaos Mesh refuses a malformed one)."""
     try:
-        return min(max(float(str((spec.get("loss") or {}).get("loss", "0")).rstrip("%") or 0) / 100.0, 0.0), 1.0)
+        return min(max(float(str((spec.get(name) or {}).get(name, "0")).rstrip("%") or 0) / 100.0, 0.0), 1.0)
     except ValueError:
         return 0.0
 
 
-def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float, float]:
-    """(partitioned, added delay ms, packet loss) of a call from ``src`` to a destination pod.
+def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float, float, float]:
+    """(partitioned, added delay ms, packet loss, the delay's variance in ms²) of a call from ``src`` to a
+    destination pod.
 
     Chaos Mesh shapes the *egress* of the selected pods (``to``: towards the target, ``from``: the
     target's egress towards them, ``both``), so a call is hit on its request leg (caller's egress)
-    and on its response leg (callee's egress); without a target every peer counts as one.
+    and on its response leg (callee's egress); without a target every peer counts as one. netem
+    draws each packet's delay uniformly within ``jitter`` of ``latency`` (no distribution table given).
     """
-    blocked, delay, kept = False, 0.0, 1.0
+    blocked, delay, var, kept = False, 0.0, 0.0, 1.0
     src_labels = src.labels if src else {}
     for spec in active_chaos(view, "NetworkChaos"):
         legs = int(src is not None and _shapes(spec, view.namespace, src_labels, dst_labels))
@@ -210,13 +219,17 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str,
         if not legs:
             continue
         action = spec.get("action")
-        if action == "partition" or (action == "loss" and _loss(spec) >= 1.0):
+        if action == "partition":
             blocked = True
-        elif action == "loss":
-            kept *= (1.0 - _loss(spec)) ** legs
-        elif action == "delay":
-            delay += legs * _delay_ms((spec.get("delay") or {}).get("latency"))
-    return blocked, delay, 1.0 - kept
+        elif action in NETEM_ACTIONS:
+            # a corrupted segment fails TCP's checksum and is dropped as a lost one is; TCP discards duplicates
+            passed = (1.0 - _percent(spec, "loss")) * (1.0 - _percent(spec, "corrupt"))
+            blocked = blocked or passed <= 0.0
+            kept *= passed ** legs
+            shape = spec.get("delay") or {}
+            delay += legs * _delay_ms(shape.get("latency"))
+            var += legs * _delay_ms(shape.get("jitter")) ** 2 / 3.0
+    return blocked, delay, 1.0 - kept, var
 
 
 def _listening_port(spec: AppSpec, pod_obj: dict[str, Any], view: ClusterView) -> set[int]:
@@ -333,6 +346,7 @@ class _Dial:
     causes: tuple[str, ...]
     delay_ms: float
     loss: float
+    delay_var_ms2: float
     http_errors: float
     handover: _Handover
 
@@ -359,7 +373,7 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     cause = max(set(causes), key=causes.count) if causes else None
     ok = dial.ok
     return Reach(share, cause, dial.delay_ms / ok if ok else 0.0, dial.http_errors / max(ok, 1), dial.target,
-                 dial.loss / ok if ok else 0.0)
+                 dial.loss / ok if ok else 0.0, dial.delay_var_ms2 / ok if ok else 0.0)
 
 
 def reachable_once_started(spec: AppSpec, view: ClusterView, src: PodView, addr: Address) -> bool:
@@ -423,7 +437,7 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     ]
     if not ready:
         return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
-    ok, delay, loss, causes = 0, 0.0, 0.0, []
+    ok, delay, loss, var, causes = 0, 0.0, 0.0, 0.0, []
     http_err = 0.0
     for pod_obj in ready:
         tp = _target_port(svc_port, pod_obj)
@@ -433,7 +447,7 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         if not policy_allows(view, src, pod_obj, tp):
             causes.append("timeout")
             continue
-        blocked, extra, lost = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
+        blocked, extra, lost, spread = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
         if blocked:
             causes.append("timeout")
             continue
@@ -456,4 +470,5 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
             ok += 1
             delay += extra
             loss += lost
-    return _Dial(target, len(ready), ok, tuple(causes), delay, loss, http_err, _handover(view, ready, selector))
+            var += spread
+    return _Dial(target, len(ready), ok, tuple(causes), delay, loss, var, http_err, _handover(view, ready, selector))

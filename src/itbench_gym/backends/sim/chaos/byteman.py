@@ -186,7 +186,7 @@ class _Build(Transformer[Token, object]):
         return Literal(None)
 
     def number(self, items: list[Token]) -> Literal:
-        return Literal(float(items[0]))
+        return Literal(float(str(items[0]).rstrip("LDF")))
 
     def string(self, items: list[Token]) -> Literal:
         return Literal(re.sub(r"\\(.)", r"\1", str(items[0])[1:-1]))

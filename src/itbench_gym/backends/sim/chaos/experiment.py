@@ -18,6 +18,7 @@ from ..kube.controllers.util import parse_time
 from ..kube.errors import ApiError
 from ..kube.store import clone
 from .byteman import BytemanError, parse_rules
+from .jvmchaos import experiment_script
 from .kinds import API_GROUP, COMPONENT, FINALIZER, ends_at, is_paused, parse_duration
 from .podchaos import ONE_SHOT_ACTIONS, ActionError, Killer, PodChaosActions, record_ids
 from .selection import SelectionError, choose, pod_matches
@@ -43,7 +44,8 @@ def is_finished(obj: Obj) -> bool:
 
 
 def _submit_rules(text: str) -> None:
-    """chaos-daemon submits ``ruleData`` to the Byteman agent, which refuses a script it cannot parse."""
+    """chaos-daemon submits the rules (``ruleData``, or those it writes for the action) to the Byteman
+    agent, which refuses a script it cannot parse."""
     try:
         parse_rules(text)
     except BytemanError as e:
@@ -160,8 +162,10 @@ class ExperimentController(Controller):
         try:
             if self.kind == "PodChaos":
                 (self.pods.apply if operation == "Apply" else self.pods.recover)(spec, record["id"])
-            elif self.kind == "JVMChaos" and operation == "Apply" and spec.get("action") == "ruleData":
-                _submit_rules(str(spec.get("ruleData") or ""))
+            elif self.kind == "JVMChaos" and operation == "Apply":
+                script = experiment_script(obj)
+                if script is not None:
+                    _submit_rules(script)
         except ActionError as e:
             record.setdefault("events", []).append(
                 {"type": "Failed", "operation": operation, "timestamp": rfc3339(now), "message": str(e)})
