@@ -80,6 +80,31 @@ def test_symptom_check_catches_an_unaffected_target() -> None:
     assert wrong_fix_target(spec) == "frontend"
 
 
+def test_a_delay_on_the_path_into_a_service_shows_in_its_callers_calls() -> None:
+    """An HTTPChaos delay on quote's port leaves quote's own spans as they were: its symptom is shipping's
+    slower calls to it, as shipping's client spans record them."""
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.registry import get_spec
+    from itbench_gym.spec.model import AlertMatcher
+
+    spec = get_spec("SRE-HTTPRequestAbortFault-v0")
+    [fault] = spec.faults
+    args = copy.deepcopy(dict(fault.args))
+    chaos = args["scheduleSpec"]["httpChaos"]
+    del chaos["abort"]
+    chaos["delay"] = "3s"
+    gt = copy.deepcopy(dict(spec.ground_truth))
+    gt["propagations"] = [p for p in gt["propagations"] if "frontend" not in p["target"] and "checkout" not in p["target"]]
+    env = ITBenchEnv(scenario=dataclasses.replace(
+        spec, faults=(dataclasses.replace(fault, args=args),), ground_truth=gt,
+        triggering_alerts=(AlertMatcher("HighRequestLatency", {"service_name": "shipping", "namespace": "otel-demo"}),)))
+    try:
+        env.reset(seed=0)
+        assert symptoms(env) == []
+    finally:
+        env.close()
+
+
 def test_a_gateway_shows_its_symptoms_at_its_envoy_deployment() -> None:
     """A Gateway API Gateway has no telemetry of its own: the deployment labelled with its name answers
     the denied GETs with 403, and an alert about that workload fires."""

@@ -153,10 +153,14 @@ class GoldenSignalsFact:
     #: Seconds per unit of the histogram's ``le`` buckets (0.001 for milliseconds).
     duration_unit_seconds: float
     connections: ConnectionsFact | None = None
+    #: The labels of a caller's client calls, and the label naming each call (``client_calls``).
+    client_labels: Mapping[str, str] | None = None
+    client_name_label: str = ""
 
-    def selector(self, metric: str, namespace: str, *, errors: bool = False) -> str:
-        """PromQL selector of ``metric`` in ``namespace`` (only failed calls with ``errors``)."""
-        labels = {"namespace": namespace, **(self.error_labels if errors else {})}
+    def selector(self, metric: str, namespace: str, *, errors: bool = False, client: bool = False) -> str:
+        """PromQL selector of ``metric`` in ``namespace`` (only failed calls with ``errors``; only the
+        callers' client calls with ``client``)."""
+        labels = {"namespace": namespace, **(self.error_labels if errors else {}), **(self.client_labels or {} if client else {})}
         return metric + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
 
 
@@ -180,6 +184,8 @@ class AppFacts:
     golden_signals: GoldenSignalsFact | None = None
     #: Example commands with ``$namespace`` placeholders (``example_actions`` fills them).
     examples: tuple[str, ...] = ()
+    #: (caller, callee, the caller's span of the call) of the behaviour model's calls that record one, sorted.
+    client_spans: tuple[tuple[str, str, str], ...] = ()
     #: What could not be read (each names the file); the checks that need it are skipped.
     problems: tuple[str, ...] = ()
 
@@ -270,7 +276,7 @@ def _load(directory: str) -> AppFacts:
         if ("Service", namespace, str(service)) not in have
     )
     flags = _flags(app.get("flags"), app_file, problems)
-    calls = _calls(app.get("services"))
+    calls, client_spans = _calls(app.get("services"))
     rules_file = app_dir / "alert-rules.yaml"
     rules = _rules(rules_file, objects, problems)
     return AppFacts(
@@ -281,6 +287,7 @@ def _load(directory: str) -> AppFacts:
         app_services=app_services,
         crd_kinds=frozenset(crd_kinds),
         calls=calls,
+        client_spans=client_spans,
         flags=flags,
         rules=rules,
         rules_file=rules_file,
@@ -355,9 +362,11 @@ def _children(obj: KubeObject) -> list[KubeObject]:
     return [pod(f"{name}-{GENERATED_SUFFIX}")]
 
 
-def _calls(services: Any) -> tuple[tuple[str, str], ...]:
-    """(caller, callee) pairs from ``services.<name>.operations[].calls[].to`` (``<service>/<operation>``)."""
+def _calls(services: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, str], ...]]:
+    """(caller, callee) pairs from ``services.<name>.operations[].calls[].to`` (``<service>/<operation>``),
+    and (caller, callee, client span) for the calls whose caller records a span (``client_span``)."""
     pairs: set[tuple[str, str]] = set()
+    spans: set[tuple[str, str, str]] = set()
     for name, service in (services or {}).items() if isinstance(services, Mapping) else ():
         operations = service.get("operations") if isinstance(service, Mapping) else None
         for operation in operations if isinstance(operations, list) else ():
@@ -365,7 +374,9 @@ def _calls(services: Any) -> tuple[tuple[str, str], ...]:
             for call in calls if isinstance(calls, list) else ():
                 if isinstance(call, Mapping) and isinstance(call.get("to"), str):
                     pairs.add((str(name), call["to"].partition("/")[0]))
-    return tuple(sorted(pairs))
+                    if isinstance(call.get("client_span"), str):
+                        spans.add((str(name), call["to"].partition("/")[0], call["client_span"]))
+    return tuple(sorted(pairs)), tuple(sorted(spans))
 
 
 def _edge(raw: Any, services: Any, app_file: Path, problems: list[str]) -> EdgeFact | None:
@@ -396,10 +407,13 @@ def _golden_signals(raw: Any) -> GoldenSignalsFact | None:
     conn = raw.get("connections")
     connections = ConnectionsFact(metric=str(conn["metric"]), service_label=str(conn["service_label"]),
                                   namespace_label=str(conn["namespace_label"])) if isinstance(conn, Mapping) else None
+    client = raw.get("client_calls")
     return GoldenSignalsFact(service_label=raw["service_label"], calls=raw["calls"],
                              error_labels={str(k): str(v) for k, v in errors.items()},
                              duration_bucket=raw["duration_bucket"], duration_unit_seconds=float(unit),
-                             connections=connections)
+                             connections=connections,
+                             client_labels={str(k): str(v) for k, v in client["labels"].items()} if isinstance(client, Mapping) else None,
+                             client_name_label=str(client["name_label"]) if isinstance(client, Mapping) else "")
 
 
 def _examples(raw: Any, app_file: Path, problems: list[str]) -> tuple[str, ...]:

@@ -426,7 +426,11 @@ class ClusterProbe:
 
     def vector_at(self, query: str, label: str, at: float) -> dict[str, float]:
         """An instant query's samples at clock time ``at``, by the value of ``label``."""
-        return {str(r["metric"].get(label, "")): float(r["value"][1]) for r in self._query(query, at)}
+        return {key[0]: value for key, value in self.vector_by(query, (label,), at).items()}
+
+    def vector_by(self, query: str, labels: Sequence[str], at: float) -> dict[tuple[str, ...], float]:
+        """An instant query's samples at clock time ``at``, by the values of ``labels``."""
+        return {tuple(str(r["metric"].get(label, "")) for label in labels): float(r["value"][1]) for r in self._query(query, at)}
 
     def value(self, query: str, at: float | None = None) -> float:
         """An instant query's samples summed (NaN when it returns none): a namespace's cost, for one."""

@@ -12,7 +12,9 @@ A symptom, for an entity of the ground truth (a class of aliased groups shows on
 - a workload's entity (its Pods, Deployment, Service, the telemetry service of that name): pods not
   running, not Ready, waiting or restarted since the injection; fewer available replicas than desired; against the
   baseline, its request error ratio, p95 latency or request rate changed (for a service without
-  telemetry of its own, a broker: those of a caller or callee), fewer connections opened to it (the
+  telemetry of its own, a broker: those of a caller or callee); its callers' own record of their calls
+  to it (``golden_signals.client_calls``) shows them failing more or slower (a fault on the path into
+  it leaves its own series as they were); fewer connections opened to it (the
   app's ``golden_signals.connections``: a mesh's L4 proxies), or its containers' CPU or memory use
   rose against what they used at the injection (:data:`THRESHOLDS`); or its pods read a ConfigMap or
   Secret the injection changed;
@@ -34,6 +36,8 @@ from itbench_gym.validate.triggering import INDEX_NOTE
 if TYPE_CHECKING:
     from itbench_gym.env import ITBenchEnv
     from itbench_gym.spec import ScenarioSpec
+    from itbench_gym.spec.appfacts import GoldenSignalsFact
+    from itbench_gym.tasks.sre import ClusterProbe
 
 #: Seconds the wrong fix lets pass before submitting (as long as the oracle's settling).
 WRONG_FIX_SETTLE_SECONDS = 120.0
@@ -222,6 +226,19 @@ def _literal(pattern: str) -> str:
     return text if re.fullmatch(r"[a-z0-9-]+", text) else ""
 
 
+def _client_calls(probe: ClusterProbe, signals: GoldenSignalsFact, namespace: str, window: float, at: float
+                  ) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each (caller, call name) of the callers' client calls over ``window`` s up to ``at``: p95 ms and failed share."""
+    keys = (signals.service_label, signals.client_name_label)
+    by, w = ", ".join(keys), f"{max(1, int(round(window)))}s"
+    p95 = probe.vector_by(f"histogram_quantile(0.95, sum by ({by}, le) (rate({signals.selector(signals.duration_bucket, namespace, client=True)}[{w}])))",
+                          keys, at)
+    calls = probe.vector_by(f"sum by ({by}) (rate({signals.selector(signals.calls, namespace, client=True)}[{w}]))", keys, at)
+    failed = probe.vector_by(f"sum by ({by}) (rate({signals.selector(signals.calls, namespace, client=True, errors=True)}[{w}]))", keys, at)
+    scale = signals.duration_unit_seconds * 1000.0
+    return {(k[0], k[1]): (p95.get(k, math.nan) * scale, failed.get(k, 0.0) / n) for k, n in calls.items() if n > 0}
+
+
 def root_causes(ground_truth: Mapping[str, Any]) -> list[str]:
     out = []
     for g in ground_truth.get("groups") or []:
@@ -269,6 +286,9 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
                for kind, expr in _RESOURCES.items()}
         firing_alerts = probe.firing_alerts()
         firing = {str(a.get("alertname", "")) for a in firing_alerts}
+        client = ((_client_calls(probe, facts.golden_signals, spec.namespace, window, incident.injected_at),
+                   _client_calls(probe, facts.golden_signals, spec.namespace, window, probe.now()))
+                  if facts.golden_signals is not None and facts.golden_signals.client_labels else ({}, {}))
         conn = facts.golden_signals.connections if facts.golden_signals else None
         opened: tuple[dict[str, float], dict[str, float]] = ({}, {}) if conn is None else (
             probe.vector_at(conn.rate(spec.namespace), conn.service_label, incident.injected_at),
@@ -299,6 +319,29 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
             return "requests where there were none"
         return None
 
+    # a caller's span name that stands for calls to one callee only (an HTTP client's "GET" may not)
+    callees: dict[tuple[str, str], set[str]] = {}
+    for caller, callee, span in facts.client_spans:
+        callees.setdefault((caller, span), set()).add(callee)
+    calls_to: dict[str, list[tuple[str, str]]] = {}
+    for (caller, span), named in sorted(callees.items()):
+        if len(named) == 1:
+            calls_to.setdefault(next(iter(named)), []).append((caller, span))
+
+    def calls_symptom(name: str) -> str | None:
+        """Its callers' own record of their calls to it: a fault on the path into it (an HTTPChaos on its
+        port, a NetworkChaos on its side) leaves its own series as they were."""
+        for caller, span in calls_to.get(name, ()):
+            then, now = client[0].get((caller, span)), client[1].get((caller, span))
+            if then is None or now is None:
+                continue
+            if now[1] > then[1] + THRESHOLDS["error_ratio_abs"]:
+                return f"{caller}'s calls {span} to it fail more"
+            if not math.isnan(now[0]) and not math.isnan(then[0]) and \
+                    now[0] > then[0] * THRESHOLDS["latency_factor"] + THRESHOLDS["latency_abs_ms"]:
+                return f"{caller}'s calls {span} to it are slower (p95)"
+        return None
+
     def workload_symptom(name: str) -> str | None:
         mine = [p for p in pods if p.workload.partition("/")[2] == name]
         for pod in mine:
@@ -311,7 +354,7 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
         for key, state in workloads.items():
             if key.endswith(f"/{name}") and key.startswith(f"{spec.namespace}/") and state.available < state.desired:
                 return f"{key}: {state.available}/{state.desired} available"
-        found = signal_symptom(name)
+        found = signal_symptom(name) or calls_symptom(name)
         if found:
             return found
         about = next((a for a in new_alerts if name in a.values()), None)
