@@ -93,19 +93,27 @@ def test_running_means_injected_now() -> None:
     assert not is_running(_exp("Schedule"), T0)
 
 
+def _into(exp: dict[str, Any], *pods: dict[str, Any]) -> dict[str, Any]:
+    """``exp`` as chaos-daemon left it after injecting ``pods`` (its records)."""
+    records = [{"id": f"{p['metadata']['namespace']}/{p['metadata']['name']}", "selectorKey": ".", "phase": "Injected"} for p in pods]
+    return {**exp, "status": {"experiment": {"desiredPhase": "Run", "containerRecords": records}}}
+
+
 def test_io_fault_needs_the_path_and_scales_with_percent() -> None:
     pg = _pod("postgresql-1", **{"app": "pg"})
     disk = DiskIO(("/var/lib/postgresql/data",), 2)
     sel = {"namespaces": ["otel-demo"], "labelSelectors": {"app": "pg"}}
-    slow = io_fault([_exp("IOChaos", action="latency", selector=sel, volumePath="/var/lib/postgresql", delay="100ms", percent=50)],
-                    "otel-demo", pg, disk)
+    latency = _exp("IOChaos", action="latency", selector=sel, volumePath="/var/lib/postgresql", delay="100ms", percent=50)
+    slow = io_fault([_into(latency, pg)], "otel-demo", pg, disk)
     assert slow is not None and slow.delay_s == pytest.approx(0.1) and slow.error_ratio == 0
-    assert io_fault([_exp("IOChaos", action="latency", selector=sel, volumePath="/var/log", delay="1s")], "otel-demo", pg, disk) is None
-    failing = io_fault([_exp("IOChaos", action="fault", selector=sel, volumePath="/var/lib/postgresql/data", errno=5, percent=50)],
+    # a pod the experiment's records do not hold (created after it started) is left alone, selector or not
+    assert io_fault([_into(latency, _pod("postgresql-0", app="pg"))], "otel-demo", pg, disk) is None
+    assert io_fault([_into(_exp("IOChaos", action="latency", selector=sel, volumePath="/var/log", delay="1s"), pg)], "otel-demo", pg, disk) is None
+    failing = io_fault([_into(_exp("IOChaos", action="fault", selector=sel, volumePath="/var/lib/postgresql/data", errno=5, percent=50), pg)],
                        "otel-demo", pg, disk)
     assert failing is not None and failing.error_ratio == pytest.approx(0.75)
     assert "Input/output error" in failing.message
-    assert io_fault([_exp("IOChaos", action="latency", selector=sel, volumePath="/", delay="1s")], "otel-demo", pg, None) is None
+    assert io_fault([_into(_exp("IOChaos", action="latency", selector=sel, volumePath="/", delay="1s"), pg)], "otel-demo", pg, None) is None
 
 
 def _itbench_args() -> list[dict[str, Any]]:

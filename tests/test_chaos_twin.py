@@ -123,6 +123,25 @@ def test_network_delay_on_product_catalog_raises_frontend_latency(shop: Shop) ->
     assert {c["type"]: c["status"] for c in nc["status"]["conditions"]}["AllRecovered"] == "True"
 
 
+def test_a_partition_holds_the_pods_it_chose_and_spares_a_replacement(shop: Shop) -> None:
+    """Chaos Mesh picks an experiment's pods (and its target's) once, when it starts: a shipping pod
+    created after a partition without ``duration`` started is not partitioned from quote."""
+    shop.reset()
+    shop.create("NetworkChaos", "shipping-quote", {"action": "partition", "mode": "all", "selector": _selector("shipping"),
+                                                   "direction": "to", "target": {"mode": "all", "selector": _selector("quote")}})
+    records = shop.store.get("NetworkChaos", "chaos-mesh", "shipping-quote")["status"]["experiment"]["containerRecords"]
+    assert sorted((r["selectorKey"], r["id"].split("/")[1].rsplit("-", 2)[0]) for r in records) == [(".", "shipping"), (".Target", "quote")]
+    # the spanmetrics connector flushes once a minute: a window of three holds two flushes
+    failed = 'sum(increase(traces_span_metrics_calls_total{service_name="shipping",span_kind="SPAN_KIND_CLIENT",status_code="STATUS_CODE_ERROR"}[3m]))'
+    shop.backend.advance(240)
+    assert shop.value(failed, shop.backend.clock.now()) > 0
+    (pod,) = shop.pods("shipping")
+    shop.store.delete("Pod", NS, pod["metadata"]["name"])
+    shop.store.settle()
+    shop.backend.advance(360)
+    assert shop.value(failed, shop.backend.clock.now()) == 0
+
+
 def test_io_latency_on_postgresql_slows_accountings_database_spans(shop: Shop) -> None:
     start = shop.reset()
     sel = 'service_name="accounting",span_kind="SPAN_KIND_CLIENT"'

@@ -14,6 +14,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from itbench_gym.backends.sim.chaos.kinds import injected_pods
 from itbench_gym.backends.sim.exporters import Cadvisor
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.kube import oom
@@ -135,8 +136,7 @@ def _stressed(u: ContainerUsage, stresses: Iterable[dict[str, Any]]) -> Containe
     workers hold."""
     cpu, mem = u.cpu_cores, u.memory_bytes
     for obj in stresses:
-        records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
-        if not any(r.get("id") == f"{u.namespace}/{u.pod}" and r.get("phase") == "Injected" for r in records):
+        if f"{u.namespace}/{u.pod}" not in injected_pods(obj):
             continue
         names = (obj.get("spec") or {}).get("containerNames")
         if names and u.container not in names:

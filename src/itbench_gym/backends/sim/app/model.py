@@ -24,6 +24,7 @@ import numpy as np
 from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.chaos.jvmchaos import experiment_script
+from itbench_gym.backends.sim.chaos.kinds import injected_pods
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
@@ -60,7 +61,7 @@ from .jvm import outcome as jvm_outcome
 from .machines import Machines, stress_bytes
 from .mesh import MeshReader, MeshState, admit
 from .mesh_metrics import MeshTelemetry
-from .network import Reach, active_chaos, chaos_selects, http_selects, reach, reachable_once_started, request_body_patch, resolve_address
+from .network import Reach, chaos_selects, http_selects, reach, reachable_once_started, request_body_patch, resolve_address
 from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
@@ -154,8 +155,7 @@ class _State:
 
 def _injected(obj: dict[str, Any], pods: list[PodView]) -> bool:
     """Whether chaos-daemon injected the experiment into one of ``pods`` (its record says Injected)."""
-    records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
-    injected = {r.get("id") for r in records if r.get("phase") == "Injected"}
+    injected = injected_pods(obj)
     return any(f"{p.pod['metadata'].get('namespace', '')}/{p.name}" in injected for p in pods)
 
 
@@ -747,9 +747,9 @@ class AppModel:
             pods = view.by_service.get(svc.name, [])
             if pods:
                 labels = pods[0].labels
-            for s in active_chaos(view, "StressChaos"):
-                if chaos_selects(s.get("selector"), view.namespace, labels):
-                    stress = s.get("stressors") or {}
+            for obj in view.chaos:
+                if obj["kind"] == "StressChaos" and _injected(obj, pods):
+                    stress = (obj.get("spec") or {}).get("stressors") or {}
                     cpu = stress.get("cpu") or {}
                     burn[svc.name] = burn.get(svc.name, 0.0) + float(cpu.get("workers", 0)) * float(cpu.get("load", 100)) / 100.0
                     memory = stress.get("memory") or {}

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from itbench_gym.backends.sim.chaos.kinds import TARGET_KEY, injected_pods
 from itbench_gym.backends.sim.chaos.tproxy import parse_patch, proxy_exits
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
@@ -137,9 +138,9 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
         return False  # Chaos Mesh's webhook refuses such a selector
 
 
-def active_chaos(view: ClusterView, kind: str) -> list[dict[str, Any]]:
-    """Specs of the running experiments of ``kind`` (the view holds only running ones)."""
-    return [obj.get("spec") or {} for obj in view.chaos if obj["kind"] == kind]
+def _pod_id(pod: dict[str, Any]) -> str:
+    """``namespace/name``, as chaos records name a pod."""
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
 
 
 _HTTP_ROUTE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
@@ -180,13 +181,14 @@ def _delay_ms(text: str | None) -> float:
         return 0.0
 
 
-def _shapes(spec: dict[str, Any], namespace: str, sender: dict[str, str], receiver: dict[str, str]) -> bool:
-    """Whether a NetworkChaos shapes packets from ``sender`` to ``receiver`` (pod labels)."""
-    direction, target = spec.get("direction", "to"), spec.get("target")
-    in_sel = chaos_selects(spec.get("selector"), namespace, sender), chaos_selects(spec.get("selector"), namespace, receiver)
-    in_tgt = tuple(target is None or chaos_selects(target.get("selector"), namespace, lab) for lab in (sender, receiver))
-    return ((direction in ("to", "both") and in_sel[0] and in_tgt[1])
-            or (direction in ("from", "both") and target is not None and in_tgt[0] and in_sel[1]))
+def _shapes(obj: dict[str, Any], sender: str | None, receiver: str | None) -> bool:
+    """Whether a NetworkChaos shapes packets from pod ``sender`` to pod ``receiver`` (``namespace/name``;
+    None: a client outside the cluster): the pods its records hold, its ``selector``'s and its ``target``'s."""
+    spec = obj.get("spec") or {}
+    direction, has_target = spec.get("direction", "to"), spec.get("target") is not None
+    selected, targets = injected_pods(obj), injected_pods(obj, TARGET_KEY)
+    return ((direction in ("to", "both") and sender in selected and (not has_target or receiver in targets))
+            or (direction in ("from", "both") and has_target and sender in targets and receiver in selected))
 
 
 #: NetworkChaos actions Chaos Mesh carries out as one netem qdisc of every tc parameter the spec sets
@@ -202,7 +204,7 @@ def _percent(spec: dict[str, Any], name: str) -> float:
         return 0.0
 
 
-def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str, str]) -> tuple[bool, float, float, float]:
+def _network_chaos(view: ClusterView, src: PodView | None, dst: dict[str, Any]) -> tuple[bool, float, float, float]:
     """(partitioned, added delay ms, packet loss, the delay's variance in ms²) of a call from ``src`` to a
     destination pod.
 
@@ -212,12 +214,15 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst_labels: dict[str,
     draws each packet's delay uniformly within ``jitter`` of ``latency`` (no distribution table given).
     """
     blocked, delay, var, kept = False, 0.0, 0.0, 1.0
-    src_labels = src.labels if src else {}
-    for spec in active_chaos(view, "NetworkChaos"):
-        legs = int(src is not None and _shapes(spec, view.namespace, src_labels, dst_labels))
-        legs += int(_shapes(spec, view.namespace, dst_labels, src_labels))
+    sender = _pod_id(src.pod) if src is not None else None
+    receiver = _pod_id(dst)
+    for obj in view.chaos:
+        if obj["kind"] != "NetworkChaos":
+            continue
+        legs = int(_shapes(obj, sender, receiver)) + int(_shapes(obj, receiver, sender))
         if not legs:
             continue
+        spec = obj.get("spec") or {}
         action = spec.get("action")
         if action == "partition":
             blocked = True
@@ -447,15 +452,16 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         if not policy_allows(view, src, pod_obj, tp):
             causes.append("timeout")
             continue
-        blocked, extra, lost, spread = _network_chaos(view, src, pod_obj["metadata"].get("labels") or {})
+        blocked, extra, lost, spread = _network_chaos(view, src, pod_obj)
         if blocked:
             causes.append("timeout")
             continue
         if handshake and not _authenticated(spec, view, pod_obj, target_service, password):
             causes.append("auth")
             continue
-        for h in active_chaos(view, "HTTPChaos"):
-            if chaos_selects(h.get("selector"), view.namespace, pod_obj["metadata"].get("labels") or {}) and int(h.get("port", tp)) == tp:
+        for obj in view.chaos:
+            h = obj.get("spec") or {}
+            if obj["kind"] == "HTTPChaos" and _pod_id(pod_obj) in injected_pods(obj) and int(h.get("port", tp)) == tp:
                 if proxy_exits(h):  # the port is redirected to a proxy that exited: every packet dropped
                     causes.append("timeout")
                     break

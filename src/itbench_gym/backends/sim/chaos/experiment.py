@@ -19,7 +19,7 @@ from ..kube.errors import ApiError
 from ..kube.store import clone
 from .byteman import BytemanError, parse_rules
 from .jvmchaos import experiment_script
-from .kinds import API_GROUP, COMPONENT, FINALIZER, ends_at, is_paused, parse_duration
+from .kinds import API_GROUP, COMPONENT, FINALIZER, SOURCE_KEY, TARGET_KEY, ends_at, is_paused, parse_duration
 from .podchaos import ONE_SHOT_ACTIONS, ActionError, Killer, PodChaosActions, record_ids
 from .selection import SelectionError, choose, pod_matches
 
@@ -141,22 +141,31 @@ class ExperimentController(Controller):
         return f'invalid duration "{text}"'
 
     def _select(self, obj: Obj) -> list[Obj] | None:
+        """The records of the pods the experiment acts on, chosen once: its ``selector`` and ``mode``
+        (key "."), and for a NetworkChaos its ``target``'s (key ".Target"). A pod created later is
+        not among them."""
         spec = obj.get("spec") or {}
         ns = obj["metadata"].get("namespace", "")
         nodes = {n["metadata"]["name"]: n for n in self.ctx.cache.list("Node")}
-        matching = [p for p in self.ctx.cache.list("Pod")
-                    if not p["metadata"].get("deletionTimestamp") and pod_matches(spec.get("selector"), p, ns, nodes)]
-        try:
-            picked = choose(matching, str(spec.get("mode", "")), spec.get("value"), self.ctx.seed, obj["metadata"].get("uid", ""))
-        except SelectionError as e:
-            self._event(obj, "Warning", "Failed", f"Failed to select: {e}")
-            return None
-        ids = record_ids(spec, picked) if self.kind == "PodChaos" else [
-            f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}" for p in picked]
-        if not ids:
-            self._event(obj, "Warning", "Failed", "Failed to select: no pod is selected")
-        return [{"id": i, "selectorKey": ".", "phase": "Not Injected", "injectedCount": 0, "recoveredCount": 0}
-                for i in ids]
+        pods = [p for p in self.ctx.cache.list("Pod") if not p["metadata"].get("deletionTimestamp")]
+        uid = obj["metadata"].get("uid", "")
+        target = spec.get("target") if self.kind == "NetworkChaos" and isinstance(spec.get("target"), dict) else None
+        keys = [(SOURCE_KEY, spec, uid)] + ([(TARGET_KEY, target, uid + TARGET_KEY)] if target is not None else [])
+        records: list[Obj] = []
+        for key, part, draw in keys:
+            matching = [p for p in pods if pod_matches(part.get("selector"), p, ns, nodes)]
+            try:
+                picked = choose(matching, str(part.get("mode", "")), part.get("value"), self.ctx.seed, draw)
+            except SelectionError as e:
+                self._event(obj, "Warning", "Failed", f"Failed to select: {e}")
+                return None
+            ids = record_ids(spec, picked) if self.kind == "PodChaos" else [
+                f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}" for p in picked]
+            if not ids and key == SOURCE_KEY:
+                self._event(obj, "Warning", "Failed", "Failed to select: no pod is selected")
+            records += [{"id": i, "selectorKey": key, "phase": "Not Injected", "injectedCount": 0, "recoveredCount": 0}
+                        for i in ids]
+        return records
 
     def _step(self, obj: Obj, spec: Obj, record: Obj, operation: str, now: float) -> None:
         try:

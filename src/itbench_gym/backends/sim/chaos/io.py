@@ -17,8 +17,7 @@ from typing import Any
 
 from itbench_gym.lang import yamltext
 
-from .kinds import parse_duration
-from .selection import pod_matches
+from .kinds import injected_pods, parse_duration
 
 Obj = dict[str, Any]
 
@@ -57,7 +56,7 @@ def io_fault(experiments: list[Obj], namespace: str, pod: Obj, disk: DiskIO | No
     container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
     for exp in experiments:
         spec = exp.get("spec") or {}
-        if not pod_matches(spec.get("selector"), pod, exp["metadata"].get("namespace", namespace)):
+        if f"{pod['metadata'].get('namespace', namespace)}/{pod['metadata']['name']}" not in injected_pods(exp):
             continue
         names = spec.get("containerNames")
         if names and container not in names:

@@ -27,6 +27,8 @@ PAUSE_ANNOTATION = "experiment.chaos-mesh.org/pause"
 #: chaos-controller-manager's default ``--pod-failure-pause-image``.
 PAUSE_IMAGE = "gcr.io/google-containers/pause:latest"
 FINALIZER = "chaos-mesh/records"
+#: A record's ``selectorKey``: a pod the experiment's ``selector`` chose, or its ``target``'s (NetworkChaos).
+SOURCE_KEY, TARGET_KEY = ".", ".Target"
 COMPONENT = "chaos-controller-manager"
 
 def parse_duration(text: str) -> float:
@@ -63,3 +65,11 @@ def is_running(obj: Obj, now: float) -> bool:
 def active(objs: list[Obj], now: float) -> list[Obj]:
     """The experiments among ``objs`` that are running at ``now``."""
     return [o for o in objs if is_running(o, now)]
+
+
+def injected_pods(obj: Obj, key: str = SOURCE_KEY) -> frozenset[str]:
+    """``namespace/pod`` of the records under ``key`` that chaos-daemon injected: the pods the
+    experiment acts on (chosen once when it started; a pod created since is not among them)."""
+    records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
+    return frozenset("/".join(str(r.get("id", "")).split("/")[:2]) for r in records
+                     if r.get("phase") == "Injected" and r.get("selectorKey", SOURCE_KEY) == key)
