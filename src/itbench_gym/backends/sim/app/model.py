@@ -771,8 +771,8 @@ class AppModel:
             for obj in view.chaos:
                 if obj["kind"] == "HTTPChaos" and svc.request_bodies and _injected(obj, pods):
                     _apply_body_patch(k, svc, obj.get("spec") or {}, view.namespace, labels)
-            io = io_fault([o for o in view.chaos if o["kind"] == "IOChaos"], view.namespace, pods[0].pod,
-                          self._disk_io.get(svc.name)) if pods else None
+            io_chaos = [o for o in view.chaos if o["kind"] == "IOChaos"]
+            io = next((hit for p in pods if (hit := io_fault(io_chaos, view.namespace, p.pod, self._disk_io.get(svc.name))) is not None), None)
             if io is not None:
                 for op in svc.operations:
                     if io.delay_s > 0:
