@@ -153,6 +153,9 @@ def test_partial_packet_loss_costs_retransmission_latency_without_cutting_the_pa
     ("duplicate", {"action": "duplicate", "duplicate": {"duplicate": "50"}}, (-1e9, 20.0)),
     # one netem qdisc of every parameter set, whichever action names it: the delay and the loss
     ("netem", {"action": "delay", "delay": {"latency": "200ms"}, "loss": {"loss": "25"}}, (300.0, 1e9)),
+    # netem sends the reorder share of packets at once: half of product-catalog's packets leave undelayed,
+    # on GetProduct's answer and on its own query to postgresql (2 x 1 s without the reorder)
+    ("reorder", {"action": "delay", "delay": {"latency": "1000ms", "reorder": {"reorder": "50"}}}, (700.0, 1300.0)),
 ])
 def test_netem_parameters_act_as_tcp_meets_them(shop: Shop, name: str, spec: dict[str, Any], added_ms: tuple[float, float]) -> None:
     shop.reset()

@@ -211,7 +211,8 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst: dict[str, Any]) 
     Chaos Mesh shapes the *egress* of the selected pods (``to``: towards the target, ``from``: the
     target's egress towards them, ``both``), so a call is hit on its request leg (caller's egress)
     and on its response leg (callee's egress); without a target every peer counts as one. netem
-    draws each packet's delay uniformly within ``jitter`` of ``latency`` (no distribution table given).
+    draws each packet's delay uniformly within ``jitter`` of ``latency`` (no distribution table given)
+    and sends the ``reorder`` share of packets at once.
     """
     blocked, delay, var, kept = False, 0.0, 0.0, 1.0
     sender = _pod_id(src.pod) if src is not None else None
@@ -232,8 +233,10 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst: dict[str, Any]) 
             blocked = blocked or passed <= 0.0
             kept *= passed ** legs
             shape = spec.get("delay") or {}
-            delay += legs * _delay_ms(shape.get("latency"))
-            var += legs * _delay_ms(shape.get("jitter")) ** 2 / 3.0
+            # ``reorder``: that share of packets leaves at once, the rest after the delay
+            latency, late = _delay_ms(shape.get("latency")), 1.0 - _percent(shape, "reorder")
+            delay += legs * latency * late
+            var += legs * (late * _delay_ms(shape.get("jitter")) ** 2 / 3.0 + latency ** 2 * late * (1.0 - late))
     return blocked, delay, 1.0 - kept, var
 
 
