@@ -104,16 +104,16 @@ def test_io_fault_needs_the_path_and_scales_with_percent() -> None:
     disk = DiskIO(("/var/lib/postgresql/data",), 2)
     sel = {"namespaces": ["otel-demo"], "labelSelectors": {"app": "pg"}}
     latency = _exp("IOChaos", action="latency", selector=sel, volumePath="/var/lib/postgresql", delay="100ms", percent=50)
-    slow = io_fault([_into(latency, pg)], "otel-demo", pg, disk)
+    slow = io_fault([_into(latency, pg)], pg, disk)
     assert slow is not None and slow.delay_s == pytest.approx(0.1) and slow.error_ratio == 0
     # a pod the experiment's records do not hold (created after it started) is left alone, selector or not
-    assert io_fault([_into(latency, _pod("postgresql-0", app="pg"))], "otel-demo", pg, disk) is None
-    assert io_fault([_into(_exp("IOChaos", action="latency", selector=sel, volumePath="/var/log", delay="1s"), pg)], "otel-demo", pg, disk) is None
+    assert io_fault([_into(latency, _pod("postgresql-0", app="pg"))], pg, disk) is None
+    assert io_fault([_into(_exp("IOChaos", action="latency", selector=sel, volumePath="/var/log", delay="1s"), pg)], pg, disk) is None
     failing = io_fault([_into(_exp("IOChaos", action="fault", selector=sel, volumePath="/var/lib/postgresql/data", errno=5, percent=50), pg)],
-                       "otel-demo", pg, disk)
+                       pg, disk)
     assert failing is not None and failing.error_ratio == pytest.approx(0.75)
     assert "Input/output error" in failing.message
-    assert io_fault([_into(_exp("IOChaos", action="latency", selector=sel, volumePath="/", delay="1s"), pg)], "otel-demo", pg, None) is None
+    assert io_fault([_into(_exp("IOChaos", action="latency", selector=sel, volumePath="/", delay="1s"), pg)], pg, None) is None
 
 
 def _itbench_args() -> list[dict[str, Any]]:

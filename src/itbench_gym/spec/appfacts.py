@@ -160,7 +160,7 @@ class GoldenSignalsFact:
     def selector(self, metric: str, namespace: str, *, errors: bool = False, client: bool = False) -> str:
         """PromQL selector of ``metric`` in ``namespace`` (only failed calls with ``errors``; only the
         callers' client calls with ``client``)."""
-        labels = {"namespace": namespace, **(self.error_labels if errors else {}), **(self.client_labels or {} if client else {})}
+        labels = {"namespace": namespace, **(self.error_labels if errors else {}), **((self.client_labels or {}) if client else {})}
         return metric + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}"
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.chaos.jvmchaos import experiment_script
-from itbench_gym.backends.sim.chaos.kinds import injected_pods
+from itbench_gym.backends.sim.chaos.kinds import injected_pods, record_id
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
 from itbench_gym.backends.sim.traces.catalog import TraceCatalog
@@ -156,7 +156,7 @@ class _State:
 def _injected(obj: dict[str, Any], pods: list[PodView]) -> bool:
     """Whether chaos-daemon injected the experiment into one of ``pods`` (its record says Injected)."""
     injected = injected_pods(obj)
-    return any(f"{p.pod['metadata'].get('namespace', '')}/{p.name}" in injected for p in pods)
+    return any(record_id(p.pod) in injected for p in pods)
 
 
 def _apply_rules(k: Knobs, service: str, code: JvmCode, rules: tuple[Rule, ...]) -> None:
@@ -772,7 +772,7 @@ class AppModel:
                 if obj["kind"] == "HTTPChaos" and svc.request_bodies and _injected(obj, pods):
                     _apply_body_patch(k, svc, obj.get("spec") or {}, view.namespace, labels)
             io_chaos = [o for o in view.chaos if o["kind"] == "IOChaos"]
-            io = next((hit for p in pods if (hit := io_fault(io_chaos, view.namespace, p.pod, self._disk_io.get(svc.name))) is not None), None)
+            io = next((hit for p in pods if (hit := io_fault(io_chaos, p.pod, self._disk_io.get(svc.name))) is not None), None)
             if io is not None:
                 for op in svc.operations:
                     if io.delay_s > 0:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from itbench_gym.backends.sim.chaos.kinds import TARGET_KEY, injected_pods
+from itbench_gym.backends.sim.chaos.kinds import TARGET_KEY, injected_pods, record_id
 from itbench_gym.backends.sim.chaos.tproxy import parse_patch, proxy_exits
 from itbench_gym.lang.durations import DurationError, parse_go_duration
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
@@ -138,11 +138,6 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
         return False  # Chaos Mesh's webhook refuses such a selector
 
 
-def _pod_id(pod: dict[str, Any]) -> str:
-    """``namespace/name``, as chaos records name a pod."""
-    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
-
-
 _HTTP_ROUTE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
 
 
@@ -181,12 +176,10 @@ def _delay_ms(text: str | None) -> float:
         return 0.0
 
 
-def _shapes(obj: dict[str, Any], sender: str | None, receiver: str | None) -> bool:
+def _shapes(spec: dict[str, Any], selected: frozenset[str], targets: frozenset[str], sender: str | None, receiver: str | None) -> bool:
     """Whether a NetworkChaos shapes packets from pod ``sender`` to pod ``receiver`` (``namespace/name``;
-    None: a client outside the cluster): the pods its records hold, its ``selector``'s and its ``target``'s."""
-    spec = obj.get("spec") or {}
+    None: a client outside the cluster), given the pods its records hold: its ``selector``'s and its ``target``'s."""
     direction, has_target = spec.get("direction", "to"), spec.get("target") is not None
-    selected, targets = injected_pods(obj), injected_pods(obj, TARGET_KEY)
     return ((direction in ("to", "both") and sender in selected and (not has_target or receiver in targets))
             or (direction in ("from", "both") and has_target and sender in targets and receiver in selected))
 
@@ -215,15 +208,16 @@ def _network_chaos(view: ClusterView, src: PodView | None, dst: dict[str, Any]) 
     and sends the ``reorder`` share of packets at once.
     """
     blocked, delay, var, kept = False, 0.0, 0.0, 1.0
-    sender = _pod_id(src.pod) if src is not None else None
-    receiver = _pod_id(dst)
+    sender = record_id(src.pod) if src is not None else None
+    receiver = record_id(dst)
     for obj in view.chaos:
         if obj["kind"] != "NetworkChaos":
             continue
-        legs = int(_shapes(obj, sender, receiver)) + int(_shapes(obj, receiver, sender))
+        spec = obj.get("spec") or {}
+        selected, targets = injected_pods(obj), injected_pods(obj, TARGET_KEY)
+        legs = int(_shapes(spec, selected, targets, sender, receiver)) + int(_shapes(spec, selected, targets, receiver, sender))
         if not legs:
             continue
-        spec = obj.get("spec") or {}
         action = spec.get("action")
         if action == "partition":
             blocked = True
@@ -464,7 +458,7 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
             continue
         for obj in view.chaos:
             h = obj.get("spec") or {}
-            if obj["kind"] == "HTTPChaos" and _pod_id(pod_obj) in injected_pods(obj) and int(h.get("port", tp)) == tp:
+            if obj["kind"] == "HTTPChaos" and record_id(pod_obj) in injected_pods(obj) and int(h.get("port", tp)) == tp:
                 if proxy_exits(h):  # the port is redirected to a proxy that exited: every packet dropped
                     causes.append("timeout")
                     break

@@ -19,7 +19,7 @@ from ..kube.errors import ApiError
 from ..kube.store import clone
 from .byteman import BytemanError, parse_rules
 from .jvmchaos import experiment_script
-from .kinds import API_GROUP, COMPONENT, FINALIZER, SOURCE_KEY, TARGET_KEY, ends_at, is_paused, parse_duration
+from .kinds import API_GROUP, COMPONENT, FINALIZER, SOURCE_KEY, TARGET_KEY, ends_at, is_paused, parse_duration, record_id
 from .podchaos import ONE_SHOT_ACTIONS, ActionError, Killer, PodChaosActions, record_ids
 from .selection import SelectionError, choose, pod_matches
 
@@ -159,8 +159,7 @@ class ExperimentController(Controller):
             except SelectionError as e:
                 self._event(obj, "Warning", "Failed", f"Failed to select: {e}")
                 return None
-            ids = record_ids(spec, picked) if self.kind == "PodChaos" else [
-                f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}" for p in picked]
+            ids = record_ids(spec, picked) if self.kind == "PodChaos" else [record_id(p) for p in picked]
             if not ids and key == SOURCE_KEY:
                 self._event(obj, "Warning", "Failed", "Failed to select: no pod is selected")
             records += [{"id": i, "selectorKey": key, "phase": "Not Injected", "injectedCount": 0, "recoveredCount": 0}

@@ -17,7 +17,7 @@ from typing import Any
 
 from itbench_gym.lang import yamltext
 
-from .kinds import injected_pods, parse_duration
+from .kinds import injected_pods, parse_duration, record_id
 
 Obj = dict[str, Any]
 
@@ -48,7 +48,7 @@ def _under(path: str, volume: str) -> bool:
     return path == volume or path.startswith(volume + "/") or volume == "/"
 
 
-def io_fault(experiments: list[Obj], namespace: str, pod: Obj, disk: DiskIO | None) -> IOFault | None:
+def io_fault(experiments: list[Obj], pod: Obj, disk: DiskIO | None) -> IOFault | None:
     """The combined effect of the running IOChaos ``experiments`` on the service of ``pod``."""
     if disk is None or disk.ops_per_call <= 0:
         return None
@@ -56,7 +56,7 @@ def io_fault(experiments: list[Obj], namespace: str, pod: Obj, disk: DiskIO | No
     container = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
     for exp in experiments:
         spec = exp.get("spec") or {}
-        if f"{pod['metadata'].get('namespace', namespace)}/{pod['metadata']['name']}" not in injected_pods(exp):
+        if record_id(pod) not in injected_pods(exp):
             continue
         names = spec.get("containerNames")
         if names and container not in names:

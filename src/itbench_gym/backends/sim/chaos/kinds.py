@@ -67,8 +67,13 @@ def active(objs: list[Obj], now: float) -> list[Obj]:
     return [o for o in objs if is_running(o, now)]
 
 
+def record_id(pod: Obj) -> str:
+    """``namespace/name``: how an experiment's records name a pod."""
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+
+
 def injected_pods(obj: Obj, key: str = SOURCE_KEY) -> frozenset[str]:
-    """``namespace/pod`` of the records under ``key`` that chaos-daemon injected: the pods the
+    """:func:`record_id` of the pods of the records under ``key`` that chaos-daemon injected: the pods the
     experiment acts on (chosen once when it started; a pod created since is not among them)."""
     records = ((obj.get("status") or {}).get("experiment") or {}).get("containerRecords") or []
     return frozenset("/".join(str(r.get("id", "")).split("/")[:2]) for r in records

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from ..kube.errors import ApiError
 from ..kube.store import clone
-from .kinds import PAUSE_IMAGE
+from .kinds import PAUSE_IMAGE, record_id
 
 Obj = dict[str, Any]
 ONE_SHOT_ACTIONS = ("pod-kill", "container-kill")
@@ -38,7 +38,7 @@ def record_ids(spec: Obj, pods: list[Obj]) -> list[str]:
     """``namespace/pod`` per pod, or ``namespace/pod/container`` for container-kill."""
     ids = []
     for p in pods:
-        base = f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}"
+        base = record_id(p)
         if spec.get("action") == "container-kill":
             names = {c.get("name") for c in (p.get("spec") or {}).get("containers") or []}
             ids += [f"{base}/{c}" for c in spec.get("containerNames") or [] if c in names]
