@@ -160,6 +160,27 @@ def test_foreign_index_gets_a_derived_ground_truth(tmp_path: Path) -> None:
     assert spec.cls == "AdFailure" and spec.complexity.level == "easy"
 
 
+def test_derived_ground_truth_names_the_services_that_front_a_workload(tmp_path: Path) -> None:
+    """Bookinfo's ``details`` runs in Deployment ``details-v1`` and ``reviews-v2``'s pods sit behind Services
+    ``reviews`` and ``reviews-v2``: the derived groups name those Services and the workloads' pods, and
+    nothing the app lacks has to be dropped."""
+    def fault(name: str) -> dict[str, Any]:
+        return {"id": "nonexistent-kubernetes-workload-container-image", "args": {
+            "container": {"name": name.rsplit("-", 1)[0]},
+            "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "book-info"}}}}
+    index = _foreign_index(id=903, alerts=["KubePodNotReady"], environment={"applications": [{"id": "book-info"}]},
+                           disruptions=[{"injections": [fault("details-v1"), fault("reviews-v2")]}])
+    (tmp_path / "903.json").write_text(json.dumps(index))
+    [scenario] = import_library(tmp_path)
+    doc, notes = with_triggering(scenario, [{"alertname": "KubePodNotReady", "labels": {"namespace": "book-info"}}])
+    assert notes == []
+    groups = {g["id"]: g for g in doc["ground_truth"]["groups"]}
+    assert groups["details-service"]["filter"] == [r"details\b"] and groups["details-pod"]["filter"] == [r"details\-v1-.*"]
+    assert groups["reviews-v2-service"]["filter"] == [r"reviews\b", r"reviews\-v2\b"]
+    assert groups["reviews-v2-pod"]["filter"] == [r"reviews\-v2-.*"]
+    assert ["details-service", "details-pod"] in doc["ground_truth"]["aliases"]
+
+
 def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
     (tmp_path / "901.json").write_text(json.dumps(_foreign_index(id=901, environment={"applications": [{"id": "hotel"}]})))
     bad = _foreign_index(id=902)

@@ -72,6 +72,12 @@ class KubeObject:
         ports = (self.body.get("spec") or {}).get("ports") or []
         return [p.get("targetPort", p.get("port")) for p in ports if isinstance(p, Mapping)]
 
+    def selects(self, pod: KubeObject) -> bool:
+        """Whether this Service's selector picks ``pod`` (same namespace; a Service without a selector
+        picks none: its endpoints are managed by hand)."""
+        selector = (self.body.get("spec") or {}).get("selector") or {}
+        return bool(selector) and pod.namespace == self.namespace and all(pod.labels.get(k) == v for k, v in selector.items())
+
     def env(self, container: str) -> list[Mapping[str, Any]]:
         """The ``env`` entries of a container of the Pod or pod template, in order (repeats kept)."""
         spec = self.body.get("spec") or {} if self.kind == "Pod" else _template_spec(self.body)
@@ -186,6 +192,9 @@ class AppFacts:
     examples: tuple[str, ...] = ()
     #: (caller, callee, the caller's span of the call) of the behaviour model's calls that record one, sorted.
     client_spans: tuple[tuple[str, str, str], ...] = ()
+    #: (service, its workload's name) for each service of the behaviour model (app.yaml ``workload``,
+    #: else the service's own name): Bookinfo's ``details`` runs in Deployment ``details-v1``.
+    service_workloads: tuple[tuple[str, str], ...] = ()
     #: What could not be read (each names the file); the checks that need it are skipped.
     problems: tuple[str, ...] = ()
 
@@ -214,6 +223,14 @@ class AppFacts:
 
     def rule_names(self) -> list[str]:
         return list(dict.fromkeys(r.alert for r in self.rules))
+
+    def service_of(self, workload: str) -> str:
+        """The behaviour model's service a workload runs (the workload's own name when it runs none)."""
+        return next((service for service, runs in self.service_workloads if runs == workload), workload)
+
+    def workload_of(self, service: str) -> str:
+        """The workload a service of the behaviour model runs in (the service's own name when unknown)."""
+        return next((runs for name, runs in self.service_workloads if name == service), service)
 
 
 def load_app_facts(app_dir: Path) -> AppFacts:
@@ -288,6 +305,7 @@ def _load(directory: str) -> AppFacts:
         crd_kinds=frozenset(crd_kinds),
         calls=calls,
         client_spans=client_spans,
+        service_workloads=_service_workloads(app.get("services")),
         flags=flags,
         rules=rules,
         rules_file=rules_file,
@@ -377,6 +395,13 @@ def _calls(services: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str,
                     if isinstance(call.get("client_span"), str):
                         spans.add((str(name), call["to"].partition("/")[0], call["client_span"]))
     return tuple(sorted(pairs)), tuple(sorted(spans))
+
+
+def _service_workloads(services: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(services, Mapping):
+        return ()
+    return tuple((str(name), str(service.get("workload") or name)) for name, service in services.items()
+                 if isinstance(service, Mapping))
 
 
 def _edge(raw: Any, services: Any, app_file: Path, problems: list[str]) -> EdgeFact | None:

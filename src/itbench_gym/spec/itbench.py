@@ -737,14 +737,19 @@ def derive_ground_truth(doc: Mapping[str, Any]) -> dict[str, Any]:
     service_groups: dict[str, str] = {}
 
     def service_group(service: str) -> str:
+        """The group of one of the behaviour model's services: the Kubernetes Services that pick its
+        workload's pods (the service's own name when none does), with the pods as an alias."""
         if service in service_groups:
             return service_groups[service]
         sid = f"{service}-service"
         pid = f"{service}-pod"
-        groups.append({"id": sid, "kind": "Service", "namespace": ns, "filter": [rf"{re.escape(service)}\b"]})
+        workload = facts.workload_of(service)
+        pods = [p for p in facts.pods() if p.namespace in (None, ns) and p.owner and p.owner[1] == workload]
+        fronts = sorted({s.name for s in facts.of_kind("Service", ns) for p in pods if s.selects(p)}) or [service]
+        groups.append({"id": sid, "kind": "Service", "namespace": ns, "filter": [rf"{re.escape(name)}\b" for name in fronts]})
         members = [sid]
-        if any(p.owner and p.owner[1] == service for p in facts.pods()):
-            groups.append({"id": pid, "kind": "Pod", "namespace": ns, "filter": [f"{re.escape(service)}-.*"]})
+        if pods:
+            groups.append({"id": pid, "kind": "Pod", "namespace": ns, "filter": [f"{re.escape(workload)}-.*"]})
             members.append(pid)
         aliases.append(members)
         service_groups[service] = sid
@@ -763,7 +768,7 @@ def derive_ground_truth(doc: Mapping[str, Any]) -> dict[str, Any]:
         faults.append({"category": definition.category, "condition": definition.description.split(".")[0][:200],
                        "entity": {"group_id": rid, "kind": obj.get("kind"), "name": meta.get("name")},
                        "fault_mechanism": entry["id"]})
-        for service in _acted_on(facts, entry["args"], ns):
+        for service in map(facts.service_of, _acted_on(facts, entry["args"], ns)):
             target = service_group(service)
             propagations.append({"source": rid, "target": target, "condition": f"{entry['id']} injected",
                                  "effect": f"{service} misbehaves"})
@@ -803,8 +808,7 @@ def _acted_on(facts: Any, args: Mapping[str, Any], namespace: str) -> list[str]:
         chosen = [p for p in pods if (kind, name) in template_refs({"spec": p.body.get("spec") or {}})]
     elif kind == "Service":
         service = facts.find("Service", namespace, name)
-        selector = ((service.body.get("spec") or {}).get("selector") or {}) if service else {}
-        chosen = [p for p in pods if selector and all(p.labels.get(k) == v for k, v in selector.items())]
+        chosen = [p for p in pods if service is not None and service.selects(p)]
     schedule = args.get("scheduleSpec")
     if isinstance(schedule, Mapping):
         for experiment in schedule.values():
