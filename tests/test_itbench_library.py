@@ -351,3 +351,26 @@ def test_an_injection_that_fails_on_the_twin_makes_the_scenario_invalid_not_a_cr
         entry.spec()
     assert [(p.path, p.message) for p in err.value.problems] == [
         ("disruptions", "its faults cannot be injected: Deployment otel-demo/flagd was not available 300 s after the restart")]
+
+
+def test_a_derived_target_that_shows_nothing_on_the_twin_is_dropped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2 s delay on Bookinfo's ratings slows productpage's pages, but ratings shows nothing of its own
+    (reviews has no telemetry, ztunnel counts connections, not their latency): as for a v1 file, the
+    derived target is dropped with a note and the Schedule stays the root cause."""
+    from itbench_gym.registry import LibraryEntry
+    from itbench_gym.spec.itbench import open_library
+
+    monkeypatch.setenv("ITBENCH_GYM_CACHE", str(fresh_cache(tmp_path / "cache")))
+    delay = {"type": "NetworkChaos", "networkChaos": {
+        "action": "delay", "mode": "all", "direction": "to", "duration": "600s", "delay": {"latency": "2s"},
+        "selector": {"labelSelectors": {"app": "ratings"}, "namespaces": ["book-info"]}}}
+    index = _foreign_index(id=908, alerts=["HighRequestLatency"], environment={"applications": [{"id": "book-info"}]},
+                           disruptions=[{"injections": [{"id": "scheduled-chaos-mesh-experiment", "args": {
+                               "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule",
+                                                    "metadata": {"name": "ratings-delay", "namespace": "chaos-mesh"}},
+                               "scheduleSpec": delay}}]}])
+    (tmp_path / "908.json").write_text(json.dumps(index))
+    entry = LibraryEntry(open_library(tmp_path), tmp_path / "908.json")
+    gt = entry.spec().ground_truth
+    assert [(g["kind"], g.get("name")) for g in gt["groups"]] == [("Schedule", "ratings-delay")]
+    assert any("'ratings-service' (Service) shows no symptom on the twin; dropped" in n for n in entry.discrepancies)

@@ -105,6 +105,31 @@ def test_a_delay_on_the_path_into_a_service_shows_in_its_callers_calls() -> None
         env.close()
 
 
+def test_a_service_that_cannot_dial_shows_it_in_its_own_call_counter() -> None:
+    """Bookinfo's productpage with a DNS policy that resolves nothing still answers the gateway (its page
+    says details and reviews are unavailable): its symptom is its own request_result_total, where its
+    lookups now get 500s; Service productpage fronts Deployment productpage-v1."""
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.registry import get_spec
+    from itbench_gym.spec.model import AlertMatcher, FaultRef
+
+    spec = get_spec("SRE-GatewayAuthorizationDenial-v0")
+    workload = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "productpage-v1", "namespace": "book-info"}}
+    gt = {"groups": [{"id": "productpage-deployment", "kind": "Deployment", "namespace": "book-info", "name": "productpage-v1", "root_cause": True},
+                     {"id": "productpage-service", "kind": "Service", "namespace": "book-info", "filter": [r"productpage\b"]}],
+          "aliases": [], "propagations": [{"source": "productpage-deployment", "target": "productpage-service",
+                                           "condition": "no name resolves", "effect": "its lookups fail"}],
+          "fault": [], "alerts": []}
+    env = ITBenchEnv(scenario=dataclasses.replace(
+        spec, faults=(FaultRef("failing-name-resolution-kubernetes-workload-dns-policy", {"kubernetesObject": workload}),),
+        ground_truth=gt, triggering_alerts=(AlertMatcher("HighRequestErrorRate", {"namespace": "book-info"}),)))
+    try:
+        env.reset(seed=0)
+        assert symptoms(env) == []
+    finally:
+        env.close()
+
+
 def test_a_gateway_shows_its_symptoms_at_its_envoy_deployment() -> None:
     """A Gateway API Gateway has no telemetry of its own: the deployment labelled with its name answers
     the denied GETs with 403, and an alert about that workload fires."""

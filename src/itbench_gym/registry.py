@@ -157,8 +157,8 @@ class LibraryEntry:
 
     def spec(self) -> ScenarioSpec:
         """The validated spec (its alerts decided on the twin when the index lists none or lists alerts
-        that never fire there, and its v1 ground truth's propagation targets that show no symptom there
-        dropped)."""
+        that never fire there, and its v1 or derived ground truth's propagation targets that show no symptom
+        there dropped)."""
         if self._spec is not None:
             return self._spec
         imported = self.imported
@@ -187,7 +187,7 @@ class LibraryEntry:
             raise SpecError(self.source, "disruptions", f"its faults cannot be injected: {exc}") from None
         doc, notes = with_triggering(imported, triggering)
         notes += checked
-        if imported.ground_truth_from == "v1" and imported.domain == "sre":
+        if imported.ground_truth_from in ("v1", "derived") and imported.domain == "sre":
             from itbench_gym.spec.itbench import without_unshown
 
             doc, notes = without_unshown(doc, decided_unshown(imported, doc), notes)

@@ -149,6 +149,24 @@ class ConnectionsFact:
 
 
 @dataclass(frozen=True)
+class CallCounterFact:
+    """app.yaml ``services.<name>.metrics.calls``: a service's own counter of the calls it makes (Bookinfo's
+    productpage counts its lookups of details and reviews), found by the ``container`` label of its scrape."""
+
+    service: str
+    container: str
+    counter: str
+    destination_label: str
+    status_label: str
+
+    def rate(self, namespace: str, window: str, *, failed: bool = False) -> str:
+        """Per (container, destination) rate of the calls (only those that got no 2xx with ``failed``)."""
+        status = f',{self.status_label}!~"2.."' if failed else ""
+        return (f'sum by (container, {self.destination_label}) (rate({self.counter}{{namespace={json.dumps(namespace)},'
+                f'container={json.dumps(self.container)}{status}}}[{window}]))')
+
+
+@dataclass(frozen=True)
 class GoldenSignalsFact:
     """app.yaml ``golden_signals``: each service's calls counter and duration histogram."""
 
@@ -195,6 +213,8 @@ class AppFacts:
     #: (service, its workload's name) for each service of the behaviour model (app.yaml ``workload``,
     #: else the service's own name): Bookinfo's ``details`` runs in Deployment ``details-v1``.
     service_workloads: tuple[tuple[str, str], ...] = ()
+    #: The services' own counters of the calls they make (``services.<name>.metrics.calls``).
+    call_counters: tuple[CallCounterFact, ...] = ()
     #: What could not be read (each names the file); the checks that need it are skipped.
     problems: tuple[str, ...] = ()
 
@@ -306,6 +326,7 @@ def _load(directory: str) -> AppFacts:
         calls=calls,
         client_spans=client_spans,
         service_workloads=_service_workloads(app.get("services")),
+        call_counters=_call_counters(app.get("services")),
         flags=flags,
         rules=rules,
         rules_file=rules_file,
@@ -402,6 +423,16 @@ def _service_workloads(services: Any) -> tuple[tuple[str, str], ...]:
         return ()
     return tuple((str(name), str(service.get("workload") or name)) for name, service in services.items()
                  if isinstance(service, Mapping))
+
+
+def _call_counters(services: Any) -> tuple[CallCounterFact, ...]:
+    out = []
+    for name, service in services.items() if isinstance(services, Mapping) else ():
+        calls = ((service.get("metrics") or {}) if isinstance(service, Mapping) else {}).get("calls")
+        if isinstance(calls, Mapping) and all(isinstance(calls.get(k), str) for k in ("counter", "destination_label", "status_label")):
+            out.append(CallCounterFact(str(name), str(service.get("container") or name), calls["counter"],
+                                       calls["destination_label"], calls["status_label"]))
+    return tuple(out)
 
 
 def _edge(raw: Any, services: Any, app_file: Path, problems: list[str]) -> EdgeFact | None:

@@ -15,9 +15,9 @@ Each index becomes ``ITBench-<id>-v0``:
 - ``alerts.triggering``: the index's ``alerts`` (names only, as ITBench lists them); when it lists
   none, the caller decides them by running the scenario on the twin (:func:`with_triggering`).
 - ``ground_truth``: the v1 file, cleaned where it contradicts the index or the app (each change is a
-  *discrepancy*), then without the propagation targets that show no symptom on the twin (the caller
-  decides them by a run: :func:`without_unshown`); without one, derived from the faults and the app's
-  call graph (:func:`derive_ground_truth`).
+  *discrepancy*); without one, derived from the faults and the app's call graph
+  (:func:`derive_ground_truth`); either without the propagation targets that show no symptom on the
+  twin (the caller decides them by a run: :func:`without_unshown`).
 - ``mitigations``: each of the index's ``solutions`` (with its commands when every step is a command
   the agent's kubectl runs), then ``remove-faults``: reverting what the injection changed.
 

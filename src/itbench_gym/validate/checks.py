@@ -36,7 +36,7 @@ from itbench_gym.validate.triggering import INDEX_NOTE
 if TYPE_CHECKING:
     from itbench_gym.env import ITBenchEnv
     from itbench_gym.spec import ScenarioSpec
-    from itbench_gym.spec.appfacts import GoldenSignalsFact
+    from itbench_gym.spec.appfacts import CallCounterFact, GoldenSignalsFact
     from itbench_gym.tasks.sre import ClusterProbe
 
 #: Seconds the wrong fix lets pass before submitting (as long as the oracle's settling).
@@ -239,6 +239,20 @@ def _client_calls(probe: ClusterProbe, signals: GoldenSignalsFact, namespace: st
     return {(k[0], k[1]): (p95.get(k, math.nan) * scale, failed.get(k, 0.0) / n) for k, n in calls.items() if n > 0}
 
 
+def _own_calls(probe: ClusterProbe, counters: Sequence[CallCounterFact], namespace: str, window: float, at: float
+               ) -> dict[tuple[str, str], float]:
+    """Each (service, destination) of the services' own call counters over ``window`` s up to ``at``: the
+    share of calls that got no 2xx."""
+    w = f"{max(1, int(round(window)))}s"
+    out: dict[tuple[str, str], float] = {}
+    for counter in counters:
+        keys = ("container", counter.destination_label)
+        calls = probe.vector_by(counter.rate(namespace, w), keys, at)
+        failed = probe.vector_by(counter.rate(namespace, w, failed=True), keys, at)
+        out |= {(counter.service, k[1]): failed.get(k, 0.0) / n for k, n in calls.items() if n > 0}
+    return out
+
+
 def root_causes(ground_truth: Mapping[str, Any]) -> list[str]:
     out = []
     for g in ground_truth.get("groups") or []:
@@ -289,6 +303,8 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
         client = ((_client_calls(probe, facts.golden_signals, spec.namespace, window, incident.injected_at),
                    _client_calls(probe, facts.golden_signals, spec.namespace, window, probe.now()))
                   if facts.golden_signals is not None and facts.golden_signals.client_labels else ({}, {}))
+        own = (_own_calls(probe, facts.call_counters, spec.namespace, window, incident.injected_at),
+               _own_calls(probe, facts.call_counters, spec.namespace, window, probe.now()))
         conn = facts.golden_signals.connections if facts.golden_signals else None
         opened: tuple[dict[str, float], dict[str, float]] = ({}, {}) if conn is None else (
             probe.vector_at(conn.rate(spec.namespace), conn.service_label, incident.injected_at),
@@ -328,9 +344,25 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
         if len(named) == 1:
             calls_to.setdefault(next(iter(named)), []).append((caller, span))
 
+    def counted_symptom(name: str) -> str | None:
+        """The services' own call counters: its own calls failing more (a fault in how it dials), or its
+        callers' calls to it (a fault on the path into it)."""
+        for (caller, destination), now in sorted(own[1].items()):
+            then = own[0].get((caller, destination))
+            if then is None or now <= then + THRESHOLDS["error_ratio_abs"]:
+                continue
+            if name in (caller, facts.service_of(name)):
+                return f"its calls to {destination} fail more"
+            if destination == name:
+                return f"{caller}'s calls to it fail more"
+        return None
+
     def calls_symptom(name: str) -> str | None:
         """Its callers' own record of their calls to it: a fault on the path into it (an HTTPChaos on its
         port, a NetworkChaos on its side) leaves its own series as they were."""
+        found = counted_symptom(name)
+        if found:
+            return found
         for caller, span in calls_to.get(name, ()):
             then, now = client[0].get((caller, span)), client[1].get((caller, span))
             if then is None or now is None:

@@ -12,9 +12,9 @@ wait for on every seed. The decision is cached on
 disk, keyed by the index file's content and the package version, so only the first import pays (a
 scenario whose faults make no alert fire is remembered as such too).
 
-A v1 ground truth is decided the same way (:func:`decided_unshown`): one reset on the deciding seed,
-then the propagation targets that show no symptom when the alerts fire (what ``validate`` checks)
-are the ones the importer drops.
+A v1 or derived ground truth is decided the same way (:func:`decided_unshown`): one reset on the
+deciding seed, then the propagation targets that show no symptom when the alerts fire (what
+``validate`` checks) are the ones the importer drops.
 """
 
 from __future__ import annotations
