@@ -259,6 +259,30 @@ def test_hpa_install_option_creates_itbench_autoscalers() -> None:
     assert [m["resource"]["target"]["averageUtilization"] for m in spec["metrics"]] == [70, 80]
 
 
+def test_bookinfo_installed_with_autoscalers_has_one_per_deployment_and_its_own_request_gaps() -> None:
+    """ITBench's Bookinfo install makes an HPA for each Deployment once the Gateway is programmed (its
+    Envoy's too, not the load generator made later); Bookinfo's containers request nothing, so only the
+    Envoy's HPA computes a utilization."""
+    import dataclasses
+
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.registry import get_spec
+
+    env = ITBenchEnv(scenario=dataclasses.replace(get_spec("SRE-GatewayAuthorizationDenial-v0"), hpa=True))
+    try:
+        env.reset(seed=0)
+        store = env.backend.twin.cluster.store
+        hpas = {h["metadata"]["name"]: h for h in store.list("HorizontalPodAutoscaler", "book-info")}
+        assert sorted(hpas) == ["bookinfo-gateway-istio", "details-v1", "productpage-v1", "ratings-v1",
+                                "reviews-v1", "reviews-v2", "reviews-v3"]
+        active = {n: next(c for c in h["status"]["conditions"] if c["type"] == "ScalingActive") for n, h in hpas.items()}
+        assert active["bookinfo-gateway-istio"]["status"] == "True"
+        assert active["details-v1"]["reason"] == "FailedGetResourceMetric"
+        assert "missing request for cpu in container details" in active["details-v1"]["message"]
+    finally:
+        env.close()
+
+
 def test_api_server_surge_runs_itbenchs_generator_objects(shop_twin: ShopTwin) -> None:
     shop_twin.reset()
     ctx = shop_twin.context()

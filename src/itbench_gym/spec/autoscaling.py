@@ -20,12 +20,12 @@ Obj = dict[str, Any]
 
 def hpa_objects(app_dir: Path, manifests: Iterable[Obj], namespace: str) -> list[Obj]:
     """The HPAs ITBench creates for the app's Deployments in ``namespace``."""
-    path = app_dir / AUTOSCALING_FILE
+    path, shown = app_dir / AUTOSCALING_FILE, f"envs/{app_dir.name}/{AUTOSCALING_FILE}"
     if not path.is_file():
-        raise ValueError(f"{path}: missing; environment.autoscaling.kubernetes.hpa needs the app's HPA template")
+        raise ValueError(f"{shown}: missing; environment.autoscaling.kubernetes.hpa needs the app's HPA template")
     data = yamltext.load(path.read_text()) or {}
     if not isinstance(data.get("spec"), dict):
-        raise ValueError(f"{path}: spec: the HorizontalPodAutoscaler spec (without scaleTargetRef) is required")
+        raise ValueError(f"{shown}: spec: the HorizontalPodAutoscaler spec (without scaleTargetRef) is required")
     excluded = set(data.get("exclude") or [])
     out = []
     for obj in manifests:
