@@ -73,10 +73,12 @@ class KubeObject:
         return [p.get("targetPort", p.get("port")) for p in ports if isinstance(p, Mapping)]
 
     def selects(self, pod: KubeObject) -> bool:
-        """Whether this Service's selector picks ``pod`` (same namespace; a Service without a selector
-        picks none: its endpoints are managed by hand)."""
+        """Whether this Service's selector picks ``pod``: the same namespace (an object without one is in
+        the app's), every selector label; a Service without a selector picks none (its endpoints are
+        managed by hand)."""
         selector = (self.body.get("spec") or {}).get("selector") or {}
-        return bool(selector) and pod.namespace == self.namespace and all(pod.labels.get(k) == v for k, v in selector.items())
+        same_namespace = None in (self.namespace, pod.namespace) or self.namespace == pod.namespace
+        return bool(selector) and same_namespace and all(pod.labels.get(k) == v for k, v in selector.items())
 
     def env(self, container: str) -> list[Mapping[str, Any]]:
         """The ``env`` entries of a container of the Pod or pod template, in order (repeats kept)."""
