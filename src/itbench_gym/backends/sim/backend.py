@@ -15,6 +15,7 @@ from werkzeug.exceptions import NotFound
 from itbench_gym.backends.base import Endpoints, Provisioning
 from itbench_gym.backends.kubeconfig import write_kubeconfig
 from itbench_gym.backends.programs import RunningPrograms
+from itbench_gym.backends.rbac import HARNESS_NAMESPACES, agent_namespaces, agent_rbac_objects
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
 from itbench_gym.backends.sim.gc_pause import gc_paused
@@ -27,7 +28,7 @@ from itbench_gym.backends.sim.opencost_api import make_opencost_app
 from itbench_gym.backends.sim.prometheus_api import make_prometheus_app
 from itbench_gym.backends.sim.server import ServerHandle, serve, stop_all
 from itbench_gym.backends.sim.traces import make_jaeger_app
-from itbench_gym.backends.sim.twin import HARNESS_NAMESPACES, Twin, TwinSnapshot
+from itbench_gym.backends.sim.twin import Twin, TwinSnapshot
 from itbench_gym.clock import SIM_EPOCH, SimClock
 from itbench_gym.paths import envs_dir
 from itbench_gym.spec import ScenarioSpec
@@ -171,8 +172,18 @@ class SimBackend:
         twin = built[0] if built else self._twin_at(healthy, snap, spec)
         self._keep_twin(healthy, twin)
         twin.reseed(seed)
+        self._grant_fault_namespaces(twin, spec)
         self._baseline_key = key
         return self._activate(twin, spec)
+
+    @staticmethod
+    def _grant_fault_namespaces(twin: AnyTwin, spec: ScenarioSpec) -> None:
+        """ITBench binds its agent in every namespace the faults touch, not only the app's (which the
+        shared baseline already grants): a fault on kube-system's CoreDNS is the agent's to fix."""
+        existing = {n["metadata"]["name"] for n in twin.cluster.store.list("Namespace")}
+        extra = [ns for ns in agent_namespaces(spec) if ns != spec.namespace and ns in existing]
+        if extra:
+            twin.cluster.apply([obj for obj in agent_rbac_objects(extra) if obj["metadata"].get("namespace") in extra])
 
     def _twin_at(self, key: BaselineKey, snap: AnySnapshot, spec: ScenarioSpec) -> AnyTwin:
         """The app's twin (this backend's, else a new one) in exactly the state of ``snap``, its seed

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from itbench_gym.backends.rbac import agent_rbac_objects
+from itbench_gym.backends.rbac import HARNESS_NAMESPACES, agent_rbac_objects
 from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.fleet import AppFleet
@@ -42,8 +42,6 @@ from itbench_gym.spec.loadshape import LoadShape
 from itbench_gym.spec.model import LoadOptions
 
 SCRAPE_INTERVAL = 15.0
-#: Namespaces the agent must not see: where a harness keeps its own machinery (Chaos Mesh's).
-HARNESS_NAMESPACES = ("chaos-mesh", "itbench-harness")
 #: Object-store quota as a multiple of the deployed app's size (at least the store's default).
 STORE_HEADROOM = 12
 #: The app's own alert rules: PrometheusRule objects created after the app's install, as ITBench does.
