@@ -129,6 +129,25 @@ def test_failing_readiness_probe_keeps_the_pod_out_of_the_endpoints(shop_twin: S
     assert shop_twin.value(f'kube_pod_status_ready{{pod="{pod["metadata"]["name"]}",condition="false"}}') == 1
 
 
+def test_a_failing_probe_fails_on_a_component_no_app_model_drives(shop_twin: ShopTwin) -> None:
+    """The shop's collector serves its declared ports and the health endpoint the install probes
+    (13133): the fault's probe on port 40 finds nothing there, while every install probe passes."""
+    shop_twin.reset()
+    assert all(all(c["ready"] for c in p["status"]["containerStatuses"]) for p in shop_twin.store.list("Pod")
+               if p["status"]["phase"] == "Running")
+    selector = "app.kubernetes.io/name=opentelemetry-collector"
+    before = {p["metadata"]["uid"] for p in shop_twin.store.list("Pod", NS, label_selector=selector)}
+    ctx = shop_twin.context()
+    inject_faults([FaultRef(MY_FAULTS[5], {"kubernetesObject": _workload("otel-collector"),
+                                           "container": {"name": "opentelemetry-collector"}})], ctx)
+    ctx.close()
+    shop_twin.backend.advance(120)
+    pods = shop_twin.store.list("Pod", NS, label_selector=selector)
+    [new] = [p for p in pods if p["metadata"]["uid"] not in before]
+    assert new["status"]["phase"] == "Running" and not _status(new, "opentelemetry-collector")["ready"]
+    assert all(_status(p, "opentelemetry-collector")["ready"] for p in pods if p["metadata"]["uid"] in before)
+
+
 def test_insufficient_resources_oom_kill_the_container(shop_twin: ShopTwin) -> None:
     [pod] = _inject(shop_twin, MY_FAULTS[6], "postgresql", seconds=300)
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "5m", "memory": "5Mi"},

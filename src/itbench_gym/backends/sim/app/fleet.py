@@ -53,7 +53,7 @@ class AppFleet:
         self.primary = primary
         self._others: dict[str, AppModel] = {}
         self._signature = _workload_images(primary)
-        self._runtime = AppRuntime(primary.spec, self.view_of)
+        self._runtime = AppRuntime(primary.spec, self.view_of, primary.manifests_read_only())
 
     # -- the instances ---------------------------------------------------------------------------
     def runtime(self) -> AppRuntime:

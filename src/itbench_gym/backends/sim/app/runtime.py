@@ -10,7 +10,7 @@ waits for Kafka finishes only once Kafka is reachable from there, exactly like `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -28,11 +28,48 @@ from .spec import AppSpec
 ViewOf = Callable[[str], ClusterView | bool]
 
 
+def _pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Pod's spec, or the pod template's of a workload (a CronJob's through its job template)."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "Pod":
+        return spec
+    if obj.get("kind") == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return (spec.get("template") or {}).get("spec") or {}
+
+
+def _probe_port(container: Mapping[str, Any], probe: Mapping[str, Any]) -> int | None:
+    """The port an HTTP, TCP or gRPC probe targets (a named one through the container's ports); None
+    for an exec probe, a name the container does not declare, or no probe."""
+    port = next((probe[k].get("port") for k in ("httpGet", "tcpSocket", "grpc") if isinstance(probe.get(k), Mapping)), None)
+    if isinstance(port, str) and not port.isdigit():
+        port = next((p.get("containerPort") for p in container.get("ports") or [] if p.get("name") == port), None)
+    return int(port) if isinstance(port, int) or (isinstance(port, str) and port.isdigit()) else None
+
+
+def probed_at_install(manifests: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[int]]:
+    """Image -> the ports the install's manifests probe on containers of that image: what a process no
+    app model describes serves (its health endpoint), besides the ports its container declares."""
+    out: dict[str, set[int]] = {}
+    for obj in manifests:
+        spec = _pod_spec(obj)
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            ports = out.setdefault(str(c.get("image", "")), set())
+            for key in ("readinessProbe", "livenessProbe", "startupProbe"):
+                port = _probe_port(c, c.get(key) or {})
+                if port is not None:
+                    ports.add(port)
+    return {image: frozenset(ports) for image, ports in out.items()}
+
+
 class AppRuntime(RegistryRuntime):
-    def __init__(self, spec: AppSpec, view_of: ViewOf) -> None:
+    def __init__(self, spec: AppSpec, view_of: ViewOf, manifests: Iterable[Mapping[str, Any]] = ()) -> None:
+        """``manifests``: the objects the install creates, whose probes say which health ports the
+        cluster's own components serve."""
         super().__init__(spec.images)
         self.spec = spec
         self._view_of = view_of
+        self._probed_at_install = probed_at_install(manifests)
         #: container name -> start-up seconds of the first service running a container so named
         self._startup_by_container: dict[str, float] = {}
         for svc in spec.services.values():
@@ -92,28 +129,23 @@ class AppRuntime(RegistryRuntime):
     def probe_succeeds(self, pod: dict[str, Any], container: dict[str, Any], kind: ProbeKind) -> bool:
         probe = container.get(f"{kind}Probe") or {}
         svc_name = self._service_of(pod, container)
-        port: Any = None
-        if "httpGet" in probe:
-            port = probe["httpGet"].get("port")
-        elif "tcpSocket" in probe:
-            port = probe["tcpSocket"].get("port")
-        elif "grpc" in probe:
-            port = probe["grpc"].get("port")
-        elif "exec" in probe:
+        if "exec" in probe:
             rule = self._rule(container.get("image", ""))
             cmd = (probe["exec"].get("command") or [""])[0]
             return rule is None or rule.has(str(cmd))
-        else:
+        if not any(k in probe for k in ("httpGet", "tcpSocket", "grpc")):
             return True
-        if isinstance(port, str) and not port.isdigit():
-            named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
-            port = named.get(port)
+        port = _probe_port(container, probe)
         if port is None:
             return False
         if svc_name is None:
             # A container the behaviour model does not describe (the cluster's own components): its
-            # process serves the health endpoint its manifest probes, as the real component does.
-            return True
+            # process serves the ports its container declares and the health endpoints the install
+            # probes on its image; a probe elsewhere (a fault's) finds nothing listening. An image the
+            # install never ran is taken to serve whatever its manifest probes.
+            served = self._probed_at_install.get(str(container.get("image", "")))
+            declared = {p.get("containerPort") for p in container.get("ports") or []}
+            return served is None or port in served or port in declared
         view = self._view_of(str(pod["metadata"].get("namespace", "")))
         env = container_env(container, pod, view.key, view.data) if isinstance(view, ClusterView) else container_env(container, pod)
         ports = container_ports(self.spec.services[svc_name], container, env)
