@@ -156,6 +156,22 @@ def test_insufficient_resources_oom_kill_the_container(shop_twin: ShopTwin) -> N
     assert st["lastState"]["terminated"]["reason"] == "OOMKilled" and st["state"]["waiting"]["reason"] == "CrashLoopBackOff"
 
 
+def test_a_lowered_limit_kills_a_component_no_app_model_drives(shop_twin: ShopTwin) -> None:
+    """The collector's process holds what the install gave it (its 200Mi), not what a fault's 5Mi limit
+    says: the kernel kills it at the limit, as it kills an app service."""
+    shop_twin.reset()
+    selector = "app.kubernetes.io/name=opentelemetry-collector"
+    before = {p["metadata"]["uid"] for p in shop_twin.store.list("Pod", NS, label_selector=selector)}
+    ctx = shop_twin.context()
+    inject_faults([FaultRef(MY_FAULTS[6], {"kubernetesObject": _workload("otel-collector"),
+                                           "container": {"name": "opentelemetry-collector"}})], ctx)
+    ctx.close()
+    shop_twin.backend.advance(300)
+    [new] = [p for p in shop_twin.store.list("Pod", NS, label_selector=selector) if p["metadata"]["uid"] not in before]
+    st = _status(new, "opentelemetry-collector")
+    assert st["lastState"]["terminated"]["reason"] == "OOMKilled" and st["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+
+
 def test_removed_limits_keep_the_requests_and_removal_restores_them(shop_twin: ShopTwin) -> None:
     shop_twin.reset()
     ctx = shop_twin.context()

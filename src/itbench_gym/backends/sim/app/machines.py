@@ -39,10 +39,16 @@ def stress_bytes(size: str, limit: float) -> float:
     return float(size or 0)
 
 
-def _idle_usage(pod: dict[str, Any], idle_of: Callable[[str], tuple[float, float] | None]) -> tuple[tuple[str, ContainerUsage], ...]:
+#: Bytes the install gives a container of an image in a namespace, None when it gives none.
+InstalledMemory = Callable[[str, str, str], "float | None"]
+
+
+def _idle_usage(pod: dict[str, Any], idle_of: Callable[[str], tuple[float, float] | None],
+                installed_of: InstalledMemory) -> tuple[tuple[str, ContainerUsage], ...]:
     """The running containers of a running pod at what their image's process uses at idle, else at
-    their CPU and memory requests (no CPU for one that only sleeps), each with the uid the model knows
-    the pod by."""
+    their CPU request and the memory the install gave them (a later edit of the limit does not shrink
+    the process), else their requests (no CPU for one that only sleeps), each with the uid the model
+    knows the pod by."""
     meta, status = pod["metadata"], pod.get("status") or {}
     if status.get("phase") != "Running":
         return ()
@@ -59,7 +65,8 @@ def _idle_usage(pod: dict[str, Any], idle_of: Callable[[str], tuple[float, float
             cpu, mem = idle
         else:
             cpu = parse_quantity(requests.get("cpu", limits.get("cpu", "5m")))
-            mem = parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
+            installed = installed_of(meta["namespace"], str(c.get("name", "")), str(c.get("image", "")))
+            mem = installed if installed is not None else parse_quantity(requests.get("memory", limits.get("memory", "32Mi")))
         cpu = 0.0 if sleeps else cpu
         restarts = next((int(s.get("restartCount", 0)) for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), 0)
         uid = meta.get("uid", meta["name"])
@@ -75,9 +82,9 @@ class Machines:
     """The node-level part of a tick (see the module doc); ``cadvisor`` also records the OOM kills
     the app instances make at a container's limit."""
 
-    def __init__(self, idle_of: Callable[[str], tuple[float, float] | None]) -> None:
+    def __init__(self, idle_of: Callable[[str], tuple[float, float] | None], installed_of: InstalledMemory) -> None:
         self.cadvisor = Cadvisor()
-        self._idle_usage = Derived(partial(_idle_usage, idle_of=idle_of))
+        self._idle_usage = Derived(partial(_idle_usage, idle_of=idle_of, installed_of=installed_of))
 
     def settle(self, cluster: ClusterLike, app_usage: list[ContainerUsage], modelled: set[tuple[str, str]],
                stresses: list[dict[str, Any]], dt: float, node_ips: dict[str, str] | None) -> list[Sample]:
@@ -112,13 +119,11 @@ class Machines:
             for uid, u in running:
                 if (uid, u.container) in modelled:
                     continue
-                stressed = _stressed(u, stresses) if stresses else u
-                if stressed is not u:
-                    u = stressed
-                    if u.memory_limit and u.memory_bytes > u.memory_limit:
-                        cluster.kill_container(u.namespace, u.pod, u.container, reason="OOMKilled", exit_code=137)
-                        self.cadvisor.record_oom(u.namespace, u.pod, u.container)
-                        continue
+                u = _stressed(u, stresses) if stresses else u
+                if u.memory_limit and u.memory_bytes > u.memory_limit:  # the kernel kills at the limit
+                    cluster.kill_container(u.namespace, u.pod, u.container, reason="OOMKilled", exit_code=137)
+                    self.cadvisor.record_oom(u.namespace, u.pod, u.container)
+                    continue
                 cluster.set_usage(u.namespace, u.pod, u.container, cpu_cores=u.cpu_cores, memory_bytes=u.memory_bytes)
                 out.append(u)
         return out

@@ -491,8 +491,8 @@ class AppModel:
         self._node_cpus = Derived(_node_cpus)
         self._node_memory = Derived(_node_memory)
         self._view: ClusterView | None = None
-        self._runtime = AppRuntime(spec, self.view_of)
-        self.machines = machines or Machines(self._runtime.idle_usage)
+        self._runtime = AppRuntime(spec, self.view_of, manifests)
+        self.machines = machines or Machines(self._runtime.idle_usage, self._runtime.installed_memory)
         #: containers whose process writes its logs only to its OTLP exporter
         self._otlp_only_logs = frozenset(s.container for s in spec.services.values() if s.logs.destination == "otlp")
         self._disk_io = load_disk_io(spec.directory)

@@ -17,7 +17,7 @@ from typing import Any
 from itbench_gym.backends.sim.kube.registry import RegistryRuntime, shared
 from itbench_gym.backends.sim.kube.runtime import FileReader, ProbeKind
 
-from .cluster_view import ClusterView, container_env, pod_view
+from .cluster_view import ClusterView, container_env, parse_quantity, pod_view
 from .network import reach, reachable_once_started
 from .process import container_ports
 from .processes import Process
@@ -62,18 +62,40 @@ def probed_at_install(manifests: Iterable[Mapping[str, Any]]) -> dict[str, froze
     return {image: frozenset(ports) for image, ports in out.items()}
 
 
+def memory_at_install(manifests: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:
+    """(namespace, container, image) -> the memory the install gives a container (its request, else its
+    limit): what the process of a component no app model or idle estimate describes holds, whatever a
+    later edit sets. A key the install gives two different figures is left out (unknown)."""
+    seen: dict[tuple[str, str, str], set[float]] = {}
+    for obj in manifests:
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        spec = _pod_spec(obj)
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            res = c.get("resources") or {}
+            memory = (res.get("requests") or {}).get("memory") or (res.get("limits") or {}).get("memory")
+            if memory is not None:
+                seen.setdefault((namespace, str(c.get("name", "")), str(c.get("image", ""))), set()).add(parse_quantity(memory))
+    return {key: next(iter(values)) for key, values in seen.items() if len(values) == 1}
+
+
 class AppRuntime(RegistryRuntime):
     def __init__(self, spec: AppSpec, view_of: ViewOf, manifests: Iterable[Mapping[str, Any]] = ()) -> None:
-        """``manifests``: the objects the install creates, whose probes say which health ports the
-        cluster's own components serve."""
+        """``manifests``: the objects the install creates: which health ports and how much memory the
+        cluster's own components have (what their processes serve and hold)."""
         super().__init__(spec.images)
         self.spec = spec
         self._view_of = view_of
+        manifests = list(manifests)
         self._probed_at_install = probed_at_install(manifests)
+        self._memory_at_install = memory_at_install(manifests)
         #: container name -> start-up seconds of the first service running a container so named
         self._startup_by_container: dict[str, float] = {}
         for svc in spec.services.values():
             self._startup_by_container.setdefault(svc.container, svc.startup_seconds)
+
+    def installed_memory(self, namespace: str, container: str, image: str) -> float | None:
+        """Bytes the install gives that container of that image (see :func:`memory_at_install`)."""
+        return self._memory_at_install.get((namespace, container, image))
 
     def _process_argv(self, container: dict[str, Any]) -> list[str] | None:
         """What the container's process runs when the pod says it: ``command`` and ``args``, or ``args``
