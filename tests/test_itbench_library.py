@@ -374,3 +374,16 @@ def test_a_derived_target_that_shows_nothing_on_the_twin_is_dropped_with_a_note(
     gt = entry.spec().ground_truth
     assert [(g["kind"], g.get("name")) for g in gt["groups"]] == [("Schedule", "ratings-delay")]
     assert any("'ratings-service' (Service) shows no symptom on the twin; dropped" in n for n in entry.discrepancies)
+
+
+def test_a_fault_in_the_injection_machinerys_namespace_grades_the_diagnosis_only(tmp_path: Path) -> None:
+    """A bad image on Chaos Mesh's own controller: the agent never sees chaos-mesh (by design), so no fix
+    is within its reach and the scenario says so, as a Chaos Mesh experiment's does."""
+    fault = {"id": "nonexistent-kubernetes-workload-container-image", "args": {
+        "container": {"name": "chaos-mesh"},
+        "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment",
+                             "metadata": {"name": "chaos-controller-manager", "namespace": "chaos-mesh"}}}}
+    (tmp_path / "909.json").write_text(json.dumps(_foreign_index(id=909, disruptions=[{"injections": [fault]}])))
+    [scenario] = import_library(tmp_path)
+    outcome = scenario.document["desired_outcome"]
+    assert "mitigation" not in outcome and "chaos-mesh, the injection machinery's namespace" in outcome["mitigation_not_graded"]

@@ -68,3 +68,28 @@ def test_the_fix_passes(env: gym.Env) -> None:
     assert evaluation["mitigation"]["passed"] is True, evaluation["mitigation"]["reasons"]
     assert evaluation["safety"]["destructive_count"] == 0
     assert evaluation["times"]["mttr"] != "inf" and evaluation["times"]["mttd"] != "inf"
+
+
+def test_the_oracle_rolls_a_statefulset_back_by_deleting_the_pod_of_the_bad_template() -> None:
+    """A bad image on a one-pod StatefulSet of the cluster's tools (topology-monitor): reverting the
+    template is not enough, the set waits for the broken pod ("Forced rollback" in Kubernetes'
+    StatefulSet docs); the agent holds admin there (the injection touches it), and the oracle's fix,
+    revert then delete that pod, passes."""
+    import dataclasses
+
+    from itbench_gym.env import ITBenchEnv
+    from itbench_gym.registry import get_spec
+    from itbench_gym.spec.model import AlertMatcher, FaultRef
+
+    spec = get_spec("SRE-CorruptImage-v0")
+    target = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "topology-monitor", "namespace": "topology-monitor"}}
+    gt = {"groups": [{"id": "sts", "kind": "StatefulSet", "namespace": "topology-monitor", "name": "topology-monitor", "root_cause": True}],
+          "aliases": [], "propagations": [], "fault": [], "alerts": []}
+    env = ITBenchEnv(scenario=dataclasses.replace(
+        spec, faults=(FaultRef("nonexistent-kubernetes-workload-container-image", {"kubernetesObject": target, "container": {"name": "topology-monitor"}}),),
+        ground_truth=gt, mitigations=(), triggering_alerts=(AlertMatcher("KubePodNotReady", {"namespace": "topology-monitor"}),)))
+    try:
+        info = run_episode(env, OracleAgent(env), seed=0)
+        assert info["evaluation"]["mitigation"]["passed"], info["evaluation"]["mitigation"]["reasons"]
+    finally:
+        env.close()

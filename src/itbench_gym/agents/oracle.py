@@ -156,6 +156,7 @@ class OracleAgent(ScriptedAgent):
         entry = self._mitigation
         if entry is None or entry.get("revert_faults"):
             yield from self._revert_all()
+            yield from self._forced_rollbacks()
         if entry is None or not entry.get("commands"):
             yield from self._restart_after_removal()
         else:
@@ -178,6 +179,23 @@ class OracleAgent(ScriptedAgent):
                 self.unreachable.append(str(change.ref))
             elif change.ref.kind == "HorizontalPodAutoscaler" and change.before is not None:
                 yield from self._rescale(change.before)
+
+    def _forced_rollbacks(self) -> Generator[Any, dict[str, Any], None]:
+        """A StatefulSet whose template is reverted still waits for the pods of the bad one to become
+        Ready, which they never do: Kubernetes' StatefulSet docs ("Forced rollback") say to delete them,
+        and the set recreates them from the reverted template."""
+        incident = self._env.incident
+        for change in incident.journal if incident is not None else ():
+            labels = (((change.before or {}).get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            if change.ref.kind != "StatefulSet" or not labels:
+                continue
+            listed = yield {"tool": "kubectl", "args": {"argv": [
+                "get", "pods", *_where(change), "-l", ",".join(f"{k}={v}" for k, v in sorted(labels.items())), "-o",
+                'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}']}}
+            rows = [line.split() for line in listed["text"].splitlines() if line.strip()] if listed["exit_status"] == 0 else []
+            stuck = [row[0] for row in rows if row[1:] != ["True"]]
+            if stuck:
+                yield {"tool": "kubectl", "args": {"argv": ["delete", "pod", *stuck, *_where(change)]}}
 
     def _rescale(self, autoscaler: Mapping[str, Any]) -> Generator[Any, dict[str, Any], None]:
         """Put an autoscaler's workload back at the autoscaler's minimum once its settings are restored: an

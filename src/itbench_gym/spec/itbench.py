@@ -436,11 +436,19 @@ CHAOS_NOT_GRADED = ("The fault is a Chaos Mesh experiment, and the agent's crede
 
 
 def _mitigation_outcome(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    from itbench_gym.backends.rbac import HARNESS_NAMESPACES
     from itbench_gym.faults.catalogue import catalogue
 
     known = catalogue()
     if any(known[e["id"]].category == "Chaos Mesh" for e in entries if e["id"] in known):
         return {"mitigation_not_graded": CHAOS_NOT_GRADED}
+    hidden = sorted({str(ns) for e in entries
+                     if (ns := (((e.get("args") or {}).get("kubernetesObject") or {}).get("metadata") or {}).get("namespace"))
+                     in HARNESS_NAMESPACES})
+    if hidden:
+        return {"mitigation_not_graded": f"The fault changes objects in {', '.join(hidden)}, the injection machinery's "
+                                         "namespace, which the agent's credentials cannot reach (hidden by design), so "
+                                         "no fix is within the agent's reach."}
     return {"mitigation": "The triggering alerts stop firing and the application serves its traffic again."}
 
 
