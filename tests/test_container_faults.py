@@ -35,20 +35,30 @@ def _workload(name: str) -> Obj:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS}}
 
 
-def _inject(twin: ShopTwin, fault: str, service: str, *, container: bool = True, seconds: float = 120) -> list[Obj]:
-    """Inject ``fault`` on ``service`` (on the healthy shop), let ``seconds`` pass; the service's pods
-    made since (from the faulted template)."""
+#: The shop's collector's pods (no app model drives it).
+COLLECTOR_PODS = "app.kubernetes.io/name=opentelemetry-collector"
+
+
+def _inject(twin: ShopTwin, fault: str, service: str, *, container: bool = True, seconds: float = 120,
+            container_name: str | None = None, selector: str | None = None) -> list[Obj]:
+    """Inject ``fault`` on ``service``'s Deployment (on the healthy shop), let ``seconds`` pass; its pods
+    made since (from the faulted template). The container and the pods' selector default to the shop's
+    naming (``opentelemetry.io/name``)."""
     twin.reset()
-    selector = f"opentelemetry.io/name={service}"
+    selector = selector or f"opentelemetry.io/name={service}"
     before = {p["metadata"]["uid"] for p in twin.store.list("Pod", NS, label_selector=selector)}
     ctx = twin.context()
     args: Obj = {"kubernetesObject": _workload(service)}
     if container:
-        args["container"] = {"name": service}
+        args["container"] = {"name": container_name or service}
     inject_faults([FaultRef(fault, args)], ctx)
     ctx.close()
     twin.backend.advance(seconds)
     return [p for p in twin.store.list("Pod", NS, label_selector=selector) if p["metadata"]["uid"] not in before]
+
+
+def _inject_collector(twin: ShopTwin, fault: str, seconds: float = 120) -> list[Obj]:
+    return _inject(twin, fault, "otel-collector", container_name="opentelemetry-collector", selector=COLLECTOR_PODS, seconds=seconds)
 
 
 def _status(pod: Obj, name: str) -> Obj:
@@ -135,17 +145,10 @@ def test_a_failing_probe_fails_on_a_component_no_app_model_drives(shop_twin: Sho
     shop_twin.reset()
     assert all(all(c["ready"] for c in p["status"]["containerStatuses"]) for p in shop_twin.store.list("Pod")
                if p["status"]["phase"] == "Running")
-    selector = "app.kubernetes.io/name=opentelemetry-collector"
-    before = {p["metadata"]["uid"] for p in shop_twin.store.list("Pod", NS, label_selector=selector)}
-    ctx = shop_twin.context()
-    inject_faults([FaultRef(MY_FAULTS[5], {"kubernetesObject": _workload("otel-collector"),
-                                           "container": {"name": "opentelemetry-collector"}})], ctx)
-    ctx.close()
-    shop_twin.backend.advance(120)
-    pods = shop_twin.store.list("Pod", NS, label_selector=selector)
-    [new] = [p for p in pods if p["metadata"]["uid"] not in before]
+    [new] = _inject_collector(shop_twin, MY_FAULTS[5])
     assert new["status"]["phase"] == "Running" and not _status(new, "opentelemetry-collector")["ready"]
-    assert all(_status(p, "opentelemetry-collector")["ready"] for p in pods if p["metadata"]["uid"] in before)
+    old = [p for p in shop_twin.store.list("Pod", NS, label_selector=COLLECTOR_PODS) if p["metadata"]["uid"] != new["metadata"]["uid"]]
+    assert old and all(_status(p, "opentelemetry-collector")["ready"] for p in old)
 
 
 def test_insufficient_resources_oom_kill_the_container(shop_twin: ShopTwin) -> None:
@@ -159,15 +162,7 @@ def test_insufficient_resources_oom_kill_the_container(shop_twin: ShopTwin) -> N
 def test_a_lowered_limit_kills_a_component_no_app_model_drives(shop_twin: ShopTwin) -> None:
     """The collector's process holds what the install gave it (its 200Mi), not what a fault's 5Mi limit
     says: the kernel kills it at the limit, as it kills an app service."""
-    shop_twin.reset()
-    selector = "app.kubernetes.io/name=opentelemetry-collector"
-    before = {p["metadata"]["uid"] for p in shop_twin.store.list("Pod", NS, label_selector=selector)}
-    ctx = shop_twin.context()
-    inject_faults([FaultRef(MY_FAULTS[6], {"kubernetesObject": _workload("otel-collector"),
-                                           "container": {"name": "opentelemetry-collector"}})], ctx)
-    ctx.close()
-    shop_twin.backend.advance(300)
-    [new] = [p for p in shop_twin.store.list("Pod", NS, label_selector=selector) if p["metadata"]["uid"] not in before]
+    [new] = _inject_collector(shop_twin, MY_FAULTS[6], seconds=300)
     st = _status(new, "opentelemetry-collector")
     assert st["lastState"]["terminated"]["reason"] == "OOMKilled" and st["state"]["waiting"]["reason"] == "CrashLoopBackOff"
 
