@@ -11,7 +11,7 @@ waits for Kafka finishes only once Kafka is reachable from there, exactly like `
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from itbench_gym.backends.sim.kube.registry import RegistryRuntime, shared
@@ -85,13 +85,20 @@ class AppRuntime(RegistryRuntime):
         super().__init__(spec.images)
         self.spec = spec
         self._view_of = view_of
-        manifests = list(manifests)
-        self._probed_at_install = probed_at_install(manifests)
-        self._memory_at_install = memory_at_install(manifests)
+        self._manifests = tuple(manifests)
         #: container name -> start-up seconds of the first service running a container so named
         self._startup_by_container: dict[str, float] = {}
         for svc in spec.services.values():
             self._startup_by_container.setdefault(svc.container, svc.startup_seconds)
+
+    # Each index is read by one runtime only (the cluster's probes, the model's machines): built on first use.
+    @cached_property
+    def _probed_at_install(self) -> dict[str, frozenset[int]]:
+        return probed_at_install(self._manifests)
+
+    @cached_property
+    def _memory_at_install(self) -> dict[tuple[str, str, str], float]:
+        return memory_at_install(self._manifests)
 
     def installed_memory(self, namespace: str, container: str, image: str) -> float | None:
         """Bytes the install gives that container of that image (see :func:`memory_at_install`)."""
