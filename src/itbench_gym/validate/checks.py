@@ -351,7 +351,7 @@ def unshown_classes(env: ITBenchEnv) -> list[tuple[str, tuple[str, ...]]]:
             then = own[0].get((caller, destination))
             if then is None or now <= then + THRESHOLDS["error_ratio_abs"]:
                 continue
-            if name in (caller, facts.service_of(name)):
+            if caller in (name, facts.service_of(name)):
                 return f"its calls to {destination} fail more"
             if destination == name:
                 return f"{caller}'s calls to it fail more"
