@@ -38,7 +38,7 @@ PAGING_SEVERITIES = frozenset({"warning", "critical"})
 #: Part of the cache key: a change of how alerts are decided invalidates earlier decisions.
 DECISION_RULE = "first-new-paging-else-first-new-alerts/3"
 #: Likewise for the propagation targets that show no symptom.
-UNSHOWN_RULE = "unshown-at-triggering-alerts/2"
+UNSHOWN_RULE = "unshown-at-triggering-alerts/3"
 #: And for the check that an index's alerts fire.
 INDEX_RULE = "index-alerts-all-new-within-wait/2"
 #: How the notes of that check begin (``validate`` prints them on the scenario's line).
