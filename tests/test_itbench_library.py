@@ -228,6 +228,31 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
                                          "with targetPort 8080; its target ports: 3551")
 
 
+def test_autoscaler_faults_need_an_autoscaler_of_their_workload(tmp_path: Path) -> None:
+    """ITBench's autoscaler fault on a workload without a HorizontalPodAutoscaler is invalid at import,
+    naming why: the install option is off, or the app's autoscalers leave the workload out; an
+    autoscaled workload imports."""
+    def hpa_fault(n: int, workload: str, hpa: bool) -> None:
+        app: dict[str, Any] = {"id": "opentelemetry-demo", **({"args": {"autoscaling": {"kubernetes": {"hpa": True}}}} if hpa else {})}
+        index = _foreign_index(id=n, environment={"applications": [app]}, disruptions=[{"injections": [{
+            "id": "misconfigured-kubernetes-horizontal-pod-autoscaler",
+            "args": {"kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": workload, "namespace": "otel-demo"}}}}]}])
+        (tmp_path / f"{n}.json").write_text(json.dumps(index))
+
+    hpa_fault(910, "frontend", hpa=True)
+    hpa_fault(911, "frontend", hpa=False)
+    hpa_fault(912, "load-generator", hpa=True)
+    reasons = {s.id: s.unsupported or s.invalid for s in import_library(tmp_path)}
+    assert reasons["ITBench-910-v0"] is None
+    assert reasons["ITBench-911-v0"] == (
+        "invalid index: faults[0].args.kubernetesObject: no HorizontalPodAutoscaler targets Deployment otel-demo/frontend; "
+        "the app's autoscalers come with the install option autoscaling.kubernetes.hpa (environment.autoscaling of a "
+        "scenario, ITBench's application args), which is not set")
+    assert reasons["ITBench-912-v0"].startswith(
+        "invalid index: faults[0].args.kubernetesObject: no HorizontalPodAutoscaler targets Deployment otel-demo/load-generator; "
+        "envs/astronomy-shop/autoscaling.yaml leaves it out; Deployments with one: accounting, ad, cart, ")
+
+
 @needs_library
 def test_arguments_are_checked_against_itbench_schema(tmp_path: Path) -> None:
     (tmp_path / "scenarios").mkdir()

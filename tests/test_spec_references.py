@@ -413,12 +413,14 @@ def test_evaluation_of_a_loaded_spec_never_sees_an_invalid_regex(tmp_path: Path)
 
 @pytest.mark.skipif(not ITBENCH.is_dir(), reason=f"ITBench reference data not present at {ITBENCH} (../shared beside the project)")
 def test_every_itbench_injection_of_a_catalogued_fault_passes_the_reference_checks() -> None:
-    """No false alarms: ITBench's injections (flags, restarts, chaos schedules) all refer to real things."""
+    """No false alarms: ITBench's injections (flags, restarts, chaos schedules) all refer to real things,
+    the app installed with the index's options (its autoscalers)."""
     known = catalogue()
     checked = 0
     for file in sorted(ITBENCH.glob("*.json")):
         scenario = json.loads(file.read_text())
         app = scenario["environment"]["applications"][0]["id"]
+        autoscaling = (scenario["environment"]["applications"][0].get("args") or {}).get("autoscaling")
         for disruption in scenario.get("disruptions", []):
             wait = disruption.get("waitFor") or {}
             for fault in [*disruption.get("injections", []), *wait.get("preInjection", []), *wait.get("postInjection", [])]:
@@ -426,6 +428,8 @@ def test_every_itbench_injection_of_a_catalogued_fault_passes_the_reference_chec
                     continue
                 doc = _doc(SPEC_OF_APP[app])
                 doc["faults"] = [copy.deepcopy(fault)]
+                if autoscaling:
+                    doc["environment"]["autoscaling"] = autoscaling
                 assert [str(p) for p in check_document(doc)] == [], file.name
                 checked += 1
     assert checked >= 40

@@ -30,6 +30,8 @@ annotate a string or a list of strings.
                                       its controller spawns (named <name>-<generated suffix>)
   {type: object, also_creates:        an existing object, beside which the fault creates a <kind> named
    {kind: <kind>, suffix: <text>}}    <name><suffix> in its namespace (ground-truth groups may name it)
+  {type: object, autoscaled: true}    an existing workload that a HorizontalPodAutoscaler targets (the app's,
+                                      with environment.autoscaling.kubernetes.hpa, or one of its manifests)
   {type: container, workload: <arg>}  a container of the pod template of the workload object <arg>
   {type: container, selector: <arg>,  a container of the pods that the Chaos Mesh selector <arg> picks
    namespace: <arg>}                  (<arg> namespace: the default when the selector names none)
@@ -63,7 +65,7 @@ _DEFINITIONS = Path(__file__).with_name("definitions")
 #: Reference types and the parameters each needs (``x-ref``; see the module docstring).
 REF_TYPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # type: (required parameters, optional parameters)
-    "object": (frozenset(), frozenset({"creates", "spawns", "also_creates"})),
+    "object": (frozenset(), frozenset({"creates", "spawns", "also_creates", "autoscaled"})),
     "container": (frozenset(), frozenset({"workload", "selector", "namespace"})),
     "flag": (frozenset({"config_map"}), frozenset()),
     "flag-variant": (frozenset({"flag", "config_map"}), frozenset()),

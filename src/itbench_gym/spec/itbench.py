@@ -241,7 +241,7 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
         if ours:
             path, message = ours[0]
             raise _Unsupported(f"not yet supported: faults[{i}] ({entry['id']}) {path}: {message}")
-    broken = fault_reference_problems(entries, facts)
+    broken = fault_reference_problems(entries, facts, environment)
     if broken:
         path, message = broken[0]
         raise _Invalid(f"invalid index: {path}: {message}")

@@ -71,7 +71,7 @@ def check_references(doc: Mapping[str, Any], envs: Path) -> list[Problem]:
         problems.append(("environment.namespace", f"{env['namespace']!r}, but app {app!r} runs in namespace "
                                                   f"{facts.namespace!r} (envs/{app}/app.yaml namespace)"))
     checker = _Checker(facts)
-    if ((env.get("autoscaling") or {}).get("kubernetes") or {}).get("hpa"):
+    if autoscaled(env):
         problems += checker.add_autoscalers(app_dir)
     budgets = (doc.get("finops") or {}).get("budgets") or {}
     if budgets:
@@ -82,9 +82,18 @@ def check_references(doc: Mapping[str, Any], envs: Path) -> list[Problem]:
     return problems
 
 
-def fault_reference_problems(faults: Sequence[Mapping[str, Any]], facts: AppFacts) -> list[Problem]:
-    """The broken references of a list of faults (each ``{"id", "args"}``) into one app's data."""
-    return _Checker(facts).faults(faults)
+def autoscaled(environment: Mapping[str, Any]) -> bool:
+    """Whether a scenario's ``environment`` installs the app with its autoscalers (ITBench's ``autoscaling.kubernetes.hpa``)."""
+    return bool(((environment.get("autoscaling") or {}).get("kubernetes") or {}).get("hpa"))
+
+
+def fault_reference_problems(faults: Sequence[Mapping[str, Any]], facts: AppFacts,
+                             environment: Mapping[str, Any] | None = None) -> list[Problem]:
+    """The broken references of a list of faults (each ``{"id", "args"}``) into one app's data, installed
+    with the scenario's ``environment`` options."""
+    checker = _Checker(facts)
+    problems = checker.add_autoscalers(facts.directory) if autoscaled(environment or {}) else []
+    return problems + checker.faults(faults)
 
 
 class _Checker:
@@ -95,6 +104,8 @@ class _Checker:
         self.created: list[KubeObject] = []
         #: Alerting rules the scenario deploys besides the app's (a FinOps scenario's budget alerts).
         self.added_rules: list[AlertRuleFact] = []
+        #: Whether the app is installed with its autoscalers (``environment.autoscaling.kubernetes.hpa``).
+        self.autoscaling = False
 
     def faults(self, faults: Sequence[Mapping[str, Any]]) -> list[Problem]:
         """Each fault's argument references, in order (a fault sees the objects earlier ones create)."""
@@ -143,7 +154,8 @@ class _Checker:
         except ValueError as e:
             return [("environment.autoscaling.kubernetes.hpa", str(e))]
         self.created += [KubeObject("HorizontalPodAutoscaler", h["metadata"]["name"], h["metadata"]["namespace"],
-                                    f"created by environment.autoscaling ({AUTOSCALING_FILE})") for h in hpas]
+                                    f"created by environment.autoscaling ({AUTOSCALING_FILE})", body=h) for h in hpas]
+        self.autoscaling = True
         return []
 
     def find(self, kind: str, namespace: str | None, name: str) -> KubeObject | None:
@@ -180,6 +192,8 @@ class _Checker:
                 self.created.append(KubeObject(spawns, f"{name}-{GENERATED_SUFFIX}", namespace, f"spawned by {kind} {name}"))
             return []
         if self.find(kind, namespace, name) is not None:
+            if ref.params.get("autoscaled") and not self._autoscaler_of(kind, namespace, name):
+                return [(ref.path, self._not_autoscaled(kind, namespace, name))]
             beside = ref.params.get("also_creates")
             if isinstance(beside, Mapping):
                 self.created.append(KubeObject(str(beside["kind"]), f"{name}{beside['suffix']}", namespace,
@@ -188,6 +202,27 @@ class _Checker:
         if namespace is not None and namespace not in self.namespaces():
             return [self._no_namespace(f"{ref.path}.metadata.namespace", namespace)]
         return [(f"{ref.path}.metadata.name", self._missing(kind, namespace, name))]
+
+    def _autoscaled(self, namespace: str | None) -> list[tuple[str, str]]:
+        """The (kind, name) of each workload a HorizontalPodAutoscaler of ``namespace`` targets."""
+        out = []
+        for o in self.objects():
+            target = (o.body.get("spec") or {}).get("scaleTargetRef") or {}
+            if o.kind == "HorizontalPodAutoscaler" and o.namespace == namespace and target:
+                out.append((str(target.get("kind")), str(target.get("name"))))
+        return out
+
+    def _autoscaler_of(self, kind: str, namespace: str | None, name: str) -> bool:
+        return (kind, name) in self._autoscaled(namespace)
+
+    def _not_autoscaled(self, kind: str, namespace: str | None, name: str) -> str:
+        text = f"no HorizontalPodAutoscaler targets {kind} {namespace}/{name}"
+        if not self.autoscaling:
+            return text + ("; the app's autoscalers come with the install option autoscaling.kubernetes.hpa "
+                           "(environment.autoscaling of a scenario, ITBench's application args), which is not set")
+        app = self.facts.name
+        return (text + f"; envs/{app}/{AUTOSCALING_FILE} leaves it out"
+                + _listing(f"{kind}s with one", sorted(n for k, n in self._autoscaled(namespace) if k == kind)))
 
     def _missing(self, kind: str, namespace: str | None, name: str) -> str:
         same = sorted({o.name for o in self.objects() if o.kind == kind and o.namespace == namespace})
