@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
+from itbench_gym.paths import envs_dir
 
 
 def deployment(name: str = "web", ns: str = "default", replicas: int = 2) -> dict[str, Any]:
@@ -236,6 +238,53 @@ def test_crd_serves_new_kind(store: ObjectStore) -> None:
     store.delete("CustomResourceDefinition", None, "podchaos.chaos-mesh.org")
     with pytest.raises(ApiError):
         store.registry.by_kind("PodChaos")
+
+
+def _chaos_mesh_crds(store: ObjectStore) -> None:
+    """The CRDs the twin installs for Chaos Mesh (its cluster manifests)."""
+    for doc in yaml.safe_load_all((envs_dir() / "astronomy-shop" / "cluster" / "chaos-mesh.yaml").read_text()):
+        if doc and doc.get("kind") == "CustomResourceDefinition":
+            store.create(doc)
+
+
+def _http_chaos(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "HTTPChaos", "metadata": {"name": "h", "namespace": "default"},
+            "spec": {"mode": "all", "selector": {"labelSelectors": {"app": "web"}}, "target": "Request", **spec}}
+
+
+def test_custom_resources_are_validated_against_their_crd_schema(store: ObjectStore) -> None:
+    """A custom object that breaks its CRD's openAPIV3Schema is refused as the API server words it, on
+    create and update alike; a valid one (its optional fields left out) is stored."""
+    _chaos_mesh_crds(store)
+    with pytest.raises(ApiError) as e:
+        store.create(_http_chaos(target="Body", port={"default": 8080}, abort="yes"))
+    assert e.value.code == 422
+    assert e.value.message == (
+        'HTTPChaos.chaos-mesh.org "h" is invalid: [spec.target: Unsupported value: "Body": supported values: "Request", '
+        '"Response", spec.port: Invalid value: "object": spec.port in body must be of type integer: "object", '
+        'spec.abort: Invalid value: "string": spec.abort in body must be of type boolean: "string"]')
+    with pytest.raises(ApiError, match=r'is invalid: spec.selector: Required value'):
+        store.create({**_http_chaos(), "spec": {"mode": "all", "target": "Request"}})
+    created = store.create(_http_chaos(abort=True))  # port is optional, as in Chaos Mesh's CRD
+    created["spec"]["port"] = "8080"
+    with pytest.raises(ApiError, match=r'spec.port in body must be of type integer: "string"'):
+        store.update(created)
+
+
+def test_a_schedule_is_refused_for_its_embedded_experiment(store: ObjectStore) -> None:
+    """Chaos Mesh's Schedule CRD embeds each experiment kind's spec: a broken one fails the Schedule's own
+    write, naming the field under the Schedule, before any experiment exists."""
+    _chaos_mesh_crds(store)
+    schedule = {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "s", "namespace": "default"},
+                "spec": {"schedule": "@every 1m", "type": "HTTPChaos", "historyLimit": 0,
+                         "httpChaos": {"mode": "every", "selector": {}, "target": "Request", "port": [8080]}}}
+    with pytest.raises(ApiError) as e:
+        store.create(schedule)
+    assert e.value.message == (
+        'Schedule.chaos-mesh.org "s" is invalid: [spec.historyLimit: Invalid value: 0: spec.historyLimit in body should be '
+        'greater than or equal to 1, spec.httpChaos.mode: Unsupported value: "every": supported values: "one", "all", '
+        '"fixed", "fixed-percent", "random-max-percent", spec.httpChaos.port: Invalid value: "array": spec.httpChaos.port '
+        'in body must be of type integer: "array"]')
 
 
 def test_hpa_served_in_v1_and_v2(store: ObjectStore) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 from . import errors, rbac
+from .crschema import schema_causes
 from .resources import ResourceType
 from .selectors import selector_from_dict
 
@@ -514,6 +515,8 @@ def validate(rt: ResourceType, new: Obj, old: Obj | None) -> None:
         fn = _VALIDATORS.get(rt.kind)
         if fn is not None:
             fn(new, old, causes)
+    elif isinstance(rt.schema, dict):
+        causes += schema_causes(rt.schema, new)
     if causes:
         raise errors.invalid(rt.group, rt.kind, name, causes)
 

@@ -44,6 +44,8 @@ class ResourceType:
     custom: bool = False
     #: Scale subresource paths for custom resources (specReplicasPath, statusReplicasPath, ...).
     scale_paths: tuple[tuple[str, str], ...] = field(default=())
+    #: A custom resource's ``openAPIV3Schema`` for this version (what the API server validates writes against).
+    schema: Any = field(default=None, compare=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -323,6 +325,7 @@ def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
                 storage_api_version=None if av == storage_av else storage_av,
                 custom=True,
                 scale_paths=tuple(sorted((k, str(val)) for k, val in scale.items())),
+                schema=(v.get("schema") or {}).get("openAPIV3Schema"),
             )
         )
     return out
