@@ -14,7 +14,8 @@ from itbench_gym.backends.sim.chaos.io import DiskIO, io_fault
 from itbench_gym.backends.sim.chaos.kinds import parse_duration
 from itbench_gym.backends.sim.chaos.schedule import Cron
 from itbench_gym.backends.sim.chaos.selection import SelectionError, choose, pod_matches
-from itbench_gym.faults.catalogue import validate_fault_args
+from itbench_gym.faults.catalogue import FaultError, validate_fault_args
+from itbench_gym.faults.operations.chaos import create_chaos_schedule
 from itbench_gym.lang.timestamps import rfc3339
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -137,3 +138,18 @@ def test_catalogue_entry_rejects_a_wrong_kind_with_its_path() -> None:
            "scheduleSpec": {"type": "PodChaos", "podChaos": {}}}
     where, message = validate_fault_args("scheduled-chaos-mesh-experiment", bad) or ("", "")
     assert where == "args.kubernetesObject.kind" and "Schedule" in message
+
+
+@pytest.mark.parametrize(("spec", "refused"), [
+    ({}, "port 0 is not supported"),
+    ({"port": 8080, "method": "FETCH"}, "method FETCH is not supported"),
+    ({"port": 8080, "delay": "2 seconds"}, "invalid duration 2 seconds"),
+])
+def test_an_http_chaos_spec_chaos_mesh_refuses_is_no_fault(spec: dict[str, Any], refused: str) -> None:
+    """Chaos Mesh's webhook refuses an HTTPChaos without a positive port, with a method net/http does not
+    name or a delay Go cannot parse: the injection fails, naming the field and the webhook's words."""
+    args = {"kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "x", "namespace": "chaos-mesh"}},
+            "scheduleSpec": {"type": "HTTPChaos", "httpChaos": {"mode": "all", "target": "Request", "abort": True,
+                                                               "selector": {"labelSelectors": {"app.kubernetes.io/component": "email"}}, **spec}}}
+    with pytest.raises(FaultError, match=f"args.scheduleSpec.httpChaos: Chaos Mesh's admission webhook refuses it: {refused}"):
+        create_chaos_schedule(None, args)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from typing import Any
 
 from itbench_gym.backends.sim.chaos.byteman import BytemanError, parse_rules, unsupported
 from itbench_gym.backends.sim.chaos.jvmchaos import installed_script, webhook_problems
+from itbench_gym.backends.sim.chaos.tproxy import webhook_problems as http_webhook_problems
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.context import FaultContext
 from itbench_gym.faults.operations.common import target
@@ -27,6 +28,9 @@ def create_chaos_schedule(ctx: FaultContext, args: Mapping[str, Any]) -> str:
         raise FaultError(f"args.scheduleSpec.{SCHEDULE_KEYS[kind]}: required for type {kind}")
     if kind == "JVMChaos":
         _check_jvm(spec["jvmChaos"])
+    refused = http_webhook_problems(spec["httpChaos"]) if kind == "HTTPChaos" else []
+    if refused:
+        raise FaultError(f"args.scheduleSpec.httpChaos: Chaos Mesh's admission webhook refuses it: {'; '.join(refused)}")
     ctx.create({"apiVersion": ref.api_version, "kind": ref.kind,
                 "metadata": {"name": ref.name, "namespace": ref.namespace}, "spec": spec})
     return f"{ref}: {kind} {spec['schedule']}"

@@ -15,7 +15,33 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from typing import Any
+
+from itbench_gym.lang.durations import DurationError, parse_go_duration
+
+#: The request methods Chaos Mesh's webhook accepts in an HTTPChaos ``method`` (``target: Request``).
+HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT")
+
+
+def webhook_problems(spec: Mapping[str, Any]) -> list[str]:
+    """What Chaos Mesh's admission webhook refuses in an HTTPChaos spec (its words), [] when it accepts it:
+    a port that is not positive (an absent one is 0), a request method Go's ``net/http`` does not name,
+    a ``delay`` Go's ``time.ParseDuration`` refuses."""
+    out = []
+    port = spec.get("port", 0)
+    if isinstance(port, int) and port <= 0:
+        out.append(f"port {port} is not supported")
+    method = spec.get("method")
+    if method is not None and spec.get("target") == "Request" and method not in HTTP_METHODS:
+        out.append(f"method {method} is not supported")
+    delay = spec.get("delay")
+    if delay is not None:
+        try:
+            parse_go_duration(str(delay))
+        except DurationError:
+            out.append(f"invalid duration {delay}")
+    return out
 
 
 def parse_patch(value: str) -> Any:
