@@ -293,3 +293,24 @@ def test_the_frontends_product_api_answers_with_the_catalogue(shop_twin: ShopTwi
     assert telescope["categories"] == ["telescopes", "travel"] and telescope["priceUsd"] == {"currencyCode": "USD", "units": 129, "nanos": 950000000}
     converted = exec_in(shop_twin, "quote", "curl", "-s", "http://frontend:8080/api/products?currencyCode=EUR")
     assert exit_code(converted) == 126  # another currency's prices go through the currency service: not answered
+
+
+def _http_chaos_on(shop_twin: ShopTwin, component: str, port: int) -> None:
+    ctx = shop_twin.context()
+    ctx.create({"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "HTTPChaos", "metadata": {"name": component, "namespace": "chaos-mesh"},
+                "spec": {"mode": "all", "target": "Request", "port": port, "abort": True,
+                         "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": component}}}})
+    ctx.close()
+    shop_twin.backend.advance(120)
+
+
+def test_http_chaos_aborts_grpc_but_relays_a_protocol_it_cannot_parse(shop_twin: ShopTwin) -> None:
+    """chaos-tproxy parses HTTP/2, so an abort on cart's gRPC port fails the frontend's cart calls; Valkey's
+    RESP is no HTTP, so the proxy relays cart's connections to Valkey untouched and cart keeps serving."""
+    errors = 'sum(rate(traces_span_metrics_calls_total{service_name="%s",status_code="STATUS_CODE_ERROR"}[3m]))'
+    shop_twin.reset()
+    _http_chaos_on(shop_twin, "valkey-cart", 6379)
+    assert shop_twin.value(errors % "cart") == 0 and shop_twin.value(errors % "frontend") == 0
+    shop_twin.reset()
+    _http_chaos_on(shop_twin, "cart", 8080)
+    assert shop_twin.value(errors % "frontend") > 0

@@ -462,6 +462,8 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
                 if proxy_exits(h):  # the port is redirected to a proxy that exited: every packet dropped
                     causes.append("timeout")
                     break
+                if target_service in spec.services and not spec.services[target_service].speaks_http:
+                    continue  # the proxy cannot parse the connection as HTTP and relays it as plain TCP
                 if h.get("abort"):
                     causes.append("http_abort")
                     break

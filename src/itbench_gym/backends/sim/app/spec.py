@@ -189,6 +189,13 @@ class Service:
     passes_bodies: bool = False
     #: A proxy's own answer when it cannot reach its upstream, by the flow's cause (app.yaml ``http.local_replies``).
     local_replies: dict[str, str] = field(default_factory=dict)
+    #: The wire protocol its ports speak (app.yaml ``protocol``).
+    protocol: str = "http"
+
+    @property
+    def speaks_http(self) -> bool:
+        """Whether its ports speak HTTP/1 or HTTP/2 (gRPC), the protocols an HTTP proxy can parse."""
+        return self.protocol in ("http", "grpc")
 
     @property
     def listeners(self) -> tuple[Listener, ...]:
@@ -528,6 +535,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
         request_bodies=load_bodies(raw.get("request_bodies") or {}),
         start_dependency=_start_dependency(raw["start_dependency"]) if "start_dependency" in raw else None,
         other_ports=tuple(map(_listener, raw.get("other_ports", ()))),
+        protocol=raw.get("protocol", "http"),
         http_error_body=(raw.get("http") or {}).get("error_body"),
         http_error_routes=(raw.get("http") or {}).get("error_routes", "/"),
         passes_bodies=bool((raw.get("http") or {}).get("passes_bodies", False)),
