@@ -28,8 +28,7 @@ def create_chaos_schedule(ctx: FaultContext, args: Mapping[str, Any]) -> str:
         raise FaultError(f"args.scheduleSpec.{SCHEDULE_KEYS[kind]}: required for type {kind}")
     if kind == "JVMChaos":
         _check_jvm(spec["jvmChaos"])
-    refused = http_webhook_problems(spec["httpChaos"]) if kind == "HTTPChaos" else []
-    if refused:
+    if kind == "HTTPChaos" and (refused := http_webhook_problems(spec["httpChaos"])):
         raise FaultError(f"args.scheduleSpec.httpChaos: Chaos Mesh's admission webhook refuses it: {'; '.join(refused)}")
     ctx.create({"apiVersion": ref.api_version, "kind": ref.kind,
                 "metadata": {"name": ref.name, "namespace": ref.namespace}, "spec": spec})

@@ -515,7 +515,7 @@ def validate(rt: ResourceType, new: Obj, old: Obj | None) -> None:
         fn = _VALIDATORS.get(rt.kind)
         if fn is not None:
             fn(new, old, causes)
-    elif isinstance(rt.schema, dict):
+    elif rt.schema is not None:
         causes += schema_causes(rt.schema, new)
     if causes:
         raise errors.invalid(rt.group, rt.kind, name, causes)

@@ -32,16 +32,7 @@ _META_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
 def schema_causes(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> list[Cause]:
     """Every field of ``obj`` that breaks ``schema`` (a CRD version's ``openAPIV3Schema``)."""
     causes: list[Cause] = []
-    props = schema.get("properties") or {}
-    for name in schema.get("required") or []:
-        if name not in _META_FIELDS and obj.get(name) is None:
-            causes.append(("FieldValueRequired", name, "Required value"))
-    for name, value in obj.items():
-        if name in _META_FIELDS:
-            continue
-        sub = props.get(name)
-        if isinstance(sub, Mapping):
-            _check(sub, value, name, causes)
+    _object(schema, {k: v for k, v in obj.items() if k not in _META_FIELDS}, "", causes)
     return causes
 
 
@@ -145,14 +136,15 @@ def _array(schema: Mapping[str, Any], value: list[Any], path: str, causes: list[
 
 
 def _object(schema: Mapping[str, Any], value: Mapping[str, Any], path: str, causes: list[Cause]) -> None:
+    """An object's fields (``path`` "" for the custom object itself, whose own fields the API server checks)."""
     props = schema.get("properties") or {}
     for name in schema.get("required") or []:
-        if value.get(name) is None:
-            causes.append(("FieldValueRequired", f"{path}.{name}", "Required value"))
+        if value.get(name) is None and not (not path and name in _META_FIELDS):
+            causes.append(("FieldValueRequired", f"{path}.{name}" if path else name, "Required value"))
     extra = schema.get("additionalProperties")
     for name, sub_value in value.items():
         sub = props.get(name)
         if isinstance(sub, Mapping):
-            _check(sub, sub_value, f"{path}.{name}", causes)
+            _check(sub, sub_value, f"{path}.{name}" if path else name, causes)
         elif isinstance(extra, Mapping):
             _check(extra, sub_value, f"{path}[{name}]", causes)

@@ -45,7 +45,7 @@ class ResourceType:
     #: Scale subresource paths for custom resources (specReplicasPath, statusReplicasPath, ...).
     scale_paths: tuple[tuple[str, str], ...] = field(default=())
     #: A custom resource's ``openAPIV3Schema`` for this version (what the API server validates writes against).
-    schema: Any = field(default=None, compare=False, repr=False)
+    schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def api_version(self) -> str:
