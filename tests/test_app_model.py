@@ -370,6 +370,13 @@ def test_spec_errors_name_the_file_and_field(tmp_path: Path) -> None:
     (tmp_path / "app" / "app.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(AppSpecError, match=rf"operations\[{i}\]\.calls\[0\]: a call that is not awaited cannot fail its caller"):
         AppModel.load(tmp_path / "app", seed=0)
+    bad = copy.deepcopy(doc)  # a gRPC server span named other than its method, without the method it receives
+    for op in bad["services"]["currency"]["operations"]:
+        del op["request"]
+    (tmp_path / "app" / "app.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(AppSpecError, match=r"services\.currency\.operations\[Currency/\w+\]: \w+ calls it over grpc, but neither "
+                                           r"its id nor a `request` gives the method and path it receives"):
+        AppModel.load(tmp_path / "app", seed=0)
 
 
 def test_an_edit_to_a_steady_cluster_takes_effect_at_the_next_tick(base_model: AppModel) -> None:

@@ -14,6 +14,7 @@ from itbench_gym.backends.sim.chaos.io import DiskIO, io_fault
 from itbench_gym.backends.sim.chaos.kinds import parse_duration
 from itbench_gym.backends.sim.chaos.schedule import Cron
 from itbench_gym.backends.sim.chaos.selection import SelectionError, choose, pod_matches
+from itbench_gym.backends.sim.chaos.tproxy import HttpFaults, WireRequest, http_faults, wildmatch
 from itbench_gym.faults.catalogue import FaultError, validate_fault_args
 from itbench_gym.faults.operations.chaos import create_chaos_schedule
 from itbench_gym.lang.timestamps import rfc3339
@@ -153,3 +154,28 @@ def test_an_http_chaos_spec_chaos_mesh_refuses_is_no_fault(spec: dict[str, Any],
                                                                "selector": {"labelSelectors": {"app.kubernetes.io/component": "email"}}, **spec}}}
     with pytest.raises(FaultError, match=f"args.scheduleSpec.httpChaos: Chaos Mesh's admission webhook refuses it: {refused}"):
         create_chaos_schedule(None, args)  # type: ignore[arg-type]
+
+
+def test_http_chaos_paths_match_as_chaos_tproxys_wildcards() -> None:
+    """``*`` runs over slashes, ``?`` is one character, brackets are literal (the wildmatch crate)."""
+    assert wildmatch("/api/*", "/api/products/OLJCESPC7Z") and wildmatch("*", "/")
+    assert wildmatch("/src?", "/src/") and not wildmatch("/src?", "/src")
+    assert wildmatch("/[ab]", "/[ab]") and not wildmatch("/[ab]", "/a")
+    assert not wildmatch("/api", "/api/")
+
+
+def test_http_chaos_acts_on_the_share_of_requests_its_selectors_pick() -> None:
+    """A route's concrete paths are equally likely: a rule on one product's path resets a tenth of the
+    browse requests and delays none of the rest; a JSON body patch ends a request whose body is no JSON
+    (a GET's, a gRPC message) as an abort does, and leaves a JSON body to the server."""
+    browse = WireRequest("GET", tuple(f"/api/products/P{i}" for i in range(10)), json_body=False)
+    assert http_faults([{"path": "/api/products/P3", "abort": True}], browse) == HttpFaults(aborted=0.1)
+    assert http_faults([{"method": "POST", "abort": True}], browse) == HttpFaults()
+    slow = http_faults([{"path": "/api/products/P[0-4]", "delay": "1s"}, {"path": "/api/products/P?", "delay": "500ms"}], browse)
+    assert slow == HttpFaults(delay_s=0.5)  # the bracket is literal: only the second rule selects
+    patch = {"method": "POST", "patch": {"body": {"type": "JSON", "value": '{"email": "x"}'}}}
+    assert http_faults([{**patch, "method": "GET"}], browse) == HttpFaults(aborted=1.0)
+    assert http_faults([patch], WireRequest("POST", ("/send_order_confirmation",), json_body=True)) == HttpFaults()
+    assert http_faults([patch], WireRequest("POST", ("/oteldemo.CartService/AddItem",), json_body=False)) == HttpFaults(aborted=1.0)
+    mixed = http_faults([{"path": "/api/products/P[0-9]", "abort": True}, {"path": "/api/products/P1*", "delay": "1s"}, {"path": "*P2", "replace": {"code": 500}}], browse)
+    assert (mixed.aborted, mixed.delay_s, mixed.broken) == (0.0, 0.1, 0.1) and mixed.delay_var_s2 == pytest.approx(0.09)

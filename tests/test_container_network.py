@@ -295,10 +295,10 @@ def test_the_frontends_product_api_answers_with_the_catalogue(shop_twin: ShopTwi
     assert exit_code(converted) == 126  # another currency's prices go through the currency service: not answered
 
 
-def _http_chaos_on(shop_twin: ShopTwin, component: str, port: int) -> None:
+def _http_chaos_on(shop_twin: ShopTwin, component: str, port: int, **rule: Any) -> None:
     ctx = shop_twin.context()
     ctx.create({"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "HTTPChaos", "metadata": {"name": component, "namespace": "chaos-mesh"},
-                "spec": {"mode": "all", "target": "Request", "port": port, "abort": True,
+                "spec": {"mode": "all", "target": "Request", "port": port, **(rule or {"abort": True}),
                          "selector": {"namespaces": [NS], "labelSelectors": {"app.kubernetes.io/component": component}}}})
     ctx.close()
     shop_twin.backend.advance(120)
@@ -314,3 +314,24 @@ def test_http_chaos_aborts_grpc_but_relays_a_protocol_it_cannot_parse(shop_twin:
     shop_twin.reset()
     _http_chaos_on(shop_twin, "cart", 8080)
     assert shop_twin.value(errors % "frontend") > 0
+
+
+def test_http_chaos_on_a_pod_takes_the_requests_it_sends_to_the_port_too(shop_twin: ShopTwin) -> None:
+    """Chaos Mesh's proxy takes the port both ways: an abort on the frontend's port 8080 selecting cart's
+    gRPC methods by path fails the frontend's calls to cart (which dial cart:8080) while cart serves
+    every request it receives and the frontend's calls to product-catalog on the same port pass."""
+    calls = ('sum(rate(traces_span_metrics_calls_total{service_name="frontend",span_kind="SPAN_KIND_CLIENT",'
+             'span_name=~"%s",status_code="STATUS_CODE_ERROR"}[2m]))')
+    shop_twin.reset()
+    _http_chaos_on(shop_twin, "frontend", 8080, abort=True, path="/oteldemo.CartService/*")
+    assert shop_twin.value(calls % "grpc.oteldemo.CartService/.*") > 0
+    assert shop_twin.value(calls % "grpc.oteldemo.ProductCatalogService/.*") == 0
+    assert shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="cart",status_code="STATUS_CODE_ERROR"}[2m]))') == 0
+
+
+def test_a_json_body_patch_on_grpc_requests_ends_them(shop_twin: ShopTwin) -> None:
+    """A gRPC message is no JSON: the proxy cannot merge a JSON patch into it and ends the request, so a
+    body patch on cart's port fails the frontend's cart calls (as it leaves email's JSON bodies to email)."""
+    shop_twin.reset()
+    _http_chaos_on(shop_twin, "cart", 8080, patch={"body": {"type": "JSON", "value": '{"userId": "x"}'}})
+    assert shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="frontend",status_code="STATUS_CODE_ERROR"}[2m]))') > 0

@@ -210,6 +210,12 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
         "scheduleSpec": {"type": "NetworkChaos", "networkChaos": {"action": "bandwidth", "bandwidth": {"rate": "1kbps", "limit": 100, "buffer": 100},
                                                                   "mode": "all", "selector": {"labelSelectors": {"app.kubernetes.io/component": "cart"}}}}}}]
     (tmp_path / "909.json").write_text(json.dumps(bandwidth))
+    by_host = _foreign_index(id=910)  # Chaos Mesh's "specify side": a Host header the app model does not carry
+    by_host["disruptions"][0]["injections"] = [{"id": "scheduled-chaos-mesh-experiment", "args": {
+        "kubernetesObject": {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "abort", "namespace": "chaos-mesh"}},
+        "scheduleSpec": {"type": "HTTPChaos", "httpChaos": {"target": "Request", "port": 8080, "abort": True, "request_headers": {"Host": "cart"},
+                                                            "mode": "all", "selector": {"labelSelectors": {"app.kubernetes.io/component": "frontend"}}}}}}]
+    (tmp_path / "910.json").write_text(json.dumps(by_host))
     reasons = {s.id: s.unsupported or s.invalid for s in import_library(tmp_path)}
     assert reasons["ITBench-901-v0"] == "not yet supported: ITBench application 'hotel' has no environment here"
     assert reasons["ITBench-902-v0"] == "not yet supported: fault type no-such-fault is not in the catalogue"
@@ -224,6 +230,9 @@ def test_unsupported_and_invalid_indexes_say_why(tmp_path: Path) -> None:
     assert reasons["ITBench-909-v0"] == (
         "not yet supported: faults[0] (scheduled-chaos-mesh-experiment) args.scheduleSpec.networkChaos.action: 'bandwidth' is not one of "
         "['netem', 'delay', 'loss', 'duplicate', 'corrupt', 'partition']: a bandwidth limit is not modelled (the app model has no message sizes)")
+    assert reasons["ITBench-910-v0"] == (
+        "not yet supported: faults[0] (scheduled-chaos-mesh-experiment) args.scheduleSpec.httpChaos.request_headers: "
+        "selecting requests by their headers is not modelled (the app model does not carry each request's headers)")
     assert reasons["ITBench-908-v0"] == ("invalid index: faults[0].args.targetPort: Service otel-demo/product-reviews has no port "
                                          "with targetPort 8080; its target ports: 3551")
 

@@ -12,11 +12,10 @@ import pytest
 from conftest import ShopTwin, chaos_schedule
 from itbench_gym.backends.sim.app.httpbody import body_failure
 from itbench_gym.backends.sim.app.jvm import MIB, heap_stress_bytes, max_heap_bytes, outcome, script_rules
-from itbench_gym.backends.sim.app.network import http_selects
 from itbench_gym.backends.sim.app.spec import load_spec
 from itbench_gym.backends.sim.chaos.byteman import BytemanError, Call, Literal, Return, Throw, parse_rules, unsupported
 from itbench_gym.backends.sim.chaos.jvmchaos import installed_script
-from itbench_gym.backends.sim.chaos.tproxy import parse_patch
+from itbench_gym.backends.sim.chaos.tproxy import parse_patch, selects
 from itbench_gym.faults import inject_faults
 from itbench_gym.faults.catalogue import FaultError
 from itbench_gym.faults.operations.chaos import create_chaos_schedule
@@ -196,8 +195,8 @@ def test_a_body_patch_breaks_email_only_where_its_handler_dereferences() -> None
         "NoMethodError - undefined method 'order_id' for an instance of String"
     assert body_failure(body, {"order": None}) == "NoMethodError - undefined method 'order_id' for nil"
     assert body_failure(body, {"email": "12345", "order": {"items": []}}) is None
-    assert http_selects({"method": "POST", "path": "/send_*"}, SEND)
-    assert not http_selects({"method": "GET", "path": "*"}, SEND)
+    assert selects({"method": "POST", "path": "/send_*"}, "POST", "/send_order_confirmation")
+    assert not selects({"method": "GET", "path": "*"}, "POST", "/send_order_confirmation")
     with pytest.raises(ValueError):
         parse_patch("{'email': '12345', 'order': 'error body'}")
 

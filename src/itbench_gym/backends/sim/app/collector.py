@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from itbench_gym.backends.sim.chaos.tproxy import WireRequest
+
 from .cluster_view import ClusterView, PodView, is_ready
 from .network import reach, resolve_address
 from .spanmetrics import SeriesKey, SpanMetrics
@@ -40,6 +42,13 @@ from .spec import AppSpec
 Sample = tuple[dict[str, str], float]
 #: (namespace, pod, port) of an exposition.
 Endpoint = tuple[str, str, int]
+#: An OTLP exporter's requests (protobuf bodies): over HTTP/1 to the signals' paths on the OTLP/HTTP port
+#: (4318 by the specification), else the collector services' gRPC methods.
+_OTLP_HTTP_PORT = 4318
+_OTLP_HTTP = WireRequest("POST", ("/v1/traces", "/v1/metrics", "/v1/logs"), False)
+_OTLP_GRPC = WireRequest("POST", tuple(f"/opentelemetry.proto.collector.{s}.v1.{k}Service/Export"
+                                       for s, k in (("trace", "Trace"), ("metrics", "Metrics"), ("logs", "Logs"))), False)
+
 #: The kafkametrics receiver's instrumentation scope name (receiver/kafkametricsreceiver metadata.yaml's module).
 KAFKAMETRICS_SCOPE = "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/kafkametricsreceiver"
 
@@ -125,7 +134,8 @@ class Collectors:
         run: _Run | None = None
         if self.config is not None and self._ready:
             host, port = resolve_address(self.config.otlp, pod.env)
-            if reach(self.spec, view, pod, host, port, "").ok_share > 0:
+            exports = _OTLP_HTTP if port == _OTLP_HTTP_PORT else _OTLP_GRPC
+            if reach(self.spec, view, pod, host, port, "", request=exports).ok_share > 0:
                 run = self.runs[self._ready[zlib.crc32(pod.uid.encode()) % len(self._ready)]]
         self._routes[pod.uid] = run
         return run

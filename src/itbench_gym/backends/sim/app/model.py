@@ -25,9 +25,10 @@ from itbench_gym.backends.sim.chaos.byteman import Rule
 from itbench_gym.backends.sim.chaos.io import io_fault, load_disk_io
 from itbench_gym.backends.sim.chaos.jvmchaos import experiment_script
 from itbench_gym.backends.sim.chaos.kinds import injected_pods, record_id
+from itbench_gym.backends.sim.chaos.tproxy import request_body_patch, selects
 from itbench_gym.backends.sim.exporters.cadvisor import ContainerUsage
 from itbench_gym.backends.sim.exporters.scrape import PodEndpoint
-from itbench_gym.backends.sim.traces.catalog import TraceCatalog
+from itbench_gym.backends.sim.traces.catalog import TraceCatalog, load_catalog
 from itbench_gym.backends.sim.traces.packing import PackedTick, TickPacker
 from itbench_gym.backends.sim.traces.record import TraceTick
 from itbench_gym.lang import yamltext
@@ -61,7 +62,7 @@ from .jvm import outcome as jvm_outcome
 from .machines import Machines, stress_bytes
 from .mesh import MeshReader, MeshState, admit
 from .mesh_metrics import MeshTelemetry
-from .network import Reach, chaos_selects, http_selects, reach, reachable_once_started, request_body_patch, resolve_address
+from .network import Reach, chaos_selects, reach, reachable_once_started, resolve_address, wire_requests
 from .process import StoreWrites, mounted_file, shell_script, started_env, store_writes
 from .runtime import AppRuntime
 from .runtime_metrics import Counters, ProcessState, RuntimeTelemetry
@@ -175,15 +176,24 @@ def _apply_rules(k: Knobs, service: str, code: JvmCode, rules: tuple[Rule, ...])
             k.extra_latency[key] = extra.plus(k.extra_latency[key]) if key in k.extra_latency else extra
 
 
-def _apply_body_patch(k: Knobs, svc: Service, chaos: dict[str, Any], namespace: str, labels: dict[str, str]) -> None:
-    """An HTTPChaos that patches the JSON body of the requests the service's handlers receive."""
+def _route_values(spec: AppSpec, rows: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """What a route template's ``{name}`` takes: a trace field drawn from the catalogue (``traces.yaml``,
+    as the load generator's ``productId``) its product ids, another name the catalogue column of that name."""
+    ids = tuple(str(row["id"]) for row in rows)
+    out = {name: ids for name, (kind, _) in load_catalog(spec).fields.items() if kind == "catalog"}
+    for column in dict.fromkeys(c for row in rows for c, v in row.items() if isinstance(v, str)):
+        out.setdefault(column, tuple(dict.fromkeys(str(row[column]) for row in rows if isinstance(row.get(column), str))))
+    return out
+
+
+def _apply_body_patch(k: Knobs, svc: Service, chaos: dict[str, Any], ports: set[int]) -> None:
+    """An HTTPChaos whose proxy sees requests to the service on one of ``ports`` and patches their JSON bodies."""
     body_patch = request_body_patch(chaos)
-    if body_patch is None or not chaos_selects(chaos.get("selector"), namespace, labels):
-        return
-    if chaos.get("port") is not None and svc.port is not None and int(chaos["port"]) != svc.port:
+    if body_patch is None or int(chaos.get("port", 0)) not in ports:
         return
     for op_id, body in svc.request_bodies.items():
-        if not http_selects(chaos, op_id):
+        request = svc.operations[op_id].request
+        if request is None or not selects(chaos, *request):
             continue
         error = body_failure(body, body_patch)
         if error is not None:
@@ -475,6 +485,8 @@ class AppModel:
         #: The catalogue's product ids (URLs, log lines, span attributes).
         rows = catalog_rows(spec, manifests)
         self.products = tuple(str(row["id"]) for row in rows)
+        #: each server operation's requests as they travel (route templates filled from the catalogue)
+        self._wire = wire_requests(spec, _route_values(spec, rows))
         #: the products as the app's HTTP API answers them (``traces/exchange.py``)
         self.catalog_records = catalog_records(spec, rows)
         self._log_pools = logmod.FieldPools.of(spec, self.products)
@@ -769,8 +781,10 @@ class AppModel:
                         (script := experiment_script(obj)) is not None:
                     _apply_rules(k, svc.name, svc.jvm, script_rules(script))
             for obj in view.chaos:
-                if obj["kind"] == "HTTPChaos" and svc.request_bodies and _injected(obj, pods):
-                    _apply_body_patch(k, svc, obj.get("spec") or {}, view.namespace, labels)
+                if obj["kind"] == "HTTPChaos" and svc.request_bodies:
+                    # the server's proxy sees the requests on its port, each injected caller's on the port it dials
+                    ports = {svc.port} if svc.port is not None and _injected(obj, pods) else set()
+                    _apply_body_patch(k, svc, obj.get("spec") or {}, ports | self._dialed_ports(view, obj, svc.name))
             io_chaos = [o for o in view.chaos if o["kind"] == "IOChaos"]
             io = next((hit for p in pods if (hit := io_fault(io_chaos, p.pod, self._disk_io.get(svc.name))) is not None), None)
             if io is not None:
@@ -793,6 +807,16 @@ class AppModel:
                 k.queue_wait[svc.name] = wait
         return k, burn, mem_add
 
+    def _dialed_ports(self, view: ClusterView, chaos: dict[str, Any], callee: str) -> set[int]:
+        """The ports on which the pods ``chaos`` was injected into dial ``callee``."""
+        out: set[int] = set()
+        for svc in self.spec.services.values():
+            calls = [c for op in svc.operations.values() for c in op.calls if c.service == callee]
+            for p in view.running(svc.name) if calls else ():
+                if _injected(chaos, [p]):
+                    out |= {port for c in calls if (port := resolve_address(c.address, p.env)[1]) is not None}
+        return out
+
     def _reaches(self, view: ClusterView, effects: list[tuple[Effect, Any]], mesh: MeshState) -> dict[tuple[str, str, str], Reach]:
         redirects = {(e.get("service"), e.get("operation"), e.get("call")): e.get("address") for e, _ in effects if e.type == "redirect"}
         cache: dict[tuple[str, str, int | None, str, str, str | None], Reach] = {}
@@ -808,7 +832,8 @@ class AppModel:
                     key = (svc.name, host, port, c.service, c.operation, password)
                     if key not in cache:
                         cache[key] = admit(mesh, view, src, host, port, c.operation,
-                                           reach(self.spec, view, src, host, port, c.service, password))
+                                           reach(self.spec, view, src, host, port, c.service, password,
+                                                 request=self._wire.get((c.service, c.operation))))
                     out[(svc.name, op.id, c.id)] = cache[key]
         return out
 

@@ -9,15 +9,15 @@ looks (fast refusal vs. a timeout).
 
 from __future__ import annotations
 
-import fnmatch
 import functools
+import itertools
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from itbench_gym.backends.sim.chaos.kinds import TARGET_KEY, injected_pods, record_id
-from itbench_gym.backends.sim.chaos.tproxy import parse_patch, proxy_exits
-from itbench_gym.lang.durations import DurationError, parse_go_duration
+from itbench_gym.backends.sim.chaos.tproxy import HttpFaults, WireRequest, delay_seconds, http_faults, proxy_exits
 from itbench_gym.lang.selectors import LabelIndex, SelectorError, chaos_label_selector
 from itbench_gym.lang.timestamps import parse_rfc3339
 
@@ -138,42 +138,31 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
         return False  # Chaos Mesh's webhook refuses such a selector
 
 
-_HTTP_ROUTE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+#: Request methods whose requests carry no body (a JSON body patch finds nothing to parse).
+_BODILESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
 
 
-def request_body_patch(chaos: dict[str, Any]) -> Any:
-    """The JSON an HTTPChaos merges into request bodies (None: it patches no request body, or its
-    JSON is invalid: the proxy never runs, :func:`~itbench_gym.backends.sim.chaos.tproxy.proxy_exits`)."""
-    body = (chaos.get("patch") or {}).get("body") or {}
-    if chaos.get("target", "Request") != "Request" or body.get("type") != "JSON":
-        return None
-    try:
-        return parse_patch(str(body.get("value", "")))
-    except ValueError:
-        return None
-
-
-def http_selects(chaos: dict[str, Any], operation: str) -> bool:
-    """chaos-tproxy's selector on an HTTP operation ("POST /path"): ``method`` and ``path`` (a wildcard)."""
-    m = _HTTP_ROUTE.match(operation)
-    if m is None:
-        return False
-    method, path = m.groups()
-    wanted = chaos.get("method")
-    return (not wanted or str(wanted).upper() == method) and fnmatch.fnmatchcase(path.split("?", 1)[0], str(chaos.get("path") or "*"))
+def wire_requests(spec: AppSpec, values: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], WireRequest]:
+    """Each HTTP/1 and gRPC server operation's requests as a proxy on the wire sees them: a route
+    template's ``{name}`` takes each of ``values[name]`` in turn (one with no values stays as written);
+    gRPC messages and bodiless methods are not JSON, the app's other request bodies are."""
+    out: dict[tuple[str, str], WireRequest] = {}
+    for svc in spec.services.values():
+        for op in svc.operations.values():
+            if op.request is None:
+                continue
+            method, template = op.request
+            names = [n for n in dict.fromkeys(_PLACEHOLDER.findall(template)) if values.get(n)]
+            paths = [template.format_map({**{n: "{" + n + "}" for n in _PLACEHOLDER.findall(template)}, **dict(zip(names, combo, strict=True))})
+                     for combo in itertools.product(*(values[n] for n in names))]
+            out[(svc.name, op.id)] = WireRequest(method, tuple(paths), svc.protocol != "grpc" and method not in _BODILESS)
+    return out
 
 
 def _delay_ms(text: str | None) -> float:
-    """Milliseconds in a NetworkChaos/HTTPChaos ``latency``/``delay`` (Go duration, as Chaos Mesh parses it).
-
-    Chaos Mesh refuses a malformed one; the twin applies no delay for it.
-    """
-    if not text:
-        return 0.0
-    try:
-        return max(0.0, parse_go_duration(str(text))) * 1000.0
-    except DurationError:
-        return 0.0
+    """Milliseconds in a NetworkChaos ``latency``/``jitter`` (Go duration, as Chaos Mesh parses it)."""
+    return delay_seconds(text) * 1000.0
 
 
 def _shapes(spec: dict[str, Any], selected: frozenset[str], targets: frozenset[str], sender: str | None, receiver: str | None) -> bool:
@@ -339,13 +328,14 @@ def _served_fraction(view: ClusterView, handover: _Handover) -> float:
 
 @dataclass(frozen=True)
 class _Dial:
-    """What dialing an address reached apart from the tick's share of it: the ready endpoints,
-    how many of them answered, why the others did not, and the answering ones' summed faults."""
+    """What dialing an address reached apart from the tick's share of it: the ready endpoints, the
+    share of their requests that arrived (an endpoint counts 1), why the others did not (weighted by
+    share), and the arriving requests' summed faults."""
 
     target: str
     ready: int
-    ok: int
-    causes: tuple[str, ...]
+    ok: float
+    causes: tuple[tuple[str, float], ...]
     delay_ms: float
     loss: float
     delay_var_ms2: float
@@ -354,27 +344,27 @@ class _Dial:
 
 
 def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str,
-          password: str | None = None, *, handshake: bool = True) -> Reach:
+          password: str | None = None, *, handshake: bool = True, request: WireRequest | None = None) -> Reach:
     """Dial ``host:port`` from ``src`` (a pod of the caller, or None for an outside client), presenting
     ``password`` when the server asks for one; without ``handshake`` only the TCP connection counts
-    (a port probe such as ``nc -z``).
+    (a port probe such as ``nc -z``). HTTP faults act on ``request`` (None: the connection alone).
 
     Routing depends on the view's objects only (remembered in ``view.derived``); the share of the
     tick a Service had endpoints depends on the time as well.
     """
-    key = ("dial", src.uid if src is not None else None, host, port, target_service, password, handshake)
+    key = ("dial", src.uid if src is not None else None, host, port, target_service, password, handshake, request)
     dial = view.derived.get(key)
     if dial is None:
-        dial = view.derived[key] = _dial(spec, view, src, host, port, target_service, password, handshake)
+        dial = view.derived[key] = _dial(spec, view, src, host, port, target_service, password, handshake, request)
     if isinstance(dial, Reach):
         return dial
     share = dial.ok / dial.ready * _served_fraction(view, dial.handover)
-    causes = list(dial.causes)
+    causes = dict(dial.causes)
     if share < 1.0 and not causes:
-        causes.append("no_endpoints")
-    cause = max(set(causes), key=causes.count) if causes else None
+        causes["no_endpoints"] = 1.0
+    cause = max(causes, key=lambda c: causes[c]) if causes else None
     ok = dial.ok
-    return Reach(share, cause, dial.delay_ms / ok if ok else 0.0, dial.http_errors / max(ok, 1), dial.target,
+    return Reach(share, cause, dial.delay_ms / ok if ok else 0.0, dial.http_errors / ok if ok else 0.0, dial.target,
                  dial.loss / ok if ok else 0.0, dial.delay_var_ms2 / ok if ok else 0.0)
 
 
@@ -397,6 +387,14 @@ def reachable_once_started(spec: AppSpec, view: ClusterView, src: PodView, addr:
     return False
 
 
+def _http_chaos(view: ClusterView, pod: dict[str, Any], port: int) -> list[dict[str, Any]]:
+    """The specs of the HTTPChaos experiments injected into ``pod`` whose proxy takes ``port`` (requests
+    the pod serves on it and requests it sends to it), in the order the view lists them."""
+    rid = record_id(pod)
+    return [spec for obj in view.chaos if obj["kind"] == "HTTPChaos" and rid in injected_pods(obj)
+            and int((spec := obj.get("spec") or {}).get("port", 0)) == port]
+
+
 def _authenticated(spec: AppSpec, view: ClusterView, pod_obj: dict[str, Any], service: str, password: str | None) -> bool:
     """Whether the server process of ``pod_obj`` accepts ``password``: the value its app.yaml ``auth``
     flag had when it started (empty or absent: it asks for none)."""
@@ -412,7 +410,7 @@ def _authenticated(spec: AppSpec, view: ClusterView, pod_obj: dict[str, Any], se
 
 
 def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port: int | None, target_service: str,
-          password: str | None, handshake: bool) -> Reach | _Dial:
+          password: str | None, handshake: bool, request: WireRequest | None) -> Reach | _Dial:
     """DNS → Service → port → ready endpoints → each endpoint's port, policies, chaos and
     authentication; a failure before the endpoints is a complete answer."""
     target = f"{host}:{port}" if port is not None else host
@@ -439,41 +437,33 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     ]
     if not ready:
         return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
-    ok, delay, loss, var, causes = 0, 0.0, 0.0, 0.0, []
-    http_err = 0.0
+    ok, delay, loss, var, http_err = 0.0, 0.0, 0.0, 0.0, 0.0
+    causes: dict[str, float] = {}
+    # the client's own proxy (an HTTPChaos on its pod for the port it dials) sees every request first
+    client_rules = _http_chaos(view, src.pod, port) if src is not None else []
+    http = target_service not in spec.services or spec.services[target_service].speaks_http
     for pod_obj in ready:
         tp = _target_port(svc_port, pod_obj)
         if tp is None or tp not in _listening_port(spec, pod_obj, view):
-            causes.append("refused")
-            continue
-        if not policy_allows(view, src, pod_obj, tp):
-            causes.append("timeout")
+            causes["refused"] = causes.get("refused", 0.0) + 1.0
             continue
         blocked, extra, lost, spread = _network_chaos(view, src, pod_obj)
-        if blocked:
-            causes.append("timeout")
+        rules = client_rules + _http_chaos(view, pod_obj, tp)
+        # a proxy that exited leaves its port's packets dropped
+        cause = ("timeout" if not policy_allows(view, src, pod_obj, tp) or blocked or any(proxy_exits(h) for h in rules)
+                 else "auth" if handshake and not _authenticated(spec, view, pod_obj, target_service, password) else None)
+        if cause is not None:
+            causes[cause] = causes.get(cause, 0.0) + 1.0
             continue
-        if handshake and not _authenticated(spec, view, pod_obj, target_service, password):
-            causes.append("auth")
-            continue
-        for obj in view.chaos:
-            h = obj.get("spec") or {}
-            if obj["kind"] == "HTTPChaos" and record_id(pod_obj) in injected_pods(obj) and int(h.get("port", tp)) == tp:
-                if proxy_exits(h):  # the port is redirected to a proxy that exited: every packet dropped
-                    causes.append("timeout")
-                    break
-                if target_service in spec.services and not spec.services[target_service].speaks_http:
-                    continue  # the proxy cannot parse the connection as HTTP and relays it as plain TCP
-                if h.get("abort"):
-                    causes.append("http_abort")
-                    break
-                extra += _delay_ms(h.get("delay"))
-                # a patched request body is the server's to cope with (the app model); the rest breaks the answer
-                if h.get("replace") or (h.get("patch") and request_body_patch(h) is None):
-                    http_err += 1.0
-        else:
-            ok += 1
-            delay += extra
-            loss += lost
-            var += spread
-    return _Dial(target, len(ready), ok, tuple(causes), delay, loss, var, http_err, _handover(view, ready, selector))
+        # a proxy cannot parse a protocol other than HTTP/1 and HTTP/2 and relays it as plain TCP
+        faults = http_faults(rules, request) if rules and http and request is not None else HttpFaults()
+        if faults.aborted > 0:
+            causes["http_abort"] = causes.get("http_abort", 0.0) + faults.aborted
+        arrived = 1.0 - faults.aborted
+        ok += arrived
+        delay += arrived * (extra + faults.delay_s * 1000.0)
+        loss += arrived * lost
+        var += arrived * (spread + faults.delay_var_s2 * 1e6)
+        # a patched request body is the server's to cope with (the app model); a replaced message breaks the answer
+        http_err += faults.broken
+    return _Dial(target, len(ready), ok, tuple(sorted(causes.items())), delay, loss, var, http_err, _handover(view, ready, selector))

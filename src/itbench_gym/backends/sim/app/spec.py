@@ -119,6 +119,9 @@ class Operation:
     #: What its HTTP answer's body is when it succeeds (app.yaml ``response``): the catalogue
     #: (``catalog``) or the product its path names (``catalog_item``); None: the twin does not know it.
     response: str | None = None
+    #: The method and path (a route template) of the requests it serves over HTTP/1 or gRPC, as a proxy
+    #: on the wire sees them (app.yaml ``request``, else its route or its gRPC method); None: no such request.
+    request: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -369,7 +372,31 @@ class AppSpec:
 
 
 #: An HTTP route in an operation id ("GET /api/cart", "ingress GET /"): its callers' pools spread per request.
-_HTTP_ROUTE = re.compile(r"(?:^|\s)(?:GET|POST|PUT|PATCH|DELETE|HEAD) /")
+_HTTP_ROUTE = re.compile(r"(?:^|\s)(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
+#: A gRPC method's full name as its server spans it ("oteldemo.CartService/GetCart").
+_GRPC_METHOD = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*/[A-Za-z_]\w*$")
+
+
+def parse_request(text: str) -> tuple[str, str] | None:
+    """The method and path of a request line ("POST /oteldemo.CartService/GetCart"); None if it is not one."""
+    m = _HTTP_ROUTE.match(text)
+    return (m.group(1), m.group(2)) if m is not None and m.end() == len(text) else None
+
+
+def _wire_request(protocol: str, op: dict[str, Any], where: str) -> tuple[str, str] | None:
+    """What a SERVER operation of an HTTP/1 or gRPC port receives: app.yaml ``request``, else the route its
+    id names (HTTP) or ``POST /<full method>`` (gRPC, when its id is the method's full name)."""
+    if "request" in op:
+        request = parse_request(op["request"])
+        if request is None:
+            raise AppSpecError(f"{where}.request: {op['request']!r} is not a request line (METHOD /path)")
+        return request
+    if op["kind"] != "SERVER" or protocol not in ("http", "grpc"):
+        return None
+    if protocol == "grpc":
+        return ("POST", "/" + op["id"]) if _GRPC_METHOD.match(op["id"]) else None
+    m = _HTTP_ROUTE.search(op["id"])
+    return (m.group(1), m.group(2)) if m is not None else None
 
 
 def _runtime(raw: dict[str, Any]) -> Runtime:
@@ -502,6 +529,7 @@ def _service(name: str, raw: dict[str, Any], where: str) -> Service:
             error_status=int((o.get("always_fails") or {}).get("http_status", 500)),
             always_fails=(o["always_fails"].get("grpc_code", "UNKNOWN"), o["always_fails"]["error"]) if "always_fails" in o else None,
             response=o.get("response"),
+            request=_wire_request(raw.get("protocol", "http"), o, f"{where}.operations[{i}]"),
         )
     for block, op_ids in (("jvm.operations", (raw.get("jvm") or {}).get("operations", {})), ("request_bodies", raw.get("request_bodies", {}))):
         for op_id in op_ids:
@@ -568,6 +596,10 @@ def _cross_check(spec: AppSpec, file: str) -> None:
         for o in s.operations.values():
             for c in o.calls:
                 need_op(c.service, c.operation, f"services.{s.name}.operations[{o.id}].calls[{c.id}].to")
+                callee = services[c.service]
+                if callee.speaks_http and spec.op(c.service, c.operation).request is None:
+                    raise AppSpecError(f"{file}: services.{c.service}.operations[{c.operation}]: {s.name} calls it over "
+                                       f"{callee.protocol}, but neither its id nor a `request` gives the method and path it receives")
     if spec.load_service not in services:
         raise AppSpecError(f"{file}: load.service: unknown service {spec.load_service!r}")
     for i, uc in enumerate(spec.user_classes):

@@ -9,13 +9,23 @@ exit before it listens, while the redirection stays: TPROXY finds no socket for 
 and drops every packet to them (new connections and those already open alike), so callers time out
 and the server sees none of their requests. A valid patch is merged into each selected JSON body as
 an RFC 7396 merge patch (``kube.patch.merge_patch``).
+
+The redirection matches the port as a destination port on the bridge, in both directions: requests the
+pod serves on it and requests the pod sends to that port elsewhere (Chaos Mesh: "the rules will affect
+both of clients and servers in the Pod"). A rule selects a request by ``port``, ``method`` (exact) and
+``path`` (a wildcard over the URI's path, the ``wildmatch`` crate's: ``*`` any run of characters, ``?``
+one, nothing else special); selected rules act in order, an abort ending the request. A body patch on a
+body that is not JSON (a gRPC message, a GET's empty body) fails to parse and ends the request as an
+abort does.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from itbench_gym.lang.durations import DurationError, parse_go_duration
@@ -63,3 +73,90 @@ def _is_json(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class WireRequest:
+    """What chaos-tproxy sees of a request: its method, its path (each of a route template's concrete
+    paths, equally likely) and whether its body is JSON."""
+
+    method: str
+    paths: tuple[str, ...]
+    json_body: bool
+
+
+@dataclass(frozen=True)
+class HttpFaults:
+    """What the selected rules do to a share of the requests: reset them (an abort, a body patch that
+    cannot parse the body), delay the rest (mean and variance, seconds), break their answers (a
+    replaced message, a patched response)."""
+
+    aborted: float = 0.0
+    delay_s: float = 0.0
+    delay_var_s2: float = 0.0
+    broken: float = 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _wildcard(pattern: str) -> re.Pattern[str]:
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.DOTALL)
+
+
+def wildmatch(pattern: str, text: str) -> bool:
+    """The ``wildmatch`` crate's match: ``*`` any run of characters (``/`` included), ``?`` exactly one."""
+    return _wildcard(pattern).fullmatch(text) is not None
+
+
+def selects(rule: Mapping[str, Any], method: str, path: str) -> bool:
+    """Whether an HTTPChaos spec's selectors pick a request with this method and path (the port is the caller's to check)."""
+    wanted = rule.get("method")
+    return (wanted is None or str(wanted) == method) and (rule.get("path") is None or wildmatch(str(rule["path"]), path))
+
+
+def http_faults(rules: Sequence[Mapping[str, Any]], request: WireRequest) -> HttpFaults:
+    """The rules of the proxies a request passes (its client's, then its server's) over each of its paths."""
+    aborted = broken = 0.0
+    delays: list[float] = []
+    for path in request.paths:
+        delay, reset, wrong = 0.0, False, False
+        for rule in rules:
+            if not selects(rule, request.method, path):
+                continue
+            if rule.get("abort") or (request_body_patch(rule) is not None and not request.json_body):
+                reset = True
+                break
+            delay += delay_seconds(rule.get("delay"))
+            wrong = wrong or bool(rule.get("replace")) or (bool((rule.get("patch") or {}).get("body")) and request_body_patch(rule) is None)
+        if reset:
+            aborted += 1
+            continue
+        delays.append(delay)
+        broken += wrong
+    n = len(request.paths)
+    if not delays:
+        return HttpFaults(aborted=aborted / n)
+    mean = sum(delays) / len(delays)
+    return HttpFaults(aborted / n, mean, sum((d - mean) ** 2 for d in delays) / len(delays), broken / n)
+
+
+def request_body_patch(rule: Mapping[str, Any]) -> Any:
+    """The JSON an HTTPChaos merges into request bodies (None: it patches no request body, or its JSON
+    is invalid: the proxy never runs, :func:`proxy_exits`)."""
+    body = (rule.get("patch") or {}).get("body") or {}
+    if rule.get("target", "Request") != "Request" or body.get("type") != "JSON":
+        return None
+    try:
+        return parse_patch(str(body.get("value", "")))
+    except ValueError:
+        return None
+
+
+def delay_seconds(text: object) -> float:
+    """A Chaos Mesh ``delay``/``latency`` in seconds (a Go duration; its webhook refuses a malformed one,
+    for which the twin applies none)."""
+    if not text:
+        return 0.0
+    try:
+        return max(0.0, parse_go_duration(str(text)))
+    except DurationError:
+        return 0.0
