@@ -153,6 +153,7 @@ def _app_yaml(graph: list[_Service], shop: dict[str, Any]) -> dict[str, Any]:
     for s in [*graph, _load_generator()]:
         services[s.name] = {
             "language": s.language,
+            **({"protocol": "grpc"} if s.grpc else {}),
             "container": s.name,
             **({} if s.name == LOAD_SERVICE else {"port": {"default": 8080}}),
             "traced": True,

@@ -14,8 +14,11 @@ import pytest
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.flow import Moments
 from itbench_gym.backends.sim.app.model import parsed_app, ramped_users
+from itbench_gym.backends.sim.app.network import wire_requests
 from itbench_gym.backends.sim.app.runtime import AppRuntime
 from itbench_gym.backends.sim.app.spanmetrics import BucketTables, SpanMetrics
+from itbench_gym.backends.sim.app.spec import load_spec
+from itbench_gym.backends.sim.chaos.tproxy import WireRequest
 from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.clock import SimClock
 from itbench_gym.lang.timestamps import rfc3339
@@ -467,3 +470,17 @@ def test_bucket_rows_kept_across_ticks_equal_rows_computed_afresh() -> None:
         assert (got.probs[at_kept] == want.probs[at_fresh]).all()
         assert (got.mean[at_kept] == [m.mean for m in lats]).all()
     assert len(kept.of(spans).mean) == len(ticks[-1])  # four rows passed the limit: started over at the third tick
+
+
+def test_each_operation_travels_as_the_request_its_server_receives(base_model: AppModel) -> None:
+    """What an HTTPChaos selects by: a route template's paths, one per catalogue product; a gRPC method's
+    full name (currency's spans say Currency/Convert, its clients call oteldemo.CurrencyService/Convert);
+    JSON bodies on the app's POSTs only."""
+    wire = wire_requests(load_spec(APP), {"productId": base_model.products})
+    browse = wire[("frontend-proxy", "ingress GET /api/products/{productId}")]
+    assert browse == WireRequest("GET", tuple(f"/api/products/{p}" for p in base_model.products), json_body=False)
+    assert len(browse.paths) == 10
+    assert wire[("currency", "Currency/Convert")] == WireRequest("POST", ("/oteldemo.CurrencyService/Convert",), json_body=False)
+    assert wire[("email", "POST /send_order_confirmation")] == WireRequest("POST", ("/send_order_confirmation",), json_body=True)
+    assert wire[("image-provider", "GET /products/{picture}")].paths == ("/products/{picture}",)  # no values given: as written
+    assert ("valkey-cart", "HGET") not in wire  # RESP is no HTTP

@@ -154,10 +154,13 @@ def wire_requests(spec: AppSpec, values: Mapping[str, Sequence[str]]) -> dict[tu
                 continue
             method, template = op.request
             names = [n for n in dict.fromkeys(_PLACEHOLDER.findall(template)) if values.get(n)]
-            paths = [template.format_map({**{n: "{" + n + "}" for n in _PLACEHOLDER.findall(template)}, **dict(zip(names, combo, strict=True))})
-                     for combo in itertools.product(*(values[n] for n in names))]
-            out[(svc.name, op.id)] = WireRequest(method, tuple(paths), svc.protocol != "grpc" and method not in _BODILESS)
+            paths = tuple(_fill(template, dict(zip(names, combo, strict=True))) for combo in itertools.product(*(values[n] for n in names)))
+            out[(svc.name, op.id)] = WireRequest(method, paths, svc.protocol != "grpc" and method not in _BODILESS)
     return out
+
+
+def _fill(template: str, values: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def _delay_ms(text: str | None) -> float:

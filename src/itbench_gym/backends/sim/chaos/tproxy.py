@@ -62,14 +62,15 @@ def parse_patch(value: str) -> Any:
 def proxy_exits(spec: dict[str, Any]) -> bool:
     """Whether the HTTPChaos's rule makes the proxy process exit as it starts (a JSON body patch that is not JSON)."""
     body = (spec.get("patch") or {}).get("body") or {}
-    return body.get("type") == "JSON" and not _is_json(str(body.get("value", "")))
+    return body.get("type") == "JSON" and not is_json(str(body.get("value", "")))
 
 
 @functools.lru_cache(maxsize=256)
-def _is_json(value: str) -> bool:
-    """Asked for every pod a caller dials while the experiment runs: each text parsed once."""
+def is_json(value: str | bytes) -> bool:
+    """Whether the proxy parses ``value`` as JSON (a patch, a body). Asked for every pod a caller dials
+    while the experiment runs: each text parsed once."""
     try:
-        parse_patch(value)
+        json.loads(value)
     except ValueError:
         return False
     return True

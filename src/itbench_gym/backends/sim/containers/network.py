@@ -13,7 +13,6 @@ Mesh) for the Services of a namespace the app runs in; any other destination is 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,7 +22,7 @@ from itbench_gym.backends.sim.app.cluster_view import ClusterView, PodView
 from itbench_gym.backends.sim.app.dns import CLUSTER_DNS, CLUSTER_DOMAIN, is_ip, resolv_conf
 from itbench_gym.backends.sim.app.network import dns_reachable, listener_reached, reach
 from itbench_gym.backends.sim.app.spec import AppSpec
-from itbench_gym.backends.sim.chaos.tproxy import WireRequest
+from itbench_gym.backends.sim.chaos.tproxy import WireRequest, is_json
 
 from .context import Dial, HttpAnswer, HttpServers, Lookup
 
@@ -177,7 +176,7 @@ class ClusterNetwork:
             return None
         self._requests += 1  # each request of an exec draws its own answer, the same again for the same commands
         connection = f"{ip}:{port}#{self._requests}"
-        wire = WireRequest(method, (urlsplit(path).path or "/",), _is_json(body))
+        wire = WireRequest(method, (urlsplit(path).path or "/",), is_json(body))
         path_to = reach(routing.spec, routing.view, self._source(), ip, port, target, request=wire)
         if path_to.ok_share < 1.0 and self._draw(connection) >= path_to.ok_share:
             return HttpAnswer(None, 0.0) if path_to.cause == "http_abort" else None
@@ -186,15 +185,6 @@ class ClusterNetwork:
         listener = listener_reached(routing.spec, routing.view, target, port)
         answer = routing.http.answer(target, method, path, connection, body, listener.serves if listener is not None else None)
         return replace(answer, seconds=answer.seconds + path_to.delay_ms / 1000.0) if answer is not None else None
-
-
-def _is_json(body: bytes) -> bool:
-    """Whether a proxy that parses the body as JSON (an HTTPChaos body patch) can."""
-    try:
-        json.loads(body)
-    except ValueError:
-        return False
-    return True
 
 
 def stable_draw(*parts: object) -> Callable[[str], float]:
