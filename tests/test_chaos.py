@@ -179,3 +179,13 @@ def test_http_chaos_acts_on_the_share_of_requests_its_selectors_pick() -> None:
     assert http_faults([patch], WireRequest("POST", ("/oteldemo.CartService/AddItem",), json_body=False)) == HttpFaults(aborted=1.0)
     mixed = http_faults([{"path": "/api/products/P[0-9]", "abort": True}, {"path": "/api/products/P1*", "delay": "1s"}, {"path": "*P2", "replace": {"code": 500}}], browse)
     assert (mixed.aborted, mixed.delay_s, mixed.broken) == (0.0, 0.1, 0.1) and mixed.delay_var_s2 == pytest.approx(0.09)
+
+
+def test_a_response_rule_acts_on_the_answer_after_the_server_served() -> None:
+    """An abort of responses resets answers the server gave (``lost``); an abort of requests ends them
+    before, and wins; a delay of responses adds to the request's."""
+    send = WireRequest("POST", ("/getquote",), json_body=True)
+    assert http_faults([{"target": "Response", "abort": True}], send) == HttpFaults(lost=1.0)
+    assert http_faults([{"target": "Response", "abort": True}, {"target": "Request", "abort": True}], send) == HttpFaults(aborted=1.0)
+    assert http_faults([{"target": "Response", "delay": "1s"}, {"target": "Request", "delay": "2s"}], send) == HttpFaults(delay_s=3.0)
+    assert http_faults([{"target": "Response", "abort": True, "method": "GET"}], send) == HttpFaults()

@@ -335,3 +335,18 @@ def test_a_json_body_patch_on_grpc_requests_ends_them(shop_twin: ShopTwin) -> No
     shop_twin.reset()
     _http_chaos_on(shop_twin, "cart", 8080, patch={"body": {"type": "JSON", "value": '{"userId": "x"}'}})
     assert shop_twin.value('sum(rate(traces_span_metrics_calls_total{service_name="frontend",status_code="STATUS_CODE_ERROR"}[2m]))') > 0
+
+
+def test_an_abort_of_responses_lets_the_server_serve_and_fails_its_callers(shop_twin: ShopTwin) -> None:
+    """``target: Response``: quote still receives and answers shipping's requests (its server spans stay
+    OK), but the proxy resets each answer, so shipping's calls fail as with an abort of the requests,
+    which quote never sees."""
+    served = 'sum(increase(traces_span_metrics_calls_total{service_name="quote",span_kind="SPAN_KIND_SERVER",status_code="STATUS_CODE_UNSET"}[2m]))'
+    failed = 'sum(increase(traces_span_metrics_calls_total{service_name="shipping",span_kind="SPAN_KIND_CLIENT",status_code="STATUS_CODE_ERROR"}[2m]))'
+    ok = 'sum(increase(traces_span_metrics_calls_total{service_name="shipping",span_kind="SPAN_KIND_CLIENT",status_code="STATUS_CODE_UNSET"}[2m]))'
+    for target in ("Response", "Request"):
+        shop_twin.reset()
+        _http_chaos_on(shop_twin, "quote", 8080, target=target, abort=True)
+        shop_twin.backend.advance(120)  # two minutes wholly after the injection
+        assert (shop_twin.value(served) > 0) == (target == "Response"), target
+        assert shop_twin.value(failed) > 0 and shop_twin.value(ok) == 0, target

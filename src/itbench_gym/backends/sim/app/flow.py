@@ -183,21 +183,21 @@ def _fail_latency(reach: Reach, call: Call) -> Moments:
     return Moments(fast, (fast / 2) ** 2)
 
 
-def _dominant_cause(r: Reach, unreached: float, late: float, dropped: float, callee_err: float) -> str | None:
+def _dominant_cause(r: Reach, unreached: float, late: float, dropped: float, lost: float, callee_err: float) -> str | None:
     """The failure mode behind most of a call's failures; None when the callee's own errors dominate.
-    The first of equal shares wins, in the order: the path's own cause, a missed deadline, a reset (a
-    path that fails by one of the other two names counts its share there)."""
+    The first of equal shares wins, in the order: the path's own cause, a missed deadline, a reset, an
+    answer a proxy reset (a path that fails by one of the others names counts its share there)."""
     if r.cause == "reset":
-        shares: tuple[tuple[str, float], ...] = (("reset", dropped), ("deadline", late))
+        order: tuple[tuple[str, float], ...] = (("reset", dropped), ("deadline", late), ("http_abort", lost))
     elif r.cause and r.cause != "deadline":
-        shares = ((r.cause, unreached), ("deadline", late), ("reset", dropped))
+        order = ((r.cause, unreached), ("deadline", late), ("reset", dropped), ("http_abort", lost))
     else:
-        shares = (("deadline", late), ("reset", dropped))
-    cause, share = shares[0]
-    for name, value in shares[1:]:
-        if value > share:
-            cause, share = name, value
-    return cause if share > 0 and share >= callee_err else None
+        order = (("deadline", late), ("reset", dropped), ("http_abort", lost))
+    shares: dict[str, float] = {}
+    for name, value in order:
+        shares[name] = shares.get(name, 0.0) + value
+    cause = max(shares, key=lambda name: shares[name])
+    return cause if shares[cause] > 0 and shares[cause] >= callee_err else None
 
 
 def all_ok(q: float, n: float) -> float:
@@ -276,7 +276,10 @@ class FlowSolver:
                 r = reaches[(op.service, op.id, c.id)]
                 n = knobs.call_count.get((op.service, op.id, c.id), c.count) * knobs.call_scale.get((op.service, op.id, c.id), 1.0)
                 dropped = knobs.dropped.get(c.service, 0.0)
-                srv_err = 1.0 - (1.0 - callee.p_err) * (1.0 - r.server_error_share * knobs.server_error.get(c.service, 1.0)) * (1.0 - dropped)
+                served_err = 1.0 - (1.0 - callee.p_err) * (1.0 - r.server_error_share * knobs.server_error.get(c.service, 1.0)) * (1.0 - dropped)
+                # answers a proxy resets on their way back: the callee served them, the call still fails
+                lost = (1.0 - served_err) * r.answer_lost
+                srv_err = served_err + lost
                 hop = Moments(NETWORK_HOP_S + r.delay_ms / 1000.0, r.delay_var_ms2 / 1e6).plus(retransmit_delay(r.loss))
                 ok1 = callee.ok.plus(hop)
                 late = 0.0
@@ -286,8 +289,8 @@ class FlowSolver:
                 q = 1.0 - r.ok_share * (1.0 - srv_err) * (1.0 - late)
                 fail_reach = _fail_latency(r, c)
                 unreached = 1.0 - r.ok_share
-                err1 = mixture([(unreached, fail_reach), (r.ok_share * srv_err, callee.err.plus(hop)),
-                                (r.ok_share * (1.0 - srv_err) * late, deadline)])
+                err1 = mixture([(unreached, fail_reach), (r.ok_share * served_err, callee.err.plus(hop)),
+                                (r.ok_share * lost, callee.ok.plus(hop)), (r.ok_share * (1.0 - srv_err) * late, deadline)])
                 attempts = 1.0
                 if c.retries and q > 0:
                     # a failed attempt is retried at once: the call fails only when every attempt does
@@ -312,7 +315,7 @@ class FlowSolver:
                     err_n = Moments(err1.mean + max(n - 1, 0) / 2 * ok1.mean, err1.var)
                 p_all_ok = all_ok(q, n)
                 cause = _dominant_cause(r, unreached, r.ok_share * (1.0 - srv_err) * late,
-                                        r.ok_share * dropped, r.ok_share * (srv_err - dropped))
+                                        r.ok_share * dropped, r.ok_share * lost, r.ok_share * (served_err - dropped))
                 if cause is not None:
                     _, code, shape = CAUSES[cause]
                     text = shape.format(host=r.target.split(":")[0], target=r.target)

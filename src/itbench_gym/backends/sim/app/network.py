@@ -65,6 +65,9 @@ class Reach:
     loss: float = 0.0
     #: Variance of the added delay (ms²): netem's jitter.
     delay_var_ms2: float = 0.0
+    #: Share of the arriving requests the server answers but whose answer a proxy resets (an HTTPChaos
+    #: ``Response`` abort): the server counts them served, the caller sees the connection reset.
+    answer_lost: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -343,6 +346,7 @@ class _Dial:
     loss: float
     delay_var_ms2: float
     http_errors: float
+    answers_lost: float
     handover: _Handover
 
 
@@ -368,7 +372,7 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     cause = max(causes, key=lambda c: causes[c]) if causes else None
     ok = dial.ok
     return Reach(share, cause, dial.delay_ms / ok if ok else 0.0, dial.http_errors / ok if ok else 0.0, dial.target,
-                 dial.loss / ok if ok else 0.0, dial.delay_var_ms2 / ok if ok else 0.0)
+                 dial.loss / ok if ok else 0.0, dial.delay_var_ms2 / ok if ok else 0.0, dial.answers_lost / ok if ok else 0.0)
 
 
 def reachable_once_started(spec: AppSpec, view: ClusterView, src: PodView, addr: Address) -> bool:
@@ -440,7 +444,7 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     ]
     if not ready:
         return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
-    ok, delay, loss, var, http_err = 0.0, 0.0, 0.0, 0.0, 0.0
+    ok, delay, loss, var, http_err, lost_answers = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     causes: dict[str, float] = {}
     # the client's own proxy (an HTTPChaos on its pod for the port it dials) sees every request first
     client_rules = _http_chaos(view, src.pod, port) if src is not None else []
@@ -469,4 +473,6 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
         var += arrived * (spread + faults.delay_var_s2 * 1e6)
         # a patched request body is the server's to cope with (the app model); a replaced message breaks the answer
         http_err += faults.broken
-    return _Dial(target, len(ready), ok, tuple(sorted(causes.items())), delay, loss, var, http_err, _handover(view, ready, selector))
+        lost_answers += faults.lost
+    return _Dial(target, len(ready), ok, tuple(sorted(causes.items())), delay, loss, var, http_err, lost_answers,
+                 _handover(view, ready, selector))

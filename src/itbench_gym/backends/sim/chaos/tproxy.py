@@ -14,7 +14,9 @@ The redirection matches the port as a destination port on the bridge, in both di
 pod serves on it and requests the pod sends to that port elsewhere (Chaos Mesh: "the rules will affect
 both of clients and servers in the Pod"). A rule selects a request by ``port``, ``method`` (exact) and
 ``path`` (a wildcard over the URI's path, the ``wildmatch`` crate's: ``*`` any run of characters, ``?``
-one, nothing else special); selected rules act in order, an abort ending the request. A body patch on a
+one, nothing else special); ``Request`` rules act on the request, an abort ending it before the server
+sees it, ``Response`` rules on the server's answer, an abort resetting the connection instead of passing
+the answer on. A body patch on a
 body that is not JSON (a gRPC message, a GET's empty body) fails to parse and ends the request as an
 abort does.
 """
@@ -88,14 +90,16 @@ class WireRequest:
 
 @dataclass(frozen=True)
 class HttpFaults:
-    """What the selected rules do to a share of the requests: reset them (an abort, a body patch that
-    cannot parse the body), delay the rest (mean and variance, seconds), break their answers (a
-    replaced message, a patched response)."""
+    """What the selected rules do to a share of the requests: reset them on the way in (an abort, a
+    body patch that cannot parse the body), reset the server's answer on the way back (``lost``: the
+    server did the work), delay the rest (mean and variance, seconds), break their answers (a replaced
+    message, a patched response)."""
 
     aborted: float = 0.0
     delay_s: float = 0.0
     delay_var_s2: float = 0.0
     broken: float = 0.0
+    lost: float = 0.0
 
 
 @functools.lru_cache(maxsize=256)
@@ -115,29 +119,27 @@ def selects(rule: Mapping[str, Any], method: str, path: str) -> bool:
 
 
 def http_faults(rules: Sequence[Mapping[str, Any]], request: WireRequest) -> HttpFaults:
-    """The rules of the proxies a request passes (its client's, then its server's) over each of its paths."""
-    aborted = broken = 0.0
+    """The rules of the proxies a request passes (its client's, then its server's) over each of its
+    paths: ``target: Request`` rules on the way in, ``Response`` rules on the answer's way back."""
+    aborted = lost = broken = 0.0
     delays: list[float] = []
     for path in request.paths:
-        delay, reset, wrong = 0.0, False, False
-        for rule in rules:
-            if not selects(rule, request.method, path):
-                continue
-            if rule.get("abort") or (request_body_patch(rule) is not None and not request.json_body):
-                reset = True
-                break
-            delay += delay_seconds(rule.get("delay"))
-            wrong = wrong or bool(rule.get("replace")) or (bool((rule.get("patch") or {}).get("body")) and request_body_patch(rule) is None)
-        if reset:
+        picked = [rule for rule in rules if selects(rule, request.method, path)]
+        inbound = [rule for rule in picked if rule.get("target", "Request") != "Response"]
+        if any(rule.get("abort") or (request_body_patch(rule) is not None and not request.json_body) for rule in inbound):
             aborted += 1
             continue
-        delays.append(delay)
-        broken += wrong
+        outbound = [rule for rule in picked if rule.get("target") == "Response"]
+        if any(rule.get("abort") for rule in outbound):
+            lost += 1  # the server answered; the proxy resets the connection instead of passing the answer on
+            continue
+        delays.append(sum(delay_seconds(rule.get("delay")) for rule in picked))
+        broken += any(rule.get("replace") or ((rule.get("patch") or {}).get("body") and request_body_patch(rule) is None) for rule in picked)
     n = len(request.paths)
     if not delays:
-        return HttpFaults(aborted=aborted / n)
+        return HttpFaults(aborted / n, lost=lost / n)
     mean = sum(delays) / len(delays)
-    return HttpFaults(aborted / n, mean, sum((d - mean) ** 2 for d in delays) / len(delays), broken / n)
+    return HttpFaults(aborted / n, mean, sum((d - mean) ** 2 for d in delays) / len(delays), broken / n, lost / n)
 
 
 def request_body_patch(rule: Mapping[str, Any]) -> Any:

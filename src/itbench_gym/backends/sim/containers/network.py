@@ -184,6 +184,8 @@ class ClusterNetwork:
             return None
         listener = listener_reached(routing.spec, routing.view, target, port)
         answer = routing.http.answer(target, method, path, connection, body, listener.serves if listener is not None else None)
+        if path_to.answer_lost > 0 and self._draw(f"{connection} answer") < path_to.answer_lost:
+            return HttpAnswer(None, 0.0)  # the server answered; a proxy reset the connection instead of passing it on
         return replace(answer, seconds=answer.seconds + path_to.delay_ms / 1000.0) if answer is not None else None
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from itbench_gym.backends.sim.app import errortext
 from itbench_gym.backends.sim.app.flow import NETWORK_HOP_S, CallOutcome, Moments, OpKey, lognormal, lognormal_params
-from itbench_gym.backends.sim.app.network import CAUSES
+from itbench_gym.backends.sim.app.network import CAUSES, Reach
 from itbench_gym.backends.sim.app.spec import AppSpec, Call, Consumer
 
 from .catalog import Attribute, Evaluation, OperationDef, SpanDef, TraceCatalog, flag_variants, load_catalog
@@ -762,6 +762,18 @@ class _Builder:
         fields.append(("exception.message", text))
         span.events.append((span.start + span.duration, fields))
 
+    def _failed(self, c: Call, r: Reach, callee: _OpInfo, cause: str, start: float, duration: float) -> _Outcome:
+        """A call that got no answer, for ``cause`` (:data:`CAUSES`), as its span and its runtime's wording say."""
+        _, code, shape = CAUSES.get(cause, CAUSES["refused"])
+        text = shape.format(host=r.target.split(":")[0], target=r.target)
+        status = (504 if code == "DEADLINE_EXCEEDED" else 503) if callee.route else 500
+        host, port = _split_target(r.target)
+        failure = errortext.Failure(code, text, cause, host, port, self.tick.addresses.get(host, ""),
+                                    "http" if callee.route is not None else "grpc", callee.method or "POST",
+                                    f"http://{r.target}{self._target(callee)}" if callee.route is not None else "",
+                                    self._target(callee) if callee.route is not None else "/", c.timeout_ms / 1000.0, start + duration)
+        return _Outcome(duration, True, code, text, status, failure)
+
     def call(self, caller: OpKey, pod: PodRef | None, co: CallOutcome, start: float, parent: int, product: str | None = None) -> _Outcome:
         """One outgoing call: a client span on the caller, the callee's server span under it."""
         c, r = co.call, co.reach
@@ -772,26 +784,21 @@ class _Builder:
         reached = r.ok_share >= 1.0 or self.draws.u() < r.ok_share
         origin = True
         if not reached:
-            fast, code, shape = CAUSES.get(r.cause or "refused", CAUSES["refused"])
+            fast, _, _ = CAUSES.get(r.cause or "refused", CAUSES["refused"])
             if fast < 0:
                 timeout = c.timeout_ms / 1000.0
                 duration = self.draws.sample(Moments(timeout, (0.02 * timeout) ** 2))
             else:
                 duration = self.draws.sample(Moments(fast, (fast / 2) ** 2))
-            text = shape.format(host=r.target.split(":")[0], target=r.target)
-            status = (504 if code == "DEADLINE_EXCEEDED" else 503) if callee.route else 500
-            host, port = _split_target(r.target)
-            failure = errortext.Failure(code, text, r.cause or "refused", host, port, self.tick.addresses.get(host, ""),
-                                        "http" if callee.route is not None else "grpc", callee.method or "POST",
-                                        f"http://{r.target}{self._target(callee)}" if callee.route is not None else "",
-                                        self._target(callee) if callee.route is not None else "/", c.timeout_ms / 1000.0, start + duration)
-            out = _Outcome(duration, True, code, text, status, failure)
+            out = self._failed(c, r, callee, r.cause or "refused", start, duration)
         else:
             inner = self.server((c.service, c.operation), start + hop / 2, me, product)
             duration = inner.duration + hop
             injected = r.server_error_share * self.tick.knobs.server_error.get(c.service, 1.0)
             if injected > 0 and self.draws.u() < injected:
                 out = _Outcome(duration, True, "INTERNAL", f"unexpected HTTP status 500 from {r.target} (response patched)", 500)
+            elif r.answer_lost > 0 and self.draws.u() < r.answer_lost:
+                out = self._failed(c, r, callee, "http_abort", start, duration)  # served, but the answer was reset
             else:
                 out = _Outcome(duration, inner.error, inner.code, inner.text, inner.http_status)
                 origin = False
