@@ -177,7 +177,7 @@ def test_http_chaos_acts_on_the_share_of_requests_its_selectors_pick() -> None:
     assert http_faults([{**patch, "method": "GET"}], browse) == HttpFaults(aborted=1.0)
     assert http_faults([patch], WireRequest("POST", ("/send_order_confirmation",), json_body=True)) == HttpFaults()
     assert http_faults([patch], WireRequest("POST", ("/oteldemo.CartService/AddItem",), json_body=False)) == HttpFaults(aborted=1.0)
-    mixed = http_faults([{"path": "/api/products/P[0-9]", "abort": True}, {"path": "/api/products/P1*", "delay": "1s"}, {"path": "*P2", "replace": {"code": 500}}], browse)
+    mixed = http_faults([{"path": "/api/products/P[0-9]", "abort": True}, {"path": "/api/products/P1*", "delay": "1s"}, {"path": "*P2", "replace": {"path": "/elsewhere"}}], browse)
     assert (mixed.aborted, mixed.delay_s, mixed.broken) == (0.0, 0.1, 0.1) and mixed.delay_var_s2 == pytest.approx(0.09)
 
 
@@ -189,3 +189,20 @@ def test_a_response_rule_acts_on_the_answer_after_the_server_served() -> None:
     assert http_faults([{"target": "Response", "abort": True}, {"target": "Request", "abort": True}], send) == HttpFaults(aborted=1.0)
     assert http_faults([{"target": "Response", "delay": "1s"}, {"target": "Request", "delay": "2s"}], send) == HttpFaults(delay_s=3.0)
     assert http_faults([{"target": "Response", "abort": True, "method": "GET"}], send) == HttpFaults()
+
+
+@pytest.mark.parametrize(("rule", "broken"), [
+    ({"replace": {"path": "/elsewhere"}}, True),
+    ({"replace": {"method": "DELETE"}}, True),
+    ({"replace": {"headers": {"X-Chaos": "1"}, "queries": {"a": "b"}}}, False),
+    ({"patch": {"headers": [["X-Chaos", "1"]]}}, False),
+    ({"target": "Response", "replace": {"code": 503}}, True),
+    ({"target": "Response", "replace": {"code": 200}}, False),
+    ({"target": "Response", "replace": {"body": "eyJ4IjogMX0="}}, True),
+    ({"target": "Response", "patch": {"body": {"type": "JSON", "value": "{}"}}}, True),
+])
+def test_what_makes_an_answer_wrong(rule: dict[str, Any], broken: bool) -> None:
+    """A request sent elsewhere, or an error status or another body in the answer, breaks it; added
+    headers, queries or a success status do not."""
+    faults = http_faults([rule], WireRequest("POST", ("/getquote",), json_body=True))
+    assert faults == HttpFaults(broken=1.0 if broken else 0.0)

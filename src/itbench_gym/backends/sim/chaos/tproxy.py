@@ -134,12 +134,24 @@ def http_faults(rules: Sequence[Mapping[str, Any]], request: WireRequest) -> Htt
             lost += 1  # the server answered; the proxy resets the connection instead of passing the answer on
             continue
         delays.append(sum(delay_seconds(rule.get("delay")) for rule in picked))
-        broken += any(rule.get("replace") or ((rule.get("patch") or {}).get("body") and request_body_patch(rule) is None) for rule in picked)
+        broken += any(map(_breaks, picked))
     n = len(request.paths)
     if not delays:
         return HttpFaults(aborted / n, lost=lost / n)
     mean = sum(delays) / len(delays)
     return HttpFaults(aborted / n, mean, sum((d - mean) ** 2 for d in delays) / len(delays), broken / n, lost / n)
+
+
+def _breaks(rule: Mapping[str, Any]) -> bool:
+    """Whether a rule makes the answer wrong: a request sent to another path, with another method or body
+    (the server answers something else), a response given an error status or another body, a patched
+    response body. Added or replaced headers and queries, a request body patch (the server's to cope
+    with: app.yaml ``request_bodies``) and a success status leave it as it was."""
+    replace = rule.get("replace") or {}
+    patch_body = (rule.get("patch") or {}).get("body")
+    if rule.get("target") == "Response":
+        return bool(replace.get("body")) or int(replace.get("code") or 0) >= 400 or bool(patch_body)
+    return any(replace.get(k) for k in ("path", "method", "body"))
 
 
 def request_body_patch(rule: Mapping[str, Any]) -> Any:
