@@ -371,13 +371,14 @@ class AppSpec:
         return self.runtimes.get(self.services[service].language, Runtime())
 
 
-#: An HTTP route in an operation id ("GET /api/cart", "ingress GET /"): its callers' pools spread per request.
+#: An HTTP route in an operation id ("GET /api/cart", "ingress GET /"): its method and path (the request its
+#: server receives), and its callers' pools spread per request.
 _HTTP_ROUTE = re.compile(r"(?:^|\s)(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (/\S*)")
 #: A gRPC method's full name as its server spans it ("oteldemo.CartService/GetCart").
 _GRPC_METHOD = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*/[A-Za-z_]\w*$")
 
 
-def parse_request(text: str) -> tuple[str, str] | None:
+def _parse_request(text: str) -> tuple[str, str] | None:
     """The method and path of a request line ("POST /oteldemo.CartService/GetCart"); None if it is not one."""
     m = _HTTP_ROUTE.match(text)
     return (m.group(1), m.group(2)) if m is not None and m.end() == len(text) else None
@@ -387,7 +388,7 @@ def _wire_request(protocol: str, op: dict[str, Any], where: str) -> tuple[str, s
     """What a SERVER operation of an HTTP/1 or gRPC port receives: app.yaml ``request``, else the route its
     id names (HTTP) or ``POST /<full method>`` (gRPC, when its id is the method's full name)."""
     if "request" in op:
-        request = parse_request(op["request"])
+        request = _parse_request(op["request"])
         if request is None:
             raise AppSpecError(f"{where}.request: {op['request']!r} is not a request line (METHOD /path)")
         return request

@@ -16,9 +16,8 @@ both of clients and servers in the Pod"). A rule selects a request by ``port``, 
 ``path`` (a wildcard over the URI's path, the ``wildmatch`` crate's: ``*`` any run of characters, ``?``
 one, nothing else special); ``Request`` rules act on the request, an abort ending it before the server
 sees it, ``Response`` rules on the server's answer, an abort resetting the connection instead of passing
-the answer on. A body patch on a
-body that is not JSON (a gRPC message, a GET's empty body) fails to parse and ends the request as an
-abort does.
+the answer on. A body patch on a body that is not JSON (a gRPC message, a GET's empty body) fails to
+parse and ends the request as an abort does.
 """
 
 from __future__ import annotations
