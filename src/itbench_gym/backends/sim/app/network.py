@@ -142,6 +142,7 @@ def chaos_selects(sel: dict[str, Any] | None, namespace: str, labels: dict[str, 
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_NO_FAULTS = HttpFaults()
 #: Request methods whose requests carry no body (a JSON body patch finds nothing to parse).
 _BODILESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
 
@@ -359,6 +360,8 @@ def reach(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     Routing depends on the view's objects only (remembered in ``view.derived``); the share of the
     tick a Service had endpoints depends on the time as well.
     """
+    if request is not None and not _any_http_chaos(view):
+        request = None  # no proxy to select by it: every request of the address dials alike
     key = ("dial", src.uid if src is not None else None, host, port, target_service, password, handshake, request)
     dial = view.derived.get(key)
     if dial is None:
@@ -397,9 +400,15 @@ def reachable_once_started(spec: AppSpec, view: ClusterView, src: PodView, addr:
 def _http_chaos(view: ClusterView, pod: dict[str, Any], port: int) -> list[dict[str, Any]]:
     """The specs of the HTTPChaos experiments injected into ``pod`` whose proxy takes ``port`` (requests
     the pod serves on it and requests it sends to it), in the order the view lists them."""
+    if not _any_http_chaos(view):
+        return []
     rid = record_id(pod)
     return [spec for obj in view.chaos if obj["kind"] == "HTTPChaos" and rid in injected_pods(obj)
             and int((spec := obj.get("spec") or {}).get("port", 0)) == port]
+
+
+def _any_http_chaos(view: ClusterView) -> bool:
+    return view.fact("any HTTPChaos", lambda: any(obj["kind"] == "HTTPChaos" for obj in view.chaos))
 
 
 def _authenticated(spec: AppSpec, view: ClusterView, pod_obj: dict[str, Any], service: str, password: str | None) -> bool:
@@ -463,7 +472,7 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
             causes[cause] = causes.get(cause, 0.0) + 1.0
             continue
         # a proxy cannot parse a protocol other than HTTP/1 and HTTP/2 and relays it as plain TCP
-        faults = http_faults(rules, request) if rules and http and request is not None else HttpFaults()
+        faults = http_faults(rules, request) if rules and http and request is not None else _NO_FAULTS
         if faults.aborted > 0:
             causes["http_abort"] = causes.get("http_abort", 0.0) + faults.aborted
         arrived = 1.0 - faults.aborted
