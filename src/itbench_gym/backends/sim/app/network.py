@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -454,27 +455,30 @@ def _dial(spec: AppSpec, view: ClusterView, src: PodView | None, host: str, port
     if not ready:
         return Reach(0.0, "no_endpoints", 0.0, 0.0, target)
     ok, delay, loss, var, http_err, lost_answers = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    causes: dict[str, float] = {}
+    causes: defaultdict[str, float] = defaultdict(float)
     # the client's own proxy (an HTTPChaos on its pod for the port it dials) sees every request first
     client_rules = _http_chaos(view, src.pod, port) if src is not None else []
     http = target_service not in spec.services or spec.services[target_service].speaks_http
     for pod_obj in ready:
         tp = _target_port(svc_port, pod_obj)
         if tp is None or tp not in _listening_port(spec, pod_obj, view):
-            causes["refused"] = causes.get("refused", 0.0) + 1.0
+            causes["refused"] += 1.0
+            continue
+        if not policy_allows(view, src, pod_obj, tp):
+            causes["timeout"] += 1.0
             continue
         blocked, extra, lost, spread = _network_chaos(view, src, pod_obj)
         rules = client_rules + _http_chaos(view, pod_obj, tp)
         # a proxy that exited leaves its port's packets dropped
-        cause = ("timeout" if not policy_allows(view, src, pod_obj, tp) or blocked or any(proxy_exits(h) for h in rules)
+        cause = ("timeout" if blocked or any(proxy_exits(h) for h in rules)
                  else "auth" if handshake and not _authenticated(spec, view, pod_obj, target_service, password) else None)
         if cause is not None:
-            causes[cause] = causes.get(cause, 0.0) + 1.0
+            causes[cause] += 1.0
             continue
         # a proxy cannot parse a protocol other than HTTP/1 and HTTP/2 and relays it as plain TCP
         faults = http_faults(rules, request) if rules and http and request is not None else _NO_FAULTS
         if faults.aborted > 0:
-            causes["http_abort"] = causes.get("http_abort", 0.0) + faults.aborted
+            causes["http_abort"] += faults.aborted
         arrived = 1.0 - faults.aborted
         ok += arrived
         delay += arrived * (extra + faults.delay_s * 1000.0)
