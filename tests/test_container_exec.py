@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from itbench_gym.backends.sim.containers import programs
-from itbench_gym.backends.sim.containers.context import Container, ExecResult, FileTree, WritableMount
+from itbench_gym.backends.sim.containers.context import EXEC_DATA_CEILING, EXEC_WORK_CEILING, Container, ExecResult, FileTree, WritableMount
 from itbench_gym.backends.sim.containers.runner import DEFAULT_PATH
 from itbench_gym.backends.sim.kube.registry import shared
 
@@ -416,3 +418,75 @@ def test_grep_r_searches_a_mount_as_it_is_laid_out_and_says_what_it_cannot_searc
                         "/etc/otelcol/relay.yaml:relay: true"]
     partial = run(DEBIAN, "grep", "-rl", "localhost", "/etc")
     assert partial.stdout == b"/etc/hosts\n" and partial.code == 2 and UNMODELLED in partial.stderr.decode()
+
+
+#: A container whose memory limit leaves an exec'd process 1 MiB.
+LIMITED = replace(_writable(("sh", "dash", "sed", "wc", "cat", "printf")), memory_room=2**20)
+UNLIMITED = _writable(("sh", "dash", "sed", "wc", "cat", "printf"))
+
+
+@pytest.mark.parametrize("script", [
+    "x=a; while true; do x=$x$x; done; echo never",      # a variable doubling
+    "printf '%900000000s' x; echo never",                  # a field as wide as its width (printf is a builtin)
+    "printf '%.900000000f' 1; echo never",
+])
+def test_a_process_past_its_memory_is_killed_and_the_twin_never_holds_more_than_its_ceiling(script: str) -> None:
+    """The OOM killer ends a shell holding more than its container's limit leaves it (137, nothing
+    said); without a limit the twin stops it at what it holds, and says so (it never takes the host's memory)."""
+    killed = sh(LIMITED, script)
+    assert (killed.code, killed.stderr, b"never" in killed.stdout) == (137, b"", False)
+    stopped = sh(UNLIMITED, script)
+    assert stopped.code == 2 and b"never" not in stopped.stdout
+    assert stopped.stderr.decode() == f"itbench_gym: the twin holds at most {EXEC_DATA_CEILING // 2**20} MiB of an exec'd process's data, output and files; this command went past it\n"
+
+
+def test_a_killed_subshell_or_program_leaves_the_shell_running() -> None:
+    """The OOM killer takes the largest process: a command substitution, a pipeline's stage or a program
+    (sed multiplying its input) ends with 137 and the script goes on."""
+    result = sh(LIMITED, "x=$(printf '%2000000s' x); echo sub $? ${#x}; printf '%2000000s' x | wc -c; "
+                         "printf '%200000s' x | sed 's/ /&&&&&&&&/g' | wc -c; echo end")
+    assert result.stdout.decode().split() == ["sub", "137", "0", "0", "0", "end"]
+    assert result.code == 0
+
+
+def test_a_file_grows_only_to_what_the_twin_holds() -> None:
+    """An emptyDir file is disk, not the process's memory (the limit does not bound it); the twin keeps
+    at most its ceiling of it."""
+    box = replace(_writable(("sh", "dash", "printf", "cat")), memory_room=2**20)
+    result = sh(box, "while true; do printf '%500000s' x >> /data/big; done")
+    assert result.code == 2 and b"the twin holds at most" in result.stderr
+    assert EXEC_DATA_CEILING - 500_000 < len(box.files.written()["/data"].files["big"]) <= EXEC_DATA_CEILING
+
+
+def test_pattern_removal_cuts_the_shortest_or_longest_match_as_trying_every_prefix_and_suffix_does() -> None:
+    """``${x#p}``, ``${x##p}``, ``${x%p}``, ``${x%%p}`` against their definition (the shortest or longest
+    prefix or suffix the pattern matches, tried one by one), over random patterns and values."""
+    import random
+    import re
+
+    def expected(value: str, pattern: str, op: str) -> str:
+        rx = re.compile("".join({"*": ".*", "?": "."}.get(c, "[ab]" if c == "%" else re.escape(c)) for c in pattern), re.DOTALL)
+        if op.startswith("#"):
+            cuts = [k for k in range(len(value) + 1) if rx.fullmatch(value[:k])]
+            return value[(cuts[-1] if op == "##" else cuts[0]):] if cuts else value
+        cuts = [k for k in range(len(value) + 1) if rx.fullmatch(value[k:])]
+        return value[:(cuts[0] if op == "%%" else cuts[-1])] if cuts else value
+
+    rnd = random.Random(7)
+    for _ in range(300):
+        value = "".join(rnd.choice("ab") for _ in range(rnd.randint(0, 8)))
+        pattern = "".join(rnd.choice("*?ab%") for _ in range(rnd.randint(1, 4)))
+        op = rnd.choice(["#", "##", "%", "%%"])
+        result = sh(DEBIAN, f"x={value}; printf '[%s]' \"${{x{op}{pattern.replace('%', '[ab]')}}}\"")
+        assert result.stdout.decode() == f"[{expected(value, pattern, op)}]", (value, op, pattern)
+    # quoted pattern characters match themselves
+    assert sh(DEBIAN, "x='*ab*'; printf '%s %s' \"${x#\"*\"}\" \"${x%%'*'}\"").stdout == b"ab* *ab"
+
+
+def test_a_loop_over_large_data_ends_within_the_step() -> None:
+    """The twin runs an exec'd process within one step, so its shell stops a script once it has moved
+    a bounded amount of data (the loop limit alone would let 10,000 passes over 8 MB run for minutes)."""
+    result = sh(UNLIMITED, 'x=$(printf "%4000000s" y); while true; do echo "$x" > /dev/null; done')
+    assert result.code == 2
+    assert result.stderr.decode() == (f"itbench_gym: the twin's shell moves at most {EXEC_WORK_CEILING // 2**20} MiB of data for one "
+                                      "exec'd process (it runs within one step); this command went past it\n")

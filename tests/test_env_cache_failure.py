@@ -113,11 +113,17 @@ def test_bad_actions_are_observations(env: gym.Env) -> None:
         ("frobnicate the cluster", "unknown tool 'frobnicate'"),
         ("kubectl get podz -n otel-demo", 'the server doesn\'t have a resource type "podz"'),
         ("kubectl " + "a" * 1_000_000, "1,000,008 characters"),
+        # a negative limit would reach the kubelets and the app model: the API server refuses it
+        ("kubectl set resources deploy/cart -n otel-demo --limits=memory=-1", 'Invalid value: "-1": must be greater than or equal to 0'),
+        # a process past what its container's limit leaves it is OOM-killed, not the twin's host
+        ("kubectl exec -n otel-demo deploy/valkey-cart -- sh -c 'x=a; while true; do x=$x$x; done'", "command terminated with exit code 137"),
     ]
     for action, expected in cases:
         obs, reward, terminated, truncated, _ = env.step(action)
         assert expected in obs["text"], obs["text"]
         assert obs["exit_status"] != 0 and not terminated and not truncated and reward == 0.0
+    obs, *_ = env.step("wait 30")
+    assert obs["exit_status"] == 0, obs["text"]
     obs, *_ = env.step("kubectl get deploy recommendation -n otel-demo")
     assert obs["exit_status"] == 0 and "recommendation" in obs["text"]
 

@@ -78,6 +78,29 @@ def test_create_errors(store: ObjectStore) -> None:
     assert e.value.status()["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
 
 
+def test_resource_quantities_below_zero_and_unknown_container_resources_are_refused(store: ObjectStore) -> None:
+    """A negative limit would reach the kubelets and the app model (a negative working set); the API
+    server refuses it, and a container resource that is neither standard nor domain-qualified."""
+    d = store.create(deployment())
+    d["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"memory": "-1", "foo": "1"}, "requests": {"cpu": "-500m"}}
+    with pytest.raises(ApiError) as e:
+        store.update(d)
+    assert e.value.code == 422
+    causes = {(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]}
+    assert causes == {
+        ("spec.template.spec.containers[0].resources.limits[memory]", 'Invalid value: "-1": must be greater than or equal to 0'),
+        ("spec.template.spec.containers[0].resources.limits[foo]", 'Invalid value: "foo": must be a standard resource for containers'),
+        ("spec.template.spec.containers[0].resources.requests[cpu]", 'Invalid value: "-500m": must be greater than or equal to 0'),
+    }
+    d["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"memory": "0", "hugepages-2Mi": "0", "example.com/gpu": "1"}}
+    store.update(d)  # zero, huge pages and extended resources are allowed
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"},
+             "spec": {"hard": {"pods": "-1"}}}
+    with pytest.raises(ApiError, match=r'spec.hard\[pods\]: Invalid value: "-1": must be greater than or equal to 0'):
+        store.create(quota)
+
+
 def test_get_returns_copies(store: ObjectStore) -> None:
     store.create(deployment())
     got = store.get("Deployment", "default", "web")

@@ -130,7 +130,8 @@ class ClusterTwin:
         """``kubectl exec``'s far end for this cluster; names in the ``hidden`` namespaces do not resolve."""
         runtime = RegistryRuntime(self.env.images)
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule, default_home=shared().default_home,
-                             hidden=hidden, started_sources=self.cluster.kubelet.started_sources, volumes=self.cluster.kubelet)
+                             hidden=hidden, started_sources=self.cluster.kubelet.started_sources, volumes=self.cluster.kubelet,
+                             working_set=self.cluster.working_set)
 
     def reseed(self, seed: int) -> None:
         with self.lock:

@@ -233,7 +233,7 @@ class Twin:
         return ContainerExec(self.cluster.store, self.lock, self.clock, runtime.image_rule,
                              default_home=shared().default_home, started_env=started_env, routing=routing,
                              seed=lambda: self.seed, hidden=hidden, started_sources=self.cluster.kubelet.started_sources,
-                             volumes=self.cluster.kubelet)
+                             volumes=self.cluster.kubelet, working_set=self.cluster.working_set)
 
     def _main_output(self, pod: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int] | None:
         """What a container whose process no model drives prints, run through the emulated programs."""

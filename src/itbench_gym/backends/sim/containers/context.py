@@ -9,6 +9,7 @@ with files the image may not have.
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,30 @@ class ExecResult:
     stdout: bytes = b""
     stderr: bytes = b""
     code: int = 0
+
+
+#: What the twin holds for one exec'd process: its data, its output and the files it writes. A real
+#: node holds far more, but the twin runs every process inside its own, and no agent command needs more.
+EXEC_DATA_CEILING = 16 * 2**20
+
+
+class OutOfMemory(Exception):
+    """An exec'd process held more than its container's memory limit leaves it: the kernel's OOM
+    killer ends it (SIGKILL, exit status 137)."""
+
+
+#: What the twin's shell moves for one exec'd process (words it expands, output its commands write):
+#: the twin runs it within one step, so a loop over large data must end.
+EXEC_WORK_CEILING = 4 * EXEC_DATA_CEILING
+
+
+class BeyondTwin(Exception):
+    """An exec'd process passed :data:`EXEC_DATA_CEILING` or :data:`EXEC_WORK_CEILING`; the message says which."""
+
+
+#: Why the twin stopped a process that held too much.
+TOO_MUCH_DATA = (f"itbench_gym: the twin holds at most {EXEC_DATA_CEILING // 2**20} MiB of an exec'd process's data, "
+                 "output and files; this command went past it")
 
 
 #: The twin's words for a write outside every volume (the image's writable layer, which it does not model).
@@ -306,6 +331,22 @@ class Container:
     kernel: tuple[str, str, str] = ("", "", "")
     #: Versions of the image's programs whose behaviour depends on them (the registry's ``versions``).
     versions: Mapping[str, str] = field(default_factory=dict)
+    #: Bytes an exec'd process may hold before its cgroup's OOM killer ends it: the container's memory
+    #: limit less what its main process uses (inf: no limit).
+    memory_room: float = math.inf
+
+    def hold(self, size: int) -> None:
+        """Check ``size`` bytes of data a process holds in memory (variables, words, a program's buffers)."""
+        if size > self.memory_room:
+            raise OutOfMemory(size)
+        self.keep(size)
+
+    @staticmethod
+    def keep(size: int) -> None:
+        """Check ``size`` bytes of a stream or file the twin keeps for a process (output, a pipe, a
+        file in a volume): no process memory, but the twin's own."""
+        if size > EXEC_DATA_CEILING:
+            raise BeyondTwin(TOO_MUCH_DATA)
 
     def path(self, raw: str, cwd: str | None = None) -> str:
         """``raw`` as an absolute, normalised path (relative to ``cwd``, default the working directory)."""

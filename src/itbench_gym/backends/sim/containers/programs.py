@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .context import IS_DIR, MISSING, NOT_DIR, NOT_KEPT, Container, ExecResult
+from .context import IS_DIR, MISSING, NOT_DIR, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory
 
 #: Every message in which the twin speaks for itself (what it does not model or emulate) names it.
 TWIN_WORD = "itbench_gym"
 #: Exit statuses of a program the image has but the twin does not emulate, and of an emulation that failed.
 NOT_EMULATED, EMULATION_FAILED = 126, 70
+#: A process the OOM killer ended (128 + SIGKILL); a process stopped for passing what the twin holds.
+OOM_KILLED, BEYOND_TWIN = 137, 2
 UNMODELLED = ("the itbench_gym twin does not model what is here (it knows the container's ConfigMap, Secret and downward-API "
               "volumes and the kubelet's files: /etc/hosts, /etc/hostname, /etc/resolv.conf, /dev/termination-log; not the "
               "image's own files, nor what processes it does not emulate write to emptyDir and persistent volumes)")
@@ -60,6 +62,7 @@ class Invocation:
         self.err += (self.prefix + message + "\n").encode("utf-8", "surrogateescape")
 
     def write(self, text: str | bytes) -> None:
+        self.container.keep(len(self.out) + len(text))
         self.out += text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
 
     def done(self, code: int) -> ExecResult:
@@ -387,6 +390,8 @@ def _printf(inv: Invocation) -> ExecResult:
                 width = str(_printf_number(inv, take() or "0", True)[0])
             if precision == "*":
                 precision = str(_printf_number(inv, take() or "0", True)[0])
+            # a field is as wide as its width, a number as long as its precision: held before it is made
+            inv.container.hold(sum(map(len, out)) + max((abs(int(n)) for n in (width, precision) if n and n.lstrip("-").isdigit()), default=0))
             if conv is None or conv not in "sbcdiouxXfFeEgG":
                 inv.say({"gnu": f"%{conv or ''}: invalid conversion specification", "bash": f"`{conv or ''}': invalid format character",
                          "dash": f"%{conv or ''}: invalid directive", "busybox": f"%{conv or ''}: invalid format"}[inv.style])
@@ -1303,8 +1308,13 @@ def run(argv: list[str], container: Container, stdin: bytes = b"", env: Mapping[
                                  f"(emulated: {listed})\n".encode("utf-8", "surrogateescape"), code=NOT_EMULATED)
     style = "busybox" if busybox(container) else "gnu"
     prefix = (posixpath.basename(word) if style == "busybox" else word) + ": "
+    inv = Invocation(list(argv), container, stdin, env, cwd, style, prefix)
     try:
-        return program(Invocation(list(argv), container, stdin, env, cwd, style, prefix))
+        return program(inv)
+    except OutOfMemory:
+        return ExecResult(bytes(inv.out), bytes(inv.err), OOM_KILLED)
+    except BeyondTwin as beyond:
+        return ExecResult(bytes(inv.out), bytes(inv.err) + f"{beyond}\n".encode(), BEYOND_TWIN)
     except Exception as failure:  # a failing emulation is a crashed process to the caller, never its exception
         return ExecResult(stderr=f"itbench_gym: the twin's emulation of {word} failed: {failure!r}\n".encode(),
                           code=EMULATION_FAILED)

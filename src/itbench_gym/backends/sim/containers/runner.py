@@ -12,6 +12,7 @@ import base64
 import binascii
 import hashlib
 import ipaddress
+import math
 import posixpath
 import threading
 import time
@@ -28,6 +29,7 @@ from itbench_gym.backends.sim.kube.auth import (
     issue_token,
     kubelet_token_issued_at,
 )
+from itbench_gym.backends.sim.kube.controllers.util import container_limits
 from itbench_gym.backends.sim.kube.errors import ApiError
 from itbench_gym.backends.sim.kube.nodes import KERNEL_BUILD, uname_machine
 from itbench_gym.backends.sim.kube.registry import ImageRule
@@ -55,6 +57,8 @@ StartedSources = Callable[[Obj, str], "Mapping[tuple[str, str], Obj | None] | No
 _Sources = Mapping[tuple[str, str], "Obj | None"]
 #: The app model's routing of a namespace (None: no modelled app runs there).
 Routing = Callable[[str], "AppRouting | None"]
+#: (namespace, pod, container) -> the container's working-set memory in bytes.
+WorkingSet = Callable[[str, str, str], float]
 
 
 class PodVolumes(Protocol):
@@ -118,8 +122,11 @@ class ContainerExec:
     def __init__(self, store: ObjectStore, lock: threading.RLock, clock: Any, rule_of: RuleOf, *,
                  default_home: str, started_env: StartedEnv | None = None, routing: Routing | None = None,
                  seed: Callable[[], int] = lambda: 0, hidden: frozenset[str] = frozenset(),
-                 started_sources: StartedSources | None = None, volumes: PodVolumes | None = None) -> None:
+                 started_sources: StartedSources | None = None, volumes: PodVolumes | None = None,
+                 working_set: WorkingSet | None = None) -> None:
+        """``working_set``: a container's memory in use (bytes), which its limit leaves an exec'd process less of."""
         self._store, self._lock, self._clock = store, lock, clock
+        self._working_set = working_set
         self._started_sources, self._volumes = started_sources, volumes
         self._rule_of, self._default_home, self._started_env = rule_of, default_home, started_env
         #: Namespaces the agent's API hides (the injection machinery): their names do not resolve either.
@@ -240,10 +247,13 @@ class ContainerExec:
         node = self._object("Node", "", str(pod_spec.get("nodeName") or ""))
         info = ((node or {}).get("status") or {}).get("nodeInfo") or {}
         kernel = (str(info.get("kernelVersion", "")), KERNEL_BUILD, uname_machine(str(info.get("architecture", ""))))
+        limit = container_limits(spec).get("memory")
+        used = self._working_set(namespace, str(meta.get("name", "")), str(spec.get("name", ""))) if self._working_set is not None else 0.0
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
                          image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname, started),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
-                         now=float(self._clock.now()), network=network, kernel=kernel, versions=dict(rule.versions))
+                         now=float(self._clock.now()), network=network, kernel=kernel, versions=dict(rule.versions),
+                         memory_room=max(float(limit) - used, 0.0) if limit else math.inf)
 
     def _visible(self, objects: list[Obj]) -> list[Obj]:
         """The objects outside the hidden namespaces (a Namespace by its own name)."""

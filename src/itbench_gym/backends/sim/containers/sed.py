@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .context import NOT_KEPT, ExecResult
@@ -246,9 +247,12 @@ def _expand(replacement: str, match: re.Match[str]) -> str:
 class _Run:
     """One pass of the script over a stream of lines."""
 
-    def __init__(self, commands: list[Command], quiet: bool) -> None:
-        self.commands, self.quiet = commands, quiet
+    def __init__(self, commands: list[Command], quiet: bool, hold: Callable[[int], None]) -> None:
+        """``hold``: checks the bytes sed holds (its output so far and the pattern space), which a
+        substitution can multiply."""
+        self.commands, self.quiet, self.hold = commands, quiet, hold
         self.out: list[str] = []
+        self.held = 0
         self.code: int | None = None
         self.last_regex: re.Pattern[str] | None = None
 
@@ -273,7 +277,7 @@ class _Run:
     def line(self, number: int, text: str, is_last: bool) -> None:
         """Run the script over one line, writing what sed prints."""
         appended: list[str] = []
-        pc, deleted = 0, False
+        pc, deleted, kept = 0, False, len(self.out)
         while pc < len(self.commands) and self.code is None:
             cmd = self.commands[pc]
             pc += 1
@@ -307,19 +311,23 @@ class _Run:
         if not deleted and not self.quiet:
             self.out.append(text + "\n")
         self.out += appended
+        self.held += sum(map(len, self.out[kept:]))
+        self.hold(self.held)
 
     def _substitute(self, cmd: Command, text: str) -> str:
         regex = cmd.regex or self.last_regex
         if regex is None:
             raise SedError("no previous regular expression", 0)
         self.last_regex = regex
-        count, pieces, at, changed = 0, [], 0, False
+        count, pieces, at, changed, size = 0, [], 0, False, 0
         for match in regex.finditer(text):
             count += 1
             if count < cmd.occurrence or (changed and not cmd.every):
                 continue
             pieces += [text[at:match.start()], _expand(cmd.replacement, match)]
             at, changed = match.end(), True
+            size += len(pieces[-2]) + len(pieces[-1])
+            self.hold(self.held + size + len(text) - at)
         if not changed:
             return text
         text = "".join(pieces) + text[at:]
@@ -365,7 +373,7 @@ def sed(inv: Invocation) -> ExecResult:
     streams = [[f] for f in files] if suffix is not None or "s" in on else [files or ["-"]]
     code = 0
     for stream in streams:
-        run = _Run(commands, "n" in on)
+        run = _Run(commands, "n" in on, inv.container.hold)
         contents = [read_operand(inv, operand, "sed") for operand in stream]
         code = 2 if any(data is None for data in contents) else code
         lines: list[str] = []

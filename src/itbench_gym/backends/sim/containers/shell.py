@@ -20,7 +20,7 @@ from typing import Any
 from itbench_gym.lang import shell as shellsyntax
 
 from . import programs
-from .context import MISSING, NOT_KEPT, Container, ExecResult
+from .context import EXEC_WORK_CEILING, MISSING, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory
 
 SUPPORTED = ("simple commands, pipelines, ; && || lists, if, for, while, until, { } groups, variables and parameter expansions, "
              "command substitution, quoting, redirections (< FILE, > FILE and >> FILE in the pod's emptyDir volumes, > /dev/null, 2>&1)")
@@ -30,6 +30,7 @@ _UNSUPPORTED_BUILTINS = frozenset({"alias", "bg", "command", "declare", "eval", 
                                    "umask", "unalias", "wait", "shopt", "pushd", "popd", "dirs", "disown", "suspend"})
 _PROGRAM_BUILTINS = frozenset({"echo", "printf", "pwd", "true", "false", "test", "["})
 _LOOP_LIMIT = 10_000
+_GLOB_CHARS = frozenset("*?[")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -50,6 +51,19 @@ class _Exit(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+
+
+@dataclass
+class _Work:
+    """The bytes a shell and its subshells have moved: words expanded, output written."""
+
+    moved: int = 0
+
+    def add(self, size: int) -> None:
+        self.moved += size
+        if self.moved > EXEC_WORK_CEILING:
+            raise BeyondTwin(f"itbench_gym: the twin's shell moves at most {EXEC_WORK_CEILING // 2**20} MiB of data for one "
+                             "exec'd process (it runs within one step); this command went past it")
 
 
 class _Unsupported(Exception):
@@ -136,6 +150,10 @@ class _Shell:
     spill: bytearray = field(default_factory=bytearray)
     #: The status of the last command substitution of the command being expanded (None: it had none).
     substituted: int | None = None
+    #: The bytes of the words of the command being expanded.
+    words_held: int = 0
+    #: What this shell and its subshells have moved.
+    work: _Work = field(default_factory=_Work)
     builtins: dict[str, Callable[[_Shell, list[str], _IO], int]] = field(default_factory=dict)
 
     # --- diagnostics ---------------------------------------------------------------------------------
@@ -251,6 +269,8 @@ class _Shell:
             self.status = ended.code
         except _Loop:
             pass
+        except OutOfMemory:  # the OOM killer ends the subshell, the largest process, and the shell goes on
+            self.status = programs.OOM_KILLED
         finally:
             self.state = saved
 
@@ -347,6 +367,7 @@ class _Shell:
         """Expand a simple command's words, apply its assignments and redirections, and run it."""
         self.line = self.script.count("\n", 0, node.pos[0]) + 1
         self.substituted = None
+        self.words_held = 0
         assignments: list[tuple[str, str]] = []
         words: list[str] = []
         redirects: list[Any] = []
@@ -364,6 +385,8 @@ class _Shell:
         if not words:
             for name, value in assignments:
                 self.state.vars[name] = value
+            self.words_held = 0
+            self.hold_data()
             if not self._redirect(redirects, cmd_io):
                 return 1
             return self.substituted or 0
@@ -388,11 +411,19 @@ class _Shell:
             return 127
         return self._emit(programs.run(words, self.container, cmd_io.stdin.rest(), env, self.state.cwd), cmd_io)
 
-    @staticmethod
-    def _emit(result: ExecResult, io: _IO) -> int:
+    def _emit(self, result: ExecResult, io: _IO) -> int:
+        self.container.keep(len(io.out) + len(result.stdout))
+        self.container.keep(len(io.err) + len(result.stderr))
+        self.work.add(len(result.stdout) + len(result.stderr))
         io.out += result.stdout
         io.err += result.stderr
         return result.code
+
+    def hold_data(self) -> None:
+        """Check what the shell holds: its variables, positional parameters and the words of the
+        command it is expanding (a real shell's heap, which its container's memory limit bounds)."""
+        held = sum(map(len, self.state.vars.values())) + sum(map(len, self.state.positional)) + self.words_held
+        self.container.hold(held)
 
     def source(self, node: Any) -> str:
         return self.script[node.pos[0]:node.pos[1]]
@@ -485,8 +516,14 @@ class _Shell:
         quotes, tildes, then field splitting and globbing of what is unquoted (only when ``split``)."""
         src = self.source(node) if text is None else text
         pieces = self._pieces(src, quoted=False, assignment=assignment)
+        size = sum(len(p.text) for p in pieces)
+        self.words_held += size
+        self.work.add(size)
+        self.hold_data()
         if not split:
             return ["".join(p.text for p in pieces if p.kind != "break")]
+        if pieces and all(p.kind == "quoted" or (p.kind == "lit" and not _GLOB_CHARS.intersection(p.text)) for p in pieces):
+            return ["".join(p.text for p in pieces)]  # nothing to split or glob: one field, as character by character
         return [f for fields in [self._glob(field) for field in self._split(pieces)] for f in fields]
 
     def _pieces(self, src: str, quoted: bool, assignment: bool = False) -> list[_Piece]:
@@ -570,7 +607,8 @@ class _Shell:
             refused = _refused(node)
             if refused:
                 raise _Unsupported(refused)
-        sub = _Shell(script, self.container, self.name, self.kind, self.state.copy(), self.zero, False, builtins=self.builtins)
+        sub = _Shell(script, self.container, self.name, self.kind, self.state.copy(), self.zero, False, builtins=self.builtins,
+                     work=self.work)
         io = _IO(_Input(b""), bytearray(), self.spill)
         try:
             sub.run(nodes, io)
@@ -578,6 +616,8 @@ class _Shell:
             sub.status = ended.code
         except _Loop:
             pass
+        except OutOfMemory:
+            sub.status = programs.OOM_KILLED
         self.spill += sub.pending_error
         self.substituted = sub.status
         return bytes(io.out).decode("utf-8", "surrogateescape").rstrip("\n")
@@ -653,7 +693,9 @@ class _Shell:
                 return self._value_pieces(name, quoted)
             if letter == "-":
                 return self._pieces(word, quoted)
-            text = "".join(p.text for p in self._pieces(word, quoted))
+            pieces = self._pieces(word, quoted)
+            self.container.hold(sum(len(p.text) for p in pieces))
+            text = "".join(p.text for p in pieces)
             if letter == "=":
                 if not _NAME.fullmatch(name):
                     raise self._fatal(f"{name}: cannot assign in this way" if self.kind == "bash" else f"{inner}: bad variable name", 2)
@@ -663,15 +705,12 @@ class _Shell:
             raise self._fatal(f"{name}: {message}", 1 if self.kind == "bash" else 2)
         if value is None:
             self._nounset(name)
-        pattern = _glob_regex([(c, True) for c in "".join(p.text for p in self._pieces(word, quoted=False))])
+        atoms = _glob_atoms([(c, p.kind != "quoted") for p in self._pieces(word, quoted=False) for c in p.text])
         value = value or ""
         if op.startswith("#"):
-            ends = [k for k in range(len(value) + 1) if re.fullmatch(pattern, value[:k], re.DOTALL)]
-            cut = (ends[-1] if op == "##" else ends[0]) if ends else 0
-            return [_Piece(value[cut:], kind)]
-        starts = [k for k in range(len(value) + 1) if re.fullmatch(pattern, value[k:], re.DOTALL)]
-        cut = (starts[0] if op == "%%" else starts[-1]) if starts else len(value)
-        return [_Piece(value[:cut], kind)]
+            return [_Piece(value[_matched_prefix(atoms, value, longest=op == "##"):], kind)]
+        # a suffix of the value is a prefix of it reversed, matched by the pattern's atoms reversed
+        return [_Piece(value[:len(value) - _matched_prefix(atoms[::-1], value[::-1], longest=op == "%%")], kind)]
 
     def _bad_substitution(self, inner: str) -> list[_Piece]:
         if self.kind == "bash" and re.match(r"[A-Za-z_]\w*(\[|/|:\d|:-?\s*\d|\^|,|@)", inner):
@@ -834,6 +873,7 @@ class _Shell:
         fields = [f for f in re.split("[" + re.escape(ifs) + "]+", line.strip(ifs))] if ifs else [line]
         for index, name in enumerate(names):
             self.state.vars[name] = " ".join(fields[index:]) if index == len(names) - 1 else (fields[index] if index < len(fields) else "")
+        self.hold_data()
         return 0 if ended else 1
 
     def _exec(self, args: list[str], io: _IO) -> int:
@@ -861,6 +901,21 @@ def _is_param(name: str) -> bool:
 
 def _glob_regex(chars: Sequence[tuple[str, bool]]) -> str:
     """A shell pattern (characters with whether they are active, i.e. unquoted) as a regular expression."""
+    return "".join(_glob_atoms(chars))
+
+
+def _matched_prefix(atoms: Sequence[str], value: str, *, longest: bool) -> int:
+    """The length of the longest (else the shortest) prefix of ``value`` the pattern of ``atoms``
+    matches, 0 when none does. The pattern is a sequence of ``.*``, one-character atoms and literals,
+    so the first match of a greedy (lazy) backtracking search ends as late (early) as any can: one
+    search, where trying every prefix in turn took quadratic time."""
+    regex = "".join(atoms) if longest else "".join(".*?" if a == ".*" else a for a in atoms)
+    found = re.match(regex, value, re.DOTALL)
+    return found.end() if found else 0
+
+
+def _glob_atoms(chars: Sequence[tuple[str, bool]]) -> list[str]:
+    """A shell pattern as regular expressions, one per atom: ``.*``, ``.``, a bracket class or a literal."""
     out: list[str] = []
     i = 0
     while i < len(chars):
@@ -885,7 +940,7 @@ def _glob_regex(chars: Sequence[tuple[str, bool]]) -> str:
             i = j + 1
         else:
             out.append(re.escape(c))
-    return "".join(out)
+    return out
 
 
 def _syntax_error(error: shellsyntax.ShellSyntaxError, script: str, name: str, kind: str, from_stdin: bool) -> str:
@@ -977,6 +1032,11 @@ def run_script(script: str, container: Container, *, shell: str, stdin: bytes, e
         except _Unsupported as what:
             io.err += _unsupported(name, str(what)).stderr
             code = 2
+        except OutOfMemory:
+            code = programs.OOM_KILLED
+        except BeyondTwin as beyond:
+            io.err += f"{beyond}\n".encode()
+            code = programs.BEYOND_TWIN
         io.err += runner.spill + runner.pending_error
         return ExecResult(bytes(io.out), bytes(io.err), code)
     except Exception as failure:  # a failing emulation is a crashed process to the caller, never its exception

@@ -559,6 +559,20 @@ def _check_quantity(value: Any, path: str, causes: Causes) -> Any:
         return None
 
 
+#: The resources a container may request without a domain (validateContainerResourceName;
+#: ``hugepages-<size>`` as well).
+_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _check_nonnegative(value: Any, path: str, causes: Causes) -> Any:
+    """A quantity of a resource, which the API server refuses below zero (ValidateNonnegativeQuantity)."""
+    parsed = _check_quantity(value, path, causes)
+    if parsed is not None and parsed < 0:
+        causes.append(("FieldValueInvalid", path, f'Invalid value: "{value}": must be greater than or equal to 0'))
+        return None
+    return parsed
+
+
 def _validate_containers(containers: Any, path: str, causes: Causes, required: bool) -> None:
     if not isinstance(containers, list) or (required and not containers):
         if required or containers is not None:
@@ -584,7 +598,10 @@ def _validate_containers(containers: Any, path: str, causes: Causes, required: b
         parsed: dict[str, dict[str, Any]] = {}
         for kind in ("requests", "limits"):
             for r, q in (res.get(kind) or {}).items():
-                parsed.setdefault(kind, {})[r] = _check_quantity(q, f"{cp}.resources.{kind}[{r}]", causes)
+                at = f"{cp}.resources.{kind}[{r}]"
+                if "/" not in str(r) and str(r) not in _CONTAINER_RESOURCES and not str(r).startswith("hugepages-"):
+                    causes.append(("FieldValueInvalid", at, f'Invalid value: "{r}": must be a standard resource for containers'))
+                parsed.setdefault(kind, {})[r] = _check_nonnegative(q, at, causes)
         for r, lim in (parsed.get("limits") or {}).items():
             req = (parsed.get("requests") or {}).get(r)
             if req is not None and lim is not None and req > lim:
@@ -765,6 +782,13 @@ def _validate_hpa(new: Obj, old: Obj | None, causes: Causes) -> None:
         causes.append(("FieldValueInvalid", "spec.maxReplicas", f"Invalid value: {hi}: must be greater than or equal to `minReplicas`"))
 
 
+def _validate_resource_quota(new: Obj, old: Obj | None, causes: Causes) -> None:
+    """``spec.hard``: a quantity at or above zero for each resource (ValidateResourceQuota)."""
+    hard = (new.get("spec") or {}).get("hard") if isinstance(new.get("spec"), dict) else None
+    for r, q in (hard or {}).items() if isinstance(hard, dict) else ():
+        _check_nonnegative(q, f"spec.hard[{r}]", causes)
+
+
 _VALIDATORS = {
     "Pod": _validate_pod,
     "Deployment": _validate_workload,
@@ -775,6 +799,7 @@ _VALIDATORS = {
     "Service": _validate_service,
     "ConfigMap": _validate_config_keys,
     "HorizontalPodAutoscaler": _validate_hpa,
+    "ResourceQuota": _validate_resource_quota,
     "Role": rbac.validate_role,
     "ClusterRole": rbac.validate_cluster_role,
     "RoleBinding": rbac.validate_role_binding,

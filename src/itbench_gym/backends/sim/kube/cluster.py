@@ -275,6 +275,10 @@ class KubeCluster:
             raise ValueError(f"set_usage: usage of {namespace}/{pod}/{container} cannot be negative")
         self._usage[(namespace, pod, container)] = (float(cpu_cores), float(memory_bytes))
 
+    def working_set(self, namespace: str, pod: str, container: str) -> float:
+        """The container's working-set memory (bytes) as the last tick settled it; 0 when it has none."""
+        return self._usage.get((namespace, pod, container), (0.0, 0.0))[1]
+
     def _pod_usage(self, namespace: str, pod: str) -> dict[str, tuple[float, float]] | None:
         running = self._running_containers(namespace, pod)
         out = {c: self._usage[(namespace, pod, c)] for c in running if (namespace, pod, c) in self._usage}
