@@ -101,6 +101,39 @@ def test_resource_quantities_below_zero_and_unknown_container_resources_are_refu
         store.create(quota)
 
 
+@pytest.mark.parametrize(("rolling", "field", "message"), [
+    ({"maxUnavailable": "abc"}, "spec.strategy.rollingUpdate.maxUnavailable",
+     'Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"abc"}: a valid percent string must be a numeric string '
+     "followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"),
+    ({"maxUnavailable": 0, "maxSurge": 0}, "spec.strategy.rollingUpdate.maxUnavailable",
+     'Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:""}: may not be 0 when `maxSurge` is 0'),
+    ({"maxUnavailable": "101%"}, "spec.strategy.rollingUpdate.maxUnavailable",
+     'Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"101%"}: must not be greater than 100%'),
+    ({"maxSurge": -1}, "spec.strategy.rollingUpdate.maxSurge", "Invalid value: -1: must be greater than or equal to 0"),
+])
+def test_a_rolling_update_the_controller_cannot_run_is_refused(store: ObjectStore, rolling: dict[str, Any], field: str, message: str) -> None:
+    """What the deployment controller would divide by or parse is checked where the API server checks it
+    (an unparseable maxUnavailable once failed every later tick)."""
+    d = deployment()
+    d["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": rolling}
+    with pytest.raises(ApiError) as e:
+        store.create(d)
+    assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == [(field, message)]
+
+
+def test_probe_counts_below_zero_are_refused_and_a_job_gets_its_generated_selector(store: ObjectStore) -> None:
+    d = deployment()
+    d["spec"]["template"]["spec"]["containers"][0]["livenessProbe"] = {"tcpSocket": {"port": 80}, "periodSeconds": -1}
+    with pytest.raises(ApiError, match=r"containers\[0\].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0"):
+        store.create(d)
+    job = store.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
+                        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+    uid = job["metadata"]["uid"]
+    assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert job["spec"]["template"]["metadata"]["labels"] == {
+        "job-name": "j", "batch.kubernetes.io/job-name": "j", "controller-uid": uid, "batch.kubernetes.io/controller-uid": uid}
+
+
 def test_get_returns_copies(store: ObjectStore) -> None:
     store.create(deployment())
     got = store.get("Deployment", "default", "web")

@@ -31,6 +31,9 @@ _UNSUPPORTED_BUILTINS = frozenset({"alias", "bg", "command", "declare", "eval", 
 _PROGRAM_BUILTINS = frozenset({"echo", "printf", "pwd", "true", "false", "test", "["})
 _LOOP_LIMIT = 10_000
 _GLOB_CHARS = frozenset("*?[")
+#: Words and values up to this many bytes are not checked against the process's memory one by one:
+#: a script names few variables, so small ones cannot add up to much (and the check sums them all).
+_SMALL = 4096
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -385,8 +388,9 @@ class _Shell:
         if not words:
             for name, value in assignments:
                 self.state.vars[name] = value
-            self.words_held = 0
-            self.hold_data()
+            if any(len(value) > _SMALL for _, value in assignments):
+                self.words_held = 0
+                self.hold_data()
             if not self._redirect(redirects, cmd_io):
                 return 1
             return self.substituted or 0
@@ -519,7 +523,8 @@ class _Shell:
         size = sum(len(p.text) for p in pieces)
         self.words_held += size
         self.work.add(size)
-        self.hold_data()
+        if self.words_held > _SMALL:
+            self.hold_data()
         if not split:
             return ["".join(p.text for p in pieces if p.kind != "break")]
         if pieces and all(p.kind == "quoted" or (p.kind == "lit" and not _GLOB_CHARS.intersection(p.text)) for p in pieces):
@@ -873,7 +878,8 @@ class _Shell:
         fields = [f for f in re.split("[" + re.escape(ifs) + "]+", line.strip(ifs))] if ifs else [line]
         for index, name in enumerate(names):
             self.state.vars[name] = " ".join(fields[index:]) if index == len(names) - 1 else (fields[index] if index < len(fields) else "")
-        self.hold_data()
+        if len(line) > _SMALL:
+            self.hold_data()
         return 0 if ended else 1
 
     def _exec(self, args: list[str], io: _IO) -> int:

@@ -377,6 +377,23 @@ def _default_job(obj: Obj, alloc: Allocations) -> None:
     _default_template(obj)
 
 
+def _generate_job_selector(job: Obj) -> None:
+    """The Job strategy's ``generateSelector``: the template labelled with the Job's name and uid
+    (where it has no such label), and the selector matching the uid."""
+    meta, spec = job["metadata"], job.setdefault("spec", {})
+    labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+    for key in ("job-name", "batch.kubernetes.io/job-name"):
+        labels.setdefault(key, meta["name"])
+    for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
+        labels.setdefault(key, meta["uid"])
+    given = spec.get("selector")
+    selector: Obj = given if isinstance(given, dict) else {}
+    labelled = selector.get("matchLabels")
+    match: Obj = labelled if isinstance(labelled, dict) else {}
+    match.setdefault("batch.kubernetes.io/controller-uid", meta["uid"])
+    spec["selector"] = {**selector, "matchLabels": match}
+
+
 def _default_cronjob(obj: Obj, alloc: Allocations) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("concurrencyPolicy", "Allow")
@@ -483,7 +500,10 @@ def admit_create(rt: ResourceType, obj: Obj) -> None:
 
 
 def after_create(rt: ResourceType, obj: Obj) -> None:
-    """Status a real cluster fills at creation (a CRD is Established at once)."""
+    """What a real cluster fills once the object has its uid: a CRD's status (Established at once), a
+    Job's generated selector."""
+    if rt.kind == "Job" and rt.group == "batch" and not (obj.get("spec") or {}).get("manualSelector"):
+        _generate_job_selector(obj)
     if rt.kind == "CustomResourceDefinition" and rt.group == "apiextensions.k8s.io":
         spec = obj.get("spec") or {}
         names = dict(spec.get("names") or {})
@@ -573,6 +593,14 @@ def _check_nonnegative(value: Any, path: str, causes: Causes) -> Any:
     return parsed
 
 
+#: A percentage as ``IsValidPercent`` accepts it, and its words.
+_PERCENT = re.compile(r"[0-9]+%")
+_PERCENT_MSG = ("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
+                "regex used for validation is '[0-9]+%')")
+#: A probe's counts and durations, which may not be negative (validateProbe).
+_PROBE_FIELDS = ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold")
+
+
 def _validate_containers(containers: Any, path: str, causes: Causes, required: bool) -> None:
     if not isinstance(containers, list) or (required and not containers):
         if required or containers is not None:
@@ -608,6 +636,14 @@ def _validate_containers(containers: Any, path: str, causes: Causes, required: b
                 causes.append(("FieldValueInvalid", f"{cp}.resources.requests",
                                f'Invalid value: "{res["requests"][r]}": must be less than or equal to {r} limit of {res["limits"][r]}'))
         _validate_env(c.get("env"), f"{cp}.env", causes)
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            fields = c.get(probe)
+            if not isinstance(fields, dict):
+                continue
+            for name in _PROBE_FIELDS:
+                value = fields.get(name)
+                if isinstance(value, int) and value < 0:
+                    causes.append(("FieldValueInvalid", f"{cp}.{probe}.{name}", f"Invalid value: {value}: must be greater than or equal to 0"))
         for j, p in enumerate(c.get("ports") or []):
             port = p.get("containerPort") if isinstance(p, dict) else None
             if not isinstance(port, int) or not 0 < port < 65536:
@@ -719,6 +755,58 @@ def _validate_workload(new: Obj, old: Obj | None, causes: Causes) -> None:
                        'Unsupported value: "{}": supported values: "OnFailure", "Never"'.format(rp or "Always")))
     if kind == "Job" and old is not None and (old.get("spec") or {}).get("template") != template:
         causes.append(("FieldValueInvalid", "spec.template", "Invalid value: field is immutable"))
+    strategy = spec.get("strategy" if kind == "Deployment" else "updateStrategy")
+    rolling = strategy.get("rollingUpdate") if isinstance(strategy, dict) and kind in ("Deployment", "DaemonSet") else None
+    if kind == "Deployment" and isinstance(strategy, dict) and strategy.get("type") == "Recreate" and rolling is not None:
+        causes.append(("FieldValueForbidden", "spec.strategy.rollingUpdate", "Forbidden: may not be specified when strategy `type` is 'Recreate'"))
+    elif isinstance(rolling, dict):
+        path = f"spec.{'strategy' if kind == 'Deployment' else 'updateStrategy'}.rollingUpdate"
+        _validate_rolling_update(rolling, path, causes, daemonset=kind == "DaemonSet")
+
+
+def _go_int_or_string(value: Any) -> str:
+    """An ``intstr.IntOrString`` as the API server's field errors print it (Go's ``%#v``)."""
+    if isinstance(value, str):
+        return f'intstr.IntOrString{{Type:1, IntVal:0, StrVal:"{value}"}}'
+    return f'intstr.IntOrString{{Type:0, IntVal:{value}, StrVal:""}}'
+
+
+def _int_or_percent_value(value: Any) -> int | None:
+    """``getIntOrPercentValue``: the number of an int or a valid percentage (None: neither)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value[:-1]) if isinstance(value, str) and _PERCENT.fullmatch(value) else None
+
+
+def _validate_rolling_update(rolling: Obj, path: str, causes: Causes, *, daemonset: bool) -> None:
+    """ValidateRollingUpdateDeployment / ValidateRollingUpdateDaemonSet: each of ``maxUnavailable`` and
+    ``maxSurge`` a non-negative int or a percentage, not both zero (for a DaemonSet, exactly one set),
+    ``maxUnavailable`` (and a DaemonSet's ``maxSurge``) at most 100%."""
+    values: dict[str, int] = {}
+    for name in ("maxUnavailable", "maxSurge"):
+        if name not in rolling or rolling[name] is None:
+            values[name] = 0 if daemonset and name == "maxSurge" else 1 if daemonset else 25
+            continue
+        raw = rolling[name]
+        number = _int_or_percent_value(raw)
+        if isinstance(raw, str) and number is None:
+            causes.append(("FieldValueInvalid", f"{path}.{name}", f"Invalid value: {_go_int_or_string(raw)}: {_PERCENT_MSG}"))
+        elif isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
+            causes.append(("FieldValueInvalid", f"{path}.{name}", f"Invalid value: {raw}: must be greater than or equal to 0"))
+        elif isinstance(raw, str) and number is not None and number > 100 and (name == "maxUnavailable" or daemonset):
+            causes.append(("FieldValueInvalid", f"{path}.{name}", f"Invalid value: {_go_int_or_string(raw)}: must not be greater than 100%"))
+        values[name] = number or 0
+    unavailable, surge = values["maxUnavailable"] != 0, values["maxSurge"] != 0
+    if daemonset and unavailable and surge:
+        causes.append(("FieldValueInvalid", f"{path}.maxSurge",
+                       f"Invalid value: {_go_int_or_string(rolling.get('maxSurge'))}: may not be set when maxUnavailable is non-zero"))
+    elif daemonset and not unavailable and not surge:
+        causes.append(("FieldValueRequired", f"{path}.maxUnavailable", "Required value: cannot be 0 when maxSurge is 0"))
+    elif not daemonset and not unavailable and not surge:
+        causes.append(("FieldValueInvalid", f"{path}.maxUnavailable",
+                       f"Invalid value: {_go_int_or_string(rolling.get('maxUnavailable', 0))}: may not be 0 when `maxSurge` is 0"))
 
 
 def _go_map(m: dict[str, Any]) -> str:
