@@ -373,3 +373,14 @@ def test_decoders_directly() -> None:
     with pytest.raises(ApiError):
         bodies.check_document(nested(bodies.MAX_DEPTH + 1))
     bodies.check_document(nested(bodies.MAX_DEPTH - 1))
+
+
+@pytest.mark.parametrize(("value", "byte"), [("not-base64!!", 3), ("aGVsbG8", 4), ("aGVsbA=", 7), ("aGVsbA==x", 8), ("a===", 1), ("ab=c", 2)])
+def test_secret_data_that_is_not_base64_is_400_at_the_byte_go_stops(api: Api, value: str, byte: int) -> None:
+    """A Secret's ``data`` is ``[]byte``: Go's decoder refuses what standard base64 does not decode, so
+    a Secret written with plain text (a common mistake fixing a corrupted credential) fails on a cluster."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"s{byte}"}, "data": {"k": value}}
+    body = status(api.request("POST", f"/api/v1/namespaces/{NS}/secrets", json.dumps(secret)), 400)
+    assert body["message"] == f'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte {byte}'
+    secret["data"] = {"k": "aGVsbG8=", "n": "aGVs\nbG8="}
+    assert api.request("POST", f"/api/v1/namespaces/{NS}/secrets", json.dumps(secret)).status_code == 201

@@ -1,4 +1,5 @@
-"""JSON as Go's ``encoding/json`` marshals values decoded from JSON into ``interface{}``.
+"""JSON as Go's ``encoding/json`` marshals values decoded from JSON into ``interface{}``, and how it
+decodes a ``[]byte`` field (standard base64).
 
 Go servers the twin stands in for (flagd's OFREP answers) write their JSON this way: compact, HTML-safe
 (``<``, ``>``, ``&`` and U+2028/U+2029 escaped), control characters other than ``\\b``, ``\\f``,
@@ -93,3 +94,41 @@ def _string(s: str) -> str:
         else:
             chars.append(ch)
     return '"' + "".join(chars) + '"'
+
+
+_BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def base64_error(text: str) -> int | None:
+    """Where ``base64.StdEncoding`` stops decoding ``text`` (Go's ``CorruptInputError``: the byte offset
+    of ``illegal base64 data at input byte N``), or None when it decodes. As Go's ``decodeQuantum``:
+    newlines are skipped, a quantum ends in ``=`` or ``==`` padding only at the end of the input, and a
+    quantum cut short needs its padding."""
+    src = text.encode("utf-8", "surrogateescape")
+    si = 0
+    while si < len(src):
+        j = 0
+        while j < 4:
+            if si == len(src):
+                return None if j == 0 else si - j
+            c = src[si]
+            si += 1
+            if c in _BASE64:
+                j += 1
+                continue
+            if c in b"\r\n":
+                continue
+            if c != ord("=") or j < 2:
+                return si - 1
+            if j == 2:  # "==" expected, the first "=" consumed
+                while si < len(src) and src[si] in b"\r\n":
+                    si += 1
+                if si == len(src):
+                    return len(src)
+                if src[si] != ord("="):
+                    return si - 1
+                si += 1
+            while si < len(src) and src[si] in b"\r\n":
+                si += 1
+            return si if si < len(src) else None
+    return None

@@ -18,6 +18,8 @@ from typing import Any
 
 from kubernetes.client import models as k8s_models
 
+from itbench_gym.lang.gojson import base64_error
+
 from . import errors
 from .auth import Visibility
 from .resources import ResourceRegistry, ResourceType
@@ -38,6 +40,11 @@ _PRIMITIVES: dict[str, Obj] = {
     "bytearray": {"type": "string", "format": "byte"},
     "object": {},
 }
+#: Fields upstream types ``[]byte`` (``format: byte``: standard base64 in JSON) that the client models
+#: type ``str``: (schema, property, whether it is a map of them).
+_BYTE_FIELDS = (("io.k8s.api.core.v1.Secret", "data", True), ("io.k8s.api.core.v1.ConfigMap", "binaryData", True),
+                ("io.k8s.api.certificates.v1.CertificateSigningRequestSpec", "request", False),
+                ("io.k8s.api.certificates.v1.CertificateSigningRequestStatus", "certificate", False))
 _KIND_MODEL_OVERRIDES = {("", "Event"): "CoreV1Event", ("events.k8s.io", "Event"): "EventsV1Event"}
 
 
@@ -120,6 +127,10 @@ def _builtin_schemas(registry_types: tuple[ResourceType, ...]) -> tuple[dict[str
         schema = gen.schemas[name]
         schema["x-kubernetes-group-version-kind"] = [{"group": rt.group, "version": rt.version, "kind": rt.kind}]
         roots[(rt.group, rt.version, rt.kind)] = name
+    for schema_name, prop, is_map in _BYTE_FIELDS:
+        field = gen.schemas.get(schema_name, {}).get("properties", {}).get(prop)
+        if field is not None:
+            (field["additionalProperties"] if is_map else field)["format"] = "byte"
     return gen.schemas, roots
 
 
@@ -278,12 +289,8 @@ class OpenAPIBuilder:
             if name not in schemas:
                 return None
             schema = schemas[name]
-        found = _first_type_error(obj, schema, schemas)
-        if found is None:
-            return None
-        path, got, want = found
-        return (f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: json: cannot unmarshal '
-                f"{got} into Go struct field {rt.kind}.{path} of type {want}")
+        found = _first_type_error(obj, schema, schemas, rt.kind)
+        return f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {found}' if found is not None else None
 
 
 #: Fields of type ``resource.Quantity``, which decodes from a JSON number as well as a string (the
@@ -338,8 +345,9 @@ def _type_ok(value: Any, want: str, quantity: bool) -> bool:
     return True
 
 
-def _first_type_error(obj: Any, schema: Obj, schemas: dict[str, Obj]) -> tuple[str, str, str] | None:
-    """``(path, JSON type found, Go type wanted)`` of the first mistyped value (iterative walk)."""
+def _first_type_error(obj: Any, schema: Obj, schemas: dict[str, Obj], kind: str) -> str | None:
+    """Why Go's decoder stops at the first mistyped value (iterative walk): a JSON type the Go type
+    cannot take, or a ``[]byte`` (``format: byte``) that is not standard base64."""
     stack: list[tuple[Any, Obj, str, bool]] = [(obj, schema, "", False)]
     while stack:
         value, sch, path, quantity = stack.pop()
@@ -348,7 +356,9 @@ def _first_type_error(obj: Any, schema: Obj, schemas: dict[str, Obj]) -> tuple[s
         declared, sch = sch, _resolve(sch, schemas)
         want = sch.get("type")
         if isinstance(want, str) and not _type_ok(value, want, quantity):
-            return path or "(root)", _json_type(value), _go_type(declared, schemas)
+            return f"json: cannot unmarshal {_json_type(value)} into Go struct field {kind}.{path or '(root)'} of type {_go_type(declared, schemas)}"
+        if isinstance(value, str) and sch.get("format") == "byte" and (at := base64_error(value)) is not None:
+            return f"illegal base64 data at input byte {at}"
         if isinstance(value, dict):
             props, extra = sch.get("properties"), sch.get("additionalProperties")
             for k, v in value.items():
