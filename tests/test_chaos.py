@@ -52,10 +52,12 @@ def test_cron_every_and_standard_fields() -> None:
     minute = Cron("*/5 * * * *")
     assert minute.next_after(T0 + 1) == T0 + 300
     assert minute.last_due(T0, T0 + 299) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"end of range \(61\) above maximum \(59\): 61"):
         Cron("61 * * * *")
-    with pytest.raises(ValueError):
-        Cron("@every -1m")
+    assert Cron("@every -1m").next_after(T0) == T0 + 1  # robfig's Every: at least a second
+    assert Cron("*/20 * * * * *").next_after(T0 + 1) == T0 + 20  # Chaos Mesh's parser takes seconds too
+    with pytest.raises(ValueError, match=r"expected 5 to 6 fields, found 4: \[1 2 3 4\]"):
+        Cron("1 2 3 4")
 
 
 def test_selector_defaults_to_the_experiments_namespace_and_checks_every_criterion() -> None:

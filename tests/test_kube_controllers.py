@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from itbench_gym.backends.sim.kube.controllers.job import next_schedule, parse_cron
+import pytest
+
 from itbench_gym.backends.sim.kube.controllers.util import ALPHANUMS
 from itbench_gym.backends.sim.kube.runtime import DefaultRuntime
+from itbench_gym.lang import cron
 from kube_fixtures import NS, container, deployment, events, make_cluster, pods, run, service
 
 
@@ -401,16 +403,37 @@ def test_job_runs_to_completion():
     assert [e["message"] for e in events(cluster, "Completed")] == ["Job completed"]
 
 
-def test_cron_schedule_parsing():
-    fields = parse_cron("*/15 2 * * 1-5")
-    t = next_schedule(fields, 1_767_225_600.0)  # 2026-01-01 (Thursday) 00:00 UTC
-    assert t == 1_767_225_600.0 + 2 * 3600
-    try:
-        parse_cron("61 * * * *")
-    except ValueError as e:
-        assert "out of range" in str(e)
-    else:
-        raise AssertionError("a bad schedule must be rejected")
+def test_cron_schedule_parsing() -> None:
+    assert cron.parse("*/15 2 * * 1-5").next_after(1_767_225_600.0) == 1_767_225_600.0 + 2 * 3600  # 2026-01-01, a Thursday
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("not a schedule", "expected exactly 5 fields, found 3: [not a schedule]"),
+    ("99 * * * *", "end of range (99) above maximum (59): 99"),
+    ("* * 0 * *", "beginning of range (0) below minimum (1): 0"),
+    ("* * * * 7", "end of range (7) above maximum (6): 7"),
+    ("5-2 * * * *", "beginning of range (5) beyond end of range (2): 5-2"),
+    ("*/0 * * * *", "step of range should be a positive number: */0"),
+    ("1-2-3 * * * *", "too many hyphens: 1-2-3"),
+    ("x * * * *", 'failed to parse int from x: strconv.Atoi: parsing "x": invalid syntax'),
+    ("@fortnightly", "unrecognized descriptor: @fortnightly"),
+    ("@every soon", 'failed to parse duration @every soon: time: invalid duration "soon"'),
+    ("", "empty spec string"),
+])
+def test_cron_schedules_are_refused_in_robfig_crons_words(spec: str, message: str) -> None:
+    with pytest.raises(ValueError) as e:
+        cron.parse(spec)
+    assert str(e.value) == message
+
+
+def test_cron_days_match_as_robfig_cron_matches_them() -> None:
+    """Both day fields restricted: either matches (the 1st, or a Monday); one a star: both must."""
+    jan1 = 1_767_225_600.0  # Thursday 2026-01-01 00:00 UTC
+    either = cron.parse("0 0 1 * mon")
+    assert either.next_after(jan1) == jan1 + 4 * 86400  # Monday the 5th, before February the 1st
+    assert cron.parse("0 0 * * MON").next_after(jan1) == jan1 + 4 * 86400
+    assert cron.parse("0 0 1 jan *").next_after(jan1) == 1_798_761_600.0  # 2027-01-01
+    assert cron.parse("@every 90s").next_after(jan1 + 0.5) == jan1 + 90
 
 
 def test_snapshot_restore_round_trip():

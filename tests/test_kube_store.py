@@ -134,6 +134,20 @@ def test_probe_counts_below_zero_are_refused_and_a_job_gets_its_generated_select
         "job-name": "j", "batch.kubernetes.io/job-name": "j", "controller-uid": uid, "batch.kubernetes.io/controller-uid": uid}
 
 
+@pytest.mark.parametrize(("schedule", "message"), [
+    ("not a schedule", 'Invalid value: "not a schedule": expected exactly 5 fields, found 3: [not a schedule]'),
+    ("0 * * * 7", 'Invalid value: "0 * * * 7": end of range (7) above maximum (6): 7'),
+    ("TZ=UTC 0 * * * *", 'Invalid value: "TZ=UTC 0 * * * *": cannot use TZ or CRON_TZ in schedule, use timeZone field instead'),
+])
+def test_a_cronjob_schedule_is_validated_as_upstream_parses_it(store: ObjectStore, schedule: str, message: str) -> None:
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "default"},
+               "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+    with pytest.raises(ApiError) as e:
+        store.create(cronjob)
+    assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == [("spec.schedule", message)]
+
+
 def test_get_returns_copies(store: ObjectStore) -> None:
     store.create(deployment())
     got = store.get("Deployment", "default", "web")

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from itbench_gym.lang import cron
 from itbench_gym.lang.timestamps import rfc3339
 
 from ..kube.controllers.base import Context, Controller, Key
-from ..kube.controllers.job import next_schedule, parse_cron
 from ..kube.controllers.util import controller_of, controller_ref, name_suffix, parse_time
 from ..kube.errors import ApiError
 from ..kube.store import clone
 from .experiment import is_finished
-from .kinds import API_GROUP, API_VERSION, COMPONENT, PAUSE_ANNOTATION, SPEC_KEYS, is_paused, parse_duration
+from .kinds import API_GROUP, API_VERSION, COMPONENT, PAUSE_ANNOTATION, SPEC_KEYS, is_paused
 
 Obj = dict[str, Any]
 #: Most missed runs looked at when catching up (a robfig/cron schedule does the same).
@@ -28,24 +28,15 @@ _MAX_MISSED = 100
 
 
 class Cron:
-    """A Schedule's ``schedule`` field; ValueError with the reason when it cannot be parsed."""
+    """A Schedule's ``schedule`` field as Chaos Mesh's robfig/cron parser reads it (``lang/cron.py``:
+    standard fields with optional seconds, descriptors); ValueError with its words when it does not parse."""
 
     def __init__(self, text: str) -> None:
-        text = text.strip()
-        self.every: float | None = None
-        self.fields: tuple[frozenset[int], ...] | None = None
-        if text.startswith("@every "):
-            self.every = parse_duration(text[len("@every "):])
-            if self.every <= 0:
-                raise ValueError(f"@every needs a positive duration: {text!r}")
-        else:
-            self.fields = parse_cron(text)
+        self.schedule = cron.parse(text, seconds=True)
+        self.every = self.schedule.every
 
     def next_after(self, t: float) -> float | None:
-        if self.every is not None:
-            return t + self.every
-        assert self.fields is not None
-        return next_schedule(self.fields, t)
+        return self.schedule.next_after(t)
 
     def last_due(self, after: float, now: float) -> float | None:
         """The latest scheduled time in (after, now], or None."""

@@ -16,6 +16,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from itbench_gym.lang import cron
+
 from . import errors, rbac
 from .crschema import schema_causes
 from .resources import ResourceType
@@ -870,6 +872,24 @@ def _validate_hpa(new: Obj, old: Obj | None, causes: Causes) -> None:
         causes.append(("FieldValueInvalid", "spec.maxReplicas", f"Invalid value: {hi}: must be greater than or equal to `minReplicas`"))
 
 
+def _validate_cronjob(new: Obj, old: Obj | None, causes: Causes) -> None:
+    """``spec.schedule``: required, robfig/cron's standard format, its time zone in ``timeZone`` only."""
+    given = new.get("spec")
+    spec: Obj = given if isinstance(given, dict) else {}
+    schedule = spec.get("schedule")
+    if not schedule or not isinstance(schedule, str):
+        causes.append(("FieldValueRequired", "spec.schedule", "Required value"))
+    elif "TZ" in schedule:
+        causes.append(("FieldValueInvalid", "spec.schedule", f'Invalid value: "{schedule}": cannot use '
+                       + ("both timeZone field and TZ or CRON_TZ in schedule" if spec.get("timeZone") is not None
+                          else "TZ or CRON_TZ in schedule, use timeZone field instead")))
+    else:
+        try:
+            cron.parse(schedule)
+        except ValueError as bad:
+            causes.append(("FieldValueInvalid", "spec.schedule", f'Invalid value: "{schedule}": {bad}'))
+
+
 def _validate_resource_quota(new: Obj, old: Obj | None, causes: Causes) -> None:
     """``spec.hard``: a quantity at or above zero for each resource (ValidateResourceQuota)."""
     hard = (new.get("spec") or {}).get("hard") if isinstance(new.get("spec"), dict) else None
@@ -888,6 +908,7 @@ _VALIDATORS = {
     "ConfigMap": _validate_config_keys,
     "HorizontalPodAutoscaler": _validate_hpa,
     "ResourceQuota": _validate_resource_quota,
+    "CronJob": _validate_cronjob,
     "Role": rbac.validate_role,
     "ClusterRole": rbac.validate_cluster_role,
     "RoleBinding": rbac.validate_role_binding,

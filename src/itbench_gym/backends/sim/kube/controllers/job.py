@@ -11,10 +11,10 @@ minute and prune their history.
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Iterable
 from typing import Any
 
+from itbench_gym.lang import cron
 from itbench_gym.lang.timestamps import rfc3339
 
 from ..errors import ApiError
@@ -170,66 +170,6 @@ def _finished_at(pod: Obj) -> str | None:
 
 # -- cron ----------------------------------------------------------------------------------------
 
-_MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
-           "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-
-
-def parse_cron(expr: str) -> tuple[frozenset[int], ...]:
-    """The five fields of a standard cron schedule as sets of allowed values; ValueError when malformed."""
-    fields = _MACROS.get(expr.strip(), expr).split()
-    if len(fields) != 5:
-        raise ValueError(f"expected exactly 5 fields, found {len(fields)}: {expr!r}")
-    out = []
-    for index, (text, (lo, hi)) in enumerate(zip(fields, _RANGES, strict=True)):
-        allowed: set[int] = set()
-        for part in text.split(","):
-            rng, _, step_text = part.partition("/")
-            step = int(step_text) if step_text else 1
-            if rng in ("*", "?"):
-                a, b = lo, hi
-            elif "-" in rng:
-                a, b = (int(x) for x in rng.split("-", 1))
-            else:
-                a = int(rng)
-                b = hi if step_text else a
-            if a < lo or b > hi or a > b or step < 1:
-                raise ValueError(f"value out of range in {text!r} (allowed {lo}-{hi}): {expr!r}")
-            allowed.update(range(a, b + 1, step))
-        out.append(frozenset(v % 7 for v in allowed) if index == 4 else frozenset(allowed))  # 7 is Sunday too
-    return tuple(out)
-
-
-def _matches(fields: tuple[frozenset[int], ...], t: _dt.datetime) -> bool:
-    minute, hour, dom, month, dow = fields
-    return (t.minute in minute and t.hour in hour and t.month in month
-            and t.day in dom and (t.weekday() + 1) % 7 in dow)
-
-
-def next_schedule(fields: tuple[frozenset[int], ...], after: float, limit_minutes: int = 366 * 24 * 60) -> float | None:
-    """The first scheduled minute strictly after ``after`` (UTC), or None within ``limit_minutes``.
-
-    Walks days, then the allowed hours and minutes of a matching day, so a schedule that never
-    fires (``0 0 30 2 *``) costs a year of days, not half a million minutes, on every sync.
-    """
-    minutes, hours = sorted(fields[0]), sorted(fields[1])
-    start = (int(after) // 60 + 1) * 60
-    end = start + limit_minutes * 60
-    first = _dt.datetime.fromtimestamp(start, _dt.UTC)
-    day = first.replace(hour=0, minute=0, second=0, microsecond=0)
-    while day.timestamp() < end:
-        if _matches((frozenset({0}), frozenset({0}), *fields[2:]), day):
-            for h in hours:
-                for m in minutes:
-                    t = day.replace(hour=h, minute=m).timestamp()
-                    if t >= end:
-                        return None
-                    if t >= start:
-                        return t
-        day += _dt.timedelta(days=1)
-    return None
-
-
 class CronJobController(Controller):
     name = "cronjob"
 
@@ -249,14 +189,15 @@ class CronJobController(Controller):
         spec = cj.get("spec") or {}
         status = clone(cj.get("status") or {})
         try:
-            fields = parse_cron(str(spec.get("schedule", "")))
+            schedule = cron.parse(str(spec.get("schedule", "")))
         except ValueError as e:
-            self.ctx.recorder.record(cj, "Warning", "UnparseableSchedule", f"unparseable schedule: {e}", component=_CRON)
+            self.ctx.recorder.record(cj, "Warning", "UnparseableSchedule",
+                                     f'unparseable schedule: "{spec.get("schedule", "")}" : {e}', component=_CRON)
             return
         jobs = sorted(self.ctx.cache.owned("Job", cj), key=lambda j: j["metadata"]["name"])
         active = [j for j in jobs if not (condition(j, "Complete") or condition(j, "Failed"))]
         last = parse_time(status.get("lastScheduleTime")) or parse_time(cj["metadata"].get("creationTimestamp")) or now
-        due = next_schedule(fields, last)
+        due = schedule.next_after(last)
         if due is not None and due <= now and not spec.get("suspend"):
             policy = spec.get("concurrencyPolicy", "Allow")
             if policy == "Replace":
@@ -266,7 +207,7 @@ class CronJobController(Controller):
                 self._create_job(cj, due)
                 status["lastScheduleTime"] = rfc3339(due)
                 last = due
-            due = next_schedule(fields, max(last, now))
+            due = schedule.next_after(max(last, now))
         for j in jobs:
             if condition(j, "Complete") and j["status"].get("completionTime"):
                 if (parse_time(status.get("lastSuccessfulTime")) or 0.0) < (parse_time(j["status"]["completionTime"]) or 0.0):
