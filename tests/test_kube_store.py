@@ -148,6 +148,29 @@ def test_a_cronjob_schedule_is_validated_as_upstream_parses_it(store: ObjectStor
     assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == [("spec.schedule", message)]
 
 
+@pytest.mark.parametrize(("obj", "causes"), [
+    ({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "n", "namespace": "default"},
+      "spec": {"podSelector": {"matchExpressions": [{"key": "a", "operator": "Foo"}]},
+               "ingress": [{"from": [{"namespaceSelector": {"matchExpressions": [{"key": "b", "operator": "In"}]}}]}]}},
+     [("spec.podSelector.matchExpressions[0].operator", 'Invalid value: "Foo": not a valid selector operator'),
+      ("spec.ingress[0].from[0].namespaceSelector.matchExpressions[0].values",
+       "Required value: must be specified when `operator` is 'In' or 'NotIn'")]),
+    ({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "p", "namespace": "default"},
+      "spec": {"minAvailable": "200%", "selector": {"matchLabels": {"app": "web"}}}},
+     [("spec.minAvailable", 'Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"200%"}: must not be greater than 100%')]),
+    ({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c", "namespace": "default"},
+      "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "-1Gi"}}}},
+     [("spec.resources[storage]", 'Invalid value: "-1Gi": must be greater than zero')]),
+    ({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c", "namespace": "default"}, "spec": {}},
+     [("spec.accessModes", "Required value: at least 1 access mode is required"), ("spec.resources[storage]", "Required value")]),
+])
+def test_selectors_budgets_and_claims_are_validated_as_upstream(store: ObjectStore, obj: dict[str, Any],
+                                                                 causes: list[tuple[str, str]]) -> None:
+    with pytest.raises(ApiError) as e:
+        store.create(obj)
+    assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == causes
+
+
 def test_get_returns_copies(store: ObjectStore) -> None:
     store.create(deployment())
     got = store.get("Deployment", "default", "web")

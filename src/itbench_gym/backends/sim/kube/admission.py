@@ -733,14 +733,9 @@ def _validate_workload(new: Obj, old: Obj | None, causes: Causes) -> None:
     if kind != "Job":
         if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
             causes.append(("FieldValueRequired", "spec.selector", "Required value"))
-        else:
+        elif _validate_label_selector(selector, "spec.selector", causes):
             labels = (template.get("metadata") or {}).get("labels") or {}
-            try:
-                ok = selector_from_dict(selector).matches(labels)
-            except errors.ApiError as e:
-                causes.append(("FieldValueInvalid", "spec.selector", f"Invalid value: {e.message}"))
-                ok = True
-            if not ok:
+            if not selector_from_dict(selector).matches(labels):
                 causes.append(("FieldValueInvalid", "spec.template.metadata.labels",
                                f"Invalid value: {_go_map(labels)}: `selector` does not match template `labels`"))
         if old is not None and (old.get("spec") or {}).get("selector") != selector:
@@ -764,6 +759,81 @@ def _validate_workload(new: Obj, old: Obj | None, causes: Causes) -> None:
     elif isinstance(rolling, dict):
         path = f"spec.{'strategy' if kind == 'Deployment' else 'updateStrategy'}.rollingUpdate"
         _validate_rolling_update(rolling, path, causes, daemonset=kind == "DaemonSet")
+
+
+def _spec(obj: Obj) -> Obj:
+    """The object's ``spec`` (empty when it is missing or not an object, which decoding reports)."""
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _validate_label_selector(selector: Any, path: str, causes: Causes) -> bool:
+    """metav1validation.ValidateLabelSelector: each expression's operator known, its values given for
+    ``In``/``NotIn`` and absent for ``Exists``/``DoesNotExist``. Whether the selector is usable."""
+    if selector is None:
+        return True
+    if not isinstance(selector, dict):
+        causes.append(("FieldValueInvalid", path, "Invalid value: must be a label selector"))
+        return False
+    before = len(causes)
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        at = f"{path}.matchExpressions[{i}]"
+        if not isinstance(expr, dict):
+            causes.append(("FieldValueInvalid", at, "Invalid value: must be an object"))
+            continue
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op in ("In", "NotIn") and not values:
+            causes.append(("FieldValueRequired", f"{at}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist") and values:
+            causes.append(("FieldValueForbidden", f"{at}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        elif op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            causes.append(("FieldValueInvalid", f"{at}.operator", f'Invalid value: "{op}": not a valid selector operator'))
+    return len(causes) == before
+
+
+def _validate_network_policy(new: Obj, old: Obj | None, causes: Causes) -> None:
+    """Its pod and namespace selectors, as ValidateNetworkPolicySpec checks them."""
+    spec = _spec(new)
+    _validate_label_selector(spec.get("podSelector"), "spec.podSelector", causes)
+    for direction, peers in (("ingress", "from"), ("egress", "to")):
+        for i, rule in enumerate(spec.get(direction) or []):
+            for j, peer in enumerate((rule.get(peers) or []) if isinstance(rule, dict) else []):
+                for key in ("podSelector", "namespaceSelector"):
+                    if isinstance(peer, dict):
+                        _validate_label_selector(peer.get(key), f"spec.{direction}[{i}].{peers}[{j}].{key}", causes)
+
+
+def _validate_pod_disruption_budget(new: Obj, old: Obj | None, causes: Causes) -> None:
+    """ValidatePodDisruptionBudgetSpec: one of ``minAvailable``/``maxUnavailable``, each a non-negative
+    int or a percentage of at most 100%, and its selector."""
+    spec = _spec(new)
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        causes.append(("FieldValueInvalid", "spec", "Invalid value: minAvailable and maxUnavailable cannot be both set"))
+    for name in ("minAvailable", "maxUnavailable"):
+        raw = spec.get(name)
+        number = _int_or_percent_value(raw)
+        if isinstance(raw, str) and number is None:
+            causes.append(("FieldValueInvalid", f"spec.{name}", f"Invalid value: {_go_int_or_string(raw)}: {_PERCENT_MSG}"))
+        elif isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
+            causes.append(("FieldValueInvalid", f"spec.{name}", f"Invalid value: {raw}: must be greater than or equal to 0"))
+        elif isinstance(raw, str) and number is not None and number > 100:
+            causes.append(("FieldValueInvalid", f"spec.{name}", f"Invalid value: {_go_int_or_string(raw)}: must not be greater than 100%"))
+    _validate_label_selector(spec.get("selector"), "spec.selector", causes)
+
+
+def _validate_pvc(new: Obj, old: Obj | None, causes: Causes) -> None:
+    """ValidatePersistentVolumeClaimSpec: an access mode, and a storage request above zero."""
+    spec = _spec(new)
+    if not spec.get("accessModes"):
+        causes.append(("FieldValueRequired", "spec.accessModes", "Required value: at least 1 access mode is required"))
+    resources = spec.get("resources")
+    requests = (resources.get("requests") or {}) if isinstance(resources, dict) else {}
+    if "storage" not in requests:
+        causes.append(("FieldValueRequired", "spec.resources[storage]", "Required value"))
+        return
+    value = _check_quantity(requests["storage"], "spec.resources[storage]", causes)
+    if value is not None and value <= 0:
+        causes.append(("FieldValueInvalid", "spec.resources[storage]", f'Invalid value: "{requests["storage"]}": must be greater than zero'))
 
 
 def _go_int_or_string(value: Any) -> str:
@@ -874,8 +944,7 @@ def _validate_hpa(new: Obj, old: Obj | None, causes: Causes) -> None:
 
 def _validate_cronjob(new: Obj, old: Obj | None, causes: Causes) -> None:
     """``spec.schedule``: required, robfig/cron's standard format, its time zone in ``timeZone`` only."""
-    given = new.get("spec")
-    spec: Obj = given if isinstance(given, dict) else {}
+    spec = _spec(new)
     schedule = spec.get("schedule")
     if not schedule or not isinstance(schedule, str):
         causes.append(("FieldValueRequired", "spec.schedule", "Required value"))
@@ -909,6 +978,9 @@ _VALIDATORS = {
     "HorizontalPodAutoscaler": _validate_hpa,
     "ResourceQuota": _validate_resource_quota,
     "CronJob": _validate_cronjob,
+    "NetworkPolicy": _validate_network_policy,
+    "PodDisruptionBudget": _validate_pod_disruption_budget,
+    "PersistentVolumeClaim": _validate_pvc,
     "Role": rbac.validate_role,
     "ClusterRole": rbac.validate_cluster_role,
     "RoleBinding": rbac.validate_role_binding,
