@@ -528,7 +528,7 @@ class _Shell:
         if not split:
             return ["".join(p.text for p in pieces if p.kind != "break")]
         if pieces and all(p.kind == "quoted" or (p.kind == "lit" and not _GLOB_CHARS.intersection(p.text)) for p in pieces):
-            return ["".join(p.text for p in pieces)]  # nothing to split or glob: one field, as character by character
+            return ["".join(p.text for p in pieces)]  # nothing to split or glob: the one field splitting would give
         return [f for fields in [self._glob(field) for field in self._split(pieces)] for f in fields]
 
     def _pieces(self, src: str, quoted: bool, assignment: bool = False) -> list[_Piece]:
