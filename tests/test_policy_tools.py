@@ -406,3 +406,19 @@ def test_kyverno_test_without_suites_says_so(cis: ToolContext) -> None:
     (cis.workspace / "empty").mkdir()
     out = kyverno(cis, "kyverno test empty")
     assert (out.text.strip(), out.exit_status) == ("No test yamls available", 0)
+
+
+@pytest.mark.parametrize(("rego", "line", "cycle"), [
+    ("f(x) := f(x + 1)\nresult := f(0)\n", 3, "data.loop.f -> data.loop.f"),
+    ("a(x) := b(x)\nb(x) := a(x)\nresult := a(1)\n", 3, "data.loop.a -> data.loop.b -> data.loop.a"),
+    ("import data.loop as me\nf(x) := me.f(x)\nresult := f(1)\n", 4, "data.loop.f -> data.loop.f"),
+])
+def test_a_recursive_function_is_refused_as_opa_refuses_it(ctx: ToolContext, rego: str, line: int, cycle: str) -> None:
+    """regorus would run the function until the process's stack overflowed (a segfault of the env's
+    process); OPA's compiler refuses any recursion, and so does the twin, before evaluating."""
+    write(ctx, "loop.rego", "package loop\nimport rego.v1\n" + rego)
+    out = opa(ctx, "opa eval -d loop.rego -f pretty data.loop.result")
+    assert out.exit_status == 1
+    assert f"loop.rego:{line}: rego_recursion_error: rule {cycle.split(' ')[0]} is recursive: {cycle}" in out.text
+    write(ctx, "ok.rego", "package ok\nimport rego.v1\nf(x) := x + 1\ng(x) := f(x) * 2\nresult := g(1)\n")
+    assert opa(ctx, "opa eval -d ok.rego -f pretty data.ok.result").text == "4"

@@ -274,7 +274,9 @@ def _merge(into: dict[str, Any], value: Any, shown: str) -> None:
 
 def _from_rego(exc: RegoError, sources: Mapping[str, str], *, at_eval: bool) -> _OpaError:
     """The engine's error in OPA's terms: code, file, row, column and the offending source line."""
-    if not at_eval or exc.module == _QUERY_MODULE:
+    if exc.code is not None:
+        code = exc.code
+    elif not at_eval or exc.module == _QUERY_MODULE:
         code = "rego_parse_error"
     else:
         code = "eval_conflict_error" if re.search(r"conflict|multiple (outputs|values)", exc.message, re.I) else "rego_compile_error"

@@ -19,6 +19,8 @@ from typing import Any, Literal, Protocol
 
 import regorus
 
+from .recursion import recursive_function
+
 #: Rego syntax of a module: OPA 1.x defaults to v1; v0 is pre-1.0 syntax (``p[x] { ... }``, no ``if``).
 RegoVersion = Literal["v0", "v1"]
 _POSITION = re.compile(r"-->\s*(?P<module>[^\n]+?):(?P<line>\d+):(?P<column>\d+)")
@@ -26,10 +28,12 @@ _CARET_LINE = re.compile(r"^\s*(\d+\s*)?\|")
 
 
 class RegoError(Exception):
-    """A module that does not parse or compile, or a query that fails: names the module and position."""
+    """A module that does not parse or compile, or a query that fails: names the module and position, and
+    OPA's error code where the twin knows it (``rego_recursion_error``)."""
 
-    def __init__(self, message: str, *, module: str | None = None, line: int | None = None, column: int | None = None) -> None:
-        self.message, self.module, self.line, self.column = message, module, line, column
+    def __init__(self, message: str, *, module: str | None = None, line: int | None = None, column: int | None = None,
+                 code: str | None = None) -> None:
+        self.message, self.module, self.line, self.column, self.code = message, module, line, column, code
         where = f"{module}:{line}:{column}: " if module and line is not None else (f"{module}: " if module else "")
         super().__init__(f"{where}{message}")
 
@@ -67,15 +71,32 @@ class RegoEngine:
     def __init__(self) -> None:
         self._engine = regorus.Engine()
         self.modules: dict[str, RegoVersion] = {}
+        #: each module's AST as regorus parsed it (the recursion check reads every module's functions)
+        self._asts: dict[str, Any] = {}
 
     def add_module(self, name: str, source: str, version: RegoVersion = "v1") -> None:
-        """Parse ``source`` as ``version`` syntax; a v0 module may still ``import rego.v1`` as OPA allows."""
+        """Parse ``source`` as ``version`` syntax; a v0 module may still ``import rego.v1`` as OPA allows.
+        A function that calls itself, directly or through others, is refused as OPA's compiler refuses it
+        (regorus would recurse until the process's stack overflows)."""
+        probe = regorus.Engine()
+        probe.set_rego_v0(version == "v0")
+        try:
+            probe.add_policy(name, source)
+        except Exception as exc:  # the binding raises RuntimeError (and others) for any parse or compile failure
+            raise _error_from(exc, name) from None
+        parsed = json.loads(probe.get_ast_as_json())[0]
+        found = recursive_function({**self._asts, name: parsed})
+        if found is not None:
+            module, line, cycle = found
+            raise RegoError(f"rule {cycle[0]} is recursive: {' -> '.join(cycle)}", module=module, line=line, column=1,
+                            code="rego_recursion_error")
         self._engine.set_rego_v0(version == "v0")
         try:
             self._engine.add_policy(name, source)
-        except Exception as exc:  # the binding raises RuntimeError (and others) for any parse or compile failure
+        except Exception as exc:
             raise _error_from(exc, name) from None
         self.modules[name] = version
+        self._asts[name] = parsed
 
     def set_data(self, data: Mapping[str, Any]) -> None:
         """Replace the base document ``data`` (Gatekeeper's ``data.inventory``, for instance)."""
