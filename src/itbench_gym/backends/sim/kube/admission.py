@@ -810,14 +810,8 @@ def _validate_pod_disruption_budget(new: Obj, old: Obj | None, causes: Causes) -
     if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
         causes.append(("FieldValueInvalid", "spec", "Invalid value: minAvailable and maxUnavailable cannot be both set"))
     for name in ("minAvailable", "maxUnavailable"):
-        raw = spec.get(name)
-        number = _int_or_percent_value(raw)
-        if isinstance(raw, str) and number is None:
-            causes.append(("FieldValueInvalid", f"spec.{name}", f"Invalid value: {_go_int_or_string(raw)}: {_PERCENT_MSG}"))
-        elif isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
-            causes.append(("FieldValueInvalid", f"spec.{name}", f"Invalid value: {raw}: must be greater than or equal to 0"))
-        elif isinstance(raw, str) and number is not None and number > 100:
-            causes.append(("FieldValueInvalid", f"spec.{name}", f"Invalid value: {_go_int_or_string(raw)}: must not be greater than 100%"))
+        if spec.get(name) is not None:
+            _check_int_or_percent(spec[name], f"spec.{name}", causes, at_most_100=True)
     _validate_label_selector(spec.get("selector"), "spec.selector", causes)
 
 
@@ -852,6 +846,19 @@ def _int_or_percent_value(value: Any) -> int | None:
     return int(value[:-1]) if isinstance(value, str) and _PERCENT.fullmatch(value) else None
 
 
+def _check_int_or_percent(raw: Any, path: str, causes: Causes, *, at_most_100: bool) -> int | None:
+    """ValidatePositiveIntOrPercent (and IsNotMoreThan100Percent): a non-negative int or a ``[0-9]+%``
+    percentage; its number (None when it is neither)."""
+    number = _int_or_percent_value(raw)
+    if isinstance(raw, str) and number is None:
+        causes.append(("FieldValueInvalid", path, f"Invalid value: {_go_int_or_string(raw)}: {_PERCENT_MSG}"))
+    elif isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
+        causes.append(("FieldValueInvalid", path, f"Invalid value: {raw}: must be greater than or equal to 0"))
+    elif isinstance(raw, str) and number is not None and number > 100 and at_most_100:
+        causes.append(("FieldValueInvalid", path, f"Invalid value: {_go_int_or_string(raw)}: must not be greater than 100%"))
+    return number
+
+
 def _validate_rolling_update(rolling: Obj, path: str, causes: Causes, *, daemonset: bool) -> None:
     """ValidateRollingUpdateDeployment / ValidateRollingUpdateDaemonSet: each of ``maxUnavailable`` and
     ``maxSurge`` a non-negative int or a percentage, not both zero (for a DaemonSet, exactly one set),
@@ -861,15 +868,8 @@ def _validate_rolling_update(rolling: Obj, path: str, causes: Causes, *, daemons
         if name not in rolling or rolling[name] is None:
             values[name] = 0 if daemonset and name == "maxSurge" else 1 if daemonset else 25
             continue
-        raw = rolling[name]
-        number = _int_or_percent_value(raw)
-        if isinstance(raw, str) and number is None:
-            causes.append(("FieldValueInvalid", f"{path}.{name}", f"Invalid value: {_go_int_or_string(raw)}: {_PERCENT_MSG}"))
-        elif isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
-            causes.append(("FieldValueInvalid", f"{path}.{name}", f"Invalid value: {raw}: must be greater than or equal to 0"))
-        elif isinstance(raw, str) and number is not None and number > 100 and (name == "maxUnavailable" or daemonset):
-            causes.append(("FieldValueInvalid", f"{path}.{name}", f"Invalid value: {_go_int_or_string(raw)}: must not be greater than 100%"))
-        values[name] = number or 0
+        values[name] = _check_int_or_percent(rolling[name], f"{path}.{name}", causes,
+                                             at_most_100=name == "maxUnavailable" or daemonset) or 0
     unavailable, surge = values["maxUnavailable"] != 0, values["maxSurge"] != 0
     if daemonset and unavailable and surge:
         causes.append(("FieldValueInvalid", f"{path}.maxSurge",
@@ -961,8 +961,8 @@ def _validate_cronjob(new: Obj, old: Obj | None, causes: Causes) -> None:
 
 def _validate_resource_quota(new: Obj, old: Obj | None, causes: Causes) -> None:
     """``spec.hard``: a quantity at or above zero for each resource (ValidateResourceQuota)."""
-    hard = (new.get("spec") or {}).get("hard") if isinstance(new.get("spec"), dict) else None
-    for r, q in (hard or {}).items() if isinstance(hard, dict) else ():
+    hard = _spec(new).get("hard")
+    for r, q in hard.items() if isinstance(hard, dict) else ():
         _check_nonnegative(q, f"spec.hard[{r}]", causes)
 
 
