@@ -8,6 +8,9 @@ Two grammars exist upstream and both are needed:
   ns`` in any order (``1.5h``, ``-2m3.4s``), used by Jaeger, Chaos Mesh, Kubernetes and LogQL's
   ``duration`` conversion.
 
+and, for the processes in containers, ``sleep``'s operands (coreutils and busybox: a decimal number
+with an optional ``s m h d`` suffix, or ``inf``; several are added up).
+
 Both are computed in integer nanoseconds, as Go holds a ``time.Duration``, so limits and rounding
 match upstream exactly. For display there are Kubernetes' ``HumanDuration`` /
 ``ShortHumanDuration`` (the ages kubectl prints) and Prometheus' ``humanizeDuration`` template
@@ -222,6 +225,22 @@ def format_go_duration_ns(ns: int) -> str:
 def format_go_duration(seconds: float) -> str:
     """``time.Duration.String`` of a number of seconds (rounded to the nanosecond)."""
     return format_go_duration_ns(round(seconds * NS_PER_S))
+
+
+_SLEEP_OPERAND = re.compile(r"(\d+\.?\d*|\.\d+)(e[-+]?\d+)?([smhd]?)|inf(inity)?", re.IGNORECASE)
+_SLEEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def sleep_seconds(operands: list[str]) -> float:
+    """Seconds ``sleep OPERAND...`` waits (``math.inf`` for ``infinity``); ValueError naming the first
+    operand that is not a duration."""
+    total = 0.0
+    for raw in operands:
+        match = _SLEEP_OPERAND.fullmatch(raw)
+        if match is None:
+            raise ValueError(raw)
+        total += math.inf if match.group(1) is None else float(match.group(1) + (match.group(2) or "")) * _SLEEP_UNITS[match.group(3).lower()]
+    return total
 
 
 # -- ages and humanized durations ----------------------------------------------------------------

@@ -23,6 +23,7 @@ from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
 from itbench_gym.backends.sim.app.fleet import AppFleet
 from itbench_gym.backends.sim.app.model import read_manifests
+from itbench_gym.backends.sim.containers.mainprocess import FollowedRun
 from itbench_gym.backends.sim.containers.network import AppRouting
 from itbench_gym.backends.sim.containers.runner import ContainerExec
 from itbench_gym.backends.sim.exporters.monitoring import Monitoring
@@ -235,10 +236,11 @@ class Twin:
                              seed=lambda: self.seed, hidden=hidden, started_sources=self.cluster.kubelet.started_sources,
                              volumes=self.cluster.kubelet, working_set=self.cluster.working_set)
 
-    def _main_output(self, pod: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int] | None:
-        """What a container whose process no model drives prints, run through the emulated programs."""
+    def _main_output(self, pod: dict[str, Any], spec: dict[str, Any], horizon: float,
+                     before: FollowedRun | None) -> FollowedRun | None:
+        """A container whose process no model drives, followed through the emulated programs."""
         argv = self.apps.runtime().main_argv(pod, spec)
-        return self._exec.main_process(pod, spec, argv) if argv is not None else None
+        return self._exec.main_process(pod, spec, argv, horizon, before) if argv is not None else None
 
     def log_lines(self, namespace: str, pod: str, container: str, start: float, end: float) -> list[tuple[float, str]]:
         """Every log record of the container (the log store's view: stdout and OTLP)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 from itbench_gym.backends.sim.kube.runtime import FileReader
 from itbench_gym.lang import shell as shellsyntax
 from itbench_gym.lang import yamltext
+from itbench_gym.lang.durations import sleep_seconds
 
 _SHELLS = {"sh", "bash", "ash"}
 _PYTHON = re.compile(r"python(3(\.\d+)?)?$")
@@ -167,12 +169,11 @@ class Process:
             return elapsed, 0
         name = argv[0].rsplit("/", 1)[-1]
         if name == "sleep":
-            if len(argv) < 2 or argv[1] == "infinity":
-                return None
             try:
-                return elapsed + float(argv[1].rstrip("s")), 0
+                seconds = sleep_seconds(argv[1:]) if len(argv) > 1 else -1.0
             except ValueError:
                 return elapsed, 1
+            return None if math.isinf(seconds) else (elapsed, 1) if seconds < 0 else (elapsed + seconds, 0)
         if name == "exit":
             return elapsed, int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 0
         if name in ("true", "false"):

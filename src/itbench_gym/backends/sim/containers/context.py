@@ -44,6 +44,35 @@ class BeyondTwin(Exception):
     """An exec'd process passed :data:`EXEC_DATA_CEILING` or :data:`EXEC_WORK_CEILING`; the message says which."""
 
 
+class ProcessWaits(Exception):
+    """A container's own process began a wait (``sleep``) that ends past the time the twin follows it
+    to: it is still running. ``out`` and ``err`` gather what it printed before, level by level as the
+    exception leaves each program (:meth:`printed_before`)."""
+
+    def __init__(self) -> None:
+        super().__init__("the process waits")
+        self.out, self.err = b"", b""
+
+    def printed_before(self, out: bytes, err: bytes) -> ProcessWaits:
+        """What the enclosing program had printed when the wait began comes before what this one printed."""
+        self.out, self.err = out + self.out, err + self.err
+        return self
+
+
+@dataclass
+class ProcessTime:
+    """How far the twin follows a container's own process: its waits add up to ``elapsed`` seconds,
+    and the one that would end past ``horizon`` (seconds since the process started) is where it is now."""
+
+    horizon: float
+    elapsed: float = 0.0
+
+    def wait(self, seconds: float) -> None:
+        if self.elapsed + seconds > self.horizon:
+            raise ProcessWaits()
+        self.elapsed += seconds
+
+
 #: Why the twin stopped a process that held too much.
 TOO_MUCH_DATA = (f"itbench_gym: the twin holds at most {EXEC_DATA_CEILING // 2**20} MiB of an exec'd process's data, "
                  "output and files; this command went past it")
@@ -334,6 +363,15 @@ class Container:
     #: Bytes an exec'd process may hold before its cgroup's OOM killer ends it: the container's memory
     #: limit less what its main process uses (inf: no limit).
     memory_room: float = math.inf
+    #: Where the twin follows the container's own process in time (None: an exec, whose waits end at
+    #: once, as the twin's clock does not run while it runs).
+    process_time: ProcessTime | None = None
+
+    def wait(self, seconds: float) -> None:
+        """A wait of the process (``sleep``): it ends at once in an exec; a container's own process
+        that would still be waiting at the time the twin follows it to stops there (:class:`ProcessWaits`)."""
+        if self.process_time is not None:
+            self.process_time.wait(seconds)
 
     def hold(self, size: int) -> None:
         """Check ``size`` bytes of data a process holds in memory (variables, words, a program's buffers)."""

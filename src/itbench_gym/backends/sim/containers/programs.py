@@ -16,7 +16,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .context import IS_DIR, MISSING, NOT_DIR, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory
+from itbench_gym.lang.durations import sleep_seconds
+
+from .context import IS_DIR, MISSING, NOT_DIR, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory, ProcessWaits
 
 #: Every message in which the twin speaks for itself (what it does not model or emulate) names it.
 TWIN_WORD = "itbench_gym"
@@ -987,17 +989,20 @@ def _missing_operand(inv: Invocation) -> ExecResult:
 
 
 def _sleep(inv: Invocation) -> ExecResult:
-    """sleep DURATION...: returns at once (the twin's clock does not run during an exec)."""
+    """sleep DURATION...: returns at once in an exec (the twin's clock does not run during one); a
+    container's own process waits (``Container.wait``)."""
     durations = inv.argv[1:]
     if not durations:
         return _missing_operand(inv)
-    for raw in durations:
-        if not re.fullmatch(r"(\d+\.?\d*|\.\d+)(e[-+]?\d+)?[smhd]?|inf(inity)?", raw, re.IGNORECASE):
-            if inv.gnu:
-                inv.say(f"invalid time interval '{raw}'\nTry '{posixpath.basename(inv.argv[0])} --help' for more information.")
-            else:
-                inv.say(f"invalid number '{raw}'")
-            return inv.done(1)
+    try:
+        seconds = sleep_seconds(durations)
+    except ValueError as bad:
+        if inv.gnu:
+            inv.say(f"invalid time interval '{bad}'\nTry '{posixpath.basename(inv.argv[0])} --help' for more information.")
+        else:
+            inv.say(f"invalid number '{bad}'")
+        return inv.done(1)
+    inv.container.wait(seconds)
     return inv.done(0)
 
 
@@ -1315,6 +1320,8 @@ def run(argv: list[str], container: Container, stdin: bytes = b"", env: Mapping[
         return ExecResult(bytes(inv.out), bytes(inv.err), OOM_KILLED)
     except BeyondTwin as beyond:
         return ExecResult(bytes(inv.out), bytes(inv.err) + f"{beyond}\n".encode(), BEYOND_TWIN)
+    except ProcessWaits as waits:
+        raise waits.printed_before(bytes(inv.out), bytes(inv.err)) from None
     except Exception as failure:  # a failing emulation is a crashed process to the caller, never its exception
         return ExecResult(stderr=f"itbench_gym: the twin's emulation of {word} failed: {failure!r}\n".encode(),
                           code=EMULATION_FAILED)

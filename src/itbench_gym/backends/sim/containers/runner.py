@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import ipaddress
 import math
@@ -38,7 +39,8 @@ from itbench_gym.backends.sim.kube.store import ObjectStore
 from itbench_gym.lang.timestamps import parse_rfc3339
 
 from . import programs
-from .context import Container, FileTree, VolumeContent, WritableMount
+from .context import Container, FileTree, ProcessTime, ProcessWaits, VolumeContent, WritableMount
+from .mainprocess import FollowedRun, ReplayedNetwork
 from .network import AppRouting, ClusterNetwork, stable_draw
 
 Obj = dict[str, Any]
@@ -161,25 +163,39 @@ class ContainerExec:
             stdout, stderr = (stdout + stderr).replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), b""
         return Outcome(stdout, stderr, success() if result.code == 0 else exit_status(argv, result.code))
 
-    def main_process(self, pod: Obj, spec: Obj, argv: list[str]) -> tuple[str, int] | None:
-        """What a container's own process prints (stdout, then stderr) and its exit code, when it runs
-        only programs the twin emulates on what the twin models; None otherwise (an image whose programs
-        are not catalogued, a program not emulated, a file, destination or answer the twin does not
-        model: its log would be the twin's words, not the program's). The runtime refused a missing
-        argv[0] before (``start_error``)."""
+    def main_process(self, pod: Obj, spec: Obj, argv: list[str], horizon: float,
+                     before: FollowedRun | None = None) -> FollowedRun | None:
+        """A container's own process followed ``horizon`` seconds from its start (:mod:`.mainprocess`;
+        ``before``: how far it was followed last), when it runs only programs the twin emulates on what
+        the twin models; None otherwise (an image whose programs are not catalogued, a program not
+        emulated, a file, destination or answer the twin does not model: its log would be the twin's
+        words, not the program's). The runtime refused a missing argv[0] before (``start_error``)."""
         with self._lock:
             rule = self._rule_of(str(spec.get("image", "")))
             if rule is None or rule.executables is None:
                 return None
-            container = self._container(pod, spec, rule)
+            volumes = before.volumes if before is not None else self._empty_dirs(pod)
+            container = self._container(pod, spec, rule, volumes)
             if not argv or programs.find(argv[0], container) is None:
                 return None
-            result = programs.run(argv, container, b"")
-            text = (result.stdout + result.stderr).decode("utf-8", "replace")
-            if result.code in (programs.NOT_EMULATED, programs.EMULATION_FAILED) or programs.TWIN_WORD in text:
+            network = ReplayedNetwork(container.network, before.answers if before is not None else ()) \
+                if container.network is not None else None
+            waited = ProcessTime(horizon)
+            followed = dataclasses.replace(container, network=network, process_time=waited)
+            try:
+                result = programs.run(argv, followed, b"")
+                out, err, code = result.stdout, result.stderr, result.code
+            except ProcessWaits as waits:
+                out, err, code = waits.out, waits.err, None
+            if code in (programs.NOT_EMULATED, programs.EMULATION_FAILED) or programs.TWIN_WORD.encode() in out + err:
                 return None
-            self._keep_written(pod, container)
-        return text, result.code
+            self._keep_written(pod, followed)
+        return FollowedRun(out, err, code, waited.elapsed, tuple(network.answers) if network is not None else (), volumes)
+
+    def _empty_dirs(self, pod: Obj) -> dict[str, VolumeContent | None]:
+        """The pod's emptyDir volumes as they are now, by name."""
+        names = [str(v.get("name")) for v in (pod.get("spec") or {}).get("volumes") or [] if "emptyDir" in v]
+        return {name: self._volumes.volume(pod, name) for name in names} if self._volumes is not None else {}
 
     def _keep_written(self, pod: Obj, container: Container) -> None:
         """Hand what the process wrote into the pod's emptyDir volumes to the kubelet, which keeps them."""
@@ -223,7 +239,10 @@ class ContainerExec:
         except ApiError:
             return None
 
-    def _container(self, pod: Obj, spec: Obj, rule: ImageRule) -> Container:
+    def _container(self, pod: Obj, spec: Obj, rule: ImageRule,
+                   empty_dirs: Mapping[str, VolumeContent | None] | None = None) -> Container:
+        """The container as a process in it sees it (``empty_dirs``: its emptyDir volumes as a process
+        that started earlier found them; default, as they are now)."""
         meta, pod_spec = pod["metadata"], pod.get("spec") or {}
         namespace = str(meta.get("namespace") or "default")
         hostname = str(pod_spec.get("hostname") or meta.get("name", ""))[:63]
@@ -250,7 +269,8 @@ class ContainerExec:
         limit = container_limits(spec).get("memory")
         used = self._working_set(namespace, str(meta.get("name", "")), str(spec.get("name", ""))) if self._working_set is not None else 0.0
         return Container(pod=str(meta.get("name", "")), namespace=namespace, name=str(spec.get("name", "")),
-                         image=str(spec.get("image", "")), hostname=hostname, env=env, files=self._files(pod, spec, hostname, started),
+                         image=str(spec.get("image", "")), hostname=hostname, env=env,
+                         files=self._files(pod, spec, hostname, started, empty_dirs),
                          executables=rule.executables, cwd=str(spec.get("workingDir") or rule.workdir or "/"),
                          now=float(self._clock.now()), network=network, kernel=kernel, versions=dict(rule.versions),
                          memory_room=max(float(limit) - used, 0.0) if limit else math.inf)
@@ -259,7 +279,8 @@ class ContainerExec:
         """The objects outside the hidden namespaces (a Namespace by its own name)."""
         return [o for o in objects if (o["metadata"].get("namespace") or o["metadata"].get("name")) not in self._hidden]
 
-    def _files(self, pod: Obj, spec: Obj, hostname: str, started: _Sources) -> FileTree:
+    def _files(self, pod: Obj, spec: Obj, hostname: str, started: _Sources,
+               empty_dirs: Mapping[str, VolumeContent | None] | None) -> FileTree:
         """The container's mounts and the files the kubelet writes into it (a subPath mount's as they
         were when the container started: the kubelet never updates them)."""
         tree = _TreeBuilder()
@@ -278,7 +299,7 @@ class ContainerExec:
             volume = volumes.get(mount.get("name")) or {}
             root = posixpath.normpath(str(mount.get("mountPath", "/")))
             if "emptyDir" in volume:
-                self._empty_dir(tree, pod, mount, root)
+                self._empty_dir(tree, pod, mount, root, empty_dirs)
                 continue
             shown = started if mount.get("subPath") else (self._volumes.mounted(pod) if self._volumes is not None else None) or {}
             projected = self._projected(volume, pod, spec, namespace, shown)
@@ -300,13 +321,17 @@ class ContainerExec:
             tree.atomic(root, stamp, files, complete)
         return tree.build()
 
-    def _empty_dir(self, tree: _TreeBuilder, pod: Obj, mount: Obj, root: str) -> None:
+    def _empty_dir(self, tree: _TreeBuilder, pod: Obj, mount: Obj, root: str,
+                   empty_dirs: Mapping[str, VolumeContent | None] | None) -> None:
         """An emptyDir mount: what the pod's containers wrote there (the kubelet keeps it), writable
         unless mounted ``readOnly``; a volume some process the twin does not emulate wrote to is known
         only as far as the emulated ones wrote it."""
         raw_sub = str(mount.get("subPath") or "")
         name, sub = str(mount.get("name")), posixpath.normpath(raw_sub) if raw_sub else ""
-        content = self._volumes.volume(pod, name) if self._volumes is not None else None
+        if empty_dirs is not None:
+            content = empty_dirs.get(name)
+        else:
+            content = self._volumes.volume(pod, name) if self._volumes is not None else None
         if content is None:  # not on a node yet, or no kubelet keeps volumes here
             tree.directory(root, modelled=False)
             return

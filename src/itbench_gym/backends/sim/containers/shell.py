@@ -20,7 +20,7 @@ from typing import Any
 from itbench_gym.lang import shell as shellsyntax
 
 from . import programs
-from .context import EXEC_WORK_CEILING, MISSING, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory
+from .context import EXEC_WORK_CEILING, MISSING, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory, ProcessWaits
 
 SUPPORTED = ("simple commands, pipelines, ; && || lists, if, for, while, until, { } groups, variables and parameter expansions, "
              "command substitution, quoting, redirections (< FILE, > FILE and >> FILE in the pod's emptyDir volumes, > /dev/null, 2>&1)")
@@ -1043,8 +1043,12 @@ def run_script(script: str, container: Container, *, shell: str, stdin: bytes, e
         except BeyondTwin as beyond:
             io.err += f"{beyond}\n".encode()
             code = programs.BEYOND_TWIN
+        except ProcessWaits as waits:
+            raise waits.printed_before(bytes(io.out), bytes(io.err + runner.spill + runner.pending_error)) from None
         io.err += runner.spill + runner.pending_error
         return ExecResult(bytes(io.out), bytes(io.err), code)
+    except ProcessWaits:
+        raise
     except Exception as failure:  # a failing emulation is a crashed process to the caller, never its exception
         return ExecResult(stderr=f"itbench_gym: the twin's shell failed on this script: {failure!r}\n".encode(), code=70)
 

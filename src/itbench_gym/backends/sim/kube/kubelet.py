@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from itbench_gym.backends.sim.containers.context import VolumeContent
+from itbench_gym.backends.sim.containers.mainprocess import FollowedRun
 from itbench_gym.lang.timestamps import rfc3339
 
 from .controllers.base import Cache, Context, Controller, Key
@@ -34,7 +35,9 @@ from .runtime import ContainerRuntime, FileReader
 Obj = dict[str, Any]
 #: A container's own process run through the twin's emulated programs: (what it printed, exit code), or
 #: None where they do not say (the container's pod and spec).
-MainOutput = Callable[[Obj, Obj], "tuple[str, int] | None"]
+#: (pod, container, horizon, how far it was followed before) -> the container's own process followed
+#: ``horizon`` seconds from its start through the emulated programs (``ContainerExec.main_process``).
+MainOutput = Callable[[Obj, Obj, float, "FollowedRun | None"], "FollowedRun | None"]
 
 MAX_BACKOFF = 300.0
 INITIAL_BACKOFF = 10.0
@@ -91,9 +94,11 @@ class ContainerRun:
     pulling: bool = False
     #: Why the last pull failed (containerd's words after the image reference).
     pull_cause: str = ""
-    #: What this run and the one before printed, with when they started (``Kubelet.main_output``).
-    output: tuple[float, str] | None = None
-    last_output: tuple[float, str] | None = None
+    #: What this run and the one before printed, as (when, text) pieces (``Kubelet.main_output``).
+    output: tuple[tuple[float, str], ...] = ()
+    last_output: tuple[tuple[float, str], ...] = ()
+    #: How far the twin followed this run's process through the emulated programs (None: not at all).
+    followed: FollowedRun | None = None
     #: The ConfigMaps and Secrets this run's env and subPath mounts name, as they were when it started
     #: (the store's own objects, which are never changed; None for one that did not exist).
     sources: dict[tuple[str, str], Obj | None] | None = None
@@ -625,7 +630,7 @@ class Kubelet(Controller):
             c.step, c.due = "config-retry", at + SYNC_ERROR_RETRY_SECONDS
             return
         if c.ever_ran or c.restarts or c.last is not None:
-            c.last_output, c.output = c.output, None
+            c.last_output, c.output, c.followed = c.output, (), None
             c.restarts += 1
             c.last_restart_at = at
             c.backoff = INITIAL_BACKOFF if c.backoff == 0 else min(c.backoff * 2, MAX_BACKOFF)
@@ -648,22 +653,37 @@ class Kubelet(Controller):
             # runc's execve fails with ENOEXEC after the container started: its init exits 1.
             c.exit_at, c.planned_exit = at, 1
             return
-        ran = self.main_output(pod, spec) if self.main_output is not None else None
+        ran = self._follow(pod, spec, c, at, 0.0)
         if ran is None:
             self._unknown_writer(pod, run, spec)
         planned = self.runtime.exit_after(pod, spec, self.reader(pod, spec), emulated=ran is not None)
         c.exit_at, c.planned_exit = (at + planned[0], planned[1]) if planned else (None, 0)
-        self._printed(c, at, planned, ran)
+        if planned is not None:
+            self._follow_to_exit(pod, spec, c, at, planned[0])
 
-    @staticmethod
-    def _printed(c: ContainerRun, at: float, planned: tuple[float, int] | None, ran: tuple[str, int] | None) -> None:
-        """A process run through the emulated programs prints what they print, as it starts, and exits
-        with their status; the process model keeps deciding when it ends (a ``sleep`` first, a wait for
-        a dependency, ``sleep infinity`` after)."""
-        if ran is not None:
-            c.output = (at, ran[0])
-            if planned is not None:
-                c.planned_exit = ran[1]
+    def _follow(self, pod: Obj, spec: Obj, c: ContainerRun, now: float, horizon: float) -> FollowedRun | None:
+        """Follow the run's process through the emulated programs ``horizon`` seconds from its start:
+        what it printed since it was last followed is logged from when it printed it (at the latest
+        wait it passed, ``now`` at the earliest). None: the twin does not emulate it."""
+        if self.main_output is None:
+            return None
+        ran = self.main_output(pod, spec, horizon, c.followed)
+        if ran is None:
+            return None
+        text = ran.printed_since(c.followed)
+        if text:
+            c.output += ((max(now, (c.started_at or now) + ran.elapsed), text),)
+        c.followed = ran
+        return ran
+
+    def _follow_to_exit(self, pod: Obj, spec: Obj, c: ContainerRun, now: float, remaining: float) -> None:
+        """The process model says the process ends ``remaining`` seconds from ``now`` (a ``sleep``
+        first, a dependency that now answers): an emulated process is followed to there and exits with
+        the emulated programs' status; the process model keeps deciding when."""
+        if c.followed is None or c.followed.code is None:
+            self._follow(pod, spec, c, now, now - (c.started_at or now) + remaining)
+        if c.followed is not None and c.followed.code is not None:
+            c.planned_exit = c.followed.code
 
     @staticmethod
     def _unknown_writer(pod: Obj, run: PodRun, spec: Obj) -> None:
@@ -713,9 +733,9 @@ class Kubelet(Controller):
         if c is None:
             return []
         out: list[tuple[float, str]] = []
-        for printed in (c.last_output, c.output):
-            if printed is not None and start <= printed[0] <= end:
-                out += [(printed[0], line) for line in printed[1].splitlines()]
+        for at, text in (*c.last_output, *c.output):
+            if start <= at <= end:
+                out += [(at, line) for line in text.splitlines()]
         return out
 
     def _env_error(self, pod: Obj, spec: Obj) -> str | None:
@@ -816,7 +836,7 @@ class Kubelet(Controller):
         planned = self.runtime.exit_after(pod, spec, self.reader(pod, spec))
         if planned is not None:
             c.exit_at, c.planned_exit = now + planned[0], planned[1]
-            self._printed(c, now, planned, self.main_output(pod, spec) if self.main_output is not None else None)
+            self._follow_to_exit(pod, spec, c, now, planned[0])
 
     @staticmethod
     def _probe_noted(c: ContainerRun, probe: Obj, kind: str, now: float) -> bool:
