@@ -171,6 +171,52 @@ def test_selectors_budgets_and_claims_are_validated_as_upstream(store: ObjectSto
     assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == causes
 
 
+_ENV_PATHS = ('"metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName", '
+              '"status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"')
+_ENV_REF = "spec.template.spec.containers[0].env[0].valueFrom.fieldRef"
+
+
+@pytest.mark.parametrize(("ref", "causes"), [
+    ({"fieldPath": "metadata.foo"},
+     [(f"{_ENV_REF}.fieldPath", 'Invalid value: "metadata.foo": error converting fieldPath: field label not supported: metadata.foo')]),
+    ({"fieldPath": "metadata.labels"}, [(f"{_ENV_REF}.fieldPath", f'Unsupported value: "metadata.labels": supported values: {_ENV_PATHS}')]),
+    ({"fieldPath": "spec.nodeName['x']"},
+     [(f"{_ENV_REF}.fieldPath", "Invalid value: \"spec.nodeName['x']\": error converting fieldPath: field label does not support subscript: "
+       "spec.nodeName['x']")]),
+    ({"apiVersion": "v2", "fieldPath": "metadata.name"},
+     [(f"{_ENV_REF}.fieldPath", 'Invalid value: "metadata.name": error converting fieldPath: unsupported pod version: v2')]),
+    ({"fieldPath": "metadata.labels['a b']"}, [(_ENV_REF, 'Invalid value: "a b": name part must consist of alphanumeric characters, '
+                                                "'-', '_' or '.', and must start and end with an alphanumeric character")]),
+    ({}, [(f"{_ENV_REF}.fieldPath", "Required value")]),
+])
+def test_a_downward_api_field_is_one_the_kubelet_can_give(store: ObjectStore, ref: dict[str, Any], causes: list[tuple[str, str]]) -> None:
+    """validateObjectFieldSelector: a path ConvertDownwardAPIFieldLabel takes and the env may name."""
+    d = deployment()
+    d["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "X", "valueFrom": {"fieldRef": ref}}]
+    with pytest.raises(ApiError) as e:
+        store.create(d)
+    assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == causes
+
+
+def test_downward_api_fields_are_defaulted_to_v1_and_a_volume_may_select_labels(store: ObjectStore) -> None:
+    d = deployment()
+    spec = d["spec"]["template"]["spec"]
+    spec["containers"][0]["env"] = [{"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.host"}}}]
+    spec["volumes"] = [{"name": "info", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]
+    created = store.create(d)["spec"]["template"]["spec"]
+    assert [e["valueFrom"]["fieldRef"]["apiVersion"] for e in created["containers"][0]["env"]] == ["v1", "v1"]
+    assert created["volumes"][0]["downwardAPI"]["items"][0]["fieldRef"] == {"apiVersion": "v1", "fieldPath": "metadata.labels"}
+    spec["volumes"] = [{"name": "info", "projected": {"sources": [
+        {"downwardAPI": {"items": [{"path": "ip", "fieldRef": {"fieldPath": "status.podIP"}}]}}]}}]
+    with pytest.raises(ApiError) as e:
+        store.create({**d, "metadata": {**d["metadata"], "name": "web2"}})
+    assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == [(
+        "spec.template.spec.volumes[0].projected.sources[0].downwardAPI.items[0].fieldRef.fieldPath",
+        'Unsupported value: "status.podIP": supported values: "metadata.annotations", "metadata.labels", "metadata.name", '
+        '"metadata.namespace", "metadata.uid"')]
+
+
 def test_get_returns_copies(store: ObjectStore) -> None:
     store.create(deployment())
     got = store.get("Deployment", "default", "web")

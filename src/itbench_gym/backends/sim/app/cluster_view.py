@@ -258,6 +258,7 @@ def downward_field(pod: Mapping[str, Any], path: str) -> str | None:
             return str((meta.get(field_name) or {}).get(path[len(prefix):-2], ""))
     simple = {"metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace"),
               "metadata.uid": meta.get("uid"), "spec.nodeName": spec.get("nodeName"),
+              "spec.host": spec.get("nodeName"),  # v1's old name, which ConvertDownwardAPIFieldLabel maps
               "spec.serviceAccountName": spec.get("serviceAccountName"), "status.hostIP": status.get("hostIP"),
               "status.podIP": status.get("podIP"),
               "status.podIPs": ",".join(str(i.get("ip", "")) for i in status.get("podIPs") or []),

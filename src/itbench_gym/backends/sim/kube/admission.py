@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +231,35 @@ def _default_pod_spec(spec: Obj) -> None:
         for c in spec.get(key) or []:
             if isinstance(c, dict):
                 _default_container(c)
+    for _, _, ref in _field_refs(spec, "spec"):
+        if not ref.get("apiVersion"):
+            ref["apiVersion"] = "v1"  # SetDefaults_ObjectFieldSelector
+
+
+def _field_refs(spec: Obj, path: str) -> Iterator[tuple[str, tuple[str, ...], Obj]]:
+    """Every ObjectFieldSelector of a pod spec, with its path and the fields it may select: its
+    containers' env (``_ENV_FIELD_PATHS``) and its downward-API volumes' (``_VOLUME_FIELD_PATHS``)."""
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(key) or []):
+            for j, e in enumerate((c.get("env") if isinstance(c, dict) else None) or []):
+                source = e.get("valueFrom") if isinstance(e, dict) else None
+                ref = source.get("fieldRef") if isinstance(source, dict) else None
+                if isinstance(ref, dict):
+                    yield f"{path}.{key}[{i}].env[{j}].valueFrom.fieldRef", _ENV_FIELD_PATHS, ref
+    for i, volume in enumerate(spec.get("volumes") or []):
+        if not isinstance(volume, dict):
+            continue
+        projected = volume.get("projected")
+        sources = projected.get("sources") if isinstance(projected, dict) else None
+        lists = [(f"{path}.volumes[{i}].downwardAPI", volume.get("downwardAPI"))]
+        lists += [(f"{path}.volumes[{i}].projected.sources[{j}].downwardAPI", s.get("downwardAPI"))
+                  for j, s in enumerate(sources if isinstance(sources, list) else []) if isinstance(s, dict)]
+        for at, downward in lists:
+            items = downward.get("items") if isinstance(downward, dict) else None
+            for k, item in enumerate(items if isinstance(items, list) else []):
+                ref = item.get("fieldRef") if isinstance(item, dict) else None
+                if isinstance(ref, dict):
+                    yield f"{at}.items[{k}].fieldRef", _VOLUME_FIELD_PATHS, ref
 
 
 def _qos_class(spec: Obj) -> str:
@@ -560,9 +589,7 @@ def _validate_meta(rt: ResourceType, meta: Obj, causes: Causes) -> None:
     if labels is not None and not isinstance(labels, dict):
         causes.append(("FieldValueInvalid", "metadata.labels", "Invalid value: must be a map of strings"))
     for k, v in (labels or {}).items():
-        if not _QUALIFIED.match(str(k)) or len(str(k).rpartition("/")[2]) > 63:
-            causes.append(("FieldValueInvalid", "metadata.labels", f'Invalid value: "{k}": name part must consist of '
-                           "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"))
+        _check_qualified_name(str(k), "metadata.labels", causes)
         if not isinstance(v, str) or len(v) > 63 or not _LABEL_VALUE.match(v):
             causes.append(("FieldValueInvalid", "metadata.labels", f'Invalid value: "{v}": a valid label must be an '
                            "empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and "
@@ -570,6 +597,13 @@ def _validate_meta(rt: ResourceType, meta: Obj, causes: Causes) -> None:
     ann = meta.get("annotations")
     if ann is not None and (not isinstance(ann, dict) or not all(isinstance(v, str) for v in ann.values())):
         causes.append(("FieldValueInvalid", "metadata.annotations", "Invalid value: annotation values must be strings"))
+
+
+def _check_qualified_name(name: str, path: str, causes: Causes) -> None:
+    """A label key (or a downward-API subscript) as ValidateQualifiedName checks it."""
+    if not _QUALIFIED.match(name) or len(name.rpartition("/")[2]) > 63:
+        causes.append(("FieldValueInvalid", path, f'Invalid value: "{name}": name part must consist of '
+                       "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"))
 
 
 def _check_quantity(value: Any, path: str, causes: Causes) -> Any:
@@ -676,12 +710,65 @@ def _validate_env(env: Any, path: str, causes: Causes) -> None:
         causes.append(("FieldValueInvalid", f"{ep}.valueFrom", f'Invalid value: "": {message}'))
 
 
+#: What ConvertDownwardAPIFieldLabel takes from a v1 client: these paths (``spec.host`` is the old
+#: name of ``spec.nodeName``) and ``metadata.labels['KEY']`` / ``metadata.annotations['KEY']``.
+_DOWNWARD_FIELD_LABELS = frozenset({
+    "metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName",
+    "spec.restartPolicy", "spec.serviceAccountName", "spec.schedulerName", "status.phase", "status.hostIP",
+    "status.hostIPs", "status.podIP", "status.podIPs", "spec.terminationGracePeriodSeconds", "spec.host"})
+#: The paths an env var's fieldRef may then name (validEnvDownwardAPIFieldPathExpressions), and a
+#: downwardAPI volume item's (validVolumeDownwardAPIFieldPathExpressions).
+_ENV_FIELD_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+                    "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs")
+_VOLUME_FIELD_PATHS = ("metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace", "metadata.uid")
+
+
+def _split_subscript(field_path: str) -> tuple[str, str] | None:
+    """fieldpath.SplitMaybeSubscriptedPath: ``metadata.labels['app']`` -> (``metadata.labels``, ``app``)."""
+    if not field_path.endswith("']"):
+        return None
+    base, found, key = field_path[:-2].partition("['")
+    return (base, key) if found and base else None
+
+
+def _validate_field_ref(ref: Obj, path: str, allowed: tuple[str, ...], causes: Causes) -> None:
+    """validateObjectFieldSelector: the path converts from v1 and is one ``allowed``, or a label's or
+    an annotation's subscript that is a qualified name."""
+    field_path = str(ref.get("fieldPath") or "")
+    if not field_path:
+        causes.append(("FieldValueRequired", f"{path}.fieldPath", "Required value"))
+        return
+    version = str(ref.get("apiVersion") or "v1")
+    subscripted = _split_subscript(field_path)
+    if version != "v1":
+        problem = f"unsupported pod version: {version}"
+    elif subscripted is not None and subscripted[0] not in ("metadata.annotations", "metadata.labels"):
+        problem = f"field label does not support subscript: {field_path}"
+    elif subscripted is None and field_path not in _DOWNWARD_FIELD_LABELS:
+        problem = f"field label not supported: {field_path}"
+    else:
+        problem = ""
+    if problem:
+        causes.append(("FieldValueInvalid", f"{path}.fieldPath", f'Invalid value: "{field_path}": error converting fieldPath: {problem}'))
+        return
+    if subscripted is not None:
+        base, key = subscripted
+        _check_qualified_name(key.lower() if base == "metadata.annotations" else key, path, causes)
+        return
+    internal = "spec.nodeName" if field_path == "spec.host" else field_path
+    if internal not in allowed:
+        supported = ", ".join(f'"{p}"' for p in sorted(allowed))
+        causes.append(("FieldValueNotSupported", f"{path}.fieldPath", f'Unsupported value: "{internal}": supported values: {supported}'))
+
+
 def _validate_pod_spec(spec: Any, path: str, causes: Causes) -> None:
     if not isinstance(spec, dict):
         causes.append(("FieldValueRequired", path, "Required value"))
         return
     _validate_containers(spec.get("containers"), f"{path}.containers", causes, True)
     _validate_containers(spec.get("initContainers"), f"{path}.initContainers", causes, False)
+    for at, allowed, ref in _field_refs(spec, path):
+        _validate_field_ref(ref, at, allowed, causes)
     rp = spec.get("restartPolicy")
     if rp not in (None, "Always", "OnFailure", "Never"):
         causes.append(("FieldValueNotSupported", f"{path}.restartPolicy",
