@@ -33,10 +33,9 @@ from .errors import ApiError
 from .runtime import ContainerRuntime, FileReader
 
 Obj = dict[str, Any]
-#: A container's own process run through the twin's emulated programs: (what it printed, exit code), or
-#: None where they do not say (the container's pod and spec).
 #: (pod, container, horizon, how far it was followed before) -> the container's own process followed
-#: ``horizon`` seconds from its start through the emulated programs (``ContainerExec.main_process``).
+#: ``horizon`` seconds from its start through the emulated programs (``ContainerExec.main_process``),
+#: or None where they do not say.
 MainOutput = Callable[[Obj, Obj, float, "FollowedRun | None"], "FollowedRun | None"]
 
 MAX_BACKOFF = 300.0
