@@ -436,6 +436,30 @@ def test_cron_days_match_as_robfig_cron_matches_them() -> None:
     assert cron.parse("@every 90s").next_after(jan1 + 0.5) == jan1 + 90
 
 
+def test_cron_time_zones_read_the_fields_on_that_zones_clock() -> None:
+    """robfig's TZ=/CRON_TZ= prefix (a Chaos Mesh Schedule may give one; the CronJob controller prefixes
+    its timeZone): the fields are the zone's wall clock, daylight saving time included."""
+    new_york = cron.parse("CRON_TZ=America/New_York 30 9 * * *")
+    before_dst = 1_772_841_600.0  # 2026-03-07 00:00 UTC; New York moves its clocks on the 8th
+    first = new_york.next_after(before_dst)
+    assert first == before_dst + 14.5 * 3600  # 09:30 EST
+    assert new_york.next_after(first) == first + 23 * 3600  # 09:30 EDT, a 23-hour day later
+    jan1 = 1_767_225_600.0
+    assert cron.parse("TZ=UTC 0 9 * * *").next_after(jan1) == cron.parse("TZ=Local 0 9 * * *").next_after(jan1) == jan1 + 9 * 3600
+    with pytest.raises(ValueError, match="^provided bad location Mars/Olympus: unknown time zone Mars/Olympus$"):
+        cron.parse("TZ=Mars/Olympus 0 9 * * *", seconds=True)
+
+
+def test_a_cronjob_runs_on_its_time_zones_clock() -> None:
+    """``timeZone: Asia/Kolkata`` (UTC+05:30): its hours begin at half past the hour in UTC."""
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "hourly", "namespace": NS},
+               "spec": {"schedule": "0 * * * *", "timeZone": "Asia/Kolkata", "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [container(image="busybox:1.36", command=["true"])]}}}}}}
+    cluster, clock = make_cluster(cronjob)
+    run(cluster, clock, 40 * 60)
+    assert cluster.store.get("CronJob", NS, "hourly")["status"]["lastScheduleTime"] == "2026-01-01T00:30:00Z"
+
+
 def test_snapshot_restore_round_trip():
     cluster, clock = make_cluster(deployment("web", 2))
     run(cluster, clock, 30)

@@ -148,6 +148,22 @@ def test_a_cronjob_schedule_is_validated_as_upstream_parses_it(store: ObjectStor
     assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == [("spec.schedule", message)]
 
 
+@pytest.mark.parametrize(("zone", "messages"), [
+    ("Mars/Olympus", ['Invalid value: "Mars/Olympus": unknown time zone Mars/Olympus']),
+    ("../etc/passwd", ['Invalid value: "../etc/passwd": unknown time zone ../etc/passwd']),
+    ("Local", ['Invalid value: "Local": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones']),
+    ("", ['Invalid value: "": timeZone must be nil or non-empty string']),
+])
+def test_a_cronjob_time_zone_is_one_go_loads(store: ObjectStore, zone: str, messages: list[str]) -> None:
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "default"},
+               "spec": {"schedule": "0 * * * *", "timeZone": zone, "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+    with pytest.raises(ApiError) as e:
+        store.create(cronjob)
+    assert [(c["field"], c["message"]) for c in e.value.status()["details"]["causes"]] == [("spec.timeZone", m) for m in messages]
+    store.create({**cronjob, "spec": {**cronjob["spec"], "timeZone": "Europe/Paris"}})
+
+
 @pytest.mark.parametrize(("obj", "causes"), [
     ({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "n", "namespace": "default"},
       "spec": {"podSelector": {"matchExpressions": [{"key": "a", "operator": "Foo"}]},

@@ -5,16 +5,21 @@ hour, day of month, month, day of week: 0-6, names ``jan``/``sun``), ``*``/``?``
 lists, and the descriptors ``@yearly`` ... ``@hourly`` and ``@every <duration>``. Chaos Mesh's
 Schedule adds an optional leading seconds field (``SecondOptional``: ``seconds=True``). Errors carry
 robfig's words (``end of range (99) above maximum (59): 99``). A day matches when the day of month
-*and* the day of week do if either field is ``*`` (or ``?``), else when either does.
+*and* the day of week do if either field is ``*`` (or ``?``), else when either does. A ``TZ=ZONE`` or
+``CRON_TZ=ZONE`` prefix reads the fields as that IANA zone's wall clock (the CronJob controller
+prefixes its ``timeZone`` so); without one they are UTC, the local time of the controllers' containers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
-from dataclasses import dataclass
+import zoneinfo
 
 from .durations import DurationError, parse_go_duration_ns
 
+#: Zone names Go's LoadLocation reads as UTC here ("" and "UTC" always; "Local" in the controllers' containers).
+_UTC_NAMES = frozenset({"", "UTC", "Local"})
 #: The descriptors robfig's ``parseDescriptor`` knows, as the fields they stand for.
 _DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
                 "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
@@ -25,7 +30,7 @@ _BOUNDS: tuple[tuple[int, int, dict[str, int]], ...] = (
     (0, 59, {}), (0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _MONTHS), (0, 6, _DAYS))
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Schedule:
     """A parsed schedule: the allowed values of each field, or a constant delay (``@every``)."""
 
@@ -40,6 +45,8 @@ class Schedule:
     any_weekday: bool = True
     #: ``@every``: seconds between runs, whole seconds and at least one
     every: float | None = None
+    #: the IANA zone whose wall clock the fields read (None: UTC)
+    zone: str | None = None
 
     def day_matches(self, day: _dt.datetime) -> bool:
         """robfig's ``dayMatches``: both day fields must match when either is a star, else either."""
@@ -57,7 +64,8 @@ class Schedule:
         seconds, minutes, hours = sorted(self.seconds), sorted(self.minutes), sorted(self.hours)
         start = int(after) + 1
         end = start + limit_minutes * 60
-        day = _dt.datetime.fromtimestamp(start, _dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        clock = zoneinfo.ZoneInfo(self.zone) if self.zone is not None else _dt.UTC
+        day = _dt.datetime.fromtimestamp(start, clock).replace(hour=0, minute=0, second=0, microsecond=0)
         while day.timestamp() < end:
             if day.month in self.months and self.day_matches(day):
                 for h in hours:
@@ -70,7 +78,7 @@ class Schedule:
                                 return None
                             if minute + sec >= start:
                                 return minute + sec
-            day += _dt.timedelta(days=1)
+            day += _dt.timedelta(days=1)  # on the zone's wall clock: a day of 23 or 25 hours too
         return None
 
 
@@ -79,6 +87,38 @@ def parse(spec: str, *, seconds: bool = False) -> Schedule:
     field); ValueError with robfig's message when it does not parse."""
     if not spec:
         raise ValueError("empty spec string")
+    zone, spec = _zone(spec)
+    schedule = _parse_fields(spec, seconds)
+    return dataclasses.replace(schedule, zone=None if zone is None or zone in _UTC_NAMES else zone)
+
+
+def zone_error(name: str) -> str | None:
+    """What Go's ``time.LoadLocation(name)`` says of a zone it cannot load (None: it loads; ``Local``
+    is the controllers' own clock, UTC)."""
+    if name in _UTC_NAMES:
+        return None
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return f"unknown time zone {name}"
+    return None
+
+
+def _zone(spec: str) -> tuple[str | None, str]:
+    """robfig's ``TZ=``/``CRON_TZ=`` prefix: the zone and the rest of the spec."""
+    if not spec.startswith(("TZ=", "CRON_TZ=")):
+        return None, spec
+    head, space, rest = spec.partition(" ")
+    name = head.partition("=")[2]
+    if not space:
+        raise ValueError(f"provided bad location {name}: no schedule follows the time zone")
+    problem = zone_error(name)
+    if problem is not None:
+        raise ValueError(f"provided bad location {name}: {problem}")
+    return name, rest.strip()
+
+
+def _parse_fields(spec: str, seconds: bool) -> Schedule:
     if spec.startswith("@"):
         return _descriptor(spec)
     fields = spec.split()

@@ -1044,6 +1044,30 @@ def _validate_cronjob(new: Obj, old: Obj | None, causes: Causes) -> None:
             cron.parse(schedule)
         except ValueError as bad:
             causes.append(("FieldValueInvalid", "spec.schedule", f'Invalid value: "{schedule}": {bad}'))
+    zone = spec.get("timeZone")
+    if zone is not None:
+        _validate_time_zone(str(zone), causes)
+
+
+#: A component of an IANA zone name (letters, digits, ``. - _ +``, at most 14).
+_ZONE_PART = re.compile(r"[A-Za-z.\-_0-9+]{1,14}")
+
+
+def _validate_time_zone(zone: str, causes: Causes) -> None:
+    """A CronJob's ``spec.timeZone`` as validateTimeZone checks it: an explicit zone Go can load."""
+    at = "spec.timeZone"
+    if not zone:
+        causes.append(("FieldValueInvalid", at, 'Invalid value: "": timeZone must be nil or non-empty string'))
+        return
+    if any(p in (".", "..") or p.startswith("-") or not _ZONE_PART.fullmatch(p) for p in zone.split("/")):
+        causes.append(("FieldValueInvalid", at, f'Invalid value: "{zone}": unknown time zone {zone}'))
+        return
+    if zone.lower() == "local":
+        causes.append(("FieldValueInvalid", at, f'Invalid value: "{zone}": timeZone must be an explicit time zone as '
+                       "defined in https://www.iana.org/time-zones"))
+    problem = cron.zone_error(zone)
+    if problem is not None:
+        causes.append(("FieldValueInvalid", at, f'Invalid value: "{zone}": {problem}'))
 
 
 def _validate_resource_quota(new: Obj, old: Obj | None, causes: Causes) -> None:

@@ -170,6 +170,15 @@ def _finished_at(pod: Obj) -> str | None:
 
 # -- cron ----------------------------------------------------------------------------------------
 
+def _with_time_zone(spec: Obj) -> str:
+    """The controller's formatSchedule: the schedule, read on ``timeZone``'s clock when it names one
+    Go loads (``TZ=ZONE`` before it; a schedule that names its own zone is left as it is)."""
+    schedule, zone = str(spec.get("schedule", "")), spec.get("timeZone")
+    if "TZ" in schedule or zone is None or cron.zone_error(str(zone)) is not None:
+        return schedule
+    return f"TZ={zone} {schedule}"
+
+
 class CronJobController(Controller):
     name = "cronjob"
 
@@ -189,7 +198,7 @@ class CronJobController(Controller):
         spec = cj.get("spec") or {}
         status = clone(cj.get("status") or {})
         try:
-            schedule = cron.parse(str(spec.get("schedule", "")))
+            schedule = cron.parse(_with_time_zone(spec))
         except ValueError as e:
             self.ctx.recorder.record(cj, "Warning", "UnparseableSchedule",
                                      f'unparseable schedule: "{spec.get("schedule", "")}" : {e}', component=_CRON)
