@@ -67,6 +67,26 @@ def test_a_wait_for_a_dependency_logs_its_first_round_then_what_follows_once_it_
     assert exec_(NS, "waiter", "main", ["cat", "/w/log"], b"", False).stdout == b"start\n"
 
 
+def test_a_container_started_as_its_dependency_restarts_waits_for_the_new_one(shop_twin: ShopTwin) -> None:
+    """Kafka's pod and a waiting pod start in the same instant (``kubectl delete pods --all``): the wait
+    reads the namespace as it is then, not as the last tick left it, and ends once the new Kafka answers."""
+    shop_twin.reset()
+    store = shop_twin.store
+    kafka = next(p for p in store.list("Pod", NS) if p["metadata"]["name"].startswith("kafka-"))
+    store.delete("Pod", NS, kafka["metadata"]["name"], grace_period_seconds=0)
+    store.create(_pod("waiter", "until nc -z -v -w30 kafka 9092; do echo waiting for kafka; sleep 2; done"))
+    shop_twin.backend.advance(2)
+    assert "running" in _state(shop_twin, "waiter")
+    for _ in range(20):
+        shop_twin.backend.advance(15)
+        if "terminated" in _state(shop_twin, "waiter"):
+            break
+    new_kafka = next(p for p in store.list("Pod", NS) if p["metadata"]["name"].startswith("kafka-"))
+    ready = next(c["lastTransitionTime"] for c in new_kafka["status"]["conditions"] if c["type"] == "Ready")
+    assert _state(shop_twin, "waiter")["terminated"]["finishedAt"] >= ready
+    assert [line for _, line in _logged(shop_twin, "waiter", "wait")][::2] == ["waiting for kafka", f"kafka ({store.get('Service', NS, 'kafka')['spec']['clusterIP']}:9092) open"]
+
+
 @pytest.mark.parametrize("script, lines", [("sleep 30; echo done", ["done"]), ("echo now; sleep 1m; echo later", ["now", "later"])])
 def test_what_a_process_prints_after_a_sleep_shows_once_the_sleep_is_over(shop_twin: ShopTwin, script: str, lines: list[str]) -> None:
     shop_twin.reset()

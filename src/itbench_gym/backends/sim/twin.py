@@ -21,6 +21,7 @@ from typing import Any
 from itbench_gym.backends.rbac import HARNESS_NAMESPACES, agent_rbac_objects
 from itbench_gym.backends.sim.alerting import RuleAwareTSDB
 from itbench_gym.backends.sim.app import AppModel
+from itbench_gym.backends.sim.app.cluster_view import ClusterView
 from itbench_gym.backends.sim.app.fleet import AppFleet
 from itbench_gym.backends.sim.app.model import read_manifests
 from itbench_gym.backends.sim.containers.mainprocess import FollowedRun
@@ -88,6 +89,7 @@ class Twin:
         self.rules = self.monitoring.rules
         self._next_tick = self.clock.now()
         self.cluster.kubelet.main_output = self._main_output
+        self.apps.runtime().view_now = self._view_now
         self._exec = self.container_exec(frozenset(HARNESS_NAMESPACES))
         with self.lock:
             if state is not None:
@@ -235,6 +237,11 @@ class Twin:
                              default_home=shared().default_home, started_env=started_env, routing=routing,
                              seed=lambda: self.seed, hidden=hidden, started_sources=self.cluster.kubelet.started_sources,
                              volumes=self.cluster.kubelet, working_set=self.cluster.working_set)
+
+    def _view_now(self, namespace: str) -> ClusterView | bool:
+        """The app's namespace as it is now (False: no app runs there)."""
+        model = self.apps.instance(namespace)
+        return model.view_now(self.cluster.store, self.clock.now()) if model is not None else False
 
     def _main_output(self, pod: dict[str, Any], spec: dict[str, Any], horizon: float,
                      before: FollowedRun | None) -> FollowedRun | None:

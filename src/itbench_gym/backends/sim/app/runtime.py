@@ -85,6 +85,8 @@ class AppRuntime(RegistryRuntime):
         super().__init__(spec.images)
         self.spec = spec
         self._view_of = view_of
+        #: The namespace as it is at this moment, where a process connects between ticks (``Twin``).
+        self.view_now: ViewOf | None = None
         self._manifests = tuple(manifests)
         #: container name -> start-up seconds of the first service running a container so named
         self._startup_by_container: dict[str, float] = {}
@@ -221,7 +223,7 @@ class AppRuntime(RegistryRuntime):
         return svc.start_dependency.within_seconds, svc.start_dependency.exit_code
 
     def _reachable(self, namespace: str, host: str, port: int) -> bool:
-        """Whether a process in ``namespace`` connects to ``host:port`` (unknown before the model's first look)."""
-        view = self._view_of(namespace)
+        """Whether a process in ``namespace`` connects to ``host:port`` now (unknown before the model's first look)."""
+        view = (self.view_now or self._view_of)(namespace)
         # a connection check (``nc -z``) only connects: a server's authentication never stops it
         return isinstance(view, bool) or reach(self.spec, view, None, host, port, host, handshake=False).ok_share > 0
