@@ -61,6 +61,22 @@ def test_v0_and_v1_modules_evaluate_alike_in_one_engine() -> None:
         assert sorted(found, key=str) == want
 
 
+def test_engines_outlive_a_query_that_ends_the_rego_process() -> None:
+    """A query past the Rego process's memory ends that process: it fails, and every other engine is
+    given back its modules, data and input in the next one."""
+    kept = RegoEngine()
+    kept.add_module("v1.rego", V1_POLICY, "v1")
+    kept.set_data({"allowed": "ok/"})
+    kept.set_input(PODS)
+    bomb = RegoEngine()
+    bomb.add_module("bomb.rego", "package bomb\nimport rego.v1\nbig := numbers.range(1, 1e10)\n")
+    with pytest.raises(RegoError, match="more than the 2 GiB of memory the twin gives Rego") as failed:
+        bomb.evaluate("data.bomb.big")
+    assert failed.value.code == "rego_resource_error"
+    (found,) = kept.evaluate("data.k8s.v1.violation")
+    assert sorted(found, key=str) == [{"msg": "image evil/x not allowed"}, {"msg": "image evil/z not allowed"}]
+
+
 def test_v0_module_may_import_rego_v1() -> None:
     engine = RegoEngine()
     engine.add_module("mixed.rego", "package m\nimport rego.v1\nallow if input.x > 1\n", "v0")

@@ -422,3 +422,13 @@ def test_a_recursive_function_is_refused_as_opa_refuses_it(ctx: ToolContext, reg
     assert f"loop.rego:{line}: rego_recursion_error: rule {cycle.split(' ')[0]} is recursive: {cycle}" in out.text
     write(ctx, "ok.rego", "package ok\nimport rego.v1\nf(x) := x + 1\ng(x) := f(x) * 2\nresult := g(1)\n")
     assert opa(ctx, "opa eval -d ok.rego -f pretty data.ok.result").text == "4"
+
+
+def test_a_policy_that_builds_a_huge_value_fails_its_query_not_the_episode(ctx: ToolContext) -> None:
+    """Rego runs in a process of its own with bounded memory: a comprehension over a billion numbers
+    fails with the twin's words, and the next query, of the same engine or another, is answered."""
+    write(ctx, "bomb.rego", "package bomb\nimport rego.v1\nn := count([i | some i in numbers.range(1, 1e9)])\nsmall := 2\n")
+    out = opa(ctx, "opa eval -d bomb.rego -f pretty data.bomb.n")
+    assert out.exit_status == 1
+    assert "rego_resource_error: itbench_gym: this evaluation held more than the 2 GiB of memory the twin gives Rego" in out.text
+    assert opa(ctx, "opa eval -d bomb.rego -f pretty data.bomb.small").text == "2"

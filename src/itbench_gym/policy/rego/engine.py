@@ -62,10 +62,12 @@ def _error_from(exc: BaseException, fallback_module: str | None) -> RegoError:
     return RegoError(message or text or type(exc).__name__, module=fallback_module)
 
 
-class RegoEngine:
+class LocalRegoEngine:
     """Modules (policies and libraries), one data document and one input; queries return JSON-like values.
 
-    Sets come back as lists (JSON has no sets); an undefined query returns no results.
+    Sets come back as lists (JSON has no sets); an undefined query returns no results. It runs in the
+    caller's process: the package's engines are :class:`.isolated.RegoEngine`, which run this one in
+    a process of its own.
     """
 
     def __init__(self) -> None:

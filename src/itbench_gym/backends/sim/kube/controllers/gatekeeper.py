@@ -23,11 +23,8 @@ Config's ``match`` (processes ``webhook``/``*``) are not reviewed. Rego and matc
 
 from __future__ import annotations
 
-import queue
 import threading
-import weakref
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -93,9 +90,8 @@ class Compiled:
 class GatekeeperEngine:
     """The OPA client Gatekeeper's pods share: compiled templates and per-constraint evaluators.
 
-    The Rego engine may only be used, and dropped, on the thread that created it, while the API server
-    serves each request on a thread of its own: evaluators live and die on one worker thread and
-    never leave it (callers name a constraint by its object).
+    The API server serves each request on a thread of its own: the caches are read and filled under
+    one lock (callers name a constraint by its object).
     """
 
     def __init__(self, store: ObjectStore) -> None:
@@ -104,15 +100,15 @@ class GatekeeperEngine:
         #: never changed; a restored store may reuse a resourceVersion for other content)
         self._templates: dict[str, tuple[Obj, Compiled]] = {}
         self._evaluators: dict[str, tuple[Obj, str, ConstraintEvaluator | None]] = {}
-        self._worker = _Worker()
-        weakref.finalize(self, _release, self._worker, self._evaluators)
+        self._lock = threading.RLock()
 
-    def _on_worker(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return self._worker.call(fn, *args)
+    def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:
+        with self._lock:
+            return fn(*args)
 
     def compile(self, obj: Obj) -> Compiled:
         """The template as Gatekeeper ingests it (cached by resourceVersion)."""
-        return self._on_worker(self._compile, obj)
+        return self._locked(self._compile, obj)
 
     def _compile(self, obj: Obj) -> Compiled:
         key = str(obj["metadata"]["name"])
@@ -145,13 +141,13 @@ class GatekeeperEngine:
             if rt.group != CONSTRAINT_GROUP or rt.version != CONSTRAINT_VERSION or rt.kind not in templates:
                 continue
             for obj in self.store.list_stored(rt):
-                if self._on_worker(self._evaluator, obj, templates[rt.kind]) is not None:
+                if self._locked(self._evaluator, obj, templates[rt.kind]) is not None:
                     out.append((obj, templates[rt.kind]))
         return out
 
     def violations(self, constraint: Obj, template: ConstraintTemplate, review_doc: Obj, inventory: list[Obj]) -> list[Violation]:
         """The constraint's violations for one review; a malformed result fails closed, as upstream."""
-        return self._on_worker(self._violations, constraint, template, review_doc, inventory)
+        return self._locked(self._violations, constraint, template, review_doc, inventory)
 
     def _violations(self, constraint: Obj, template: ConstraintTemplate, review_doc: Obj, inventory: list[Obj]) -> list[Violation]:
         evaluator = self._evaluator(constraint, template)
@@ -214,41 +210,6 @@ def _list(store: ObjectStore, kind: str, api_version: str) -> list[Obj]:
         return store.list_stored(store.registry.by_kind(kind, api_version))
     except ApiError:
         return []
-
-
-class _Worker:
-    """A daemon thread running the calls handed to it one after the other (started on first use)."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        if threading.current_thread() is self._thread:  # e.g. a finalizer that runs on this very thread
-            return fn(*args)
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="gatekeeper-rego", daemon=True)
-            self._thread.start()
-        done: Future[_T] = Future()
-        self._jobs.put((lambda: fn(*args), done))
-        return done.result()
-
-    def stop(self) -> None:
-        self._jobs.put(None)
-
-    def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            fn, done = job
-            try:
-                done.set_result(fn())
-            except BaseException as exc:  # handed back to the caller, as a thread pool does
-                done.set_exception(exc)
-
-
-def _release(worker: _Worker, evaluators: dict[str, Any]) -> None:
-    """Drop the evaluators on the thread that made them, then end it."""
-    worker.call(evaluators.clear)
-    worker.stop()
 
 
 class GatekeeperWebhook:
