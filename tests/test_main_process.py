@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import ShopTwin
+from itbench_gym.lang.timestamps import parse_rfc3339
 from kube_fixtures import container
 
 Obj = dict[str, Any]
@@ -98,3 +99,16 @@ def test_what_a_process_prints_after_a_sleep_shows_once_the_sleep_is_over(shop_t
     assert [line for _, line in _logged(shop_twin, "sleeper", "wait")] == lines
     assert _state(shop_twin, "sleeper")["terminated"]["exitCode"] == 0
     assert started["startedAt"] < _state(shop_twin, "sleeper")["terminated"]["finishedAt"]
+
+
+def test_a_loop_of_sleeps_ends_when_its_last_sleep_does(shop_twin: ShopTwin) -> None:
+    """The process model does not follow a ``for`` loop's sleeps; the emulated programs do, and say when it ends."""
+    shop_twin.reset()
+    shop_twin.store.create(_pod("looper", "for i in 1 2; do echo $i; sleep 20; done; echo end"))
+    shop_twin.backend.advance(10)
+    assert "running" in _state(shop_twin, "looper")
+    assert [line for _, line in _logged(shop_twin, "looper", "wait")] == ["1"]
+    shop_twin.backend.advance(45)
+    terminated = _state(shop_twin, "looper")["terminated"]
+    assert [line for _, line in _logged(shop_twin, "looper", "wait")] == ["1", "2", "end"]
+    assert parse_rfc3339(terminated["finishedAt"]) - parse_rfc3339(terminated["startedAt"]) >= 40

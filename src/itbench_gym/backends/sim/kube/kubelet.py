@@ -39,6 +39,8 @@ Obj = dict[str, Any]
 MainOutput = Callable[[Obj, Obj, float, "FollowedRun | None"], "FollowedRun | None"]
 
 MAX_BACKOFF = 300.0
+#: How long past the process model's end an emulated process is followed (its sleeps, in seconds).
+FOLLOW_PAST_PLAN = 3600.0
 INITIAL_BACKOFF = 10.0
 #: A container that ran this long since its last restart starts its back-off afresh.
 BACKOFF_RESET = 2 * MAX_BACKOFF
@@ -677,12 +679,16 @@ class Kubelet(Controller):
 
     def _follow_to_exit(self, pod: Obj, spec: Obj, c: ContainerRun, now: float, remaining: float) -> None:
         """The process model says the process ends ``remaining`` seconds from ``now`` (a ``sleep``
-        first, a dependency that now answers): an emulated process is followed to there and exits with
-        the emulated programs' status; the process model keeps deciding when."""
+        first, a dependency that now answers): an emulated process is followed to its end and exits
+        with the emulated programs' status, when they say, if later (the model does not follow a
+        ``for`` loop's sleeps); one still waiting :data:`FOLLOW_PAST_PLAN` seconds after the model's
+        end (a dial the emulation finds refused) ends when the model says."""
+        started = c.started_at if c.started_at is not None else now
         if c.followed is None or c.followed.code is None:
-            self._follow(pod, spec, c, now, now - (c.started_at or now) + remaining)
+            self._follow(pod, spec, c, now, now - started + remaining + FOLLOW_PAST_PLAN)
         if c.followed is not None and c.followed.code is not None:
             c.planned_exit = c.followed.code
+            c.exit_at = max(now + remaining, started + c.followed.elapsed)
 
     @staticmethod
     def _unknown_writer(pod: Obj, run: PodRun, spec: Obj) -> None:
