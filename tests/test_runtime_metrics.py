@@ -151,6 +151,31 @@ def test_node_services_export_the_event_loop_and_v8_heap_and_go_services_nothing
     assert shop.query(runtime % "checkout") == [] and shop.query(runtime % "shipping") == []
 
 
+def test_go_services_export_the_runtimes_metrics_from_their_environment(shop: Shop) -> None:
+    """checkout and product-catalog (Go 1.24, contrib runtime v0.64.0): GOMEMLIMIT is the limit and caps
+    the GC's goal, GOGC the default, GOMAXPROCS the node's CPUs; the memory the runtime reports is within
+    the container's working set."""
+    shop.backend.advance(120)
+    assert {lb["exported_job"] for lb, _ in shop.query("go_goroutine_count")} == {
+        "opentelemetry-demo/checkout", "opentelemetry-demo/product-catalog"}
+    for service in ("checkout", "product-catalog"):
+        (pod,) = shop.pods(service)
+        job = f'exported_job="opentelemetry-demo/{service}"'
+        used = {lb["go_memory_type"]: v for lb, v in shop.query(f"go_memory_used_bytes{{{job}}}")}
+        assert set(used) == {"stack", "other"} and all(v > 0 for v in used.values())
+        (labels, _), = shop.query(f"go_memory_limit_bytes{{{job}}}")
+        assert labels["otel_scope_name"] == "go.opentelemetry.io/contrib/instrumentation/runtime"
+        assert labels["otel_scope_version"] == "0.64.0" and labels["exported_instance"] == pod["metadata"]["uid"]
+        assert shop.value(f"go_memory_limit_bytes{{{job}}}") == 16 * 2**20  # the chart's GOMEMLIMIT=16MiB
+        assert shop.value(f"go_config_gogc_percent{{{job}}}") == 100
+        node_cpus = shop.value(f'kube_node_status_capacity{{resource="cpu", node="{pod["spec"]["nodeName"]}"}}')
+        assert shop.value(f"go_processor_limit{{{job}}}") == node_cpus
+        working_set = shop.value(f'container_memory_working_set_bytes{{namespace="otel-demo", container="{service}"}}')
+        assert sum(used.values()) < working_set
+        assert 0 < shop.value(f"go_memory_gc_goal_bytes{{{job}}}") <= 16 * 2**20
+        assert shop.value(f"increase(go_memory_allocations_total{{{job}}}[2m])") > 0
+
+
 @pytest.mark.parametrize(("where", "change", "message"), [
     ("services", lambda r: r["runtimes"]["java-agent"].update(services=["ad", "no-such-service"]), "not services of the app"),
     ("quantity", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(quantity="heap_used"), "unknown quantity"),
@@ -160,8 +185,9 @@ def test_node_services_export_the_event_loop_and_v8_heap_and_go_services_nothing
 ])
 def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
     raw = copy.deepcopy(runtime_metrics.raw(envs_dir() / "astronomy-shop"))
-    services = {"ad", "fraud-detection", "frontend", "payment"}
-    assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment"}
+    services = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog"}
+    assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment",
+                                                                      "go-checkout", "go-product-catalog"}
     change(raw)
     with pytest.raises(runtime_metrics.RuntimeMetricsError, match=message):
         runtime_metrics.parse(raw, services)

@@ -1038,7 +1038,8 @@ class AppModel:
                               for e in full_gcs if e.get("service") == svc.name)
                     self._export_runtime(view, p, inst, ProcessState(
                         seen_mem, cpu.usage_cores, math.ceil(limit_cpu) if math.isfinite(limit_cpu) else node_cores, limit_mem,
-                        max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s), t, dt)
+                        max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s,
+                        node_cores, inst.env), t, dt)
                 for side, sidecar in svc.sidecars.items():
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=sidecar.cpu_idle, memory_bytes=sidecar.memory_mi * MI)
                 if limit_mem and mem >= limit_mem:

@@ -9,7 +9,7 @@ the runtime's quantities, which reach the collector process its telemetry goes t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,12 @@ _QUANTITIES = {
                       "classes", "cpu_time", "cpus", "cpu_utilization"}),
     "node": frozenset({*(f"eventloop_delay_{stat}" for stat in ("min", "max", "mean", "stddev", "p50", "p90", "p99")), "eventloop_utilization", "eventloop_time", "gc_duration", "heap_used", "heap_limit",
                        "heap_available", "heap_physical"}),
+    "go": frozenset({"memory_used", "memory_limit", "memory_allocated", "memory_allocations", "gc_goal", "goroutines",
+                     "processor_limit", "gogc"}),
 }
+#: What Go's runtime/metrics report for "no limit" and GOGC=off, clamped to int64 by the instrumentation.
+_GO_UNSET = float(2**63 - 1)
+_GO_BYTE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 class RuntimeMetricsError(ValueError):
@@ -87,13 +92,28 @@ class NodeDef:
 
 
 @dataclass(frozen=True)
+class GoDef:
+    #: the binary's pages in the working set, which the Go runtime does not manage
+    binary: float
+    stack_per_goroutine: float
+    #: goroutines the process keeps without requests (servers, clients, the SDK's exporters)
+    goroutines: float
+    #: the share of the runtime's memory outside the stacks that is heap
+    heap_share: float
+    allocation_per_request: float
+    allocation_per_s: float
+    allocations_per_request: float
+    allocations_per_s: float
+
+
+@dataclass(frozen=True)
 class RuntimeDef:
     name: str
     services: tuple[str, ...]
     scope: tuple[str, str]
     export_interval_s: float
     metrics: tuple[MetricDef, ...]
-    model: JvmDef | NodeDef
+    model: JvmDef | NodeDef | GoDef
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,10 @@ class ProcessState:
     full_gcs_per_s: float
     #: the mean time work waits for the CPU (a single-threaded loop's queueing)
     wait_s: float
+    #: CPUs of the node (what a runtime that ignores its cgroup sees)
+    node_cpus: float = 0.0
+    #: the container's environment
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -171,6 +195,13 @@ def _node(raw: dict[str, Any], where: str, interval: float) -> NodeDef:
                    float(_need(gc, "major_pause_ms", where)) / 1000.0, float(_need(gc, "incremental_pause_ms", where)) / 1000.0)
 
 
+def _go(raw: dict[str, Any], where: str) -> GoDef:
+    return GoDef(float(_need(raw, "binary_mi", where)) * MIB, float(_need(raw, "stack_kib_per_goroutine", where)) * 1024.0,
+                 float(_need(raw, "goroutines", where)), float(_need(raw, "heap_share", where)),
+                 float(_need(raw, "allocation_kib_per_request", where)) * 1024.0, float(_need(raw, "allocation_kib_per_second", where)) * 1024.0,
+                 float(_need(raw, "allocations_per_request", where)), float(_need(raw, "allocations_per_second", where)))
+
+
 def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
     quantity = str(_need(raw, "quantity", where))
     if quantity not in _QUANTITIES[kind]:
@@ -196,7 +227,13 @@ def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
         if len(kinds) != 1:
             raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
         kind, interval = kinds[0], float(_need(r, "export_interval_seconds", where))
-        model = _jvm(r[kind], f"{where}.jvm") if kind == "jvm" else _node(r[kind], f"{where}.node", interval)
+        model: JvmDef | NodeDef | GoDef
+        if kind == "jvm":
+            model = _jvm(r[kind], f"{where}.jvm")
+        elif kind == "node":
+            model = _node(r[kind], f"{where}.node", interval)
+        else:
+            model = _go(r[kind], f"{where}.go")
         out.append(RuntimeDef(name, tuple(r["services"]), (str(_need(scope, "name", where)), str(_need(scope, "version", where))),
                               interval, tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where))),
                               model))
@@ -330,7 +367,79 @@ class NodeProcess:
                 yield (name,), {"heap_used": used, "heap_limit": size, "heap_physical": size, "heap_available": size - used}[quantity]
 
 
-Process = JvmProcess | NodeProcess
+def go_byte_count(text: str) -> float | None:
+    """GOMEMLIMIT as Go's runtime reads it (``parseByteCount``: digits and an optional ``B``, ``KiB``
+    ... ``TiB``); None for ``off``, unset, or a value Go would not take."""
+    digits = text.rstrip("BKMGTi")
+    unit = text[len(digits):] or "B"
+    if not digits.isdigit() or unit not in _GO_BYTE_UNITS:
+        return None
+    return float(int(digits) * _GO_BYTE_UNITS[unit])
+
+
+class GoProcess:
+    """A Go process's runtime/metrics, from its working set, requests and environment (Go 1.24: GOMAXPROCS
+    is the node's CPUs, whatever the container's limit)."""
+
+    def __init__(self, d: GoDef, s: ProcessState) -> None:
+        self.d, self.s = d, s
+        env = s.env
+        self.gogc = _gogc(env.get("GOGC", ""))
+        self.limit = go_byte_count(env.get("GOMEMLIMIT", ""))
+        procs = env.get("GOMAXPROCS", "")
+        self.procs = float(procs) if procs.isdigit() and int(procs) > 0 else s.node_cpus
+        self.goroutines = d.goroutines + round(s.inflight)
+        self.stack = self.goroutines * d.stack_per_goroutine
+        total = max(s.working_set - d.binary, self.stack)
+        self.other = total - self.stack
+        heap = self.other * d.heap_share
+        # the heap grows from what the last collection left live to the goal, GOGC% above it: on average halfway
+        growth = self.gogc / 100.0 if self.gogc != _GO_UNSET else 1.0
+        live = heap / (1.0 + growth / 2.0)
+        goal = live * (1.0 + growth)
+        if self.limit is not None:  # the memory limit caps the goal at what it leaves the heap
+            goal = min(goal, max(self.limit - (total - heap), live))
+        self.goal = goal
+
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """runtime/metrics' collections are not among the instrumentation's metrics."""
+        return iter(())
+
+    def advance(self, c: Counters, dt: float) -> None:
+        d, rps = self.d, self.s.requests_per_s
+        c.totals["allocated"] = c.totals.get("allocated", 0.0) + (rps * d.allocation_per_request + d.allocation_per_s) * dt
+        c.totals["allocations"] = c.totals.get("allocations", 0.0) + (rps * d.allocations_per_request + d.allocations_per_s) * dt
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        if quantity == "memory_used":
+            yield ("stack",), float(round(self.stack))
+            yield ("other",), float(round(self.other))
+        elif quantity == "memory_limit" and self.limit is not None:  # no limit: the instrumentation observes nothing
+            yield (), self.limit
+        elif quantity in ("memory_allocated", "memory_allocations"):
+            yield (), float(math.floor(c.totals.get(quantity.removeprefix("memory_"), 0.0)))
+        elif quantity == "gc_goal":
+            yield (), float(round(self.goal))
+        elif quantity == "goroutines":
+            yield (), float(self.goroutines)
+        elif quantity == "processor_limit":
+            yield (), self.procs
+        elif quantity == "gogc":
+            yield (), self.gogc
+
+
+def _gogc(text: str) -> float:
+    """GOGC as the runtime reads it (``readGOGC``): ``off`` is -1, reported clamped to int64; a value it
+    cannot read is the default, 100."""
+    if text == "off":
+        return _GO_UNSET
+    try:
+        return float(int(text))
+    except ValueError:
+        return 100.0
+
+
+Process = JvmProcess | NodeProcess | GoProcess
 
 
 class RuntimeTelemetry:
@@ -347,7 +456,13 @@ class RuntimeTelemetry:
         r = self.of_service.get(service)
         if r is None:
             return
-        proc: Process = JvmProcess(r.model, s) if isinstance(r.model, JvmDef) else NodeProcess(r.model, s)
+        proc: Process
+        if isinstance(r.model, JvmDef):
+            proc = JvmProcess(r.model, s)
+        elif isinstance(r.model, NodeDef):
+            proc = NodeProcess(r.model, s)
+        else:
+            proc = GoProcess(r.model, s)
         proc.advance(counters, dt)
         hist = next((m.buckets for m in r.metrics if m.buckets), (math.inf,))
         for key, per_s, pause in proc.collections():
