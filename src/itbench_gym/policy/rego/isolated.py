@@ -64,10 +64,10 @@ class _Worker:
         with self._lock:
             if self._process is None or self._process.poll() is not None:
                 self._start()
-            for gone in sorted(self._dropped & self._live):
+            dropped, self._dropped = self._dropped, set()
+            for gone in sorted(dropped & self._live):
                 self._exchange({"op": "drop", "engine": gone})
-            self._live -= self._dropped
-            self._dropped.clear()
+            self._live -= dropped
             if engine.engine_id not in self._live:
                 self._replay(engine)
             return self._exchange({**message, "engine": engine.engine_id})
