@@ -495,13 +495,14 @@ def test_exec_exit_codes_and_missing_programs(kc: Kubectl) -> None:
 
 def test_a_debug_pod_runs_its_args_and_answers_exec(kc: Kubectl) -> None:
     name = f"exec-debug-{kc.v.replace('.', '')}"
-    kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", "sleep", "3600")
+    # ten minutes: a watch lets one simulated second pass per idle step (~18 ms of wall time each here)
+    kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", "sleep", "600")
     kc("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=60s")
     assert kc.out("exec", name, "--", "nslookup", "frontend").startswith("Server:\t\t10.96.0.10\n")
     kc("wait", "--for=condition=Ready=false", f"pod/{name}", "--timeout=2h")  # the twin runs on until it ends
     ended = kc.json("get", "pod", name)["status"]["containerStatuses"][0]["state"]["terminated"]
     ran = parse_rfc3339(ended["finishedAt"]) - parse_rfc3339(ended["startedAt"])
-    assert (ended["exitCode"], ran) == (0, 3600)  # busybox has no Entrypoint: its args are the command
+    assert (ended["exitCode"], ran) == (0, 600)  # busybox has no Entrypoint: its args are the command
     kc("delete", "pod", name, "--wait=false")
 
 
@@ -549,7 +550,8 @@ def test_an_attach_lets_time_pass_only_while_its_client_is_there(kc: Kubectl) ->
     """An attach to a process that runs on follows it in simulated time; once kubectl has gone, the
     stream ends and the clock stops (nothing advances behind the next command's back)."""
     name = f"probe-attached-{kc.v.replace('.', '')}"
-    kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", "sleep", "3600")
+    # ten minutes: a watch lets one simulated second pass per idle step (~18 ms of wall time each here)
+    kc("run", name, "--image=busybox:1.36", "--restart=Never", "--", "sleep", "600")
     kc("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=60s")
     clock = kc.shop.backend.clock
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(kc.shop.tmp), "KUBECONFIG": str(kc.shop.endpoints.kubeconfig)}
