@@ -8,6 +8,7 @@ both sandbox modes, and then the whole path through an environment.
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
 import re
@@ -100,7 +101,7 @@ def _run_under_shim(now: float, program: str) -> tuple[int, str, ClockShim]:
 def vdso(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """How the shim takes the vDSO over: rewritten, or hidden where it cannot be rewritten (pretended here)."""
     if request.param == "hidden":
-        monkeypatch.setattr(clockshim, "_patch_vdso", lambda tid, base, now_ns: False)
+        monkeypatch.setattr(clockshim, "_patch_vdso", lambda tid, base, now_ns, clock_ids: None)
     return str(request.param)
 
 
@@ -188,6 +189,42 @@ def test_without_the_shim_programs_see_the_host_clock(monkeypatch: pytest.Monkey
     out, _ = proc.communicate(timeout=60)
     shim.close()
     assert abs(float(out) - time.time()) < 30
+
+
+@needs_shim
+def test_a_program_on_simulated_time_sees_its_monotonic_clock_move_only_with_the_twin(vdso: str) -> None:
+    """The ``simulated`` executables' monotonic clocks (their timers) follow ``set_time``, not the host."""
+    program = textwrap.dedent("""
+        import select, sys, time
+        first = (time.monotonic(), time.time())
+        select.select([], [], [], 0.3)  # a relative wait (time.sleep waits for a monotonic instant)
+        held = (time.monotonic(), time.time())
+        print("ready", flush=True)
+        sys.stdin.readline()
+        moved = (time.monotonic(), time.time())
+        print(repr((first, held, moved)), flush=True)
+    """)
+    shim = ClockShim(SIM_NOW, simulated=[Path(sys.executable)])
+    proc = shim.popen([sys.executable, "-S", "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={})
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        if vdso == "patched":
+            assert shim.on_sim_time() == {proc.pid} and not shim.host_timed()
+        else:
+            assert shim.on_sim_time() == set() and shim.host_timed()
+        shim.set_time(SIM_NOW + 90)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        first, held, moved = ast.literal_eval(proc.stdout.readline().decode())
+        proc.wait(timeout=60)
+    finally:
+        shim.close()
+    if vdso == "patched":
+        assert first[1] == held[1] == pytest.approx(SIM_NOW) and moved[1] == pytest.approx(SIM_NOW + 90)
+        assert held[0] == first[0] and moved[0] - first[0] == pytest.approx(90)
+    else:  # a hidden vDSO: a C program has read its auxiliary vector by then and keeps the host's clocks
+        assert held[0] - first[0] >= 0.3 and held[1] - first[1] >= 0.3
 
 
 # -- kubectl under the shim, through run_confined ---------------------------------------------------
@@ -307,3 +344,32 @@ def test_rollout_restart_stamps_the_twin_clock(episode: object) -> None:
     assert stamp, text
     restarted = datetime.datetime.fromisoformat(stamp.group(1)).timestamp()
     assert now - 1 <= restarted <= now + 15, (stamp.group(1), datetime.datetime.fromtimestamp(now, datetime.UTC))
+
+
+def test_kubectl_wait_gives_up_after_its_timeout_of_simulated_time(episode: object) -> None:
+    """kubectl's own timers run on the twin's time: a wait for a condition that never comes ends after
+    its ``--timeout`` of simulated time, whatever the host's speed, the same on every run."""
+    backend = episode.unwrapped.backend  # type: ignore[attr-defined]
+    moved = []
+    for _ in range(2):
+        before = backend.clock.now()
+        obs, *_ = episode.step("kubectl wait --for=condition=Ready=false deployment/frontend -n otel-demo --timeout=20s")  # type: ignore[attr-defined]
+        moved.append(backend.clock.now() - before)
+        assert obs["exit_status"] == 1 and "timed out waiting for the condition" in obs["text"], obs["text"]
+    cost = episode.unwrapped.tools["kubectl"].cost_seconds  # type: ignore[attr-defined]
+    assert moved[0] == moved[1] and 20 <= moved[0] - cost < 20.01, moved
+
+
+def test_kubectl_waiting_past_the_episode_s_time_is_stopped_when_it_runs_out() -> None:
+    if not clock_shim_available():
+        pytest.skip(f"the clock shim cannot work here: {clock_shim_unavailable_reason()}")
+    import itbench_gym
+
+    env = itbench_gym.make("SRE-CorruptImage-v0", max_sim_seconds=60)
+    try:
+        env.reset(seed=2)
+        obs, _, terminated, truncated, _ = env.step("kubectl wait --for=condition=Ready=false deployment/frontend -n otel-demo --timeout=1h")
+        assert obs["exit_status"] == 124 and obs["text"].endswith("kubectl was stopped: the episode's time ran out while it waited")
+        assert truncated and not terminated  # (the clock the observation shows is after the episode's evaluation)
+    finally:
+        env.close()

@@ -8,13 +8,16 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from itbench_gym.backends.programs import RunningPrograms
+from itbench_gym.backends.programs import Run, RunningPrograms, TwinTime
+from itbench_gym.clock import SimClock
+from itbench_gym.tools.clockshim import ClockShim, clock_shim_available, clock_shim_unavailable_reason
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
                                 reason="the twin reads the agent's programs from Linux's /proc; without it a stream does not wait "
@@ -96,3 +99,85 @@ def test_nothing_registered_waits_at_once_and_registrations_nest() -> None:
                 assert programs.busy()
             assert programs.busy()  # one registration is left
         assert not programs.busy()
+
+
+# -- programs on the twin's time ----------------------------------------------------------------------
+
+needs_shim = pytest.mark.skipif(not clock_shim_available(), reason=f"the clock shim cannot work here: {clock_shim_unavailable_reason()}")
+#: A program on simulated time that waits in epoll for a timer 30 s off (Python's poll looks at its
+#: clock again when a signal interrupts it, as Go's runtime does on the driver's SIGURG).
+_TIMED = ("import select, signal, time\nsignal.signal(signal.SIGURG, lambda *_: None)\nstart = time.monotonic()\n"
+          "select.epoll().poll(30)\nprint(time.monotonic() - start)")
+
+
+def _twin_time(clock: SimClock, budget: float = 3600.0) -> tuple[TwinTime, list[float]]:
+    steps: list[float] = []
+    end = clock.now() + budget
+
+    def advance(seconds: float) -> bool:
+        if clock.now() >= end:
+            return False
+        steps.append(min(seconds, end - clock.now()))
+        clock.advance(steps[-1])
+        return True
+
+    return TwinTime(clock.now, advance), steps
+
+
+def _run_on_twin_time(programs: RunningPrograms, clock: SimClock, program: str,
+                      alongside: threading.Thread | None = None) -> tuple[str, Run]:
+    """Run ``program`` on the twin's time (``alongside`` started once it is registered, joined after)."""
+    shim = ClockShim(clock.now(), simulated=[Path(sys.executable)])
+    proc = shim.popen([sys.executable, "-S", "-c", program], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                      start_new_session=True)
+    try:
+        with programs.running(proc.pid, shim) as run:
+            if alongside is not None:
+                alongside.start()
+            out, _ = proc.communicate(timeout=60)
+    finally:
+        shim.close()
+        if alongside is not None:
+            alongside.join(timeout=30)
+    return out.decode(), run
+
+
+@needs_shim
+def test_a_driven_program_s_timer_lets_the_twin_s_time_pass_to_it_at_once() -> None:
+    clock = SimClock(1000.0)
+    twin_time, steps = _twin_time(clock)
+    programs = RunningPrograms(time_source=twin_time)
+    started_at = time.monotonic()
+    out, run = _run_on_twin_time(programs, clock, _TIMED)
+    assert float(out) == 30.0 and steps == [30.0] and clock.now() == 1030.0 and not run.out_of_time
+    assert time.monotonic() - started_at < 25  # not the host's 30 seconds (the bound only says it did not sleep them)
+    assert not programs.drives_time()
+
+
+@needs_shim
+def test_a_driven_program_is_stopped_when_the_episode_s_time_runs_out() -> None:
+    clock = SimClock(1000.0)
+    twin_time, steps = _twin_time(clock, budget=10.0)
+    out, run = _run_on_twin_time(RunningPrograms(time_source=twin_time), clock, _TIMED)
+    assert run.out_of_time and out == "" and clock.now() == 1010.0 and steps == [10.0]
+
+
+@needs_shim
+def test_a_waiting_stream_lets_time_pass_by_its_step_up_to_the_client_s_timer() -> None:
+    """A watch with nothing to send while its driven client waits: a step at a time, the last one to the
+    client's timer; the stream's wait ends with the client."""
+    clock = SimClock(1000.0)
+    twin_time, steps = _twin_time(clock)
+    programs = RunningPrograms(time_source=twin_time)
+    looks: list[float] = []
+
+    def stream() -> None:
+        while programs.idle_wait(1100.0, 1.0, _never, threading.Event()):
+            looks.append(clock.now())
+
+    programs.traffic.begin()  # the stream's request, being served: time passes only while it waits
+    try:
+        out, _ = _run_on_twin_time(programs, clock, _TIMED.replace("poll(30)", "poll(3.25)"), threading.Thread(target=stream))
+    finally:
+        programs.traffic.end()
+    assert float(out) == 3.25 and steps == [1.0, 1.0, 1.0, 0.25] and looks == [1001.0, 1002.0, 1003.0, 1003.25]

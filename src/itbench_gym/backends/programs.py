@@ -15,15 +15,33 @@ it is not waiting on the twin), on two looks in a row, and the client has read a
 Programs are read from ``/proc``; without it (not Linux), or with nothing registered (the kubernetes
 Python client in the caller's own process, a client of ``itbench-gym serve``), a stream lets time pass
 as soon as it is idle.
+
+A program's own timers ran on the host's clock, though: ``kubectl wait --timeout=5s`` for a condition
+that never came let as much simulated time pass as the twin computed in five real seconds (362 and 422
+simulated seconds in two runs of the same episode). So on the twin kubectl runs on the twin's time
+(``tools/clockshim.py``: its monotonic clock reads the simulated time) and is *driven*: while it runs,
+one thread (:meth:`RunningPrograms._drive`) lets time pass whenever every registered program waits and
+the twin's servers are quiet (``Traffic``), to kubectl's nearest timer (its epoll wait's timeout, now
+in simulated milliseconds) or by the step of a stream that waits for time (``idle_wait``), whichever
+comes first, then wakes kubectl to look at its timers. Its timeouts, polls and client-side throttling
+then take simulated time, as on a cluster, and no real time.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from itbench_gym.tools.clockshim import ClockShim
 
 #: Thread states (``/proc/PID/task/TID/stat``) of a thread that is doing something: running or
 #: runnable, in uninterruptible sleep (I/O, a page fault), waking.
@@ -37,32 +55,194 @@ _EPOLL_WAITS = {"x86_64": frozenset({"232", "281"}), "aarch64": frozenset({"22"}
 _NEAR_TIMER_MS = 1000
 #: Seconds between two looks at the programs while one is busy (doubling up to the second figure).
 _FIRST_POLL, _LAST_POLL = 0.0002, 0.005
+#: Seconds between a waiting stream's looks at its client and the server's closing.
+_IDLE_RECHECK = 0.02
 
 
-class RunningPrograms:
-    """The agent's programs running now (thread-safe): tools register them, streams wait on them."""
+@dataclass(frozen=True)
+class TwinTime:
+    """The simulated clock a twin lets pass for programs that run on it: ``now()``, and ``advance(s)``
+    that lets ``s`` seconds pass (less when the episode's budget ends sooner), False once it is spent."""
 
-    def __init__(self, proc_root: Path = Path("/proc")) -> None:
-        self._proc = proc_root
-        self._pids: dict[int, int] = {}  # pid -> how many registrations
+    now: Callable[[], float]
+    advance: Callable[[float], bool]
+
+
+class Traffic:
+    """The requests the twin's servers are serving (thread-safe): a program on the twin's time may let
+    time pass only while none is, but for streams that wait for time themselves (``RunningPrograms.idle_wait``),
+    and no byte to or from the servers' ports waits in a queue (``/proc/net/tcp``)."""
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._serving = 0
+        self._idle = 0
+        #: The servers' ports (loopback TCP).
+        self.ports: set[int] = set()
+
+    def begin(self) -> None:
+        with self._lock:
+            self._serving += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._serving -= 1
 
     @contextmanager
-    def running(self, pid: int) -> Iterator[None]:
-        """Count ``pid`` (and its descendants) as one of the agent's programs while the block runs."""
+    def idle(self) -> Iterator[None]:
+        """A request being served that waits for time to pass, not for the server."""
         with self._lock:
-            self._pids[pid] = self._pids.get(pid, 0) + 1
+            self._idle += 1
         try:
             yield
         finally:
+            with self._lock:
+                self._idle -= 1
+
+    def quiet(self, proc_root: Path) -> bool:
+        with self._lock:
+            if self._serving != self._idle:
+                return False
+        return not _queued(proc_root, self.ports)
+
+
+@dataclass
+class Run:
+    """One registered program: what ``RunningPrograms.running`` yields."""
+
+    pid: int
+    shim: ClockShim | None = None
+    #: Set when the episode's time ran out while the program waited on the twin's time; it was stopped.
+    out_of_time: bool = False
+    drives: bool = field(default=False, init=False)
+
+
+@dataclass
+class _IdleStream:
+    stop_at: float
+    step: float
+    #: The driver's moves when the stream began to wait: one made since, it must look before another.
+    moves: int
+
+
+class RunningPrograms:
+    """The agent's programs running now (thread-safe): tools register them, streams wait on them.
+
+    With a ``TwinTime`` (the twin's backend), a program whose shim runs its timers on the simulated
+    time (``ClockShim``'s ``simulated``) is *driven*: while it runs, a driver thread lets the twin's
+    time pass whenever every registered program waits — up to the nearest timer of a process on
+    simulated time (its epoll wait's timeout, in simulated milliseconds) and, while a stream of the
+    twin waits for time (``idle_wait``), by that stream's step — and then wakes those processes to
+    look at their timers. ``kubectl wait --timeout=30s`` then gives up after 30 simulated seconds,
+    as on a cluster, whatever the host's speed.
+    """
+
+    def __init__(self, proc_root: Path = Path("/proc"), time_source: TwinTime | None = None) -> None:
+        self._proc = proc_root
+        self._pids: dict[int, int] = {}  # pid -> how many registrations
+        self._lock = threading.Lock()
+        self._time = time_source
+        #: What the twin's servers serve (the backend hands it to them).
+        self.traffic = Traffic()
+        self._runs: list[Run] = []
+        self._cond = threading.Condition()
+        self._idle: list[_IdleStream] = []
+        self._moves = 0
+        self._out_of_time = False
+        self._driver: threading.Thread | None = None
+
+    @contextmanager
+    def running(self, pid: int, shim: ClockShim | None = None) -> Iterator[Run]:
+        """Count ``pid`` (and its descendants) as one of the agent's programs while the block runs;
+        drive it on the twin's time when ``shim`` runs its timers there."""
+        run = Run(pid, shim)
+        run.drives = self._time is not None and shim is not None and shim.simulates
+        with self._lock:
+            self._pids[pid] = self._pids.get(pid, 0) + 1
+        if run.drives:
+            with self._cond:
+                self._runs.append(run)
+                if self._driver is None:
+                    self._driver = threading.Thread(target=self._drive, name="itbench-gym-twin-time", daemon=True)
+                    self._driver.start()
+        try:
+            yield run
+        finally:
+            if run.drives:
+                with self._cond:
+                    self._runs.remove(run)
+                    driver = self._driver if not self._runs else None
+                    if driver is not None:
+                        self._driver = None
+                        self._out_of_time = False
+                    self._cond.notify_all()
+                if driver is not None:
+                    driver.join()
             with self._lock:
                 left = self._pids.pop(pid) - 1
                 if left:
                     self._pids[pid] = left
 
+    @property
+    def has_twin_time(self) -> bool:
+        """Whether programs may run on the twin's time here (a twin's backend; not a real cluster's)."""
+        return self._time is not None
+
+    def drives_time(self) -> bool:
+        """Whether a driven program runs: streams then wait for the driver (``idle_wait``) instead of
+        letting time pass themselves."""
+        with self._cond:
+            return bool(self._runs)
+
+    def sync_clock(self) -> None:
+        """Show the driven programs the twin's time now (before an answer that moved it is sent), to the
+        microsecond: the twin's clock is a float, whose last bits differ with the steps that led to a
+        time, and a program's timers are exact nanoseconds."""
+        if self._time is None:
+            return
+        with self._cond:
+            shims = [run.shim for run in self._runs if run.shim is not None]
+        if shims:
+            now = round(self._time.now() * 1e6) / 1e6
+            for shim in shims:
+                if shim.now != now:
+                    shim.set_time(now)
+
+    def idle_wait(self, stop_at: float, step: float, gone: Callable[[], bool], stop: threading.Event,
+                  changed: Callable[[], bool] = lambda: False) -> bool:
+        """A stream with nothing to send, whose client is driven, waits here while the driver lets up
+        to ``step`` simulated seconds pass (never past ``stop_at``). True when time moved or
+        ``changed()`` (look again); False when the stream should end: its client left, ``stop`` is set,
+        the episode's time ran out, or no driven program runs any more."""
+        with self._cond:
+            moves = self._moves
+            stream = _IdleStream(stop_at, step, moves)
+            self._idle.append(stream)
+        try:
+            with self.traffic.idle():
+                while True:
+                    if gone() or stop.is_set():
+                        return False
+                    if changed():
+                        return True
+                    with self._cond:
+                        if self._moves != moves:
+                            return True
+                        if self._out_of_time or not self._runs:
+                            return False
+                        self._cond.wait(_IDLE_RECHECK)
+        finally:
+            with self._cond:
+                self._idle.remove(stream)
+
     def busy(self) -> bool:
         """Whether a thread of a registered program or of one of its descendants is runnable now, or
         sleeps on a near timer of its own."""
+        return any(state in _BUSY_STATES or _near_timer(task) for _, task, state in self._threads())
+
+    def _threads(self) -> Iterator[tuple[int, Path, str]]:
+        """Every thread of the registered programs and of their descendants: its process, its
+        ``/proc`` folder and its state letter (threads that end meanwhile are left out)."""
         with self._lock:
             pending = sorted(self._pids)
         seen: set[int] = set()
@@ -80,11 +260,92 @@ class RunningPrograms:
                     stat = (task / "stat").read_text()
                 except OSError:
                     continue  # the thread ended between the listing and the read
-                state = stat.rpartition(")")[2].split()[:1]
-                if state and state[0] in _BUSY_STATES or _near_timer(task):
-                    return True
+                yield pid, task, (stat.rpartition(")")[2].split() or [""])[0]
             pending.extend(self._children(pid, tasks))
-        return False
+
+    def _drive(self) -> None:
+        """While a driven program runs: each time every program waits (two looks in a row that agree)
+        and the servers are quiet, let the twin's time pass to the next thing due, then wake the
+        processes on simulated time."""
+        assert self._time is not None
+        last: int | None = None
+        quiet = 0
+        delay = _FIRST_POLL
+        while True:
+            with self._cond:
+                if not self._runs:
+                    return
+                shims = [run.shim for run in self._runs if run.shim is not None]
+            timed = frozenset().union(*(shim.on_sim_time() for shim in shims))
+            look = self._timers(timed)
+            if look is None or not self._streams_looked() or not self.traffic.quiet(self._proc):
+                quiet, last = 0, None
+                time.sleep(delay)
+                delay = min(delay * 2, _LAST_POLL)
+                continue
+            quiet = quiet + 1 if look == last else 1
+            last, delay = look, _FIRST_POLL
+            if quiet < 2:
+                time.sleep(_FIRST_POLL)
+                continue
+            step = self._step(look)
+            if step is None:  # waiting on something else (its input, a child, a request): nothing to let pass
+                with self._cond:
+                    self._cond.wait(_LAST_POLL)
+                quiet, last = 0, None
+                continue
+            # to the microsecond the driven programs see (``sync_clock``), so that a timer's instant is
+            # reached exactly, whatever float sum of steps led to ``now``
+            now = self._time.now()
+            more = self._time.advance((round(now * 1e6) + round(step * 1e6)) / 1e6 - now)
+            self.sync_clock()
+            for shim in shims:
+                shim.kick()
+            with self._cond:
+                self._moves += 1
+                if not more:
+                    self._out_of_time = True
+                    for run in self._runs:
+                        run.out_of_time = True
+                        _kill_group(run.pid)
+                self._cond.notify_all()
+            quiet, last = 0, None
+
+    def _streams_looked(self) -> bool:
+        """Whether every waiting stream has looked at the twin since the driver's last move (a stream
+        woken by it counts as waiting until it runs, and must send what the move made first)."""
+        with self._cond:
+            return all(s.moves == self._moves for s in self._idle)
+
+    def _step(self, timer_ms: int) -> float | None:
+        """Seconds to let pass: to the nearest timer on simulated time (``timer_ms``, -1 for none) and
+        at most a waiting stream's step (never past its end); None when nothing waits for time."""
+        assert self._time is not None
+        candidates = [timer_ms / 1000.0] if timer_ms > 0 else []
+        now = self._time.now()
+        with self._cond:
+            candidates += [min(s.step, s.stop_at - now) for s in self._idle if s.stop_at > now]
+        return min(candidates) if candidates else None
+
+    def _timers(self, timed: frozenset[int]) -> int | None:
+        """None while a thread of a registered program (or of a descendant) is busy; else the nearest
+        timer, in milliseconds, of a process in ``timed`` waiting in epoll (-1: none). A process not on
+        simulated time that sleeps on a near timer of the host's counts as busy."""
+        nearest = -1
+        for pid, task, state in self._threads():
+            if state in _BUSY_STATES:
+                return None
+            timeout = _epoll_timeout(task)
+            if timeout is None or timeout < 0:
+                continue
+            if pid not in timed:
+                if timeout <= _NEAR_TIMER_MS:
+                    return None
+            elif timeout == 0:
+                return None
+            else:
+                nearest = timeout if nearest < 0 else min(nearest, timeout)
+        return nearest
 
     def _children(self, pid: int, tasks: list[Path]) -> list[int]:
         """The processes ``pid``'s threads started (``task/TID/children``; where the kernel does not
@@ -135,12 +396,42 @@ class RunningPrograms:
 def _near_timer(task: Path) -> bool:
     """Whether the thread waits in epoll for a timer due within ``_NEAR_TIMER_MS`` (or polls without
     waiting); False where its system call cannot be read (another user's process, no /proc)."""
+    timeout = _epoll_timeout(task)
+    return timeout is not None and 0 <= timeout <= _NEAR_TIMER_MS
+
+
+def _epoll_timeout(task: Path) -> int | None:
+    """The timeout (ms; -1 waits for ever) of the epoll wait the thread is in; None when it is in none
+    or its system call cannot be read."""
     try:
         call = (task / "syscall").read_text().split()
     except OSError:
-        return False
+        return None
     if len(call) < 5 or call[0] not in _EPOLL_WAITS:
-        return False
+        return None
     timeout = int(call[4], 16) & 0xFFFFFFFF
-    timeout = timeout - (1 << 32) if timeout >= 1 << 31 else timeout  # a C int: -1 waits for ever
-    return 0 <= timeout <= _NEAR_TIMER_MS
+    return timeout - (1 << 32) if timeout >= 1 << 31 else timeout  # a C int: -1 waits for ever
+
+
+def _queued(proc_root: Path, ports: set[int]) -> bool:
+    """Whether bytes (or a connection to accept) wait in a queue of a loopback TCP socket on ``ports``."""
+    if not ports:
+        return False
+    try:
+        table = (proc_root / "net" / "tcp").read_text()
+    except OSError:
+        return False
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 5 or fields[4] == "00000000:00000000":
+            continue
+        if int(fields[1].rpartition(":")[2], 16) in ports or int(fields[2].rpartition(":")[2], 16) in ports:
+            return True
+    return False
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

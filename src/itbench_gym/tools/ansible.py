@@ -280,4 +280,6 @@ def program_result(program: str, argv: Sequence[str], done: Completed, timeout: 
         text += f"\n{program} did not finish within {timeout:.0f} s and was stopped"
     if done.overflowed:
         text += f"\n{program} wrote more than {MAX_CAPTURE_BYTES // 2**20} MiB and was stopped"
+    if done.out_of_time:
+        text += f"\n{program} was stopped: the episode's time ran out while it waited"
     return ToolResult(text=bound_output(text.rstrip("\n")), exit_status=done.returncode, data=data)

@@ -15,17 +15,24 @@ static Go binary, and Go reads the clock through the vDSO, without a system call
    ``settls`` before ``args``), and an early one of a C program's dynamic loader. While the program
    waits there, the supervisor rewrites the program's copy of the vDSO's ``clock_gettime``,
    ``gettimeofday`` and ``time`` (through ``/proc/PID/mem``, copy on write, as a debugger sets a
-   breakpoint) into a few instructions that store the simulated time — the caller's "now", held for
-   the whole call, as the twin's clock is between tool calls — and make the real system call for
-   every other clock. kubectl's ~200 clock reads a command then cost what they cost without the shim.
-   Where the vDSO cannot be rewritten (an unexpected layout, a kernel that refuses the write), the
-   supervisor turns the auxiliary vector's ``AT_SYSINFO_EHDR`` entry into ``AT_IGNORE`` instead: a Go
-   runtime that finds no vDSO makes real system calls, and the filter brings each wall-clock one to
-   the supervisor, which writes the simulated time into the caller's memory (a round trip each). A C
-   program has read its auxiliary vector by then, so on that path it keeps the host clock.
+   breakpoint) into a few instructions that read the simulated time from a slot at the end of the
+   rewritten code and make the real system call for every other clock. The slot holds the twin's
+   time, held still between the twin's moves as the twin's clock is, and the supervisor rewrites it
+   when the twin's time moves during the call (``set_time``). kubectl's ~200 clock reads a command
+   then cost what they cost without the shim. Where the vDSO cannot be rewritten (an unexpected
+   layout, a kernel that refuses the write), the supervisor turns the auxiliary vector's
+   ``AT_SYSINFO_EHDR`` entry into ``AT_IGNORE`` instead: a Go runtime that finds no vDSO makes real
+   system calls, and the filter brings each wall-clock one to the supervisor, which writes the
+   simulated time into the caller's memory (a round trip each). A C program has read its auxiliary
+   vector by then, so on that path it keeps the host clock.
 3. Raw wall-clock system calls reach the supervisor on either path and get the same answer, so what
    kubectl prints does not depend on how fast the host is. ``CLOCK_MONOTONIC`` and every other clock
-   stay real, so timeouts keep working.
+   stay real, so timeouts keep working — except in the processes of the executables a tool names as
+   ``simulated`` (kubectl on the twin): their monotonic clocks read the slot too, so their timers
+   and timeouts run on the twin's time, which ``backends/programs.py`` lets pass while they wait on
+   them (``kick`` then wakes a Go runtime sleeping in epoll to look at its timers again). Such a
+   program's kernel waits must be relative ones, as Go's are (epoll, futex and nanosleep timeouts):
+   a wait for an absolute monotonic instant would wait for the host's clock to reach the twin's.
 
 No ptrace, no ``execve`` hook and no ``waitpid``: nothing here can reap or stop a child of the
 Python process, and a ``Popen`` that holds the GIL across ``vfork`` (older CPython releases, e.g.
@@ -43,11 +50,13 @@ import functools
 import logging
 import os
 import platform
+import signal
 import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -55,6 +64,9 @@ log = logging.getLogger(__name__)
 # x86-64 system calls and constants (asm/unistd_64.h, linux/seccomp.h, asm/prctl.h, elf.h).
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _NR_TIME, _NR_GETTIMEOFDAY, _NR_ARCH_PRCTL, _NR_CLOCK_GETTIME, _NR_SECCOMP = 201, 96, 158, 228, 317
+_NR_TGKILL = 234
+#: epoll_wait and epoll_pwait, as ``/proc/PID/task/TID/syscall`` names them.
+_EPOLL_CALLS = (b"232", b"281")
 _ARCH_SET_FS = 0x1002
 #: Clock ids that read the wall clock: CLOCK_REALTIME, CLOCK_REALTIME_COARSE, CLOCK_REALTIME_ALARM.
 _REALTIME_CLOCKS = (0, 5, 8)
@@ -208,33 +220,70 @@ def _hide_vdso(tid: int, entry: int) -> None:
         raise OSError(ctypes.get_errno(), f"process_vm_writev: {os.strerror(ctypes.get_errno())}")
 
 
-def _wall_clock_code(now_ns: int) -> dict[str, bytes]:
-    """x86-64 code for the vDSO's wall-clock functions that answers ``now_ns`` (System V calling convention).
+#: Clock ids that run on the twin's clock in a program whose timers follow it (``ClockShim``'s
+#: ``simulated``): CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_COARSE, CLOCK_BOOTTIME and
+#: CLOCK_BOOTTIME_ALARM. CPU-time clocks always stay real.
+_MONOTONIC_CLOCKS = (1, 4, 6, 7, 9)
+#: Bytes reserved at the end of the rewritten ``clock_gettime`` for the time it answers: the same
+#: nanosecond count twice (``_Supervisor.set_time`` writes the first, then the second).
+_SLOT_SIZE = 16
 
-    ``clock_gettime`` stores it for the real-time clocks and makes the real system call for every
-    other clock (what the program would do without a vDSO); ``gettimeofday`` stores it in microseconds
-    and zeroes a ``struct timezone`` (UTC, no DST); ``time`` returns it, stored through its pointer too.
+
+def _clock_code(functions: dict[str, tuple[int, int]], clock_ids: tuple[int, ...]) -> tuple[dict[int, bytes], int] | None:
+    """x86-64 code for the vDSO's clock functions that answers the time held in a slot (System V
+    calling convention), by address, and the slot's address; None when a function is missing or too
+    small for its code.
+
+    The slot, at the end of ``clock_gettime``'s body, holds the simulated time in nanoseconds twice; a
+    reader takes the second copy, then the first, and reads again until they agree, so a write it
+    overlaps (the supervisor writes the first copy, then the second) is never seen half done.
+    ``clock_gettime`` answers it for ``clock_ids`` and makes the real system call for every other
+    clock (what the program would do without a vDSO); ``gettimeofday`` answers it in microseconds and
+    zeroes a ``struct timezone`` (UTC, no DST); ``time`` returns its seconds, stored through its pointer too.
     """
-    sec, nsec = divmod(now_ns, 1_000_000_000)
-    q = struct.Struct("<q").pack
+    if "__vdso_clock_gettime" not in functions:
+        return None
+    gettime_at, gettime_size = functions["__vdso_clock_gettime"]
+    rel32 = struct.Struct("<i").pack
     syscall = b"\xb8" + struct.pack("<I", _NR_CLOCK_GETTIME) + b"\x0f\x05\xc3"  # mov eax, NR; syscall; ret
-    clock_ids = b"".join(  # cmp edi, id; je wall (past the later compares and the syscall)
-        bytes([0x83, 0xFF, clock_id, 0x74, 5 * (len(_REALTIME_CLOCKS) - i - 1) + len(syscall)])
-        for i, clock_id in enumerate(_REALTIME_CLOCKS))
-    wall = (b"\x48\xb8" + q(sec) + b"\x48\x89\x06"  # movabs rax, sec; mov [rsi], rax
-            + b"\x48\xb8" + q(nsec) + b"\x48\x89\x46\x08"  # movabs rax, nsec; mov [rsi+8], rax
-            + b"\x31\xc0\xc3")  # xor eax, eax; ret
-    timeval = (b"\x48\xb8" + q(sec) + b"\x48\x89\x07"  # movabs rax, sec; mov [rdi], rax
-               + b"\x48\xb8" + q(nsec // 1000) + b"\x48\x89\x47\x08")  # movabs rax, usec; mov [rdi+8], rax
-    timezone = b"\x48\xc7\x06\x00\x00\x00\x00"  # mov qword [rsi], 0
-    return {
-        "__vdso_clock_gettime": clock_ids + syscall + wall,
-        "__vdso_gettimeofday": (b"\x48\x85\xff\x74" + bytes([len(timeval)]) + timeval  # test rdi, rdi; jz
-                                + b"\x48\x85\xf6\x74" + bytes([len(timezone)]) + timezone  # test rsi, rsi; jz
-                                + b"\x31\xc0\xc3"),  # xor eax, eax; ret
-        # movabs rax, sec; test rdi, rdi; jz +3; mov [rdi], rax; ret
-        "__vdso_time": b"\x48\xb8" + q(sec) + b"\x48\x85\xff\x74\x03\x48\x89\x07\xc3",
-    }
+    compares = b"".join(  # cmp edi, id; je answer (past the later compares and the syscall)
+        bytes([0x83, 0xFF, clock_id & 0xFF, 0x74, 5 * (len(clock_ids) - i - 1) + len(syscall)])
+        for i, clock_id in enumerate(clock_ids))
+    divide = b"\x31\xd2\xb9" + struct.pack("<I", 1_000_000_000) + b"\x48\xf7\xf1"  # xor edx, edx; mov ecx, 1e9; div rcx
+    answer_at = gettime_at + len(compares) + len(syscall)
+    # call read; div; mov [rsi], rax; mov [rsi+8], rdx; xor eax, eax; ret
+    answer_len = 5 + len(divide) + 3 + 4 + 3
+    read_at = answer_at + answer_len
+    read_len = 7 + 7 + 3 + 2 + 2 + 2 + 1
+    slot = (read_at + read_len + 7) // 8 * 8
+    if slot + _SLOT_SIZE > gettime_at + gettime_size:
+        return None
+
+    def call(at: int) -> bytes:  # call read_ns, from an instruction at ``at``
+        return b"\xe8" + rel32(read_at - (at + 5))
+
+    answer = call(answer_at) + divide + b"\x48\x89\x06\x48\x89\x56\x08\x31\xc0\xc3"
+    # read: mov rax, [second]; mov rdx, [first]; cmp rax, rdx; je done; pause; jmp read; done: ret
+    read = (b"\x48\x8b\x05" + rel32(slot + 8 - (read_at + 7)) + b"\x48\x8b\x15" + rel32(slot - (read_at + 14))
+            + b"\x48\x39\xd0\x74\x04\xf3\x90\xeb" + bytes([(-(read_len - 1)) & 0xFF]) + b"\xc3")
+    body = compares + syscall + answer + read
+    code = {"__vdso_clock_gettime": body + b"\xcc" * (slot - gettime_at - len(body))}
+    if "__vdso_gettimeofday" in functions:
+        at = functions["__vdso_gettimeofday"][0]
+        tv = (call(at + 5) + divide + b"\x48\x89\x07"  # rax = sec, rdx = nsec; mov [rdi], rax
+              + b"\x48\x89\xd0\x31\xd2\xb9" + struct.pack("<I", 1000) + b"\x48\xf7\xf1"  # mov rax, rdx; /1000
+              + b"\x48\x89\x47\x08")  # mov [rdi+8], rax
+        timezone = b"\x48\xc7\x06\x00\x00\x00\x00"  # mov qword [rsi], 0
+        code["__vdso_gettimeofday"] = (b"\x48\x85\xff\x74" + bytes([len(tv)]) + tv  # test rdi, rdi; jz
+                                       + b"\x48\x85\xf6\x74" + bytes([len(timezone)]) + timezone  # test rsi, rsi; jz
+                                       + b"\x31\xc0\xc3")  # xor eax, eax; ret
+    if "__vdso_time" in functions:
+        at = functions["__vdso_time"][0]
+        # call read; div (rax = sec); test rdi, rdi; jz +3; mov [rdi], rax; ret
+        code["__vdso_time"] = call(at) + divide + b"\x48\x85\xff\x74\x03\x48\x89\x07\xc3"
+    if any(len(code[name]) > functions[name][1] for name in code):
+        return None
+    return {functions[name][0]: text for name, text in code.items()}, slot
 
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # Elf64_Ehdr
@@ -281,31 +330,33 @@ def _vdso_functions(tid: int, base: int) -> dict[str, tuple[int, int]]:
     return functions
 
 
-def _patch_vdso(tid: int, base: int, now_ns: int) -> bool:
-    """Rewrite the wall-clock functions of ``tid``'s vDSO to answer ``now_ns`` without a system call.
+def _patch_vdso(tid: int, base: int, now_ns: int, clock_ids: tuple[int, ...]) -> int | None:
+    """Rewrite the clock functions of ``tid``'s vDSO to answer the time of a slot, set to ``now_ns``,
+    for ``clock_ids`` without a system call; the slot's address.
 
     The vDSO is mapped read-only and executable; ``/proc/TID/mem`` writes through that (copy on
-    write, as a debugger sets a breakpoint there), so only this process sees the change. False when
+    write, as a debugger sets a breakpoint there), so only this process sees the change. None when
     its functions are not where or as large as this expects (nothing written), or when the kernel
     refuses a write (``proc_mem.force_override=never``): the caller then hides the vDSO, so a Go
     runtime calls none of it.
     """
     try:
-        functions = _vdso_functions(tid, base)
-        code = _wall_clock_code(now_ns)
-        found = {name: functions[name] for name in code if name in functions}
-        if "__vdso_clock_gettime" not in found or any(size < len(code[name]) for name, (_at, size) in found.items()):
-            return False
+        built = _clock_code(_vdso_functions(tid, base), clock_ids)
+        if built is None:
+            return None
+        code, slot = built
         fd = os.open(f"/proc/{tid}/mem", os.O_RDWR | os.O_CLOEXEC)
         try:
-            for name, (address, _size) in found.items():
-                if os.pwrite(fd, code[name], address) != len(code[name]):
-                    return False
+            if os.pwrite(fd, struct.pack("<qq", now_ns, now_ns), slot) != _SLOT_SIZE:
+                return None
+            for address, text in code.items():
+                if os.pwrite(fd, text, address) != len(text):
+                    return None
         finally:
             os.close(fd)
     except (OSError, ValueError, struct.error):
-        return False
-    return True
+        return None
+    return slot
 
 
 class _Notif:
@@ -325,11 +376,19 @@ class _Supervisor(threading.Thread):
     answering path keeps its ctypes objects allocated once; one answer costs about 27 µs of CPU.
     """
 
-    def __init__(self, listener: int, now: float, notif_size: int, spawner_tid: int) -> None:
+    def __init__(self, listener: int, now: float, notif_size: int, spawner_tid: int,
+                 simulated: frozenset[tuple[int, int]] = frozenset()) -> None:
         super().__init__(name="itbench-clockshim", daemon=True)
         self.listener = listener
-        self.now_ns = round(now * 1e9)
+        self.now_ns = round(now * 1e6) * 1000  # to the microsecond, as ``ClockShim.set_time``
         self.spawner_tid = spawner_tid
+        #: Executables, as (device, inode), whose monotonic clocks run on the simulated time too.
+        self.simulated = simulated
+        #: Each rewritten process's slot: pid -> (its ``/proc/PID/mem``, the slot's address).
+        self.slots: dict[int, tuple[int, int]] = {}
+        #: Processes whose monotonic clocks, and so timers, run on the simulated time.
+        self.on_sim_time: set[int] = set()
+        self.slots_lock = threading.Lock()
         #: Set by ``ClockShim.close``; the spawner's next clock call then ends the loop.
         self.stopping = False
         #: Why the vDSO of a program could not be hidden (it then sees the host clock), if so.
@@ -397,7 +456,16 @@ class _Supervisor(threading.Thread):
             found = _vdso_entry(notif.tid) if self.valid(notif.id) else None
             if found is not None:
                 entry, base = found
-                if _patch_vdso(notif.tid, base, self.now_ns):
+                exe = os.stat(f"/proc/{notif.tid}/exe")
+                timed = (exe.st_dev, exe.st_ino) in self.simulated
+                with self.slots_lock:
+                    self.forget(notif.tid)  # an exec: its old image is gone
+                    slot = _patch_vdso(notif.tid, base, self.now_ns, _REALTIME_CLOCKS + (_MONOTONIC_CLOCKS if timed else ()))
+                    if slot is not None:
+                        self.slots[notif.tid] = (os.open(f"/proc/{notif.tid}/mem", os.O_RDWR | os.O_CLOEXEC), slot)
+                        if timed:
+                            self.on_sim_time.add(notif.tid)
+                if slot is not None:
                     self.patched += 1
                 else:
                     _hide_vdso(notif.tid, entry)
@@ -405,6 +473,30 @@ class _Supervisor(threading.Thread):
         except OSError as exc:
             self.fail(f"cannot write into the program's memory ({exc.strerror})")
         self.respond(notif.id, continue_=True)
+
+    def forget(self, pid: int) -> None:
+        """Drop ``pid``'s slot (call with ``slots_lock`` held)."""
+        held = self.slots.pop(pid, None)
+        self.on_sim_time.discard(pid)
+        if held is not None:
+            os.close(held[0])
+
+    def set_time(self, now_ns: int) -> None:
+        """Make every rewritten process read ``now_ns`` from now on (the fallback path's answers too)."""
+        self.now_ns = now_ns
+        word = struct.pack("<q", now_ns)
+        with self.slots_lock:
+            for pid, (fd, slot) in list(self.slots.items()):
+                try:
+                    os.pwrite(fd, word, slot)
+                    os.pwrite(fd, word, slot + 8)
+                except OSError:
+                    self.forget(pid)  # it has exited
+
+    def close_slots(self) -> None:
+        with self.slots_lock:
+            for pid in list(self.slots):
+                self.forget(pid)
 
     def valid(self, notif_id: int) -> bool:
         """The caller is still waiting on this call (so its tid still names it)."""
@@ -440,16 +532,21 @@ _runtime_failure: str | None = None
 
 
 class ClockShim:
-    """Start one program whose wall clock reads ``now`` (Unix seconds) when it starts.
+    """Start one program whose wall clock reads ``now`` (Unix seconds) when it starts, and follows
+    ``set_time`` after.
 
     ``popen`` takes ``subprocess.Popen``'s arguments and returns its ``Popen``; wait for the program
     as usual, then call ``close``. Where the shim cannot work (``clock_shim_available()`` is False)
-    ``popen`` is plain ``subprocess.Popen``.
+    ``popen`` is plain ``subprocess.Popen``. The processes of the ``simulated`` executables run their
+    monotonic clocks, and so their timers and timeouts, on the simulated time as well: between two
+    ``set_time`` calls no time passes for them (``backends/programs.py`` lets the twin's time pass
+    while they wait on a timer, and ``kick`` wakes them to look at it).
     """
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, simulated: Sequence[Path] = ()) -> None:
         self.now = now
         self.active = clock_shim_available()
+        self._simulated = frozenset((st.st_dev, st.st_ino) for st in (_stat(p) for p in simulated) if st is not None)
         #: Why the program saw the host clock after all, if it did (set by ``close``).
         self.failure: str | None = None
         #: How many programs had their vDSO rewritten, or hidden where it could not be (set by ``close``;
@@ -458,6 +555,39 @@ class ClockShim:
         self._supervisor: _Supervisor | None = None
         self._release = threading.Event()
         self._spawner: threading.Thread | None = None
+
+    @property
+    def simulates(self) -> bool:
+        """Whether some executables this shim starts run their timers on the simulated time."""
+        return self.active and bool(self._simulated)
+
+    def on_sim_time(self) -> frozenset[int]:
+        """The running processes whose monotonic clocks follow ``set_time``."""
+        supervisor = self._supervisor
+        if supervisor is None:
+            return frozenset()
+        with supervisor.slots_lock:
+            return frozenset(supervisor.on_sim_time)
+
+    def host_timed(self) -> bool:
+        """Whether a process of the program fell back to the host's clock (its vDSO hidden, or no
+        shim): its timers then run on the host's time."""
+        supervisor = self._supervisor
+        return not self.active or supervisor is None or supervisor.hidden > 0 or supervisor.failure is not None
+
+    def set_time(self, now: float) -> None:
+        """Show the running processes ``now`` from now on."""
+        self.now = now
+        if self._supervisor is not None:
+            self._supervisor.set_time(round(now * 1e6) * 1000)
+
+    def kick(self) -> None:
+        """Wake the threads of the processes on simulated time that wait in epoll, so that a runtime
+        that computed its wait from an earlier time looks at its timers again (a Go runtime takes the
+        ``SIGURG`` it is sent as a spurious preemption request and re-reads its clock)."""
+        for pid in self.on_sim_time():
+            for tid in _epoll_waiters(pid):
+                _libc().syscall(ctypes.c_long(_NR_TGKILL), ctypes.c_long(pid), ctypes.c_long(tid), ctypes.c_long(signal.SIGURG))
 
     def popen(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         if not self.active:
@@ -494,7 +624,8 @@ class ClockShim:
             self._spawner.join()
             raise outcome["error"]
         assert self._spawner.native_id is not None
-        self._supervisor = _Supervisor(outcome["listener"], self.now, _notif_size(), self._spawner.native_id)
+        self._supervisor = _Supervisor(outcome["listener"], self.now, _notif_size(), self._spawner.native_id,
+                                       self._simulated)
         self._supervisor.start()  # from this thread, so that it does not carry the filter
         go.set()
         started.wait()
@@ -515,7 +646,33 @@ class ClockShim:
             spawner.join()
         if supervisor is not None:
             supervisor.join()
+            supervisor.close_slots()
             self.failure, self.patched, self.hidden = supervisor.failure, supervisor.patched, supervisor.hidden
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def _epoll_waiters(pid: int) -> list[int]:
+    """The threads of ``pid`` blocked in ``epoll_wait``/``epoll_pwait`` now."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as f:
+                call = f.read().split(maxsplit=1)[:1]
+        except OSError:
+            continue
+        if call and call[0] in _EPOLL_CALLS:
+            found.append(int(tid))
+    return found
 
 
 @functools.cache

@@ -126,6 +126,7 @@ class KubectlTool:
             clock=now,  # kubectl's own times (describe's ages, restartedAt, TLS) follow the twin's clock
             programs=ctx.programs,
             system=diffing,
+            on_twin_time=(self.binary,),
         )
         if proc.timed_out:
             return ToolResult(text=f"kubectl did not finish within {_WALL_TIMEOUT_SECONDS:.0f} s and was stopped", exit_status=124)
@@ -138,4 +139,6 @@ class KubectlTool:
         output = as_on_a_cluster(proc.stdout, str(ctx.workspace), now) if diffing else proc.stdout
         if proc.stderr:
             output = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}{proc.stderr}"
+        if proc.out_of_time:
+            output = output.rstrip("\n") + "\nkubectl was stopped: the episode's time ran out while it waited"
         return ToolResult(text=bound_output(output.rstrip("\n")), exit_status=proc.returncode, data={"argv": ["kubectl", *argv]})

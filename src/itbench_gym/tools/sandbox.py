@@ -48,6 +48,8 @@ class Completed:
     timed_out: bool = False
     #: The program wrote more than ``MAX_CAPTURE_BYTES`` to a stream and was stopped.
     overflowed: bool = False
+    #: The episode's simulated time ran out while the program waited on it, and it was stopped.
+    out_of_time: bool = False
 
 
 @functools.cache
@@ -87,11 +89,13 @@ def run_confined(
     clock: float | None = None,
     programs: RunningPrograms | None = None,
     system: bool = False,
+    on_twin_time: Sequence[Path] = (),
 ) -> Completed:
     """Run ``argv`` (``argv[0]`` an absolute path) in ``workspace``; kill its whole group on timeout.
 
     With ``clock`` (Unix seconds), the program's wall clock starts there instead of at the host's time
-    (``clockshim``; the host clock where the shim cannot work here). With ``system``, the machine's /usr
+    (``clockshim``; the host clock where the shim cannot work here), and the processes of the
+    ``on_twin_time`` executables run their timers on the twin's time when ``programs`` has one. With ``system``, the machine's /usr
     (and its top-level links) is shown read-only too, for a helper program the confined one runs by its
     absolute path (kubectl's ``diff``).
     """
@@ -103,14 +107,14 @@ def run_confined(
         command = list(argv)
         popen_env = full_env
     return _execute(command, cwd=workspace, env=popen_env, stdin=stdin, timeout=timeout, clock=clock,
-                    programs=programs or RunningPrograms())
+                    programs=programs or RunningPrograms(), on_twin_time=on_twin_time)
 
 
 def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: str | None, timeout: float,
-             clock: float | None, programs: RunningPrograms) -> Completed:
+             clock: float | None, programs: RunningPrograms, on_twin_time: Sequence[Path] = ()) -> Completed:
     """Start ``command`` in its own session, feed it ``stdin``, collect its output; kill its group when done.
     It counts among ``programs`` until it has exited."""
-    shim = ClockShim(clock) if clock is not None else None
+    shim = ClockShim(clock, on_twin_time if programs.has_twin_time else ()) if clock is not None else None
     proc = (shim.popen if shim is not None else subprocess.Popen)(
         list(command),
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -120,7 +124,7 @@ def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin
         env=dict(env),
         start_new_session=True,
     )
-    with programs.running(proc.pid):
+    with programs.running(proc.pid, shim) as run:
         try:
             out, err, timed_out, overflowed = _collect(proc, stdin.encode("utf-8") if stdin is not None else b"", timeout)
         finally:
@@ -131,8 +135,9 @@ def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin
             finally:
                 if shim is not None:
                     shim.close()
-    code = 124 if timed_out else proc.returncode
-    return Completed(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out, overflowed)
+    code = 124 if timed_out or run.out_of_time else proc.returncode
+    return Completed(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), timed_out, overflowed,
+                     run.out_of_time)
 
 
 def _collect(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bytes, bool, bool]:
@@ -364,6 +369,7 @@ def run_rooted(
     relay: Relay | None = None,
     clock: float | None = None,
     programs: RunningPrograms | None = None,
+    on_twin_time: Sequence[Path] = (),
 ) -> Completed:
     """Run ``argv`` (``argv[0]`` a path inside the sandbox) with ``workspace`` as cwd in a rooted sandbox.
 
@@ -378,7 +384,8 @@ def run_rooted(
         if relay is not None and relay_dir is not None:
             command = [sys.executable, "-I", "-S", "-c", _INNER_RELAY, str(relay.port), str(relay_dir / "relay.sock"), *argv]
         return _execute(_rooted_argv(command, workspace, layout, full_env, relay_dir), cwd=workspace, env={},
-                        stdin=stdin, timeout=timeout, clock=clock, programs=programs or RunningPrograms())
+                        stdin=stdin, timeout=timeout, clock=clock, programs=programs or RunningPrograms(),
+                        on_twin_time=on_twin_time)
 
 
 def _python_paths() -> list[str]:

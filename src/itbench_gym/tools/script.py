@@ -97,7 +97,7 @@ def run_script(workspace: Path, script: str, endpoints: Endpoints, *, args: Sequ
         env = {"KUBECONFIG": KUBECONFIG_INSIDE, "KUBECACHEDIR": str(endpoints.kube_cache_dir), "KUBECTL_KUBERC": "false",
                "KUBECTL_INTERACTIVE_DELETE": "false", "NO_COLOR": "1"}
         return run_rooted(["/bin/bash", *shell_options, script, *args], workspace=workspace, layout=layout, env=env,
-                          timeout=timeout, relay=relay, clock=clock, programs=programs)
+                          timeout=timeout, relay=relay, clock=clock, programs=programs, on_twin_time=(Path(kubectl_path()),))
     finally:
         work.close()
 

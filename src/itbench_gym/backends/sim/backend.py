@@ -14,7 +14,7 @@ from werkzeug.exceptions import NotFound
 
 from itbench_gym.backends.base import Endpoints, Provisioning
 from itbench_gym.backends.kubeconfig import write_kubeconfig
-from itbench_gym.backends.programs import RunningPrograms
+from itbench_gym.backends.programs import RunningPrograms, TwinTime
 from itbench_gym.backends.rbac import HARNESS_NAMESPACES, agent_namespaces, agent_rbac_objects
 from itbench_gym.backends.sim.baselines import BASELINE_SEED, SHARED_BASELINES, BaselineKey
 from itbench_gym.backends.sim.clustertwin import AnySnapshot, AnyTwin, ClusterTwin, ClusterTwinSnapshot, is_cluster_env
@@ -87,7 +87,7 @@ class SimBackend:
         self._endpoints: Endpoints | None = None
         self._auth: Auth | None = None
         self._admin: Any = None
-        self._programs = RunningPrograms()
+        self._programs = RunningPrograms(time_source=TwinTime(self._clock.now, self._advance_blocking))
 
     @property
     def clock(self) -> SimClock:
@@ -310,11 +310,12 @@ class SimBackend:
         self._workdir = WorkDir("twin")
         self._workdir.subdir("admin")
         self._auth = Auth(Visibility(hidden_namespaces=frozenset(HARNESS_NAMESPACES), hidden_groups=frozenset(HIDDEN_API_GROUPS)))
-        kube = serve(self._kube_switch, ssl_context=tls_material().server_context(), port=self._kube_port)
-        prom = serve(self._prom_switch)
-        jaeger = serve(self._jaeger_switch)
-        loki = serve(self._loki_switch)
-        opencost = serve(self._opencost_switch)
+        traffic = self._programs.traffic
+        kube = serve(self._kube_switch, ssl_context=tls_material().server_context(), port=self._kube_port, traffic=traffic)
+        prom = serve(self._prom_switch, traffic=traffic)
+        jaeger = serve(self._jaeger_switch, traffic=traffic)
+        loki = serve(self._loki_switch, traffic=traffic)
+        opencost = serve(self._opencost_switch, traffic=traffic)
         self._servers = [kube, prom, jaeger, loki, opencost]
         agent = self._workdir.subdir("agent")
         cache = self._workdir.subdir("kube-cache")

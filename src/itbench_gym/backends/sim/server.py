@@ -14,6 +14,7 @@ streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: 
 from __future__ import annotations
 
 import fcntl
+import io
 import logging
 import select
 import socket
@@ -23,10 +24,12 @@ import termios
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from werkzeug.exceptions import InternalServerError
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from itbench_gym.backends.programs import Traffic
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 log = logging.getLogger(__name__)
@@ -102,6 +105,19 @@ class _Handler(WSGIRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.server.connections.add(self.connection)  # type: ignore[attr-defined]
+
+    def handle_one_request(self) -> None:
+        """Wait for the next request's first byte as the client's turn, not the server's (``Traffic``)."""
+        traffic: Traffic = self.server.traffic  # type: ignore[attr-defined]
+        traffic.end()
+        try:
+            cast(io.BufferedReader, self.rfile).peek(1)
+        except TimeoutError:
+            self.close_connection = True  # an idle kept-alive connection reached KEEP_ALIVE_SECONDS
+            return
+        finally:
+            traffic.begin()
+        super().handle_one_request()
 
     def finish(self) -> None:
         self.server.connections.discard(self.connection)  # type: ignore[attr-defined]
@@ -289,10 +305,33 @@ def stop_all(handles: Sequence[ServerHandle]) -> None:
         t.join()
 
 
-def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int = 0) -> ServerHandle:
-    """Serve ``app`` on 127.0.0.1 (``port`` 0: an ephemeral port) in a background thread."""
+def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int = 0,
+          traffic: Traffic | None = None) -> ServerHandle:
+    """Serve ``app`` on 127.0.0.1 (``port`` 0: an ephemeral port) in a background thread; ``traffic``
+    counts the connections being served, from their accept (a TLS handshake included) to their end,
+    but for their waits for a next request."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = make_server("127.0.0.1", port, app, threaded=True, request_handler=_Handler, ssl_context=ssl_context)
     server.daemon_threads = True  # type: ignore[attr-defined]
     server.connections = set()  # type: ignore[attr-defined]
+    counted = server.traffic = traffic or Traffic()  # type: ignore[attr-defined]
+    accept, shutdown_request = server.get_request, server.shutdown_request
+
+    def get_request() -> tuple[socket.socket, Any]:
+        counted.begin()
+        try:
+            return accept()
+        except BaseException:
+            counted.end()
+            raise
+
+    def shutdown_one(request: Any) -> None:
+        try:
+            shutdown_request(request)
+        finally:
+            counted.end()
+
+    server.get_request = get_request  # type: ignore[method-assign]
+    server.shutdown_request = shutdown_one  # type: ignore[method-assign]
+    counted.ports.add(server.socket.getsockname()[1])
     return ServerHandle(server, "https" if ssl_context is not None else "http", app)

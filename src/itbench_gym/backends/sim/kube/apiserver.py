@@ -15,9 +15,12 @@ under the shared lock so controllers make progress — this is how ``kubectl rol
 rollout finish —, once its client waits for more: with ``programs``, every program the agent runs is
 waiting (``backends/programs``), so how long the client took to read an event does not decide how much
 simulated time passed; a stream whose client has left ends. ``advance`` returning False (the episode
-budget is spent) ends the watch. A GET of
-an object that is being deleted advances ``POLL_STEP`` too, so clients that poll for the deletion
-(``kubectl drain``) see the grace period end. After every write the store settles, so controllers
+budget is spent) ends the watch. A client that runs on the twin's time (the env's kubectl) is driven
+instead: its stream waits (``RunningPrograms.idle_wait``) while the driver lets the time pass, also up
+to the client's own timers. A GET of an object that is being deleted advances ``POLL_STEP`` too, so
+clients that poll for the deletion (``kubectl drain``) see the grace period end — but for a driven
+client, whose own poll interval passes on the twin's time. Every answer is preceded by showing the
+driven clients the time it was served at (``sync_clock``). After every write the store settles, so controllers
 react before the response is sent (a scaled Deployment has its new pods at once).
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import json
 import logging
 import re
@@ -155,6 +159,27 @@ class KubeApp:
             return not gone() and not self._closed.is_set()
         return self.programs.wait_until_waiting(gone, self._closed, req.environ.get(PEER_UNREAD) or (lambda: False))
 
+    def _pass_time(self, req: Request, stop_at: float, step: float, changed: Callable[[], bool] = lambda: False) -> bool:
+        """A stream with nothing to send lets up to ``step`` simulated seconds pass, never past
+        ``stop_at``, once its client waits for it; True to look again (time passed, or ``changed()``),
+        False to end the stream (the client left, the server closes, the episode's time is spent).
+
+        A client on the twin's time (``RunningPrograms.drives_time``) is driven: the driver lets the
+        time pass, also up to the client's own timers. Any other client: the stream advances itself.
+        """
+        if self.programs is not None and self.programs.drives_time():
+            gone: Callable[[], bool] = req.environ.get(PEER_GONE) or (lambda: False)
+            return self.programs.idle_wait(stop_at, step, gone, self._closed, changed)
+        if not self._client_waits(req):
+            return False
+        with self.lock:
+            if changed():
+                return True
+            return self.advance(min(step, stop_at - self.clock.now()))
+
+    def _written_since(self, rv: int) -> bool:
+        return self.store.resource_version != rv
+
     def _crd(self, name: str) -> Obj | None:
         try:
             return self.store.get_stored(self.store.registry.by_kind("CustomResourceDefinition"), None, name)
@@ -174,6 +199,8 @@ class KubeApp:
         except Exception as e:  # a bug must not leak a traceback to the client
             log.exception("kube API request %s %s failed", req.method, req.path)
             resp = _status_response(errors.internal(f"{type(e).__name__}: {e}"))
+        if self.programs is not None:
+            self.programs.sync_clock()  # the time this answer was served at, before the client reads it
         return resp(environ, start_response)
 
     def _dispatch(self, req: Request) -> Response:
@@ -422,6 +449,8 @@ class KubeApp:
             self._polled.add(key)
             return False
         self._polled = {key}
+        if self.programs is not None and self.programs.drives_time():
+            return False  # a driven client's own poll interval lets the time pass
         return self.advance(POLL_STEP)
 
     def _hidden_namespace(self, req: Request, rt: ResourceType, r: Route) -> Response:
@@ -608,16 +637,12 @@ class KubeApp:
                         done = self.clock.now() >= deadline
                         idle = not done
                 if idle:
-                    # Time passes only once the client has taken in what it was sent and waits for more.
-                    if not self._client_waits(req):
+                    # Time passes only once the client has taken in what it was sent and waits for more;
+                    # something written meanwhile (by this client's other requests) is sent first.
+                    if not self._pass_time(req, deadline, WATCH_STEP, functools.partial(self._written_since, last_rv)):
                         return
-                    with self.lock:
-                        if self.store.resource_version != last_rv:
-                            continue  # written meanwhile (by this client's other requests): send that first
-                        now = self.clock.now()
-                        if not self.advance(min(WATCH_STEP, deadline - now)):
-                            done = True
-                        elif bookmarks and self.clock.now() - last_bookmark >= BOOKMARK_EVERY:
+                    if bookmarks and self.clock.now() - last_bookmark >= BOOKMARK_EVERY:
+                        with self.lock:
                             last_bookmark = self.clock.now()
                             out.append(bookmark(self.store.resource_version))
                 yield from out
@@ -1064,12 +1089,8 @@ class KubeApp:
                         break  # deleted meanwhile: the kubelet closes the streams
                     if not self._running(pod, container) or now >= stop_at:
                         break
-                unread = req.environ.get(PEER_UNREAD) or (lambda: False)
-                if gone() or not (self.programs is None or self.programs.wait_until_waiting(gone, self._closed, unread)):
+                if gone() or not self._pass_time(req, stop_at, WATCH_STEP):
                     break
-                with self.lock:
-                    if not self.advance(min(WATCH_STEP, stop_at - self.clock.now())):
-                        break
             text = "".join(f"{line}\n" for line in out).encode("utf-8", "replace")
             return remotecommand.Outcome(text.replace(b"\n", b"\r\n") if tty else text, b"", remotecommand.success())
 
@@ -1129,12 +1150,9 @@ class KubeApp:
             yield lines
             last, stop_at = end, end + MAX_LOG_FOLLOW
             while not self._closed.is_set():
-                if not self._client_waits(req):
+                if self.clock.now() >= stop_at or not self._pass_time(req, stop_at, WATCH_STEP * 5):
                     return
                 with self.lock:
-                    now = self.clock.now()
-                    if now >= stop_at or not self.advance(min(WATCH_STEP * 5, stop_at - now)):
-                        return
                     now = self.clock.now()
                     chunk = [f"{rfc3339(t, 9)} {line}\n" if _truthy(q.get("timestamps")) else f"{line}\n"
                              for t, line in (self.log_source(namespace, name, container, last, now)
