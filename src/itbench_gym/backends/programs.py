@@ -71,14 +71,14 @@ class TwinTime:
 class Traffic:
     """The requests the twin's servers are serving (thread-safe): a program on the twin's time may let
     time pass only while none is, but for streams that wait for time themselves (``RunningPrograms.idle_wait``),
-    and no byte to or from the servers' ports waits in a queue (``/proc/net/tcp``)."""
+    and no server has a connection to accept or a request's bytes to read (``pending``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._serving = 0
         self._idle = 0
-        #: The servers' ports (loopback TCP).
-        self.ports: set[int] = set()
+        #: One per server: whether it has a connection to accept or bytes to read.
+        self.pending: list[Callable[[], bool]] = []
 
     def begin(self) -> None:
         with self._lock:
@@ -99,11 +99,11 @@ class Traffic:
             with self._lock:
                 self._idle -= 1
 
-    def quiet(self, proc_root: Path) -> bool:
+    def quiet(self) -> bool:
         with self._lock:
             if self._serving != self._idle:
                 return False
-        return not _queued(proc_root, self.ports)
+        return not any(pending() for pending in list(self.pending))
 
 
 @dataclass
@@ -278,7 +278,7 @@ class RunningPrograms:
                 shims = [run.shim for run in self._runs if run.shim is not None]
             timed = frozenset().union(*(shim.on_sim_time() for shim in shims))
             look = self._timers(timed)
-            if look is None or not self._streams_looked() or not self.traffic.quiet(self._proc):
+            if look is None or not self._streams_looked() or not self.traffic.quiet():
                 quiet, last = 0, None
                 time.sleep(delay)
                 delay = min(delay * 2, _LAST_POLL)
@@ -411,23 +411,6 @@ def _epoll_timeout(task: Path) -> int | None:
         return None
     timeout = int(call[4], 16) & 0xFFFFFFFF
     return timeout - (1 << 32) if timeout >= 1 << 31 else timeout  # a C int: -1 waits for ever
-
-
-def _queued(proc_root: Path, ports: set[int]) -> bool:
-    """Whether bytes (or a connection to accept) wait in a queue of a loopback TCP socket on ``ports``."""
-    if not ports:
-        return False
-    try:
-        table = (proc_root / "net" / "tcp").read_text()
-    except OSError:
-        return False
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 5 or fields[4] == "00000000:00000000":
-            continue
-        if int(fields[1].rpartition(":")[2], 16) in ports or int(fields[2].rpartition(":")[2], 16) in ports:
-            return True
-    return False
 
 
 def _kill_group(pid: int) -> None:

@@ -14,6 +14,7 @@ streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: 
 from __future__ import annotations
 
 import fcntl
+import functools
 import io
 import logging
 import select
@@ -259,6 +260,18 @@ def _receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> int:
     return 0
 
 
+def _pending(server: BaseWSGIServer) -> bool:
+    """Whether ``server`` has a connection to accept or a connection with bytes to read (a request not
+    yet taken in, or a client's close)."""
+    poller = select.poll()
+    for sock in [server.socket, *list(server.connections)]:  # type: ignore[attr-defined]
+        try:
+            poller.register(sock.fileno(), select.POLLIN)
+        except (OSError, ValueError):
+            continue  # closed meanwhile
+    return any(events & select.POLLIN for _, events in poller.poll(0))
+
+
 class ServerHandle:
     """A running server: ``url``, ``port``, ``stop()``; also a context manager."""
 
@@ -333,5 +346,5 @@ def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int 
 
     server.get_request = get_request  # type: ignore[method-assign]
     server.shutdown_request = shutdown_one  # type: ignore[method-assign]
-    counted.ports.add(server.socket.getsockname()[1])
+    counted.pending.append(functools.partial(_pending, server))
     return ServerHandle(server, "https" if ssl_context is not None else "http", app)
