@@ -221,6 +221,15 @@ def test_command_substitution_runs_in_a_subshell() -> None:
     assert sh(ALPINE, "X=1; echo $(X=2; echo $X) $X").stdout == b"2 1\n"
 
 
+def test_a_subshell_keeps_its_changes_and_its_exit_to_itself() -> None:
+    assert sh(ALPINE, "X=1; (X=2; cd /etc; echo $X $PWD); echo $X $PWD").stdout == b"2 /etc\n1 /\n"
+    assert sh(DEBIAN, "(exit 3); echo $?; (echo in; exit 4) || echo failed").stdout == b"3\nin\nfailed\n"
+    assert sh(ALPINE, "(echo a; echo b) | wc -l").stdout == b"2\n"
+    assert sh(ALPINE, "(cat /etc/hosts) > /dev/null; echo done").stdout == b"done\n"
+    ended = sh(DEBIAN, "set -e; (false); echo not reached")
+    assert (ended.stdout, ended.code) == (b"", 1)
+
+
 def test_compound_commands() -> None:
     script = "for f in /etc/otelcol/*.yaml; do if grep -q otlp \"$f\"; then echo \"$f\"; fi; done"
     assert sh(DEBIAN, script).stdout == b"/etc/otelcol/config.yaml\n"

@@ -5,7 +5,7 @@ bashlex gives the structure (lists, pipelines, simple and compound commands, red
 are expanded here from their source text (quotes, parameters, field splitting, tildes, globs over
 the directories the twin models). Messages follow the shell the image has: busybox ash, dash
 (Debian's /bin/sh) or bash; a command substitution runs its script in a subshell. What the twin
-cannot run faithfully (here-documents, subshells, functions, background jobs...) is refused by name
+cannot run faithfully (here-documents, functions, background jobs...) is refused by name
 rather than run approximately.
 """
 
@@ -22,7 +22,7 @@ from itbench_gym.lang import shell as shellsyntax
 from . import programs
 from .context import EXEC_WORK_CEILING, MISSING, NOT_KEPT, BeyondTwin, Container, ExecResult, OutOfMemory, ProcessWaits
 
-SUPPORTED = ("simple commands, pipelines, ; && || lists, if, for, while, until, { } groups, variables and parameter expansions, "
+SUPPORTED = ("simple commands, pipelines, ; && || lists, if, for, while, until, { } groups, ( ) subshells, variables and parameter expansions, "
              "command substitution, quoting, redirections (< FILE, > FILE and >> FILE in the pod's emptyDir volumes, > /dev/null, 2>&1)")
 #: Builtins every one of these shells has that the twin's shell does not run.
 _UNSUPPORTED_BUILTINS = frozenset({"alias", "bg", "command", "declare", "eval", "fg", "getopts", "hash", "jobs", "kill", "let",
@@ -250,7 +250,7 @@ class _Shell:
                 if len(stages) == 1:
                     self.execute(stage, stage_io)
                 else:
-                    self._subshell(stage, stage_io)
+                    self._subshell([stage], stage_io)
                 statuses.append(self.status)
                 feed = _Input(bytes(out))
         finally:
@@ -263,11 +263,13 @@ class _Shell:
         elif len(stages) > 1:
             self._errexit()
 
-    def _subshell(self, node: Any, io: _IO) -> None:
+    def _subshell(self, nodes: Sequence[Any], io: _IO) -> None:
+        """``nodes`` run in a copy of the shell's state: what they set, ``cd`` or ``exit`` stays theirs."""
         saved = self.state
         self.state = saved.copy()
         try:
-            self.execute(node, io)
+            for node in nodes:
+                self.execute(node, io)
         except _Exit as ended:
             self.status = ended.code
         except _Loop:
@@ -283,6 +285,9 @@ class _Shell:
             self.status = 1
             return
         body = [p for p in node.list if p.kind != "reservedword"]
+        if node.list and getattr(node.list[0], "word", "") == "(":
+            self._subshell(body, inner)
+            return
         for part in body:
             self.execute(part, inner)
 
@@ -982,8 +987,6 @@ def _refused(node: Any) -> str | None:
         return "here-documents"
     if kind == "operator" and node.op == "&":
         return "background jobs (&)"
-    if kind == "compound" and node.list and getattr(node.list[0], "word", "") == "(":
-        return "subshells ( ... )"
     for attribute in ("parts", "list", "redirects"):
         for child in getattr(node, attribute, None) or []:
             found = _refused(child)
@@ -1027,6 +1030,9 @@ def run_script(script: str, container: Container, *, shell: str, stdin: bytes, e
                 return _unsupported(name, refused)
         positional = list(args[1:])
         state = _State(dict(env), set(env), cwd or container.cwd, set(options), positional)
+        if state.vars.get("PWD") != state.cwd:  # every one of these shells sets and exports PWD as it starts
+            state.vars["PWD"] = state.cwd
+            state.exported.add("PWD")
         runner = _Shell(script, container, name, kind, state, args[0] if args else shell, from_stdin, builtins=dict(_BUILTINS))
         io = _IO(_Input(stdin), bytearray(), bytearray())
         try:
