@@ -79,6 +79,8 @@ class Traffic:
         self._idle = 0
         #: One per server: whether it has a connection to accept or bytes to read.
         self.pending: list[Callable[[], bool]] = []
+        #: The servers' ports (loopback TCP), for ``unread``.
+        self.ports: set[int] = set()
 
     def begin(self) -> None:
         with self._lock:
@@ -104,6 +106,24 @@ class Traffic:
             if self._serving != self._idle:
                 return False
         return not any(pending() for pending in list(self.pending))
+
+    def unread(self, proc_root: Path) -> bool:
+        """Whether bytes the servers sent wait in a client's receive queue, or any byte to or from
+        their ports in a queue (``/proc/net/tcp``): a client whose threads all sleep may not have been
+        woken for them yet. Costlier than ``quiet``: asked once, just before time is let pass."""
+        if not self.ports:
+            return False
+        try:
+            table = (proc_root / "net" / "tcp").read_text()
+        except OSError:
+            return False
+        for line in table.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 5 or fields[4] == "00000000:00000000":
+                continue
+            if int(fields[1].rpartition(":")[2], 16) in self.ports or int(fields[2].rpartition(":")[2], 16) in self.ports:
+                return True
+        return False
 
 
 @dataclass
@@ -287,6 +307,9 @@ class RunningPrograms:
             last, delay = look, _FIRST_POLL
             if quiet < 2:
                 time.sleep(_FIRST_POLL)
+                continue
+            if self.traffic.unread(self._proc):
+                quiet, last = 0, None
                 continue
             step = self._step(look)
             if step is None:  # waiting on something else (its input, a child, a request): nothing to let pass

@@ -347,4 +347,5 @@ def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int 
     server.get_request = get_request  # type: ignore[method-assign]
     server.shutdown_request = shutdown_one  # type: ignore[method-assign]
     counted.pending.append(functools.partial(_pending, server))
+    counted.ports.add(server.socket.getsockname()[1])
     return ServerHandle(server, "https" if ssl_context is not None else "http", app)
