@@ -55,6 +55,9 @@ _EPOLL_WAITS = {"x86_64": frozenset({"232", "281"}), "aarch64": frozenset({"22"}
 _NEAR_TIMER_MS = 1000
 #: Seconds between two looks at the programs while one is busy (doubling up to the second figure).
 _FIRST_POLL, _LAST_POLL = 0.0002, 0.005
+#: Seconds a driver lets a program run before it first looks at it (a command that waits on a timer
+#: or a stream starts waiting after that; ``get`` and most others have ended by then).
+_DRIVER_START = 0.1
 #: Seconds between a waiting stream's looks at its client and the server's closing.
 _IDLE_RECHECK = 0.02
 
@@ -71,16 +74,16 @@ class TwinTime:
 class Traffic:
     """The requests the twin's servers are serving (thread-safe): a program on the twin's time may let
     time pass only while none is, but for streams that wait for time themselves (``RunningPrograms.idle_wait``),
-    and no server has a connection to accept or a request's bytes to read (``pending``)."""
+    and no server has a connection to accept, a request's bytes to read or an answer's bytes on their way
+    (``pending``; bytes that reached a client wake it, so its threads are seen busy)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._serving = 0
         self._idle = 0
-        #: One per server: whether it has a connection to accept or bytes to read.
+        #: One per server: whether it has a connection to accept, bytes to read, or bytes it sent that
+        #: have not reached the client yet.
         self.pending: list[Callable[[], bool]] = []
-        #: The servers' ports (loopback TCP), for ``unread``.
-        self.ports: set[int] = set()
 
     def begin(self) -> None:
         with self._lock:
@@ -106,24 +109,6 @@ class Traffic:
             if self._serving != self._idle:
                 return False
         return not any(pending() for pending in list(self.pending))
-
-    def unread(self, proc_root: Path) -> bool:
-        """Whether bytes the servers sent wait in a client's receive queue, or any byte to or from
-        their ports in a queue (``/proc/net/tcp``): a client whose threads all sleep may not have been
-        woken for them yet. Costlier than ``quiet``: asked once, just before time is let pass."""
-        if not self.ports:
-            return False
-        try:
-            table = (proc_root / "net" / "tcp").read_text()
-        except OSError:
-            return False
-        for line in table.splitlines()[1:]:
-            fields = line.split()
-            if len(fields) < 5 or fields[4] == "00000000:00000000":
-                continue
-            if int(fields[1].rpartition(":")[2], 16) in self.ports or int(fields[2].rpartition(":")[2], 16) in self.ports:
-                return True
-        return False
 
 
 @dataclass
@@ -262,7 +247,8 @@ class RunningPrograms:
 
     def _threads(self) -> Iterator[tuple[int, Path, str]]:
         """Every thread of the registered programs and of their descendants: its process, its
-        ``/proc`` folder and its state letter (threads that end meanwhile are left out)."""
+        ``/proc`` folder and its state letter (threads that end meanwhile are left out). Read with
+        plain ``os`` calls: the driver looks several times a millisecond while kubectl works."""
         with self._lock:
             pending = sorted(self._pids)
         seen: set[int] = set()
@@ -271,16 +257,17 @@ class RunningPrograms:
             if pid in seen:
                 continue
             seen.add(pid)
+            folder = f"{self._proc}/{pid}/task"
             try:
-                tasks = sorted((self._proc / str(pid) / "task").iterdir())
+                tids = sorted(os.listdir(folder))
             except OSError:
                 continue  # gone, or no /proc here
+            tasks = [Path(folder, tid) for tid in tids]
             for task in tasks:
-                try:
-                    stat = (task / "stat").read_text()
-                except OSError:
+                stat = _read(f"{task}/stat")
+                if stat is None:
                     continue  # the thread ended between the listing and the read
-                yield pid, task, (stat.rpartition(")")[2].split() or [""])[0]
+                yield pid, task, (stat.rpartition(b")")[2].split() or [b""])[0].decode()
             pending.extend(self._children(pid, tasks))
 
     def _drive(self) -> None:
@@ -291,30 +278,28 @@ class RunningPrograms:
         last: int | None = None
         quiet = 0
         delay = _FIRST_POLL
+        self._pause(_DRIVER_START)  # most commands end before they wait on anything: no need to look at them
         while True:
             with self._cond:
                 if not self._runs:
                     return
                 shims = [run.shim for run in self._runs if run.shim is not None]
             timed = frozenset().union(*(shim.on_sim_time() for shim in shims))
-            look = self._timers(timed)
-            if look is None or not self._streams_looked() or not self.traffic.quiet():
+            # the servers first: while one serves a request, the programs' threads need no reading
+            look = self._timers(timed) if self._streams_looked() and self.traffic.quiet() else None
+            if look is None:
                 quiet, last = 0, None
-                time.sleep(delay)
+                self._pause(delay)
                 delay = min(delay * 2, _LAST_POLL)
                 continue
             quiet = quiet + 1 if look == last else 1
             last, delay = look, _FIRST_POLL
             if quiet < 2:
-                time.sleep(_FIRST_POLL)
-                continue
-            if self.traffic.unread(self._proc):
-                quiet, last = 0, None
+                self._pause(_FIRST_POLL)
                 continue
             step = self._step(look)
             if step is None:  # waiting on something else (its input, a child, a request): nothing to let pass
-                with self._cond:
-                    self._cond.wait(_LAST_POLL)
+                self._pause(_LAST_POLL)
                 quiet, last = 0, None
                 continue
             # to the microsecond the driven programs see (``sync_clock``), so that a timer's instant is
@@ -333,6 +318,16 @@ class RunningPrograms:
                         _kill_group(run.pid)
                 self._cond.notify_all()
             quiet, last = 0, None
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, unless the last driven program ends meanwhile (its tool is waiting for the driver);
+        a pause shorter than a millisecond just sleeps (a condition's timed wait is much coarser)."""
+        if seconds < 0.001:
+            time.sleep(seconds)
+            return
+        with self._cond:
+            if self._runs:
+                self._cond.wait(seconds)
 
     def _streams_looked(self) -> bool:
         """Whether every waiting stream has looked at the twin since the driver's last move (a stream
@@ -376,7 +371,8 @@ class RunningPrograms:
         found: list[int] = []
         for task in tasks:
             try:
-                found += [int(c) for c in (task / "children").read_text().split()]
+                with open(f"{task}/children", "rb") as f:
+                    found += [int(c) for c in f.read().split()]
             except FileNotFoundError:
                 return self._children_by_scan(pid)
             except OSError:
@@ -426,14 +422,21 @@ def _near_timer(task: Path) -> bool:
 def _epoll_timeout(task: Path) -> int | None:
     """The timeout (ms; -1 waits for ever) of the epoll wait the thread is in; None when it is in none
     or its system call cannot be read."""
-    try:
-        call = (task / "syscall").read_text().split()
-    except OSError:
-        return None
+    text = _read(f"{task}/syscall")
+    call = text.decode().split() if text is not None else []
     if len(call) < 5 or call[0] not in _EPOLL_WAITS:
         return None
     timeout = int(call[4], 16) & 0xFFFFFFFF
     return timeout - (1 << 32) if timeout >= 1 << 31 else timeout  # a C int: -1 waits for ever
+
+
+def _read(path: str) -> bytes | None:
+    """A ``/proc`` file's bytes; None when it cannot be read (its thread or process has ended)."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _kill_group(pid: int) -> None:

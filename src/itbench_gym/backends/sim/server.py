@@ -261,15 +261,24 @@ def _receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> int:
 
 
 def _pending(server: BaseWSGIServer) -> bool:
-    """Whether ``server`` has a connection to accept or a connection with bytes to read (a request not
-    yet taken in, or a client's close)."""
+    """Whether ``server`` has a connection to accept, a connection with bytes to read (a request not
+    yet taken in, or a client's close), or bytes it sent that the client's end has not received yet."""
     poller = select.poll()
-    for sock in [server.socket, *list(server.connections)]:  # type: ignore[attr-defined]
+    connections = list(server.connections)  # type: ignore[attr-defined]
+    for sock in [server.socket, *connections]:
         try:
             poller.register(sock.fileno(), select.POLLIN)
         except (OSError, ValueError):
             continue  # closed meanwhile
-    return any(events & select.POLLIN for _, events in poller.poll(0))
+    if any(events & select.POLLIN for _, events in poller.poll(0)):
+        return True
+    for sock in connections:
+        try:
+            if struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]:
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 class ServerHandle:
@@ -347,5 +356,4 @@ def serve(app: WSGIApp, *, ssl_context: ssl.SSLContext | None = None, port: int 
     server.get_request = get_request  # type: ignore[method-assign]
     server.shutdown_request = shutdown_one  # type: ignore[method-assign]
     counted.pending.append(functools.partial(_pending, server))
-    counted.ports.add(server.socket.getsockname()[1])
     return ServerHandle(server, "https" if ssl_context is not None else "http", app)
