@@ -206,8 +206,7 @@ class _Handler(WSGIRequestHandler):
 
     def _peer_unread(self) -> bool:
         try:
-            outq = struct.unpack("i", fcntl.ioctl(self.connection.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
-            if outq:
+            if _unsent(self.connection):
                 return True
             mine, theirs = self.connection.getsockname(), self.connection.getpeername()
         except (OSError, ValueError):
@@ -274,11 +273,16 @@ def _pending(server: BaseWSGIServer) -> bool:
         return True
     for sock in connections:
         try:
-            if struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]:
+            if _unsent(sock):
                 return True
         except (OSError, ValueError):
             continue
     return False
+
+
+def _unsent(sock: socket.socket) -> int:
+    """Bytes in ``sock``'s send queue: sent by the server, not yet received by the other end."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0])
 
 
 class ServerHandle:
