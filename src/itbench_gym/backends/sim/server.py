@@ -108,17 +108,40 @@ class _Handler(WSGIRequestHandler):
         self.server.connections.add(self.connection)  # type: ignore[attr-defined]
 
     def handle_one_request(self) -> None:
-        """Wait for the next request's first byte as the client's turn, not the server's (``Traffic``)."""
+        """Wait for the next request's first byte as the client's turn, not the server's (``Traffic``).
+
+        The connection stays counted as served while it looks, without blocking, for bytes already
+        there (read ahead into the buffer with a drained body, decrypted by TLS, or in the socket's
+        queue); only with none does it stop counting and wait on the socket, and it counts again
+        before a byte leaves the queue, so no look at the servers falls between the two.
+        """
         traffic: Traffic = self.server.traffic  # type: ignore[attr-defined]
-        traffic.end()
-        try:
-            cast(io.BufferedReader, self.rfile).peek(1)
-        except TimeoutError:
-            self.close_connection = True  # an idle kept-alive connection reached KEEP_ALIVE_SECONDS
-            return
-        finally:
-            traffic.begin()
+        if not self._request_started():
+            traffic.end()
+            try:
+                if not _readable(self.connection, self.timeout):
+                    self.close_connection = True  # an idle kept-alive connection reached KEEP_ALIVE_SECONDS
+                    return
+            except (OSError, ValueError):
+                self.close_connection = True  # closed meanwhile
+                return
+            finally:
+                traffic.begin()
         super().handle_one_request()
+
+    def _request_started(self) -> bool:
+        """Whether a byte of the next request can be read without waiting."""
+        timeout = self.connection.gettimeout()
+        try:
+            self.connection.settimeout(0)
+            return bool(cast(io.BufferedReader, self.rfile).peek(1))
+        except OSError:
+            return False  # nothing yet (TLS says so with an error)
+        finally:
+            try:
+                self.connection.settimeout(timeout)
+            except OSError:
+                pass
 
     def finish(self) -> None:
         self.server.connections.discard(self.connection)  # type: ignore[attr-defined]
@@ -278,6 +301,13 @@ def _pending(server: BaseWSGIServer) -> bool:
         except (OSError, ValueError):
             continue
     return False
+
+
+def _readable(sock: socket.socket, timeout: float | None) -> bool:
+    """Wait until ``sock`` has bytes to read (or its other end closed), at most ``timeout`` seconds."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(None if timeout is None else timeout * 1000))
 
 
 def _unsent(sock: socket.socket) -> int:
