@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 #: Thread states (``/proc/PID/task/TID/stat``) of a thread that is doing something: running or
 #: runnable, in uninterruptible sleep (I/O, a page fault), waking.
 _BUSY_STATES = frozenset("RDW")
+#: States of a thread whose process has exited and waits for its parent to collect it.
+_ENDED_STATES = frozenset("ZX")
 #: epoll_wait and epoll_pwait by architecture: where a Go program's idle thread waits for its sockets
 #: *and* its nearest timer, whose delay (ms) is the call's fourth argument (``/proc/PID/task/TID/syscall``).
 _EPOLL_WAITS = {"x86_64": frozenset({"232", "281"}), "aarch64": frozenset({"22"})}.get(platform.machine(), frozenset())
@@ -303,9 +305,8 @@ class RunningPrograms:
             # instant is reached exactly, whatever float sum of steps led to ``now``
             now = self._time.now()
             more = self._time.advance((round(now * 1e6) + round(step * 1e6)) / 1e6 - now)
-            self.sync_clock()
-            for shim in shims:
-                shim.kick()
+            # the move is counted before any program can see it: one that wakes and ends at once must
+            # not end its run before the waiting streams learn that time moved
             with self._cond:
                 self._moves += 1
                 if not more:
@@ -314,6 +315,9 @@ class RunningPrograms:
                         run.out_of_time = True
                         _kill_group(run.pid)
                 self._cond.notify_all()
+            self.sync_clock()
+            for shim in shims:
+                shim.kick()
             quiet, last = 0, None
 
     def _pause(self, seconds: float) -> None:
@@ -341,11 +345,16 @@ class RunningPrograms:
     def _timers(self, timed: frozenset[int]) -> int | None:
         """None while a thread of a registered program (or of a descendant) is busy; else the nearest
         timer, in milliseconds, of a process in ``timed`` waiting in epoll (-1: none). A process not on
-        simulated time that sleeps on a near timer of the host's counts as busy."""
+        simulated time that sleeps on a near timer of the host's counts as busy. None too when every
+        program has ended (its tool has yet to see it): an ended program waits for no time."""
         nearest = -1
+        alive = False
         for pid, task, state in self._threads():
             if state in _BUSY_STATES:
                 return None
+            if state in _ENDED_STATES:
+                continue
+            alive = True
             timeout = _epoll_timeout(task)
             if timeout is None or timeout < 0:
                 continue
@@ -356,7 +365,7 @@ class RunningPrograms:
                 return None
             else:
                 nearest = timeout if nearest < 0 else min(nearest, timeout)
-        return nearest
+        return nearest if alive else None
 
     def _children(self, pid: int, tasks: list[Path]) -> list[int]:
         """The processes ``pid``'s threads started (``task/TID/children``; where the kernel does not
