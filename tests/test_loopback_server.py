@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import http.client
 import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from itbench_gym.backends.sim.server import ServerHandle, serve
+from itbench_gym.backends.sim.server import ServerHandle, _listed_receive_queue, _receive_queue, serve
 
 
 def _app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -121,3 +123,22 @@ def test_a_client_that_expects_100_continue_gets_it_once_before_sending_its_body
         while not answer.endswith(b"body"):
             answer += sock.recv(1024)
         assert answer.startswith(b"HTTP/1.1 200 ")  # no second interim response
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="Linux's socket tables are what the twin reads a client's unread bytes from")
+def test_a_client_s_unread_bytes_are_those_the_kernel_lists_for_its_socket() -> None:
+    """A stream waits for its client to read what it was sent: the socket diagnostics the server asks
+    must agree with the kernel's own table, and a socket gone since counts as having read all."""
+    with socket.create_server(("127.0.0.1", 0)) as listener, socket.create_connection(listener.getsockname()) as client:
+        server_side, _ = listener.accept()
+        with server_side:
+            server_side.sendall(b"x" * 1234)
+            here, there = client.getsockname(), client.getpeername()
+            for _ in range(100):  # loopback delivers at once; a loaded machine may take a moment
+                if _listed_receive_queue(here, there):
+                    break
+                threading.Event().wait(0.01)
+            assert _receive_queue(here, there) == _listed_receive_queue(here, there) == 1234
+            client.recv(1000)
+            assert _receive_queue(here, there) == _listed_receive_queue(here, there) == 234
+    assert _receive_queue(here, there) == 0

@@ -13,10 +13,12 @@ streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import io
 import logging
+import os
 import select
 import socket
 import ssl
@@ -265,8 +267,45 @@ class _Handler(WSGIRequestHandler):
 
 
 def _receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> int:
-    """Bytes waiting to be read on the IPv4 TCP socket ``local`` connected to ``remote`` (``/proc/net/tcp``;
-    0 when it is not listed there, or not on Linux)."""
+    """Bytes waiting to be read on the IPv4 TCP socket ``local`` connected to ``remote``: asked of the
+    kernel's socket diagnostics for that one socket (what ``ss`` reads; ~13 µs), else read from
+    ``/proc/net/tcp`` (~3.4 ms here: the kernel formats every socket); 0 when neither lists it."""
+    try:
+        return _diagnosed_receive_queue(local, remote)
+    except OSError:  # no netlink socket diagnostics here (not Linux, or refused to this process)
+        return _listed_receive_queue(local, remote)
+
+
+#: ``linux/sock_diag.h`` and ``linux/netlink.h``: the protocol, the request type, a lookup (no dump)
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, _NLMSG_ERROR = 4, 20, 1, 2
+#: ``struct inet_diag_sockid``'s ports and addresses (network order, IPv4 in the first word of four);
+#: then its interface and its cookie (any socket: ``INET_DIAG_NOCOOKIE``)
+_SOCKID = struct.Struct("!HH16s16s")
+_SOCKID_TAIL = struct.Struct("=III")
+#: ``struct nlmsghdr`` and ``struct inet_diag_req_v2``'s head (family, protocol, extensions, pad, states)
+_NLMSGHDR = struct.Struct("=IHHII")
+_REQ_HEAD = struct.Struct("=BBBBI")
+#: ``struct inet_diag_msg``: after its four one-byte fields and the socket id, expires then rqueue
+_RQUEUE_AT = _NLMSGHDR.size + 4 + _SOCKID.size + _SOCKID_TAIL.size + 4
+
+
+def _diagnosed_receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> int:
+    sockid = (_SOCKID.pack(local[1], remote[1], socket.inet_aton(local[0]) + bytes(12), socket.inet_aton(remote[0]) + bytes(12))
+              + _SOCKID_TAIL.pack(0, 0xFFFFFFFF, 0xFFFFFFFF))
+    request = _REQ_HEAD.pack(socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as netlink:
+        netlink.send(_NLMSGHDR.pack(_NLMSGHDR.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0) + request)
+        answer = netlink.recv(4096)
+    _, kind, _, _, _ = _NLMSGHDR.unpack_from(answer)
+    if kind == _NLMSG_ERROR:
+        code = -int(struct.unpack_from("=i", answer, _NLMSGHDR.size)[0])
+        if code == errno.ENOENT:  # no such socket: it closed meanwhile
+            return 0
+        raise OSError(code, os.strerror(code))
+    return int(struct.unpack_from("=I", answer, _RQUEUE_AT)[0])
+
+
+def _listed_receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> int:
     def hexed(address: tuple[str, int]) -> str:
         return f"{socket.inet_aton(address[0])[::-1].hex().upper()}:{address[1]:04X}"
 
