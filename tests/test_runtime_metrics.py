@@ -2,7 +2,9 @@
 
 ad and fraud-detection run the OpenTelemetry Java agent (demo 2.2.0's Dockerfiles), whose JMX runtime
 metrics the SDK exports over OTLP every minute; payment and frontend run the Node.js runtime
-instrumentation (payment at a 5 s monitoring precision). The collector's prometheus exporter serves them
+instrumentation (payment at a 5 s monitoring precision); checkout and product-catalog Go's runtime
+instrumentation; cart (.NET 10) the runtime's own meter and the process instrumentation's. The
+collector's prometheus exporter serves them
 with the pod's ``job``/``instance``, which the scrape exposes as ``exported_job``/``exported_instance``.
 Everything is read through the twin's Prometheus HTTP API.
 """
@@ -176,18 +178,60 @@ def test_go_services_export_the_runtimes_metrics_from_their_environment(shop: Sh
         assert shop.value(f"increase(go_memory_allocations_total{{{job}}}[2m])") > 0
 
 
+def test_cart_exports_the_dotnet_runtime_s_own_meter_and_the_process_instrumentation_s(shop: Shop) -> None:
+    """cart (.NET 10): the runtime instrumentation enables the unversioned System.Runtime meter, the
+    process instrumentation its own; the heap after a collection lies within the working set; healthy,
+    cart throws no exception, so the exceptions counter has no series."""
+    shop.backend.advance(120)
+    job = 'exported_job="opentelemetry-demo/cart"'
+    (pod,) = shop.pods("cart")
+    (labels, working_set), = shop.query(f"dotnet_process_memory_working_set_bytes{{{job}}}")
+    assert labels["otel_scope_name"] == "System.Runtime" and "otel_scope_version" not in labels
+    assert labels["exported_instance"] == pod["metadata"]["uid"]
+    (process, _), = shop.query(f"process_memory_usage_bytes{{{job}}}")
+    assert (process["otel_scope_name"], process["otel_scope_version"]) == ("OpenTelemetry.Instrumentation.Process", "1.14.0-beta.2")
+    container = shop.value('container_memory_working_set_bytes{namespace="otel-demo", container="cart"}')
+    assert 0.5 * container < working_set < 2 * container  # the same memory, exported and scraped at different instants
+    collections = {lb["gc_heap_generation"]: v for lb, v in shop.query(f"dotnet_gc_collections_total{{{job}}}")}
+    assert set(collections) == {"gen0", "gen1", "gen2"} and collections["gen0"] > collections["gen1"] > 0
+    heap = {lb["gc_heap_generation"]: v for lb, v in shop.query(f"dotnet_gc_last_collection_heap_size_bytes{{{job}}}")}
+    assert set(heap) == {"gen0", "gen1", "gen2", "loh", "poh"} and 0 < sum(heap.values()) < working_set
+    modes = {lb["cpu_mode"] for lb, _ in shop.query(f"dotnet_process_cpu_time_seconds_total{{{job}}}")}
+    assert modes == {"user", "system"}
+    # .NET 9 and 10 create the thread pool's thread count and queue length as observable counters
+    assert shop.query(f"dotnet_thread_pool_thread_count_total{{{job}}}") and shop.query(f"dotnet_thread_pool_queue_length_total{{{job}}}")
+    assert shop.query(f"dotnet_exceptions_total{{{job}}}") == []
+    assert {lb["exported_job"] for lb, _ in shop.query("dotnet_assembly_count")} == {"opentelemetry-demo/cart"}
+
+
+def test_cart_s_failed_requests_count_their_exceptions_by_type(shop: Shop) -> None:
+    """With cartFailure on, EmptyCart fails on a store that cannot connect: each failure throws the
+    store's ApplicationException and the RpcException it is wrapped in (rethrown on its way out)."""
+    shop.flag("cartFailure")
+    shop.backend.advance(600)
+    job = 'exported_job="opentelemetry-demo/cart"'
+    thrown = {lb["error_type"]: v for lb, v in shop.query(f"increase(dotnet_exceptions_total{{{job}}}[5m])")}
+    assert set(thrown) == {"RpcException", "ApplicationException"} and thrown["ApplicationException"] > 0
+    assert thrown["RpcException"] == pytest.approx(3 * thrown["ApplicationException"], rel=0.1)
+    failed = shop.value('sum(increase(traces_span_metrics_calls_total{service_name="cart", span_name="POST /oteldemo.CartService/EmptyCart", '
+                        'status_code="STATUS_CODE_ERROR"}[5m]))')
+    assert thrown["ApplicationException"] == pytest.approx(failed, rel=0.35)
+
+
 @pytest.mark.parametrize(("where", "change", "message"), [
     ("services", lambda r: r["runtimes"]["java-agent"].update(services=["ad", "no-such-service"]), "not services of the app"),
     ("quantity", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(quantity="heap_used"), "unknown quantity"),
     ("histogram", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(histogram=[1, 2]), "only it, is a histogram"),
     ("spaces", lambda r: r["runtimes"]["runtime-node-payment"]["node"]["spaces"][2].update(share=0.9), "add up to 1"),
     ("model", lambda r: r["runtimes"]["java-agent"].pop("jvm"), "needs one runtime model"),
+    ("generations", lambda r: r["runtimes"]["dotnet-cart"]["dotnet"]["heap"].pop(), "needs the generations"),
+    ("scope", lambda r: r["runtimes"]["dotnet-cart"]["metrics"][0].update(scope={"version": "1"}), "missing 'name'"),
 ])
 def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
     raw = copy.deepcopy(runtime_metrics.raw(envs_dir() / "astronomy-shop"))
-    services = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog"}
+    services = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog", "cart"}
     assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment",
-                                                                      "go-checkout", "go-product-catalog"}
+                                                                      "go-checkout", "go-product-catalog", "dotnet-cart"}
     change(raw)
     with pytest.raises(runtime_metrics.RuntimeMetricsError, match=message):
         runtime_metrics.parse(raw, services)

@@ -384,7 +384,7 @@ def _resource_labels(name: str, job: str, instance: str, attrs: tuple[tuple[str,
 
 def _scoped_labels(name: str, job: str, instance: str, attrs: tuple[tuple[str, str], ...], scope: tuple[str, str]) -> dict[str, str]:
     """A pod's OTLP metric with its instrumentation scope, as the collector's exporter serves it."""
-    return {**_resource_labels(name, job, instance, attrs), "otel_scope_name": scope[0], "otel_scope_version": scope[1]}
+    return {**_resource_labels(name, job, instance, attrs), "otel_scope_name": scope[0], **({"otel_scope_version": scope[1]} if scope[1] else {})}
 
 
 def _rng(seed: int, tick: int, name: str) -> np.random.Generator:
@@ -1036,10 +1036,15 @@ class AppModel:
                 if svc.name in self._runtime_metrics.of_service:
                     gcs = sum(rates.get((svc.name, str(e.get("operation"))), 0.0) * share * float(e.get("magnitude", 0.0))
                               for e in full_gcs if e.get("service") == svc.name)
+                    failures: dict[str, float] = {}
+                    for op in svc.operations.values():
+                        served = stats[(svc.name, op.id)]
+                        if served.p_err > 0:
+                            failures[served.error_text] = failures.get(served.error_text, 0.0) + rates.get((svc.name, op.id), 0.0) * share * served.p_err
                     self._export_runtime(view, p, inst, ProcessState(
                         seen_mem, cpu.usage_cores, math.ceil(limit_cpu) if math.isfinite(limit_cpu) else node_cores, limit_mem,
                         max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s,
-                        node_cores, inst.env), t, dt)
+                        node_cores, inst.env, failures), t, dt)
                 for side, sidecar in svc.sidecars.items():
                     cluster.set_usage(view.namespace, p.name, side, cpu_cores=sidecar.cpu_idle, memory_bytes=sidecar.memory_mi * MI)
                 if limit_mem and mem >= limit_mem:
@@ -1054,9 +1059,8 @@ class AppModel:
     def _export_runtime(self, view: ClusterView, p: PodView, inst: Instance, state: ProcessState, t: float, dt: float) -> None:
         """The process's runtime metrics, exported through the collector its telemetry goes to."""
         key, job = instance_key(p), self.spec.job_prefix + p.service
-        scope = self._runtime_metrics.of_service[p.service].scope
 
-        def push(name: str, attrs: tuple[tuple[str, str], ...], value: float) -> None:
+        def push(name: str, attrs: tuple[tuple[str, str], ...], value: float, scope: tuple[str, str]) -> None:
             self._collectors.push(view, p, ("runtime", key, name, attrs), partial(_scoped_labels, name, job, p.uid, attrs, scope), value)
 
         self._runtime_metrics.observe(p.service, inst.runtime, state, t - inst.started, dt, push)

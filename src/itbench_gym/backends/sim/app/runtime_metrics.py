@@ -9,6 +9,7 @@ the runtime's quantities, which reach the collector process its telemetry goes t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from .jvm import MIB
 
 #: (attribute values in the metric's label order, value)
 Point = tuple[tuple[str, ...], float]
+#: what receives an exported series: metric name, attributes, value, instrumentation scope (name, version)
+Push = Callable[[str, tuple[tuple[str, str], ...], float, tuple[str, str]], None]
 #: what each kind of runtime model yields, by the quantity a metric names
 _QUANTITIES = {
     "jvm": frozenset({"memory_used", "memory_limit", "gc_duration", "threads", "classes_loaded", "classes_unloaded",
@@ -28,7 +31,13 @@ _QUANTITIES = {
                        "heap_available", "heap_physical"}),
     "go": frozenset({"memory_used", "memory_limit", "memory_allocated", "memory_allocations", "gc_goal", "goroutines",
                      "processor_limit", "gogc"}),
+    "dotnet": frozenset({"cpus", "cpu_time", "working_set", "virtual_memory", "threads", "gc_collections", "allocated", "committed",
+                         "heap_size", "heap_fragmentation", "gc_pause_time", "jit_il_bytes", "jit_methods", "jit_time",
+                         "lock_contentions", "pool_threads", "work_items", "queue_length", "timers", "assemblies", "exceptions"}),
 }
+#: The CLR's heap generations as its runtime metrics name them (``gc.heap.generation``); collections are
+#: counted for the first three only.
+_CLR_GENERATIONS = ("gen0", "gen1", "gen2", "loh", "poh")
 #: What Go's runtime/metrics report for "no limit" and GOGC=off, clamped to int64 by the instrumentation.
 _GO_UNSET = float(2**63 - 1)
 _GO_BYTE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -45,6 +54,8 @@ class MetricDef:
     labels: tuple[str, ...]
     #: a histogram's bucket bounds (empty: a gauge or a counter)
     buckets: tuple[float, ...] = ()
+    #: the instrumentation scope (name, version) when not the runtime's (another library's meter)
+    scope: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,13 +118,50 @@ class GoDef:
 
 
 @dataclass(frozen=True)
+class DotnetDef:
+    #: the process's memory outside the managed heap (the runtime, JIT'd code, native libraries, stacks)
+    native: float
+    #: the gen0 allocation budget: allocation between two collections
+    gen0_budget: float
+    #: gen1 collections per gen0 one, gen2 per gen1 one
+    gen1_per_gen0: float
+    gen2_per_gen1: float
+    #: (pause of a gen0, a gen1 and a gen2 collection) seconds
+    pauses: tuple[float, float, float]
+    allocation_per_request: float
+    allocation_per_s: float
+    #: each generation's share of the heap after a collection, and its fragmentation's share of that
+    heap_shares: tuple[tuple[str, float, float], ...]
+    #: committed memory over the heap's size
+    committed_over_heap: float
+    #: the process's reserved address space (the GC's regions and the runtime's mappings)
+    virtual: float
+    #: the share of the CPU time spent in the kernel
+    system_share: float
+    #: threads outside the thread pool, and the pool's own while no request is in flight
+    threads: float
+    pool_threads: float
+    work_items_per_request: float
+    contentions_per_request: float
+    #: what the JIT compiled while the process started (it is done by the first export)
+    jit_methods: float
+    jit_il: float
+    jit_time: float
+    timers: float
+    assemblies: float
+    #: the exceptions one failed request throws, by type; the failure's own exception is added when its
+    #: error names a .NET one
+    exceptions_per_failure: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
 class RuntimeDef:
     name: str
     services: tuple[str, ...]
     scope: tuple[str, str]
     export_interval_s: float
     metrics: tuple[MetricDef, ...]
-    model: JvmDef | NodeDef | GoDef
+    model: JvmDef | NodeDef | GoDef | DotnetDef
 
 
 @dataclass(frozen=True)
@@ -135,6 +183,8 @@ class ProcessState:
     node_cpus: float = 0.0
     #: the container's environment
     env: Mapping[str, str] = field(default_factory=dict)
+    #: requests per second the process fails, by the error text it fails them with
+    failures: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -202,6 +252,28 @@ def _go(raw: dict[str, Any], where: str) -> GoDef:
                  float(_need(raw, "allocations_per_request", where)), float(_need(raw, "allocations_per_second", where)))
 
 
+def _dotnet(raw: dict[str, Any], where: str) -> DotnetDef:
+    def num(key: str) -> float:
+        return float(_need(raw, key, where))
+
+    gc = _need(raw, "gc", where)
+    heap = tuple((str(_need(g, "generation", f"{where}.heap")), float(_need(g, "share", f"{where}.heap")),
+                  float(_need(g, "fragmentation", f"{where}.heap"))) for g in _need(raw, "heap", where))
+    if tuple(name for name, _, _ in heap) != _CLR_GENERATIONS:
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.heap: needs the generations {', '.join(_CLR_GENERATIONS)}, in order")
+    if abs(sum(share for _, share, _ in heap) - 1.0) > 1e-6:
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.heap: the shares must add up to 1")
+    exceptions = tuple((str(_need(e, "type", f"{where}.exceptions_per_failure")), float(_need(e, "count", f"{where}.exceptions_per_failure")))
+                       for e in _need(raw, "exceptions_per_failure", where))
+    gen0, gen1, gen2 = (float(_need(gc, f"{g}_pause_ms", f"{where}.gc")) / 1000.0 for g in _CLR_GENERATIONS[:3])
+    return DotnetDef(num("native_mi") * MIB, float(_need(gc, "gen0_budget_mi", f"{where}.gc")) * MIB,
+                     float(_need(gc, "gen1_per_gen0", f"{where}.gc")), float(_need(gc, "gen2_per_gen1", f"{where}.gc")), (gen0, gen1, gen2),
+                     num("allocation_kib_per_request") * 1024.0, num("allocation_kib_per_second") * 1024.0, heap,
+                     num("committed_over_heap"), num("virtual_gib") * 1024.0 * MIB, num("system_cpu_share"), num("threads"),
+                     num("pool_threads"), num("work_items_per_request"), num("contentions_per_request"), num("jit_methods"),
+                     num("jit_il_kib") * 1024.0, num("jit_seconds"), num("timers"), num("assemblies"), exceptions)
+
+
 def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
     quantity = str(_need(raw, "quantity", where))
     if quantity not in _QUANTITIES[kind]:
@@ -211,7 +283,14 @@ def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
         raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: gc_duration, and only it, is a histogram")
     if list(buckets) != sorted(set(buckets)):
         raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.histogram: bounds must increase")
-    return MetricDef(str(_need(raw, "name", where)), quantity, tuple(str(lb) for lb in raw.get("labels", ())), buckets)
+    scope = raw.get("scope")
+    return MetricDef(str(_need(raw, "name", where)), quantity, tuple(str(lb) for lb in raw.get("labels", ())), buckets,
+                     None if scope is None else _scope(scope, where))
+
+
+def _scope(raw: Any, where: str) -> tuple[str, str]:
+    """An instrumentation scope: its name, and its version ("" for a meter created without one)."""
+    return str(_need(raw, "name", where)), str(_need(raw, "version", where) or "")
 
 
 def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
@@ -227,15 +306,16 @@ def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
         if len(kinds) != 1:
             raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
         kind, interval = kinds[0], float(_need(r, "export_interval_seconds", where))
-        model: JvmDef | NodeDef | GoDef
+        model: JvmDef | NodeDef | GoDef | DotnetDef
         if kind == "jvm":
             model = _jvm(r[kind], f"{where}.jvm")
         elif kind == "node":
             model = _node(r[kind], f"{where}.node", interval)
-        else:
+        elif kind == "go":
             model = _go(r[kind], f"{where}.go")
-        out.append(RuntimeDef(name, tuple(r["services"]), (str(_need(scope, "name", where)), str(_need(scope, "version", where))),
-                              interval, tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where))),
+        else:
+            model = _dotnet(r[kind], f"{where}.dotnet")
+        out.append(RuntimeDef(name, tuple(r["services"]), _scope(scope, where), interval, tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where))),
                               model))
     return tuple(out)
 
@@ -439,7 +519,86 @@ def _gogc(text: str) -> float:
         return 100.0
 
 
-Process = JvmProcess | NodeProcess | GoProcess
+#: A .NET exception type named in an error's text (``System.ApplicationException: ...``): its short name
+#: is what the runtime records (``Exception.GetType().Name``).
+_DOTNET_EXCEPTION = re.compile(r"\b(?:[A-Za-z_]\w*\.)*([A-Z]\w*Exception)\b")
+
+
+class DotnetProcess:
+    """A .NET process's ``System.Runtime`` meter and the process instrumentation's, from its working set,
+    CPU use, requests and failures (.NET 9+: the runtime instrumentation enables the runtime's own meter)."""
+
+    def __init__(self, d: DotnetDef, s: ProcessState) -> None:
+        self.d, self.s = d, s
+        self.heap = max(s.working_set - d.native, 0.0)
+        self.allocation = s.requests_per_s * d.allocation_per_request + d.allocation_per_s
+
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """(generation,), collections per second, pause seconds of each; a collection counts under the
+        oldest generation it collected, as the runtime reports them."""
+        d = self.d
+        gen0 = self.allocation / max(d.gen0_budget, 1.0)
+        gen1 = gen0 * d.gen1_per_gen0
+        gen2 = gen1 * d.gen2_per_gen1 + self.s.full_gcs_per_s
+        yield ("gen0",), max(gen0 - gen1, 0.0), d.pauses[0]
+        yield ("gen1",), max(gen1 - gen2, 0.0), d.pauses[1]
+        yield ("gen2",), gen2, d.pauses[2]
+
+    def advance(self, c: Counters, dt: float) -> None:
+        d, s, t = self.d, self.s, c.totals
+        for name, per_s in (("cpu", s.cpu_cores), ("allocated", self.allocation), ("work_items", s.requests_per_s * d.work_items_per_request),
+                            ("contentions", s.requests_per_s * d.contentions_per_request)):
+            t[name] = t.get(name, 0.0) + per_s * dt
+        for text, failed in s.failures.items():
+            thrown = list(d.exceptions_per_failure)
+            named = _DOTNET_EXCEPTION.search(text)
+            if named is not None:
+                thrown.append((named.group(1), 1.0))
+            for kind, count in thrown:
+                t[f"exception:{kind}"] = t.get(f"exception:{kind}", 0.0) + failed * count * dt
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        d, s, t = self.d, self.s, c.totals
+        collected = sum(counts[0] for counts in c.gc.values()) >= 1.0  # the heap's figures are a collection's
+        pool = d.pool_threads + math.ceil(s.inflight)
+        if quantity == "cpus":
+            yield (), s.cpus
+        elif quantity == "cpu_time":
+            yield ("user",), t.get("cpu", 0.0) * (1.0 - d.system_share)
+            yield ("system",), t.get("cpu", 0.0) * d.system_share
+        elif quantity == "working_set":
+            yield (), float(round(s.working_set))
+        elif quantity == "virtual_memory":
+            yield (), float(round(d.virtual + s.working_set))
+        elif quantity == "threads":
+            yield (), d.threads + pool
+        elif quantity == "gc_collections":
+            for generation in _CLR_GENERATIONS[:3]:
+                yield (generation,), float(math.floor(c.gc.get((generation,), [0.0])[0] + 1e-9))
+        elif quantity == "gc_pause_time":
+            yield (), sum(counts[-1] for counts in c.gc.values())
+        elif quantity in ("committed", "heap_size", "heap_fragmentation") and collected:
+            if quantity == "committed":
+                yield (), float(round(self.heap * d.committed_over_heap))
+            for generation, share, fragmented in d.heap_shares if quantity != "committed" else ():
+                size = self.heap * share
+                yield (generation,), float(round(size if quantity == "heap_size" else size * fragmented))
+        elif quantity in ("allocated", "work_items", "lock_contentions"):
+            yield (), float(math.floor(t.get("contentions" if quantity == "lock_contentions" else quantity, 0.0)))
+        elif quantity == "pool_threads":
+            yield (), float(pool)
+        elif quantity == "queue_length":  # Little's law: work waiting for a thread, at the rate it arrives
+            yield (), float(round(s.requests_per_s * d.work_items_per_request * max(s.wait_s, 0.0)))
+        elif quantity in ("jit_methods", "jit_il_bytes", "jit_time", "timers", "assemblies"):
+            yield (), {"jit_methods": d.jit_methods, "jit_il_bytes": d.jit_il, "jit_time": d.jit_time, "timers": d.timers,
+                       "assemblies": d.assemblies}[quantity]
+        elif quantity == "exceptions":  # a counter the runtime adds to as exceptions are thrown: none, no series
+            for key in sorted(k for k in t if k.startswith("exception:")):
+                if t[key] >= 1.0:
+                    yield (key.removeprefix("exception:"),), float(math.floor(t[key] + 1e-9))
+
+
+Process = JvmProcess | NodeProcess | GoProcess | DotnetProcess
 
 
 class RuntimeTelemetry:
@@ -449,10 +608,9 @@ class RuntimeTelemetry:
         self.runtimes = load(app_dir, services)
         self.of_service = {svc: r for r in self.runtimes for svc in r.services}
 
-    def observe(self, service: str, counters: Counters, s: ProcessState, age_s: float, dt: float,
-                push: Callable[[str, tuple[tuple[str, str], ...], float], None]) -> None:
+    def observe(self, service: str, counters: Counters, s: ProcessState, age_s: float, dt: float, push: Push) -> None:
         """Advance one process's counters over ``dt``; at an export, ``push`` each series (metric name,
-        attributes, value)."""
+        attributes, value, instrumentation scope)."""
         r = self.of_service.get(service)
         if r is None:
             return
@@ -461,8 +619,10 @@ class RuntimeTelemetry:
             proc = JvmProcess(r.model, s)
         elif isinstance(r.model, NodeDef):
             proc = NodeProcess(r.model, s)
-        else:
+        elif isinstance(r.model, GoDef):
             proc = GoProcess(r.model, s)
+        else:
+            proc = DotnetProcess(r.model, s)
         proc.advance(counters, dt)
         hist = next((m.buckets for m in r.metrics if m.buckets), (math.inf,))
         for key, per_s, pause in proc.collections():
@@ -475,23 +635,24 @@ class RuntimeTelemetry:
             return
         counters.exports = due
         for m in r.metrics:
+            scope = m.scope or r.scope
             if m.buckets:
-                _histogram(m, counters, push)
+                _histogram(m, counters, scope, push)
                 continue
             for attrs, value in proc.points(m.quantity, counters):
-                push(m.name, tuple(zip(m.labels, attrs, strict=True)), value)
+                push(m.name, tuple(zip(m.labels, attrs, strict=True)), value, scope)
 
 
-def _histogram(m: MetricDef, c: Counters, push: Callable[[str, tuple[tuple[str, str], ...], float], None]) -> None:
+def _histogram(m: MetricDef, c: Counters, scope: tuple[str, str], push: Push) -> None:
     """The collections so far as the exporter serves a histogram: whole collections per cumulative bucket."""
     for key, counts in sorted(c.gc.items()):
         attrs = tuple(zip(m.labels, key, strict=True))
         running = 0.0
         for bound, n in zip((*m.buckets, math.inf), counts[:-1], strict=True):
             running += n
-            push(f"{m.name}_bucket", (*attrs, ("le", _le(bound))), float(math.floor(running + 1e-9)))
-        push(f"{m.name}_sum", attrs, counts[-1])
-        push(f"{m.name}_count", attrs, float(math.floor(running + 1e-9)))
+            push(f"{m.name}_bucket", (*attrs, ("le", _le(bound))), float(math.floor(running + 1e-9)), scope)
+        push(f"{m.name}_sum", attrs, counts[-1], scope)
+        push(f"{m.name}_count", attrs, float(math.floor(running + 1e-9)), scope)
 
 
 def _le(bound: float) -> str:
