@@ -3,7 +3,7 @@
 ad and fraud-detection run the OpenTelemetry Java agent (demo 2.2.0's Dockerfiles), whose JMX runtime
 metrics the SDK exports over OTLP every minute; payment and frontend run the Node.js runtime
 instrumentation (payment at a 5 s monitoring precision); checkout and product-catalog Go's runtime
-instrumentation; cart (.NET 10) the runtime's own meter and the process instrumentation's. The
+instrumentation; cart and accounting (.NET 10) the runtime's own meter and the process instrumentation's. The
 collector's prometheus exporter serves them
 with the pod's ``job``/``instance``, which the scrape exposes as ``exported_job``/``exported_instance``.
 Everything is read through the twin's Prometheus HTTP API.
@@ -201,7 +201,8 @@ def test_cart_exports_the_dotnet_runtime_s_own_meter_and_the_process_instrumenta
     # .NET 9 and 10 create the thread pool's thread count and queue length as observable counters
     assert shop.query(f"dotnet_thread_pool_thread_count_total{{{job}}}") and shop.query(f"dotnet_thread_pool_queue_length_total{{{job}}}")
     assert shop.query(f"dotnet_exceptions_total{{{job}}}") == []
-    assert {lb["exported_job"] for lb, _ in shop.query("dotnet_assembly_count")} == {"opentelemetry-demo/cart"}
+    # accounting runs under the .NET automatic instrumentation, which enables the same two
+    assert {lb["exported_job"] for lb, _ in shop.query("dotnet_assembly_count")} == {"opentelemetry-demo/cart", "opentelemetry-demo/accounting"}
 
 
 def test_cart_s_failed_requests_count_their_exceptions_by_type(shop: Shop) -> None:
@@ -229,9 +230,9 @@ def test_cart_s_failed_requests_count_their_exceptions_by_type(shop: Shop) -> No
 ])
 def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
     raw = copy.deepcopy(runtime_metrics.raw(envs_dir() / "astronomy-shop"))
-    services = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog", "cart"}
+    services = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog", "cart", "accounting"}
     assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment",
-                                                                      "go-checkout", "go-product-catalog", "dotnet-cart"}
+                                                                      "go-checkout", "go-product-catalog", "dotnet-cart", "dotnet-accounting"}
     change(raw)
     with pytest.raises(runtime_metrics.RuntimeMetricsError, match=message):
         runtime_metrics.parse(raw, services)
