@@ -125,7 +125,8 @@ def test_a_client_that_expects_100_continue_gets_it_once_before_sending_its_body
         assert answer.startswith(b"HTTP/1.1 200 ")  # no second interim response
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="Linux's socket tables are what the twin reads a client's unread bytes from")
+@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="Linux only: the test checks the kernel's socket diagnostics against its /proc/net/tcp table, "
+                           "which this machine does not have")
 def test_a_client_s_unread_bytes_are_those_the_kernel_lists_for_its_socket() -> None:
     """A stream waits for its client to read what it was sent: the socket diagnostics the server asks
     must agree with the kernel's own table, and a socket gone since counts as having read all."""

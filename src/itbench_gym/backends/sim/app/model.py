@@ -989,6 +989,12 @@ class AppModel:
             if not running:
                 continue
             rng = _rng(self.seed, st.tick, f"res/{svc.name}")
+            # the requests the service fails each second, by error text (a runtime's exceptions count them)
+            svc_failures: dict[str, float] = {}
+            for op in svc.operations.values() if svc.name in self._runtime_metrics.of_service else ():
+                served = stats[(svc.name, op.id)]
+                if served.p_err > 0:
+                    svc_failures[served.error_text] = svc_failures.get(served.error_text, 0.0) + rates.get((svc.name, op.id), 0.0) * served.p_err
             svc_leaks = [(op, leaks[(svc.name, op.id)]) for op in svc.operations.values() if (svc.name, op.id) in leaks]
             for p in running:
                 key = instance_key(p)
@@ -1036,11 +1042,7 @@ class AppModel:
                 if svc.name in self._runtime_metrics.of_service:
                     gcs = sum(rates.get((svc.name, str(e.get("operation"))), 0.0) * share * float(e.get("magnitude", 0.0))
                               for e in full_gcs if e.get("service") == svc.name)
-                    failures: dict[str, float] = {}
-                    for op in svc.operations.values():
-                        served = stats[(svc.name, op.id)]
-                        if served.p_err > 0:
-                            failures[served.error_text] = failures.get(served.error_text, 0.0) + rates.get((svc.name, op.id), 0.0) * share * served.p_err
+                    failures = {text: per_s * share for text, per_s in svc_failures.items()}
                     self._export_runtime(view, p, inst, ProcessState(
                         seen_mem, cpu.usage_cores, math.ceil(limit_cpu) if math.isfinite(limit_cpu) else node_cores, limit_mem,
                         max_heap_bytes(inst.env, limit_mem, node_memory.get(p.node, 0.0)), pod_rps, inst.inflight, gcs, cpu.state.wait_s,

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -315,8 +316,8 @@ def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
             model = _go(r[kind], f"{where}.go")
         else:
             model = _dotnet(r[kind], f"{where}.dotnet")
-        out.append(RuntimeDef(name, tuple(r["services"]), _scope(scope, where), interval, tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where))),
-                              model))
+        metrics = tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where)))
+        out.append(RuntimeDef(name, tuple(r["services"]), _scope(scope, where), interval, metrics, model))
     return tuple(out)
 
 
@@ -524,6 +525,12 @@ def _gogc(text: str) -> float:
 _DOTNET_EXCEPTION = re.compile(r"\b(?:[A-Za-z_]\w*\.)*([A-Z]\w*Exception)\b")
 
 
+@cache
+def _named_exception(text: str) -> str | None:
+    named = _DOTNET_EXCEPTION.search(text)
+    return named.group(1) if named else None
+
+
 class DotnetProcess:
     """A .NET process's ``System.Runtime`` meter and the process instrumentation's, from its working set,
     CPU use, requests and failures (.NET 9+: the runtime instrumentation enables the runtime's own meter)."""
@@ -550,17 +557,15 @@ class DotnetProcess:
                             ("contentions", s.requests_per_s * d.contentions_per_request)):
             t[name] = t.get(name, 0.0) + per_s * dt
         for text, failed in s.failures.items():
-            thrown = list(d.exceptions_per_failure)
-            named = _DOTNET_EXCEPTION.search(text)
-            if named is not None:
-                thrown.append((named.group(1), 1.0))
-            for kind, count in thrown:
+            named = _named_exception(text)
+            for kind, count in (*d.exceptions_per_failure, *(((named, 1.0),) if named else ())):
                 t[f"exception:{kind}"] = t.get(f"exception:{kind}", 0.0) + failed * count * dt
 
     def points(self, quantity: str, c: Counters) -> Iterator[Point]:
         d, s, t = self.d, self.s, c.totals
-        collected = sum(counts[0] for counts in c.gc.values()) >= 1.0  # the heap's figures are a collection's
         pool = d.pool_threads + math.ceil(s.inflight)
+        # the heap's figures are the last collection's: none before the first
+        collected = quantity in ("committed", "heap_size", "heap_fragmentation") and sum(n[0] for n in c.gc.values()) >= 1.0
         if quantity == "cpus":
             yield (), s.cpus
         elif quantity == "cpu_time":
@@ -577,10 +582,10 @@ class DotnetProcess:
                 yield (generation,), float(math.floor(c.gc.get((generation,), [0.0])[0] + 1e-9))
         elif quantity == "gc_pause_time":
             yield (), sum(counts[-1] for counts in c.gc.values())
-        elif quantity in ("committed", "heap_size", "heap_fragmentation") and collected:
-            if quantity == "committed":
-                yield (), float(round(self.heap * d.committed_over_heap))
-            for generation, share, fragmented in d.heap_shares if quantity != "committed" else ():
+        elif quantity == "committed" and collected:
+            yield (), float(round(self.heap * d.committed_over_heap))
+        elif quantity in ("heap_size", "heap_fragmentation") and collected:
+            for generation, share, fragmented in d.heap_shares:
                 size = self.heap * share
                 yield (generation,), float(round(size if quantity == "heap_size" else size * fragmented))
         elif quantity in ("allocated", "work_items", "lock_contentions"):
