@@ -315,6 +315,20 @@ def test_environment_variable_registers_ids(tmp_path: Path) -> None:
     assert out.stdout.splitlines() == ["True True", "not yet supported: category 'ciso' (the ciso task is not implemented)"]
 
 
+def test_the_catalogue_lists_a_library_scenario_at_itbench_s_own_level(tmp_path: Path) -> None:
+    """`itbench-gym list` runs no twin, so it lists ITBench's level (high: hard) and filters by it."""
+    (tmp_path / "900.json").write_text(json.dumps(_foreign_index(complexity="high")))
+    [scenario] = import_library(tmp_path)
+    assert scenario.summary()["complexity"] == "hard"
+    env = {**os.environ, "ITBENCH_LIBRARY": str(tmp_path), "ITBENCH_GYM_CACHE": str(fresh_cache(tmp_path / "cache"))}
+    cli = [sys.executable, "-m", "itbench_gym.cli", "list", "--domain", "sre"]
+    listed = subprocess.run([*cli, "--complexity", "hard"], env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[:3] for line in listed.stdout.splitlines() if line.startswith("ITBench-")] == [["ITBench-900-v0", "sre", "hard"]]
+    easy = subprocess.run([*cli, "--complexity", "easy"], env=env, capture_output=True, text=True, check=True, timeout=120)
+    assert "ITBench-900-v0" not in easy.stdout
+
+
 @needs_library
 def test_alerts_decided_on_the_twin_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index without alerts: the new paging alerts its faults make fire, cached by content and version."""

@@ -151,13 +151,16 @@ class ImportedScenario:
     #: "v1" (the library's v1 file, cleaned) or "derived" (faults and topology); "" before conversion.
     ground_truth_from: str = ""
     number: int | None = None
+    #: ITBench's own level of the index (``complexity``: low, medium, high) in our words, if it gives one.
+    itbench_level: str | None = None
 
     def summary(self) -> dict[str, Any]:
-        """What a catalogue lists without deciding alerts (no twin run)."""
+        """What a catalogue lists without deciding alerts (no twin run). Its complexity is ITBench's own
+        level: the spec's (Eq. 6 over its ground truth) is decided with the alerts."""
         meta = (self.document or {}).get("metadata") or {}
         faults = [f["id"] for f in (self.document or {}).get("faults") or []]
         return {"id": self.id, "domain": self.domain, "class": meta.get("class"), "name": meta.get("name", self.id),
-                "complexity": (meta.get("complexity") or {}).get("level"), "app": ((self.document or {}).get("environment") or {}).get("app"),
+                "complexity": self.itbench_level, "app": ((self.document or {}).get("environment") or {}).get("app"),
                 "itbench_scenario": self.number, "faults": faults, "unsupported": self.unsupported, "invalid": self.invalid,
                 "alerts_from": self.alerts_from, "ground_truth_from": self.ground_truth_from,
                 "discrepancies": list(self.discrepancies), "source": str(self.source)}
@@ -178,7 +181,8 @@ def import_scenario(library: Library, file: Path) -> ImportedScenario:
     raw_id = index.get("id", file.stem) if isinstance(index, Mapping) else file.stem
     sid = f"{ID_PREFIX}{raw_id}-v0"
     domain = str(index.get("category") or "sre") if isinstance(index, Mapping) else "sre"
-    out = ImportedScenario(sid, file, domain, None, number=raw_id if isinstance(raw_id, int) else None)
+    out = ImportedScenario(sid, file, domain, None, number=raw_id if isinstance(raw_id, int) else None,
+                           itbench_level=LEVELS.get(str(index.get("complexity"))) if isinstance(index, Mapping) else None)
     if not isinstance(index, Mapping):
         out.invalid = "invalid index file: not a JSON object"
         return out
@@ -263,7 +267,7 @@ def _convert(library: Library, index: Mapping[str, Any], out: ImportedScenario) 
             "class": scenario_class(entries) if entries else "HealthyControl",
             **({"itbench_scenario": out.number} if out.number is not None and out.number >= 1 else {}),
             "tags": [str(t) for t in index.get("tags") or []]
-            + ([f"itbench-complexity:{LEVELS[str(index['complexity'])]}"] if str(index.get("complexity")) in LEVELS else []),
+            + ([f"itbench-complexity:{out.itbench_level}"] if out.itbench_level else []),
             # The level follows from the factors (Eq. 6); ITBench's own label is kept as a tag.
             "complexity": {"factors": {"technologies": 1, "propagation_length": 0,
                                        "resolution_steps": _solution_steps(index.get("solutions"))}},
