@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import SHARED, fresh_cache
+from itbench_gym.runner.store import ResultStore
 from itbench_gym.spec.itbench import REMOVE_FAULTS, import_library, open_library, runnable_kubectl, with_triggering, without_unshown
 from itbench_gym.spec.loader import spec_from_document
 
@@ -327,6 +328,31 @@ def test_the_catalogue_lists_a_library_scenario_at_itbench_s_own_level(tmp_path:
     assert [line.split()[:3] for line in listed.stdout.splitlines() if line.startswith("ITBench-")] == [["ITBench-900-v0", "sre", "hard"]]
     easy = subprocess.run([*cli, "--complexity", "easy"], env=env, capture_output=True, text=True, check=True, timeout=120)
     assert "ITBench-900-v0" not in easy.stdout
+
+
+@needs_library
+def test_a_batch_refuses_a_library_scenario_that_cannot_run_and_goes_on_past_one_that_does_not_settle(tmp_path: Path) -> None:
+    """Named, a scenario the import already refuses stops the batch before any episode, saying why; one
+    whose alerts never fire on the twin (ITBench 51's HighRequestLatency) is an error episode, and the
+    batch plays the next scenario."""
+    library = tmp_path / "library"
+    library.mkdir()
+    shutil.copy(LIBRARY / "scenarios" / "51.json", library)
+    (library / "901.json").write_text(json.dumps(_foreign_index(id=901, category="ciso")))
+    env = {**os.environ, "ITBENCH_LIBRARY": str(library), "ITBENCH_GYM_CACHE": str(fresh_cache(tmp_path / "cache"))}
+    run = [sys.executable, "-m", "itbench_gym.cli", "run", "--agent", "noop"]
+    refused = subprocess.run([*run, "--out", str(tmp_path / "refused"), "SRE-CorruptImage-v0", "ITBench-901-v0"],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "ITBench-901-v0 cannot run: " in refused.stderr and "the ciso task is not implemented" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    out = tmp_path / "played"
+    played = subprocess.run([*run, "--out", str(out), "ITBench-51-v0", "SRE-CorruptImage-v0"], env=env, capture_output=True, text=True, timeout=600)
+    assert played.returncode == 1, played.stderr  # an error episode: not a clean batch
+    with ResultStore.open_existing(out) as store:
+        records = {r["scenario"]: r for r in store.results()}
+        [(scenario, _, error)] = [(s, run, e) for _, s, run, e in store.errors()]
+    assert scenario == "ITBench-51-v0" and "HighRequestLatency never fired on the twin" in error
+    assert records["SRE-CorruptImage-v0"]["evaluation"]["passed"] is False
 
 
 @needs_library

@@ -155,6 +155,11 @@ class LibraryEntry:
             self._imported = import_scenario(self.library, self.source)
         return self._imported
 
+    @property
+    def settled(self) -> ScenarioSpec | None:
+        """The spec if this process has finished it (:meth:`spec`), without running the twin."""
+        return self._spec
+
     def spec(self) -> ScenarioSpec:
         """The validated spec (its alerts decided on the twin when the index lists none or lists alerts
         that never fire there, and its v1 or derived ground truth's propagation targets that show no symptom

@@ -28,14 +28,18 @@ class SelectionError(ValueError):
 
 
 def select_scenarios(patterns: Sequence[str]) -> list[str]:
-    """The ids ``patterns`` name, in the order given (globs sorted), each once."""
-    from itbench_gym.registry import list_scenarios, scenario_ids
+    """The ids ``patterns`` name, in the order given (globs sorted), each once. Globs pass over library
+    scenarios that cannot run here; naming one is an error that says why, before any episode runs."""
+    from itbench_gym.registry import library_entry, list_scenarios, scenario_ids
 
     base = [s["id"] for s in list_scenarios()]
     every = scenario_ids()
     chosen: list[str] = []
     for pattern in patterns:
         if pattern in every:
+            entry = library_entry(pattern)
+            if entry is not None and (why := entry.imported.invalid or entry.imported.unsupported):
+                raise SelectionError(f"{pattern} cannot run: {entry.source}: {why}")
             chosen.append(pattern)
             continue
         names_variant = "-NoTraces" in pattern or "-NoLogs" in pattern

@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from itbench_gym.runner.store import EpisodeRecord
@@ -26,12 +27,9 @@ def episode_seed(base_seed: int, scenario: str, run: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
-def scenario_version(scenario: str) -> str:
+def scenario_version(scenario: str, source: Path) -> str:
     """A short digest of the scenario's spec file: results of an edited scenario are told apart."""
-    from itbench_gym.registry import get_spec
-
-    spec = get_spec(scenario)
-    data = spec.source.read_bytes() if spec.source.is_file() else b""
+    data = source.read_bytes() if source.is_file() else b""
     return hashlib.sha256(scenario.encode() + b"\x00" + data).hexdigest()[:12]
 
 
@@ -76,11 +74,11 @@ def play(job: Job) -> EpisodeRecord:
     for library in job.libraries:
         if os.path.isdir(library) or os.path.isfile(library):
             itbench_gym.load_itbench_library(library)
-    spec = get_spec(job.scenario)
     start = time.perf_counter()
     env = None
     agent: Any = None
     try:
+        spec = get_spec(job.scenario)  # a library scenario's is settled on the twin, which may fail
         env = itbench_gym.make(job.scenario, backend=_backend(job))
         agent = load_agent(job.agent)(env)
         info = run_episode(env, agent, seed=job.seed)
@@ -94,7 +92,7 @@ def play(job: Job) -> EpisodeRecord:
         if env is not None:
             env.close()
     return EpisodeRecord(
-        agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario),
+        agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario, spec.source),
         domain=spec.domain, cls=spec.cls, complexity=spec.complexity.level, status="finished", error=None,
         wall_seconds=time.perf_counter() - start, sim_seconds=float(info.get("sim_time", 0.0)),
         agent_stats=agent_stats(agent), steps=steps, evaluation=info.get("evaluation"),
@@ -103,11 +101,25 @@ def play(job: Job) -> EpisodeRecord:
 
 def error_record(job: Job, error: str, wall_seconds: float, stats: dict[str, Any] | None = None) -> EpisodeRecord:
     """The record of an episode that did not finish: stored with its reason, retried by ``--resume``."""
-    from itbench_gym.registry import get_spec
-
-    spec = get_spec(job.scenario)
+    domain, cls, complexity, source = _record_facts(job.scenario)
     return EpisodeRecord(
-        agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario),
-        domain=spec.domain, cls=spec.cls, complexity=spec.complexity.level, status="error", error=error,
+        agent=job.agent_label, scenario=job.scenario, run=job.run, seed=job.seed, scenario_version=scenario_version(job.scenario, source),
+        domain=domain, cls=cls, complexity=complexity, status="error", error=error,
         wall_seconds=wall_seconds, sim_seconds=0.0, agent_stats=stats or {}, steps=[], evaluation=None,
     )
+
+
+def _record_facts(scenario: str) -> tuple[str, str, str, Path]:
+    """A record's domain, class, complexity and spec file: its spec's, or the catalogue's for a library
+    scenario this process has not settled (settling it runs the twin, which is what may have failed)."""
+    from itbench_gym.registry import get_spec, library_entry
+
+    entry = library_entry(scenario)
+    if entry is None:
+        spec = get_spec(scenario)  # a shipped spec: every one was validated when the batch chose its ids
+    elif entry.settled is None:
+        listed = entry.imported.summary()
+        return str(listed["domain"]), str(listed["class"] or ""), str(listed["complexity"] or ""), entry.source
+    else:
+        spec = entry.settled
+    return spec.domain, spec.cls, spec.complexity.level, spec.source
