@@ -9,6 +9,9 @@ back off and restart what read it, delete an object created during the incident 
 or pods, point a Service without endpoints back at its Deployment's pods, uncordon a node), waits for
 the system to settle and submits a report naming the root cause and the services the alerts name.
 
+On a FinOps task (its ``submit`` takes ITBench's ``{"resource": [...]}``) it follows the FinOps runbook
+of ``finops_runbook.py`` instead.
+
 What it cannot see or fix (a Chaos Mesh experiment it has no credential for, a slow dependency with
 no Kubernetes symptom), it reports from the golden signals: the failing or slowest service the
 alerts point at, restarted.
@@ -25,7 +28,8 @@ from typing import Any
 import gymnasium as gym
 
 from itbench_gym.agents.base import Action, Observation, ScriptedAgent
-from itbench_gym.lang.timestamps import TimestampError, parse_rfc3339
+from itbench_gym.agents.commons import SETTLE_SECONDS, alert_labels, created_at, jsonpath, kubectl, promql, rows, settle_down
+from itbench_gym.agents.finops_runbook import finops_plan, submits_resources
 
 #: Container waiting reasons that mean the pod template cannot run as written.
 BROKEN_TEMPLATE = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
@@ -38,13 +42,7 @@ BLOCKING_KINDS = ((("networkpolicies.networking.k8s.io", "NetworkPolicy"), ("res
                    ("limitranges", "LimitRange")),
                   (("authorizationpolicies.security.istio.io", "AuthorizationPolicy"),
                    ("peerauthentications.security.istio.io", "PeerAuthentication")))
-#: After a fix: wait in steps of a minute until the incident's alerts are quiet, at most this long.
-SETTLE_SECONDS = 600.0
-SETTLE_STEP_SECONDS = 60.0
-ALERT_LINE = re.compile(r"^(?:\s*-\s*)?([A-Za-z_:][\w:]*)\{(.*)\}")
 NAMESPACE = re.compile(r"namespace '([^']+)'")
-TAB = "{\"\\t\"}"
-NL = "{\"\\n\"}"
 
 
 @dataclass
@@ -70,39 +68,12 @@ class PodRow:
     ready: bool
 
 
-def kubectl(*argv: str, stdin: str | None = None) -> Action:
-    args: dict[str, Any] = {"argv": list(argv)}
-    if stdin is not None:
-        args["stdin"] = stdin
-    return {"tool": "kubectl", "args": args}
 
 
-def jsonpath(*fields: str) -> str:
-    """A kubectl jsonpath printing ``fields`` tab-separated, one item a line."""
-    return "jsonpath={range .items[*]}" + TAB.join("{" + f + "}" for f in fields) + NL + "{end}"
 
 
-def rows(observation: Observation, width: int) -> list[list[str]]:
-    """A jsonpath listing's lines as ``width`` cells (empty on a failed command)."""
-    if observation.get("exit_status") != 0:
-        return []
-    out = []
-    for line in str(observation.get("text", "")).splitlines():
-        if line.strip():
-            cells = line.split("\t")
-            out.append((cells + [""] * width)[:width])
-    return out
 
 
-def alert_labels(text: str) -> list[dict[str, str]]:
-    """``Name{k=v,...}`` lines (the prompt's alert list, the observation's ``firing_alerts``) as label sets."""
-    alerts = []
-    for line in text.splitlines():
-        match = ALERT_LINE.match(line.strip())
-        if match:
-            labels = dict(kv.split("=", 1) for kv in match.group(2).split(",") if "=" in kv)
-            alerts.append({"alertname": match.group(1), **labels})
-    return alerts
 
 
 def owner_workload(pod: str, owner_kind: str, owner: str) -> str:
@@ -116,11 +87,6 @@ def kebab(camel: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", camel).lower()
 
 
-def _created(text: str) -> float | None:
-    try:
-        return parse_rfc3339(text)
-    except TimestampError:
-        return None
 
 
 class HeuristicAgent(ScriptedAgent):
@@ -137,6 +103,10 @@ class HeuristicAgent(ScriptedAgent):
         match = NAMESPACE.search(self.task_prompt)
         ns = match.group(1) if match else "default"
         alerts = [a for a in alert_labels(self.task_prompt) if a["alertname"] != "Watchdog"]
+        if submits_resources(self.tool_specs):  # a FinOps task: what costs more than the load needs
+            report = yield from finops_plan(ns, alerts, self._settle)
+            yield {"tool": "submit", "args": report}
+            return
         alerted = self._alerted_workloads(alerts)
         suspects: list[Suspect] = []
 
@@ -156,7 +126,7 @@ class HeuristicAgent(ScriptedAgent):
         listed = yield kubectl("get", "events", "-n", ns, "--field-selector", "type=Warning", "-o", jsonpath(
             ".involvedObject.kind", ".involvedObject.name", ".reason", ".message"))
         events = rows(listed, 4)
-        born = [t for t in (_created(d[4]) for d in deployments) if t is not None]
+        born = [t for t in (created_at(d[4]) for d in deployments) if t is not None]
         app_born = min(born) if born else None
 
         suspects += self._workload_suspects(ns, deployments, pods, events, alerted)
@@ -172,21 +142,8 @@ class HeuristicAgent(ScriptedAgent):
         if self.suspects and self.suspects[0].remediation:
             for action in self.suspects[0].remediation:
                 _observation = yield action
-            yield from self._settle_down(alerts)
+            yield from settle_down({a["alertname"] for a in alerts}, self._settle)
         yield {"tool": "submit", "args": self._report(ns, alerted)}
-
-    def _settle_down(self, alerts: list[dict[str, str]]) -> Generator[Action, Observation, None]:
-        """Wait after the fix until none of the incident's alerts fires any more (at most ``settle`` seconds
-        in minute steps), as an SRE watches the alert list before closing the incident."""
-        names = {a["alertname"] for a in alerts}
-        waited = 0.0
-        while waited < self._settle:
-            observation = yield f"wait {SETTLE_STEP_SECONDS:g}"
-            waited += SETTLE_STEP_SECONDS
-            firing = {a["alertname"] for a in alert_labels(str(observation.get("firing_alerts", "")))}
-            if not names & firing:
-                yield f"wait {SETTLE_STEP_SECONDS:g}"
-                return
 
     # -- what the alerts name -------------------------------------------------------------------
     @staticmethod
@@ -299,7 +256,7 @@ class HeuristicAgent(ScriptedAgent):
             listed = yield kubectl("get", ",".join(resource for resource, _ in kinds), "-n", ns, "-o",
                                    jsonpath(".kind", ".metadata.name", ".metadata.creationTimestamp"))
             for kind, name, created in rows(listed, 3):
-                born = _created(created)
+                born = created_at(created)
                 if app_born is not None and born is not None and born - app_born < RECENT_SECONDS:
                     continue
                 resource = next((r for r, k in kinds if k == kind), kind.lower())
@@ -335,8 +292,8 @@ class HeuristicAgent(ScriptedAgent):
     # -- golden signals ---------------------------------------------------------------------------
     def _signal_suspects(self, ns: str, alerted: list[str]) -> Generator[Action, Observation, list[Suspect]]:
         """No Kubernetes symptom: the service with the most failing server spans, else the alerts' first service."""
-        errors = yield {"tool": "promql", "args": {"query": 'topk(5, sum by (service_name) (rate(traces_span_metrics_calls_total'
-                                                            '{status_code="STATUS_CODE_ERROR",span_kind="SPAN_KIND_SERVER"}[5m])) > 0)'}}
+        errors = yield promql('topk(5, sum by (service_name) (rate(traces_span_metrics_calls_total'
+                              '{status_code="STATUS_CODE_ERROR",span_kind="SPAN_KIND_SERVER"}[5m])) > 0)')
         failing = re.findall(r'service_name="([^"]+)"', str(errors.get("text", ""))) if errors.get("exit_status") == 0 else []
         target = next((s for s in failing if s in alerted), failing[0] if failing else (alerted[0] if alerted else None))
         if target is None:
