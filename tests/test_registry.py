@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,20 @@ def test_list_scenarios_filters() -> None:
     assert itbench_gym.list_scenarios(domain="sre", cls="CacheFailure")[0]["complexity"] == "medium"
     finops = itbench_gym.list_scenarios(domain="finops")
     assert "FinOps-AutoscalerMisconfiguration-v0" in [s["id"] for s in finops] and {s["domain"] for s in finops} == {"finops"}
+
+
+def test_a_listing_piped_into_a_reader_that_stops_early_ends_without_a_traceback() -> None:
+    """`itbench-gym list | head -1`: the CLI stops at the closed pipe as a Unix tool does (status 141).
+    The pipe holds one page, less than the listing, so the CLI is still writing when the reader goes."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen([sys.executable, "-m", "itbench_gym.cli", "list"], stdout=write_end, stderr=subprocess.PIPE)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        first = reader.readline()
+    assert proc.stderr is not None
+    errors = proc.stderr.read()
+    assert first.split()[0].startswith(b"CISO-") and proc.wait(timeout=60) == 141 and errors == b""
 
 
 # --- The lazy index: ids are read cheaply at import; bad files are reported on use, never dropped. ---

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -426,7 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["bench"]:
         return cmd_bench(args_list[1:])
     args = build_parser().parse_args(args_list)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a Unix tool killed by SIGPIPE does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":
