@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from itbench_gym.evaluation.aggregate import summarise
 from itbench_gym.evaluation.episode import EpisodeEvaluation, evaluate_episode
 from itbench_gym.evaluation.mitigation import MitigationVerdict
 from itbench_gym.evaluation.reward import (
@@ -146,3 +147,16 @@ def test_the_score_reward_weighs_each_tasks_own_parts() -> None:
                               mitigation=verdict, observed=half, optimal=CostMeasures(0.01, 0.05, 0.5, 0.5))
     assert finops.parts() == {"diagnosis": 0.0, "mitigation": 1.0, "proximity": pytest.approx(0.75)}  # CPU cost twice the optimum: 0
     assert ScoreReward()(finops) == pytest.approx(0.5 + 0.2 * 0.75)
+
+
+def test_a_diagnosis_only_scenario_has_no_mttr_and_the_leaderboard_leaves_it_out() -> None:
+    """Nothing was to be repaired: no MTTR (null), so the MTTR column counts no ∞ for it."""
+    ev = evaluate(PERFECT, mitigation=None)
+    json.dumps(ev, allow_nan=False)
+    assert ev["passed"] and ev["times"]["mttd"] == 300.0 and ev["times"]["mttr"] is None
+    repaired = {"scenario": "a", "run": 0, "domain": "sre", "evaluation": evaluate(PERFECT)}
+    unrepaired = {"scenario": "b", "run": 0, "domain": "sre", "evaluation": evaluate(PERFECT, mitigation=BROKEN)}
+    diagnosis_only = {"scenario": "c", "run": 0, "domain": "sre", "evaluation": ev}
+    [group] = summarise([repaired, unrepaired, diagnosis_only], by=("domain",))
+    mttr = group.metrics["mttr"]
+    assert (mttr.n, mttr.n_inf, mttr.mean) == (1, 1, 400.0)

@@ -32,14 +32,15 @@ class Times:
     incident_start: float
     submitted_at: float | None
     mttd: float
-    mttr: float
+    #: None where the scenario does not grade mitigation (nothing was to be repaired).
+    mttr: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "incident_start": self.incident_start,
             "submitted_at": self.submitted_at,
             "mttd": duration(self.mttd),
-            "mttr": duration(self.mttr),
+            "mttr": duration(self.mttr) if self.mttr is not None else None,
         }
 
 
@@ -47,10 +48,11 @@ def episode_times(
     incident_start: float, submitted_at: float | None, diagnosis_correct: bool, mitigation: MitigationVerdict | None
 ) -> Times:
     """MTTD = submit − incident start if the diagnosis passed; MTTR = alerts cleared − incident start if
-    the mitigation passed; otherwise ∞."""
+    the mitigation passed; otherwise ∞. No MTTR without a mitigation verdict (a diagnosis-only scenario)."""
     mttd = submitted_at - incident_start if diagnosis_correct and submitted_at is not None else math.inf
-    cleared = mitigation.cleared_at if mitigation is not None and mitigation.passed else None
-    mttr = cleared - incident_start if cleared is not None else math.inf
+    if mitigation is None:
+        return Times(incident_start, submitted_at, mttd, None)
+    mttr = mitigation.cleared_at - incident_start if mitigation.passed and mitigation.cleared_at is not None else math.inf
     return Times(incident_start, submitted_at, mttd, mttr)
 
 

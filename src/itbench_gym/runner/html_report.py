@@ -74,12 +74,13 @@ def success_grid(board: Leaderboard) -> str:
 
 
 def resolution_times(board: Leaderboard) -> str:
-    """MTTR of the episodes that were resolved, per agent (unresolved ones counted in the label)."""
+    """MTTR of the episodes that were resolved, per agent (unresolved ones counted in the label; an episode
+    whose scenario grades no mitigation has no MTTR and is left out)."""
     plt = _pyplot()
     agents = _agents(board)
     data, labels = [], []
     for agent in agents:
-        times = [r["evaluation"].get("times", {}).get("mttr") for r in board.results if r["agent"] == agent]
+        times = [t for r in board.results if r["agent"] == agent if (t := r["evaluation"].get("times", {}).get("mttr")) is not None]
         finite = [float(t) for t in times if isinstance(t, (int, float)) and math.isfinite(t)]
         data.append(finite or [math.nan])
         labels.append(f"{agent}\n({len(finite)} of {len(times)} resolved)")
