@@ -31,6 +31,13 @@ def test_unknown_id_suggests_close_ones() -> None:
         itbench_gym.make("SRE-CacheFailur-v0")
 
 
+def test_an_itbench_id_without_a_library_says_how_to_load_one() -> None:
+    code = "import itbench_gym\ntry:\n    itbench_gym.make('ITBench-27-v0')\nexcept itbench_gym.registry.UnknownScenarioError as exc:\n    print(exc)\n"
+    env = {k: v for k, v in os.environ.items() if k != "ITBENCH_LIBRARY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "set ITBENCH_LIBRARY to its folder" in out and "itbench_gym.load_itbench_library(folder)" in out
+
+
 def test_list_scenarios_filters() -> None:
     ids = [s["id"] for s in itbench_gym.list_scenarios(domain="sre")]
     assert "SRE-CacheFailure-v0" in ids and all("-NoTraces-" not in i for i in ids)

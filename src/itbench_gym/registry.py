@@ -102,6 +102,11 @@ class ScenarioIndex:
                 self._load(file)
             close = difflib.get_close_matches(scenario_id, self._entries, n=5, cutoff=0.5)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            from itbench_gym.spec.itbench import ID_PREFIX
+
+            if scenario_id.startswith(ID_PREFIX) and not _LIBRARY_ROOTS:
+                hint += (" ITBench library scenarios are registered from their library: set ITBENCH_LIBRARY to its folder"
+                         " before importing itbench_gym, or call itbench_gym.load_itbench_library(folder).")
             raise UnknownScenarioError(f"unknown scenario id {scenario_id!r}.{hint} See itbench_gym.list_scenarios().")
         files = self._claims[entry.base]
         specs = [self._load(file) for file in files]  # a bad file reports its own problems first
