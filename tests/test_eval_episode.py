@@ -160,3 +160,18 @@ def test_a_diagnosis_only_scenario_has_no_mttr_and_the_leaderboard_leaves_it_out
     [group] = summarise([repaired, unrepaired, diagnosis_only], by=("domain",))
     mttr = group.metrics["mttr"]
     assert (mttr.n, mttr.n_inf, mttr.mean) == (1, 1, 400.0)
+
+
+def test_a_finops_fix_that_did_not_hold_has_no_time_to_resolution() -> None:
+    """The cost alerts cleared 60 s after the submit, then fired again: the mitigation failed, nothing was resolved."""
+    from itbench_gym.evaluation.finops import CostDiagnosis, CostMeasures, FinOpsEvaluation
+
+    def graded_finops(verdict: MitigationVerdict) -> dict:
+        measures = CostMeasures(0.02, 0.05, 0.5, 0.5)
+        return FinOpsEvaluation(scenario_id="FinOps-x-v0", cls="x", diagnosis=CostDiagnosis(True, ("a",), (), ()),
+                                mitigation=verdict, observed=measures, optimal=measures, ttp_seconds=100.0).to_dict()
+
+    held = MitigationVerdict(passed=True, reasons=(), cleared_at=1_360.0, started_at=1_300.0)
+    came_back = MitigationVerdict(passed=False, reasons=("alert CPUSpend still firing",), cleared_at=1_360.0, started_at=1_300.0)
+    assert graded_finops(held)["times"]["mttr"] == 160.0
+    assert graded_finops(came_back)["times"]["mttr"] is None

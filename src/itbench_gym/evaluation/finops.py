@@ -158,8 +158,10 @@ class FinOpsEvaluation:
         def finite(value: float) -> float | None:
             return value if math.isfinite(value) else None
 
+        # resolved only when the mitigation passed: alerts that cleared and came back, or cleared because a
+        # budget was raised out of reach, resolved nothing (null: the leaderboard counts it as ∞)
         mttr = (self.mitigation.cleared_at - self.mitigation.started_at + (self.ttp_seconds or 0.0)
-                if self.mitigation.cleared_at is not None else None)
+                if self.mitigation.passed and self.mitigation.cleared_at is not None else None)
         return {
             "scenario_id": self.scenario_id,
             "domain": "finops",

@@ -57,7 +57,7 @@ TIME_COLUMNS = frozenset({"MTTD (s)", "MTTR (s)", TTP_COLUMN})
 #: The FinOps section's one-line explanation (Markdown and HTML).
 FINOPS_NOTE = ("Proximity: 1 − |observed − optimal| / optimal of the namespace's hourly CPU and memory cost and CPU and "
                "memory efficiency (an episode without the measure is left out); MTTR: simulated seconds from the "
-               "hand-over to the cost alerts clearing (∞ when they never did); pass@k: diagnosis and mitigation both pass.")
+               "hand-over to the cost alerts clearing for good (∞ when the mitigation failed); pass@k: diagnosis and mitigation both pass.")
 #: The column an agent is ranked by.
 RANK_BY = "diagnosis pass@1"
 
