@@ -51,6 +51,7 @@ def test_on_a_finops_task_it_follows_the_finops_runbook(scenario: str, resources
     finally:
         env.close()
     assert json.loads(report) == {"tool": "submit", "args": {"resource": resources}}
+    assert [(f.kind, f.name) for f in agent.findings] == [(r["type"], r["name"]) for r in resources] and agent.suspects == []
     assert info["evaluation"]["passed"], info["evaluation"]["mitigation"]
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from itbench_gym.agents.base import Action, Observation
 from itbench_gym.lang.timestamps import TimestampError, parse_rfc3339
 
+#: Objects created this long after the application's first Deployment count as made during the incident.
+RECENT_SECONDS = 300.0
 #: After a fix: wait in steps of a minute until the incident's alerts are quiet, at most this long.
 SETTLE_SECONDS = 600.0
 SETTLE_STEP_SECONDS = 60.0

@@ -11,7 +11,8 @@ It never reads the scenario's ground truth. Findings, in the order it looks for 
 3. Deployments created during the incident whose pods no Service selects (an idle copy): deleted.
 4. Claims that no pod mounts: deleted.
 5. Only when none of these explains a spend alert that fires: the budget. Its threshold is raised to
-   :data:`BUDGET_MARGIN` times the highest its spend reached over the last :data:`BUDGET_LOOKBACK`.
+   :data:`BUDGET_MARGIN` times the highest its spend reached over the last :data:`BUDGET_LOOKBACK`
+   (in a PrometheusRule small enough for the tool to print whole).
 
 Every finding is named in the report; with none, the report names the namespace (its cost is its load)
 and nothing is changed.
@@ -27,10 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itbench_gym.agents.base import Action, Observation
-from itbench_gym.agents.commons import created_at, jsonpath, kubectl, promql, rows, settle_down
+from itbench_gym.agents.commons import RECENT_SECONDS, created_at, jsonpath, kubectl, promql, rows, settle_down
 
-#: Objects created this long after the namespace's first Deployment count as made during the incident.
-RECENT_SECONDS = 300.0
 #: A raised budget: this many times the highest spend of the lookback (room for the load to grow).
 BUDGET_MARGIN = 1.5
 BUDGET_LOOKBACK = "15m"
@@ -54,13 +53,10 @@ class Autoscaler:
             settings["minReplicas"] = int(least)
         if most.isdigit():
             settings["maxReplicas"] = int(most)
-        if metrics.strip():
-            try:
-                settings["metrics"] = json.loads(metrics)
-            except json.JSONDecodeError:
-                settings["metrics"] = metrics
-        if behavior.strip():
-            settings["behavior"] = _json_map(behavior)
+        for key, text in (("metrics", metrics), ("behavior", behavior)):
+            value = _json_value(text)
+            if value is not None:
+                settings[key] = value
         return cls(name, kind, target, settings)
 
 
@@ -99,8 +95,8 @@ def submits_resources(tool_specs: Sequence[dict[str, Any]]) -> bool:
     return False
 
 
-def finops_plan(ns: str, alerts: list[dict[str, str]], settle_seconds: float) -> Generator[Action, Observation, dict[str, Any]]:
-    """Look, fix what was found, wait for the alerts, and return the report."""
+def finops_plan(ns: str, alerts: list[dict[str, str]], settle_seconds: float) -> Generator[Action, Observation, list[Finding]]:
+    """Look, fix what was found, wait for the alerts; the findings, for :func:`finops_report`."""
     spending = [a["alertname"] for a in alerts if a["alertname"].endswith("Spend")]
     autoscalers = [Autoscaler.of(row) for row in rows((yield kubectl(
         "get", "horizontalpodautoscalers", "-n", ns, "-o", jsonpath(
@@ -130,6 +126,11 @@ def finops_plan(ns: str, alerts: list[dict[str, str]], settle_seconds: float) ->
         _observation = yield action  # a runbook step's answer: the next step runs either way
     if any(f.fix for f in findings):
         yield from settle_down({name for f in findings for name in f.clears}, settle_seconds)
+    return findings
+
+
+def finops_report(ns: str, findings: Sequence[Finding]) -> dict[str, Any]:
+    """ITBench's FinOps report: every finding, else the namespace (its cost is what its load costs)."""
     if not findings:
         return {"resource": [{"name": ns, "type": "Namespace"}]}
     return {"resource": [{"name": f.name, "type": f.kind} for f in findings]}
@@ -209,10 +210,15 @@ def _sample_values(observation: Observation) -> list[float]:
     return out
 
 
-def _json_map(text: str) -> dict[str, Any]:
-    """A JSON object printed by kubectl (empty when the field is unset or the text is not one)."""
+def _json_value(text: str) -> Any:
+    """A field kubectl's jsonpath printed as JSON (None when it is unset or not JSON)."""
     try:
-        value = json.loads(text) if text.strip() else {}
+        return json.loads(text) if text.strip() else None
     except json.JSONDecodeError:
-        return {}
+        return None
+
+
+def _json_map(text: str) -> dict[str, Any]:
+    """A JSON object printed by kubectl (empty when the field is unset or not one)."""
+    value = _json_value(text)
     return value if isinstance(value, dict) else {}

@@ -28,14 +28,22 @@ from typing import Any
 import gymnasium as gym
 
 from itbench_gym.agents.base import Action, Observation, ScriptedAgent
-from itbench_gym.agents.commons import SETTLE_SECONDS, alert_labels, created_at, jsonpath, kubectl, promql, rows, settle_down
-from itbench_gym.agents.finops_runbook import finops_plan, submits_resources
+from itbench_gym.agents.commons import (
+    RECENT_SECONDS,
+    SETTLE_SECONDS,
+    alert_labels,
+    created_at,
+    jsonpath,
+    kubectl,
+    promql,
+    rows,
+    settle_down,
+)
+from itbench_gym.agents.finops_runbook import Finding, finops_plan, finops_report, submits_resources
 
 #: Container waiting reasons that mean the pod template cannot run as written.
 BROKEN_TEMPLATE = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
                              "CreateContainerError", "RunContainerError", "CrashLoopBackOff", "StartError"})
-#: Objects created this long after the application's Deployments count as changes made during the incident.
-RECENT_SECONDS = 300.0
 #: Kinds whose new objects can block traffic or pods (kubectl resource, report kind).
 #: One listing per API group: a cluster without Istio's CRDs refuses only the Istio one.
 BLOCKING_KINDS = ((("networkpolicies.networking.k8s.io", "NetworkPolicy"), ("resourcequotas", "ResourceQuota"),
@@ -98,14 +106,16 @@ class HeuristicAgent(ScriptedAgent):
         super().__init__()
         self._settle = settle_seconds
         self.suspects: list[Suspect] = []
+        #: On a FinOps task, what its runbook found (``finops_runbook.py``).
+        self.findings: list[Finding] = []
 
     def script(self) -> Generator[Action, Observation, None]:
         match = NAMESPACE.search(self.task_prompt)
         ns = match.group(1) if match else "default"
         alerts = [a for a in alert_labels(self.task_prompt) if a["alertname"] != "Watchdog"]
         if submits_resources(self.tool_specs):  # a FinOps task: what costs more than the load needs
-            report = yield from finops_plan(ns, alerts, self._settle)
-            yield {"tool": "submit", "args": report}
+            self.findings = yield from finops_plan(ns, alerts, self._settle)
+            yield {"tool": "submit", "args": finops_report(ns, self.findings)}
             return
         alerted = self._alerted_workloads(alerts)
         suspects: list[Suspect] = []
