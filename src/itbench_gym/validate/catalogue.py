@@ -64,7 +64,8 @@ def render_library_section(results: Mapping[str, Mapping[str, Any]], library: Pa
     rows = [_library_row(imported.summary(), imported.document, results.get(imported.id)) for imported in import_library(library)]
     return (f"{LIBRARY_HEADING}\n\nImported from an ITBench library folder (`ITBENCH_LIBRARY`; "
             "see [itbench-library.md](itbench-library.md)). Triggering alerts marked *(twin)* were decided by "
-            "running the scenario on the twin, since the index lists none.\n\n" + _table(rows))
+            "running the scenario on the twin, since the index lists none. The complexity is ITBench's own "
+            "level (low: easy, high: hard), as `itbench-gym list` shows it.\n\n" + _table(rows))
 
 
 def _table(rows: Sequence[Sequence[str]], columns: Sequence[str] = _COLUMNS) -> str:
