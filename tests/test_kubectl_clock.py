@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import gc
 import json
 import re
 import socket
@@ -18,6 +19,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +59,18 @@ def _kubectl_get_pods(tmp_path: Path, clock: float | None, *extra: str, server: 
         workspace=workspace, env={"TZ": "UTC"}, stdin=None, timeout=timeout, clock=clock,
     )
     return _klog_times(result.stderr), result.timed_out
+
+
+@pytest.mark.parametrize("clock", [None, SIM_EPOCH], ids=["host clock", "clock shim"])
+def test_a_confined_program_leaves_no_pipe_open(tmp_path: Path, clock: float | None) -> None:
+    """Its output pipes are closed once it has run (no ResourceWarning for every tool call of an episode)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        result = run_confined([str(kubectl_path()), "version", "--client"], workspace=tmp_path, env={}, stdin=None,
+                              timeout=60, clock=clock)
+        gc.collect()
+    assert result.returncode == 0 and "Client Version" in result.stdout
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 # -- the shim on its own ----------------------------------------------------------------------------

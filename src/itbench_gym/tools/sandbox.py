@@ -124,7 +124,7 @@ def _execute(command: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin
         env=dict(env),
         start_new_session=True,
     )
-    with programs.running(proc.pid, shim) as run:
+    with proc, programs.running(proc.pid, shim) as run:  # Popen's exit closes the pipes read to their end
         try:
             out, err, timed_out, overflowed = _collect(proc, stdin.encode("utf-8") if stdin is not None else b"", timeout)
         finally:
