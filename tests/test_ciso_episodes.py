@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import itbench_gym
+from conftest import needs_clock_shim
 from itbench_gym.agents.answer import AnswerAgent
 from itbench_gym.agents.base import run_episode
 from itbench_gym.env import ITBenchEnv
@@ -108,6 +109,31 @@ def test_a_k8s_opa_episode_runs_the_agents_script_and_rego_again_at_grading() ->
         *_, info = env.step("submit")
         assert not info["evaluation"]["passed"]
         assert "did not write collected_data.json" in info["evaluation"]["reasons"][0]
+    finally:
+        env.close()
+
+
+@needs_sandbox
+@needs_clock_shim
+def test_a_fetch_scripts_kubectl_takes_simulated_time_only_on_its_own_timers() -> None:
+    """Through the sandbox's relay, a request's answer is never held back while the twin's time runs on
+    (every request of a script timed out after 32 simulated seconds, a TLS handshake on a busy host
+    after 10), and a wait in the script still ends after its timeout of simulated time."""
+    env = itbench_gym.make(OPA).unwrapped
+    assert isinstance(env, ITBenchEnv)
+    try:
+        env.reset(seed=0)
+        clock, cost = env.backend.clock, env.tools["bash"].cost_seconds
+        gets = "".join(f"kubectl get {kind} -n paa -o name\n" for kind in ("pods", "deployments", "replicasets", "serviceaccounts"))
+        wait = "kubectl wait --for=condition=Ready=false namespace/paa --timeout=20s\n"
+        moved = []
+        for path, script in (("gets.sh", gets * 3), ("wait.sh", wait)):
+            env.step({"tool": "write_file", "args": {"path": path, "content": script}})
+            before = clock.now()
+            obs, *_ = env.step(f"bash {path}")
+            moved.append(clock.now() - before)
+            assert obs["exit_status"] == (0 if path == "gets.sh" else 1), obs["text"]
+        assert moved[0] == cost and 20 <= moved[1] - cost < 20.01, moved
     finally:
         env.close()
 

@@ -29,11 +29,16 @@ then take simulated time, as on a cluster, and no real time.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
+import select
 import signal
+import socket
+import struct
+import termios
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +115,39 @@ class Traffic:
             if self._serving != self._idle:
                 return False
         return not any(pending() for pending in list(self.pending))
+
+
+def in_flight(sockets: Iterable[socket.socket]) -> bool:
+    """Whether one of ``sockets`` has a connection to accept or bytes to read (or its other end closed),
+    or holds bytes it sent that the other end has not received yet: ``Traffic.pending`` of a server."""
+    sockets = list(sockets)
+    poller = select.poll()
+    for sock in sockets:
+        try:
+            poller.register(sock.fileno(), select.POLLIN)
+        except (OSError, ValueError):
+            continue  # closed meanwhile
+    if any(events & select.POLLIN for _, events in poller.poll(0)):
+        return True
+    for sock in sockets:
+        try:
+            if unsent(sock):
+                return True
+        except (OSError, ValueError):
+            continue  # closed meanwhile, or a listening socket
+    return False
+
+
+def wait_readable(sock: socket.socket, timeout: float | None) -> bool:
+    """Wait until ``sock`` has bytes to read (or its other end closed), at most ``timeout`` seconds."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(None if timeout is None else timeout * 1000))
+
+
+def unsent(sock: socket.socket) -> int:
+    """Bytes ``sock`` sent that the other end has not received yet (its send queue)."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0])
 
 
 @dataclass

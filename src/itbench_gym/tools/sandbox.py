@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from itbench_gym.backends.programs import RunningPrograms
+from itbench_gym.backends.programs import RunningPrograms, Traffic, in_flight, wait_readable
 from itbench_gym.tools.clockshim import ClockShim
 
 #: ``ITBENCH_GYM_SANDBOX``: ``auto`` (bwrap when it works), ``bwrap`` (required) or ``none``.
@@ -379,12 +379,13 @@ def run_rooted(
     require_isolation()
     full_env = {"PATH": ROOT_PATH, "HOME": root_home(layout.tree), "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash",
                 "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb", **env}
-    with _RelayServer(relay) as relay_dir:
+    programs = programs or RunningPrograms()
+    with _RelayServer(relay, programs.traffic) as relay_dir:
         command = list(argv)
         if relay is not None and relay_dir is not None:
             command = [sys.executable, "-I", "-S", "-c", _INNER_RELAY, str(relay.port), str(relay_dir / "relay.sock"), *argv]
         return _execute(_rooted_argv(command, workspace, layout, full_env, relay_dir), cwd=workspace, env={},
-                        stdin=stdin, timeout=timeout, clock=clock, programs=programs or RunningPrograms(),
+                        stdin=stdin, timeout=timeout, clock=clock, programs=programs,
                         on_twin_time=on_twin_time)
 
 
@@ -449,6 +450,9 @@ def _rooted_argv(argv: Sequence[str], workspace: Path, layout: RootLayout, env: 
 
 #: Runs first inside the sandbox when a relay is asked for: listens on 127.0.0.1:PORT and carries each
 #: connection over the Unix socket SOCK (the only way out of the network namespace), then runs the program.
+#: Its connections send without Nagle's delay, as kubectl's and the twin's do: an answer's last segment
+#: held for the client's delayed ACK is a wait no one is seen doing, and the twin's time ran on meanwhile
+#: (every request of a fetch script timed out after 32 simulated seconds).
 _INNER_RELAY = """
 import socket, subprocess, sys, threading
 port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
@@ -481,6 +485,7 @@ listener.listen(64)
 def accept():
     while True:
         client, _ = listener.accept()
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=serve, args=(client,), daemon=True).start()
 threading.Thread(target=accept, daemon=True).start()
 try:
@@ -492,13 +497,22 @@ except OSError as exc:
 
 
 class _RelayServer:
-    """Outside end of a ``Relay``: a Unix socket in a private folder; each connection goes on to the target."""
+    """Outside end of a ``Relay``: a Unix socket in a private folder; each connection goes on to the target.
 
-    def __init__(self, relay: Relay | None) -> None:
+    It counts in ``traffic`` as a server does: bytes on their way through it are the servers' turn, so
+    a driven kubectl that waits on its request's answer lets no simulated time pass while the relay,
+    not the twin, holds the request (a TLS handshake timed out after ten simulated seconds of the
+    host's delay).
+    """
+
+    def __init__(self, relay: Relay | None, traffic: Traffic) -> None:
         self.relay = relay
+        self.traffic = traffic
         self.folder: Path | None = None
         self.listener: socket.socket | None = None
         self.open: list[socket.socket] = []
+        #: The open sockets whose stream has not ended.
+        self.watched: set[socket.socket] = set()
         self.lock = threading.Lock()
         self.accepting: threading.Thread | None = None
 
@@ -511,27 +525,71 @@ class _RelayServer:
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(self.folder / "relay.sock"))
         self.listener.listen(64)
+        self.traffic.pending.append(self._in_flight)
         self.accepting = threading.Thread(target=self._accept, daemon=True, name="sandbox-relay")
         self.accepting.start()
         return self.folder
+
+    def _in_flight(self) -> bool:
+        """Whether a connection waits to be accepted or bytes wait in the relay's sockets."""
+        with self.lock:
+            sockets = [self.listener, *self.watched] if self.listener is not None else list(self.watched)
+        return in_flight(sockets)
 
     def _accept(self) -> None:
         assert self.listener is not None and self.relay is not None
         while True:
             try:
+                wait_readable(self.listener, None)  # a shut listener reads as ended
+            except (OSError, ValueError):
+                return
+            self.traffic.begin()
+            try:
                 inside, _ = self.listener.accept()
             except OSError:
+                self.traffic.end()
                 return  # closed: the run is over
             try:
                 outside = socket.create_connection((self.relay.target_host, self.relay.target_port), timeout=10)
                 outside.settimeout(None)
+                outside.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 inside.close()
+                self.traffic.end()
                 continue
             with self.lock:
                 self.open += [inside, outside]
-            threading.Thread(target=_pump, args=(inside, outside), daemon=True).start()
-            threading.Thread(target=_pump, args=(outside, inside), daemon=True).start()
+                self.watched |= {inside, outside}
+            for src, dst in ((inside, outside), (outside, inside)):
+                self.traffic.begin()  # the pump's own count, ended by the pump
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            self.traffic.end()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``. Counted in the traffic
+        (from its start) but while it waits for bytes: bytes that arrive are pending until it counts
+        again. An ended ``src`` is looked at no more (it would read as pending for ever)."""
+        try:
+            while True:
+                self.traffic.end()
+                try:
+                    wait_readable(src, None)
+                finally:
+                    self.traffic.begin()
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self.lock:
+                self.watched.discard(src)
+            self.traffic.end()
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def __exit__(self, *_exc: object) -> None:
         if self.listener is not None:
@@ -540,6 +598,8 @@ class _RelayServer:
             self.listener.close()
         if self.accepting is not None:
             self.accepting.join(timeout=5)  # the run ends with its relay
+        with contextlib.suppress(ValueError):
+            self.traffic.pending.remove(self._in_flight)
         with self.lock:
             for sock in self.open:
                 try:
@@ -548,19 +608,3 @@ class _RelayServer:
                     pass
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``."""
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    try:
-        dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass

@@ -14,7 +14,6 @@ streamed response (a watch), a chunked request body, HTTP/1.0 and ``Connection: 
 from __future__ import annotations
 
 import errno
-import fcntl
 import functools
 import io
 import logging
@@ -23,7 +22,6 @@ import select
 import socket
 import ssl
 import struct
-import termios
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import IO, Any, cast
 from werkzeug.exceptions import InternalServerError
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from itbench_gym.backends.programs import Traffic
+from itbench_gym.backends.programs import Traffic, in_flight, unsent, wait_readable
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 log = logging.getLogger(__name__)
@@ -121,7 +119,7 @@ class _Handler(WSGIRequestHandler):
         if not self._request_started():
             traffic.end()
             try:
-                if not _readable(self.connection, self.timeout):
+                if not wait_readable(self.connection, self.timeout):
                     self.close_connection = True  # an idle kept-alive connection reached KEEP_ALIVE_SECONDS
                     return
             except (OSError, ValueError):
@@ -231,7 +229,7 @@ class _Handler(WSGIRequestHandler):
 
     def _peer_unread(self) -> bool:
         try:
-            if _unsent(self.connection):
+            if unsent(self.connection):
                 return True
             mine, theirs = self.connection.getsockname(), self.connection.getpeername()
         except (OSError, ValueError):
@@ -324,34 +322,7 @@ def _listed_receive_queue(local: tuple[str, int], remote: tuple[str, int]) -> in
 def _pending(server: BaseWSGIServer) -> bool:
     """Whether ``server`` has a connection to accept, a connection with bytes to read (a request not
     yet taken in, or a client's close), or bytes it sent that the client's end has not received yet."""
-    poller = select.poll()
-    connections = list(server.connections)  # type: ignore[attr-defined]
-    for sock in [server.socket, *connections]:
-        try:
-            poller.register(sock.fileno(), select.POLLIN)
-        except (OSError, ValueError):
-            continue  # closed meanwhile
-    if any(events & select.POLLIN for _, events in poller.poll(0)):
-        return True
-    for sock in connections:
-        try:
-            if _unsent(sock):
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
-
-
-def _readable(sock: socket.socket, timeout: float | None) -> bool:
-    """Wait until ``sock`` has bytes to read (or its other end closed), at most ``timeout`` seconds."""
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    return bool(poller.poll(None if timeout is None else timeout * 1000))
-
-
-def _unsent(sock: socket.socket) -> int:
-    """Bytes in ``sock``'s send queue: sent by the server, not yet received by the other end."""
-    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0])
+    return in_flight([server.socket, *server.connections])  # type: ignore[attr-defined]
 
 
 class ServerHandle:
