@@ -282,6 +282,44 @@ def test_errors_are_status_objects(twin: Twin) -> None:
     assert (r.status_code, r.json()["message"]) == (404, 'pods "nope" not found')
 
 
+def test_unknown_fields_are_refused_reported_or_dropped_as_the_api_server_does(twin: Twin, tmp_path: Path) -> None:
+    """kubectl's default (Strict) refuses them, ``--validate=warn`` and a client that asks nothing get a
+    warning, and whatever the mode a stored object never holds a field its schema does not declare: a
+    built-in kind loses it in decoding, a custom resource is pruned to its CRD's structural schema."""
+    twin.store.create({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                       "metadata": {"name": "widgets.example.com"},
+                       "spec": {"group": "example.com", "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets"},
+                                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                                    "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                                        "port": {"type": "integer"},
+                                        "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}})
+    manifest = tmp_path / "extra.yaml"
+    manifest.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "extra", "namespace": "shop", "colour": "red"},
+         "data": {"a": "1"}, "dta": {"a": "1"}},
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "shop", "colour": "red"},
+         "spec": {"port": 80, "prot": 81, "config": {"anything": {"goes": True}}}}]))
+    strict = twin.kubectl("apply", "-f", str(manifest), check=False)
+    assert strict.returncode != 0 and 'unknown field "spec.prot"' in strict.stderr and 'unknown field "dta"' in strict.stderr
+    warned = twin.kubectl("apply", "-f", str(manifest), "--validate=warn")
+    assert "unknown field" in warned.stderr and "spec.prot" in warned.stderr
+    cm = json.loads(twin.kubectl("get", "cm", "extra", "-o", "json").stdout)
+    assert "dta" not in cm and "colour" not in cm["metadata"] and cm["data"] == {"a": "1"}
+    widget = json.loads(twin.kubectl("get", "widgets", "w", "-o", "json").stdout)
+    assert widget["spec"] == {"port": 80, "config": {"anything": {"goes": True}}} and "colour" not in widget["metadata"]
+    ca = twin.tmp / "ca.pem"
+    ca.write_bytes(twin.ca)
+    hdr = {"Authorization": f"Bearer {twin.auth.admin_token}"}
+    url = f"{twin.server.url}/api/v1/namespaces/shop/configmaps"
+    r = requests.post(url, json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "asked-nothing"}, "sizes": [1]},
+                      headers=hdr, verify=str(ca), timeout=10)
+    assert r.status_code == 201 and "sizes" not in r.json() and 'unknown field \\"sizes\\"' in r.headers["Warning"]
+    r = requests.patch(f"{url}/asked-nothing?fieldValidation=Ignore", data='{"data": {"k": "v"}, "sizes": [2]}', headers={
+        **hdr, "Content-Type": "application/merge-patch+json"}, verify=str(ca), timeout=10)
+    assert r.status_code == 200 and "sizes" not in r.json() and "Warning" not in r.headers and r.json()["data"] == {"k": "v"}
+    twin.kubectl("delete", "-f", str(manifest))
+
+
 def test_blocking_requests_advance_simulated_time(twin: Twin) -> None:
     twin.kubectl("patch", "deploy", "frontend", "--type=merge", "-p",
                  '{"spec":{"template":{"metadata":{"annotations":{"r":"1"}}}}}')

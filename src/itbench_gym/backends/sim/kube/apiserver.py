@@ -679,6 +679,7 @@ class KubeApp:
         self._check_write_visibility(ident, rt, body, attrs)
         with self.lock:
             warnings = self._field_validation(req, rt, body)
+            self._openapi.prune(rt, body)
             if rt.group == rbac.GROUP:
                 self.authz.check_write(attrs, rt.kind, body, None)
             with webhooks.requested_by(self.store, ident.username, ident.groups) as warned:
@@ -702,6 +703,7 @@ class KubeApp:
         self._check_write_visibility(ident, rt, body, attrs)
         with self.lock:
             warnings = self._field_validation(req, rt, body)
+            self._openapi.prune(rt, body)
             if rt.group == rbac.GROUP:
                 self.authz.check_write(attrs, rt.kind, body, self.store.get_stored(rt, r.namespace, r.name or ""))
             with webhooks.requested_by(self.store, ident.username, ident.groups) as warned:
@@ -725,7 +727,7 @@ class KubeApp:
                 return self.store.patch(rt.kind, r.namespace, r.name or "", raw, req.content_type or "",
                                         subresource=r.sub, field_manager=req.args.get("fieldManager"),
                                         api_version=rt.api_version, force=_truthy(req.args.get("force")),
-                                        dry_run=dry_run, check=self._check_types)
+                                        dry_run=dry_run, decode=self._decode)
 
             if rt.group == rbac.GROUP:  # the escalation check needs the object the patch produces
                 try:
@@ -739,8 +741,9 @@ class KubeApp:
         return _warn(_json(obj), warnings + warned)
 
     def _field_validation(self, req: Request, rt: ResourceType, body: Any) -> list[str]:
-        """``fieldValidation=Strict`` refuses unknown fields (kubectl's default); ``Warn`` reports them."""
-        mode = req.args.get("fieldValidation") or "Ignore"
+        """``fieldValidation=Strict`` refuses unknown fields (kubectl's default); ``Warn`` (the API server's
+        default, for a client that sends none) reports them; either way a stored object loses them (``prune``)."""
+        mode = req.args.get("fieldValidation") or "Warn"
         if mode not in ("Strict", "Warn", "Ignore"):
             raise errors.bad_request(f'fieldValidation: Unsupported value: "{mode}": supported values: '
                                      '"Ignore", "Strict", "Warn"')
@@ -813,6 +816,11 @@ class KubeApp:
         problem = self._openapi.type_error(rt, obj)
         if problem:
             raise errors.bad_request(problem)
+
+    def _decode(self, rt: ResourceType, obj: Obj) -> None:
+        """What decoding a patch's result does: the type check, then the unknown fields dropped."""
+        self._check_types(rt, obj)
+        self._openapi.prune(rt, obj)
 
     def _check_body_type(self, body: Obj, rt: ResourceType) -> None:
         kind, av = body.get("kind"), body.get("apiVersion")
@@ -1374,8 +1382,10 @@ def _json(obj: Any, status: int = 200) -> Response:
 
 
 def _warn(resp: Response, warnings: list[str]) -> Response:
+    """Each warning as a ``Warning: 299 - "text"`` header, the text quoted as Go's ``strconv.Quote``
+    quotes it (``\\"`` inside), which clients unquote: kubectl prints ``Warning: unknown field "x"``."""
     for w in warnings:
-        resp.headers.add("Warning", f'299 - "{w.replace(chr(34), chr(39))}"')
+        resp.headers.add("Warning", f"299 - {json.dumps(w)}")
     return resp
 
 

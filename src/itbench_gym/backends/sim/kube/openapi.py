@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubernetes.client import models as k8s_models
@@ -260,17 +260,24 @@ class OpenAPIBuilder:
 
     def unknown_fields(self, rt: ResourceType, obj: Obj) -> list[str]:
         """Paths of fields the schema does not declare (for ``fieldValidation=Strict|Warn``)."""
+        return [path for _, _, path in self._unknown(rt, obj)]
+
+    def prune(self, rt: ResourceType, obj: Obj) -> None:
+        """Drop the fields the schema does not declare, as the API server does with every object it
+        stores: decoding into a built-in kind's Go struct loses them, and a custom resource is pruned
+        to its CRD's structural schema (but where it preserves unknown fields)."""
+        for holder, key, _ in list(self._unknown(rt, obj)):
+            del holder[key]
+
+    def _unknown(self, rt: ResourceType, obj: Obj) -> Iterator[tuple[dict[str, Any], str, str]]:
         if rt.custom:
             name, schema = self._crd_schema(rt)
             schemas = {**self._builtin()[0], name: schema} if schema else {}
         else:
             schemas, roots = self._builtin()
             name = roots.get((rt.group, rt.version, rt.kind), "")
-        if name not in schemas or schemas[name] is None:
-            return []
-        out: list[str] = []
-        _walk_unknown(obj, schemas[name], schemas, "", out)
-        return out
+        if name in schemas and schemas[name] is not None:
+            yield from _unknown(obj, schemas[name], schemas, "")
 
 
     def type_error(self, rt: ResourceType, obj: Obj) -> str | None:
@@ -383,7 +390,8 @@ def _resolve(schema: Obj, schemas: dict[str, Obj]) -> Obj:
     return schema
 
 
-def _walk_unknown(value: Any, schema: Obj, schemas: dict[str, Obj], path: str, out: list[str]) -> None:
+def _unknown(value: Any, schema: Obj, schemas: dict[str, Obj], path: str) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """Each field of ``value`` that ``schema`` does not declare: (the object holding it, its key, its path)."""
     schema = _resolve(schema, schemas)
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         return
@@ -393,11 +401,11 @@ def _walk_unknown(value: Any, schema: Obj, schemas: dict[str, Obj], path: str, o
         for k, v in value.items():
             sub = f"{path}.{k}" if path else k
             if props is not None and k in props:
-                _walk_unknown(v, props[k], schemas, sub, out)
+                yield from _unknown(v, props[k], schemas, sub)
             elif isinstance(extra, dict):
-                _walk_unknown(v, extra, schemas, sub, out)
+                yield from _unknown(v, extra, schemas, sub)
             elif props is not None and not k.startswith("$"):
-                out.append(sub)
+                yield value, k, sub
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, v in enumerate(value):
-            _walk_unknown(v, schema["items"], schemas, f"{path}[{i}]", out)
+            yield from _unknown(v, schema["items"], schemas, f"{path}[{i}]")

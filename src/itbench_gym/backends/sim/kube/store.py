@@ -299,12 +299,12 @@ class ObjectStore:
         api_version: str | None = None,
         force: bool = False,
         dry_run: bool = False,
-        check: Callable[[ResourceType, Obj], None] | None = None,
+        decode: Callable[[ResourceType, Obj], None] | None = None,
     ) -> Obj:
         """Apply a merge / json / strategic / apply patch (short names or content types).
 
-        ``check`` vets the object the patch produces before anything else sees it (the API server
-        passes its decode-time type check; internal callers trust themselves).
+        ``decode`` vets the object the patch produces before anything else sees it, and may drop what
+        decoding it would lose (the API server's type check and pruning; internal callers trust themselves).
         """
         from . import patch as patching  # patch depends on resources only; imported lazily to keep layering flat
 
@@ -317,7 +317,7 @@ class ObjectStore:
         if existing is None:
             if ptype != patching.APPLY:
                 raise errors.not_found(rt.group, rt.plural, name)
-            return self._apply_create(rt, ns, name, doc, field_manager, dry_run, check)
+            return self._apply_create(rt, ns, name, doc, field_manager, dry_run, decode)
         current = clone(self.registry.convert(existing, rt))
         if ptype == patching.APPLY:
             patched = patching.server_side_apply(current, doc, rt, manager=_manager(field_manager), force=force,
@@ -326,8 +326,8 @@ class ObjectStore:
             patched = patching.apply_patch(current, doc, ptype, rt)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
-        if check is not None:
-            check(rt, patched)
+        if decode is not None:
+            decode(rt, patched)
         pmeta = patched.setdefault("metadata", {})
         if pmeta.get("name", name) != name:
             raise errors.bad_request(f"the name of the object ({pmeta.get('name')}) does not match the name on the URL ({name})")
@@ -880,7 +880,7 @@ class ObjectStore:
         self.registry.remove_crd(name)
 
     def _apply_create(self, rt: ResourceType, ns: str | None, name: str, doc: Any, manager: str | None,
-                      dry_run: bool, check: Callable[[ResourceType, Obj], None] | None = None) -> Obj:
+                      dry_run: bool, decode: Callable[[ResourceType, Obj], None] | None = None) -> Obj:
         from . import patch as patching
 
         if not isinstance(doc, dict):
@@ -888,9 +888,9 @@ class ObjectStore:
         if doc.get("kind") != rt.kind or doc.get("apiVersion") != rt.api_version:
             raise errors.bad_request(
                 f"the body of the apply request must have kind {rt.kind!r} and apiVersion {rt.api_version!r}")
-        if check is not None:
-            check(rt, doc)
         obj = clone(doc)
+        if decode is not None:
+            decode(rt, obj)
         meta = obj.setdefault("metadata", {})
         if meta.get("name", name) != name:
             raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
