@@ -285,13 +285,14 @@ def test_errors_are_status_objects(twin: Twin) -> None:
 def test_unknown_fields_are_refused_reported_or_dropped_as_the_api_server_does(twin: Twin, tmp_path: Path) -> None:
     """kubectl's default (Strict) refuses them, ``--validate=warn`` and a client that asks nothing get a
     warning, and whatever the mode a stored object never holds a field its schema does not declare: a
-    built-in kind loses it in decoding, a custom resource is pruned to its CRD's structural schema."""
+    built-in kind loses it in decoding, a custom resource is pruned to its CRD's structural schema (and
+    given the schema's defaults)."""
     twin.store.create({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                        "metadata": {"name": "widgets.example.com"},
                        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets"},
                                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                                     "type": "object", "properties": {"spec": {"type": "object", "properties": {
-                                        "port": {"type": "integer"},
+                                        "port": {"type": "integer"}, "replicas": {"type": "integer", "default": 1},
                                         "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}})
     manifest = tmp_path / "extra.yaml"
     manifest.write_text(yaml.safe_dump_all([
@@ -306,7 +307,8 @@ def test_unknown_fields_are_refused_reported_or_dropped_as_the_api_server_does(t
     cm = json.loads(twin.kubectl("get", "cm", "extra", "-o", "json").stdout)
     assert "dta" not in cm and "colour" not in cm["metadata"] and cm["data"] == {"a": "1"}
     widget = json.loads(twin.kubectl("get", "widgets", "w", "-o", "json").stdout)
-    assert widget["spec"] == {"port": 80, "config": {"anything": {"goes": True}}} and "colour" not in widget["metadata"]
+    assert widget["spec"] == {"port": 80, "replicas": 1, "config": {"anything": {"goes": True}}}  # pruned, then defaulted
+    assert "colour" not in widget["metadata"]
     ca = twin.tmp / "ca.pem"
     ca.write_bytes(twin.ca)
     hdr = {"Authorization": f"Bearer {twin.auth.admin_token}"}

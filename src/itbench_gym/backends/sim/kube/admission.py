@@ -19,7 +19,7 @@ from kubernetes.utils.quantity import parse_quantity
 from itbench_gym.lang import cron
 
 from . import errors, rbac
-from .crschema import schema_causes
+from .crschema import apply_defaults, schema_causes
 from .resources import ResourceType
 from .selectors import selector_from_dict
 
@@ -190,8 +190,10 @@ def spec_changed(old: Obj, new: Obj) -> bool:
 
 
 def default(rt: ResourceType, obj: Obj, alloc: Allocations) -> None:
-    """Fill the defaults the real API server would (in place)."""
+    """Fill the defaults the real API server would (in place): a custom resource's are its CRD's."""
     if rt.custom:
+        if rt.schema is not None:
+            apply_defaults(rt.schema, obj)
         return
     fn = _DEFAULTERS.get((rt.group, rt.kind))
     if fn is not None:

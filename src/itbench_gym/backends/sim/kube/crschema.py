@@ -11,12 +11,15 @@ Schedule embeds with a wrong type is never created.
 What is checked: ``type`` (``x-kubernetes-int-or-string`` too; a null passes, as the API server
 prunes one the schema does not make ``nullable``), ``enum``, ``required``, ``minimum``/``maximum`` (and their exclusive forms),
 ``minLength``/``maxLength``/``pattern``, ``minItems``/``maxItems``, ``properties``,
-``additionalProperties`` and ``items``, ``allOf``. Not modelled: pruning of unknown fields, defaulting,
+``additionalProperties`` and ``items``, ``allOf``. Before the check, :func:`apply_defaults` fills the
+schema's ``default`` values, as the apiextensions server defaults every object it decodes (the pruning of
+unknown fields is the API server's, ``openapi.OpenAPIBuilder.prune``). Not modelled:
 ``x-kubernetes-validations`` (CEL rules) and the value-set keywords ``anyOf``/``oneOf``/``not``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping
@@ -34,6 +37,35 @@ def schema_causes(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> list[Cau
     causes: list[Cause] = []
     _object(schema, {k: v for k, v in obj.items() if k not in _META_FIELDS}, "", causes)
     return causes
+
+
+def apply_defaults(schema: Mapping[str, Any], obj: dict[str, Any]) -> None:
+    """Fill, in place, every field the schema gives a ``default`` that the object leaves out (or sets to
+    a null the schema does not make ``nullable``), inside objects and list items that are there."""
+    _default(schema, obj)
+
+
+def _default(schema: Mapping[str, Any], value: Any) -> None:
+    for part in schema.get("allOf") or []:
+        if isinstance(part, Mapping):
+            _default(part, value)
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        for name, sub in props.items():
+            if not isinstance(sub, Mapping):
+                continue
+            if "default" in sub and (name not in value or (value[name] is None and not sub.get("nullable"))):
+                value[name] = copy.deepcopy(sub["default"])
+            if name in value:
+                _default(sub, value[name])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for name, sub_value in value.items():
+                if name not in props:
+                    _default(extra, sub_value)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for item in value:
+            _default(schema["items"], item)
 
 
 def _json_type(value: Any) -> str:
