@@ -195,6 +195,26 @@ def test_policy_webhook_refuses_what_kyverno_cannot_load(twin: PolicyTwin) -> No
     assert refused.returncode == 1 and "validate.cel.expressions[0].expression: syntax error" in refused.stderr
 
 
+def test_a_policy_with_a_misplaced_field_is_refused_or_pruned_as_the_crd_says(twin: PolicyTwin) -> None:
+    """The policy CRDs' spec is Kyverno's structural schema: kubectl's strict validation refuses a field
+    Kyverno does not have, ``--validate=false`` drops it, and the stored policy shows the schema's defaults."""
+    policy = json.loads(json.dumps(HOST_NAMESPACES))
+    policy["metadata"]["name"] = "misplaced-fields"
+    policy["spec"]["rules"][0]["validationFailureAction"] = "Enforce"  # a spec field, not a rule's (1.13)
+    policy["spec"]["rules"][0]["validate"]["patern"] = policy["spec"]["rules"][0]["validate"].pop("pattern")
+    refused = twin.apply(policy, check=False)
+    assert refused.returncode == 1 and "strict decoding error" in refused.stderr
+    assert 'unknown field "spec.rules[0].validate.patern"' in refused.stderr
+    assert 'unknown field "spec.rules[0].validationFailureAction"' in refused.stderr
+    policy["spec"]["rules"][0]["validate"]["pattern"] = policy["spec"]["rules"][0]["validate"].pop("patern")
+    twin.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(policy))
+    stored = json.loads(twin.kubectl("get", "cpol", "misplaced-fields", "-o", "json").stdout)
+    rule = stored["spec"]["rules"][0]
+    assert "validationFailureAction" not in rule and rule["validate"]["pattern"] == policy["spec"]["rules"][0]["validate"]["pattern"]
+    assert stored["spec"]["admission"] is True and rule["skipBackgroundRequests"] is True  # defaults the policy left out
+    twin.kubectl("delete", "cpol", "misplaced-fields")
+
+
 def test_enforce_denies_with_kyvernos_message(twin: PolicyTwin) -> None:
     policy = json.loads(json.dumps(HOST_NAMESPACES))
     policy["metadata"]["name"] = "enforce-host-namespaces"

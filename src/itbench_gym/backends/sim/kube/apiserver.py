@@ -716,7 +716,7 @@ class KubeApp:
         if len(raw) > MAX_BODY:
             raise _too_large()
         warnings: list[str] = []
-        if req.args.get("fieldValidation") in ("Strict", "Warn"):
+        if (req.args.get("fieldValidation") or "Warn") != "Ignore":
             from . import patch as patching
 
             ptype = patching.normalize_patch_type(req.content_type or "")
