@@ -3,8 +3,9 @@
 ad and fraud-detection run the OpenTelemetry Java agent (demo 2.2.0's Dockerfiles), whose JMX runtime
 metrics the SDK exports over OTLP every minute; payment and frontend run the Node.js runtime
 instrumentation (payment at a 5 s monitoring precision); checkout and product-catalog Go's runtime
-instrumentation; cart and accounting (.NET 10) the runtime's own meter and the process instrumentation's. The
-collector's prometheus exporter serves them
+instrumentation; cart and accounting (.NET 10) the runtime's own meter and the process instrumentation's;
+recommendation, product-reviews and load-generator the Python system-metrics instrumentation's process and
+CPython metrics. The collector's prometheus exporter serves them
 with the pod's ``job``/``instance``, which the scrape exposes as ``exported_job``/``exported_instance``.
 Everything is read through the twin's Prometheus HTTP API.
 """
@@ -19,6 +20,7 @@ import pytest
 import requests
 
 from itbench_gym.backends.sim.app import runtime_metrics
+from itbench_gym.backends.sim.app.runtime_metrics import Counters, ProcessState, RuntimeTelemetry
 from itbench_gym.backends.sim.backend import SimBackend
 from itbench_gym.faults import fault_context, inject_faults
 from itbench_gym.paths import envs_dir
@@ -28,6 +30,12 @@ from itbench_gym.spec.appfacts import load_app_facts
 
 NS = "otel-demo"
 AD = 'exported_job="opentelemetry-demo/ad"'
+REC = 'exported_job="opentelemetry-demo/recommendation"'
+MIB = 2**20
+#: every runtime-instrumented service of the shop
+SERVICES = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog", "cart", "accounting", "recommendation",
+            "product-reviews", "load-generator"}
+SYSTEM_METRICS = ("opentelemetry.instrumentation.system_metrics", "0.60b1", "https://opentelemetry.io/schemas/1.11.0")
 FULL_GC = f'jvm_gc_duration_seconds_count{{{AD}, jvm_gc_action="end of major GC"}}'
 
 
@@ -51,15 +59,15 @@ class Shop:
     def pods(self, service: str) -> list[dict[str, Any]]:
         return list(self.backend.twin.cluster.store.list("Pod", NS, label_selector=f"opentelemetry.io/name={service}"))
 
-    def flag(self, name: str) -> None:
-        """Turn a flag on as ITBench's fault does: edit flagd's ConfigMap, restart flagd and ad."""
+    def flag(self, name: str, restart: str = "ad") -> None:
+        """Turn a flag on as ITBench's fault does: edit flagd's ConfigMap, restart flagd and ``restart``."""
         faults = [FaultRef("opentelemetry-demo-feature-flag", {
             "flag": {"name": name, "state": "on"},
             "kubernetesObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flagd-config", "namespace": NS}},
         })]
         faults += [FaultRef("restart-kubernetes-workload", {
             "kubernetesObject": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": d, "namespace": NS}},
-        }) for d in ("flagd", "ad")]
+        }) for d in ("flagd", restart)]
         inject_faults(faults, fault_context(self.backend, load_app_facts(envs_dir() / "astronomy-shop")))
 
 
@@ -125,11 +133,12 @@ def test_manual_gc_runs_full_collections_that_the_baseline_does_not(shop: Shop) 
 
 
 def test_same_seed_same_runtime_metrics(shop: Shop) -> None:
+    runtime = '{__name__=~"(jvm|cpython|process_runtime_cpython)_.*"}'
     shop.backend.advance(300)
-    first = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query('{__name__=~"jvm_.*"}'))
+    first = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query(runtime))
     shop.backend.restore(shop.baseline)
     shop.backend.advance(300)
-    again = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query('{__name__=~"jvm_.*"}'))
+    again = sorted((tuple(sorted(lb.items())), v) for lb, v in shop.query(runtime))
     assert first and first == again
 
 
@@ -219,6 +228,137 @@ def test_cart_s_failed_requests_count_their_exceptions_by_type(shop: Shop) -> No
     assert thrown["ApplicationException"] == pytest.approx(failed, rel=0.35)
 
 
+def test_python_services_export_the_system_metrics_instrumentations_process_and_gc_series(shop: Shop) -> None:
+    """recommendation and product-reviews (opentelemetry-instrument with the bootstrap's system-metrics
+    instrumentation) and load-generator (its locustfile instruments itself) export the default
+    configuration's process and CPython series; llm runs no SDK; no node-level system.* series."""
+    shop.backend.advance(120)
+    python = "process_runtime_cpython_memory_bytes"
+    assert {lb["exported_job"] for lb, _ in shop.query(python)} == {
+        "opentelemetry-demo/recommendation", "opentelemetry-demo/product-reviews", "opentelemetry-demo/load-generator"}
+    for service in ("recommendation", "product-reviews", "load-generator"):
+        (pod,) = shop.pods(service)
+        job = f'exported_job="opentelemetry-demo/{service}"'
+        memory = {lb["type"]: (lb, v) for lb, v in shop.query(f"{python}{{{job}}}")}
+        assert set(memory) == {"rss", "vms"}
+        labels, rss = memory["rss"]
+        assert (labels["otel_scope_name"], labels["otel_scope_version"], labels["otel_scope_schema_url"]) == SYSTEM_METRICS
+        assert labels["exported_instance"] == pod["metadata"]["uid"]
+        # the process is the container's only one: its RSS is the working set, exported and scraped at different instants
+        working_set = shop.value(f'container_memory_working_set_bytes{{namespace="otel-demo", container="{service}"}}')
+        assert 0.8 * working_set < rss < 1.25 * working_set and rss < memory["vms"][1]
+        assert shop.value(f"process_memory_usage_bytes{{{job}}}") == rss
+        for family, label, values in (("process_cpu_time_seconds_total", "type", {"user", "system"}),
+                                      ("process_runtime_cpython_cpu_time_seconds_total", "type", {"user", "system"}),
+                                      ("process_context_switches_total", "type", {"involuntary", "voluntary"}),
+                                      ("process_runtime_cpython_context_switches_total", "type", {"involuntary", "voluntary"}),
+                                      ("cpython_gc_collections_total", "generation", {"0", "1", "2"}),
+                                      ("cpython_gc_collected_objects_total", "generation", {"0", "1", "2"}),
+                                      ("cpython_gc_uncollectable_objects_total", "generation", {"0", "1", "2"}),
+                                      ("process_runtime_cpython_gc_count_bytes_total", "count", {"0", "1", "2"})):
+            assert {lb[label] for lb, _ in shop.query(f"{family}{{{job}}}")} == values, family
+        for family in ("process_memory_virtual_bytes", "process_open_file_descriptor_count", "process_thread_count",
+                       "process_runtime_cpython_thread_count", "system_thread_count", "process_cpu_utilization_ratio",
+                       "process_runtime_cpython_cpu_utilization_ratio"):
+            assert len(shop.query(f"{family}{{{job}}}")) == 1, family
+        collections = {lb["generation"]: v for lb, v in shop.query(f"cpython_gc_collections_total{{{job}}}")}
+        assert collections["0"] > collections["1"] > 0
+        assert shop.value(f"sum(cpython_gc_uncollectable_objects_total{{{job}}})") == 0
+        # the OS's threads include gRPC core's and the pool's; threading.active_count() only Python's
+        assert shop.value(f"process_thread_count{{{job}}}") > shop.value(f"system_thread_count{{{job}}}") >= 1
+        # the CPU since the last export over the node's CPUs (psutil.cpu_count())
+        cpus = shop.value(f'kube_node_status_capacity{{resource="cpu", node="{pod["spec"]["nodeName"]}"}}')
+        cpu = shop.value(f'rate(container_cpu_usage_seconds_total{{namespace="otel-demo", container="{service}"}}[1m])')
+        assert shop.value(f"process_cpu_utilization_ratio{{{job}}}") == pytest.approx(cpu / cpus, rel=0.5, abs=0.001)
+    assert shop.query('{exported_job="opentelemetry-demo/llm", __name__=~"process_.*|cpython_.*"}') == []
+    assert shop.query('{__name__=~"system_(cpu|memory|swap|disk|network)_.*"}') == []
+
+
+def test_recommendations_rss_grows_with_its_cache_until_the_oom_kill_and_the_next_process_starts_from_zero(shop: Shop) -> None:
+    """SRE-CacheFailure-v0: the exported RSS follows the leaking process's working set up before each OOM
+    kill, and each process the kubelet starts again exports its counters from zero."""
+    baseline = shop.value(f'process_runtime_cpython_memory_bytes{{{REC}, type="rss"}}')
+    shop.flag("recommendationCacheFailure", restart="recommendation")
+    shop.backend.advance(30)
+    (pod,) = [p for p in shop.pods("recommendation") if not p["metadata"].get("deletionTimestamp")]
+    name, job = pod["metadata"]["name"], f'{REC}, exported_instance="{pod["metadata"]["uid"]}"'
+    shop.backend.advance(600)
+    assert shop.value(f'kube_pod_container_status_restarts_total{{namespace="otel-demo", pod="{name}"}}') >= 2
+    assert shop.value(f'max_over_time(kube_pod_container_status_last_terminated_reason{{pod="{name}", reason="OOMKilled"}}[10m])') == 1
+    grown = shop.value(f'max_over_time(process_runtime_cpython_memory_bytes{{{job}, type="rss"}}[10m])')
+    assert 1.5 * baseline < grown <= 512 * MIB
+    # the processes' counters started again from zero: Prometheus sees resets
+    assert shop.value(f'resets(process_cpu_time_seconds_total{{{job}, type="user"}}[10m])') >= 1
+    assert shop.value(f'resets(cpython_gc_collections_total{{{job}, generation="0"}}[10m])') >= 1
+    assert shop.value(f'resets(process_context_switches_total{{{job}, type="voluntary"}}[10m])') >= 1
+
+
+def _state(working_set: float = 60 * MIB, cpu: float = 0.05, rps: float = 2.0, inflight: float = 0.01) -> ProcessState:
+    return ProcessState(working_set=working_set, cpu_cores=cpu, cpus=1, memory_limit=512 * MIB, max_heap=0.0, requests_per_s=rps,
+                        inflight=inflight, full_gcs_per_s=0.0, wait_s=0.0, node_cpus=4)
+
+
+def _run(telemetry: RuntimeTelemetry, counters: Counters, states: list[ProcessState], start: float = 0.0, dt: float = 10.0,
+         ) -> list[dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    """recommendation's process over ``states`` one tick each: what each export pushed."""
+    exports: list[dict[tuple[str, tuple[tuple[str, str], ...]], float]] = []
+    for i, state in enumerate(states):
+        pushed: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+        def push(name: str, attrs: tuple[tuple[str, str], ...], value: float, scope: tuple[str, str], into: dict = pushed) -> None:
+            assert scope == SYSTEM_METRICS[:2] and ("otel_scope_schema_url", SYSTEM_METRICS[2]) in attrs
+            into[(name, tuple(a for a in attrs if a[0] != "otel_scope_schema_url"))] = value
+
+        telemetry.observe("recommendation", counters, state, start + (i + 1) * dt, dt, push)
+        if pushed:
+            exports.append(pushed)
+    return exports
+
+
+def test_a_python_process_derives_its_series_from_the_model_and_counts_from_zero() -> None:
+    """The arithmetic: RSS is the working set, the virtual size adds the unresident mappings and the
+    threads' stacks, counters only grow, the pool grows with the requests in flight up to its ten
+    workers and keeps them, CPU utilization covers the interval since the last export, and a new
+    process's counters start at zero."""
+    telemetry = RuntimeTelemetry(envs_dir() / "astronomy-shop", SERVICES)
+    model = telemetry.of_service["recommendation"].model
+    assert isinstance(model, runtime_metrics.PythonDef)
+    counters = Counters()
+    exports = _run(telemetry, counters, [_state()] * 30)
+    assert len(exports) == 5  # every 60 s after the process started
+    first, last = exports[0], exports[-1]
+    assert first[("process_cpu_utilization_ratio", ())] == 0  # psutil's first cpu_percent() only starts measuring
+    assert last[("process_cpu_utilization_ratio", ())] == pytest.approx(0.05 / 4)
+    assert last[("process_runtime_cpython_cpu_utilization_ratio", ())] == 0
+    rss = last[("process_runtime_cpython_memory_bytes", (("type", "rss"),))]
+    assert rss == last[("process_memory_usage_bytes", ())] == 60 * MIB
+    threads = last[("process_thread_count", ())]
+    assert last[("process_memory_virtual_bytes", ())] == model.virtual + threads * model.stack_per_thread + rss
+    cpu = last[("process_cpu_time_seconds_total", (("type", "user"),))] + last[("process_cpu_time_seconds_total", (("type", "system"),))]
+    assert cpu == pytest.approx(0.05 * 300, abs=0.02)
+    counter_names = [key for key in last if key[0].endswith("_total") and "gc_count" not in key[0]]
+    for earlier, later in zip(exports, exports[1:], strict=False):
+        assert all(later[key] >= earlier[key] for key in counter_names)
+    collections = sum(last[("cpython_gc_collections_total", (("generation", g),))] for g in "012")
+    tracked = 300 * (2.0 * model.tracked_per_request + model.tracked_per_s)
+    assert collections == tracked // (model.thresholds[0] + 1)
+    for g, limit in zip("012", (model.thresholds[0], model.thresholds[1] + 1, model.gen1_per_gen2), strict=True):
+        assert 0 <= last[("process_runtime_cpython_gc_count_bytes_total", (("count", g),))] <= limit
+    # a slow downstream: requests pile up, the pool starts workers up to its ten and keeps them
+    pool = threads - model.python_threads - model.native_threads
+    busy = _run(telemetry, counters, [_state(inflight=40.0)] * 6, start=300)[-1]
+    assert busy[("process_thread_count", ())] == model.python_threads + model.native_threads + model.pool_max_workers > threads
+    calm = _run(telemetry, counters, [_state(working_set=80 * MIB)] * 6, start=360)[-1]
+    assert calm[("process_thread_count", ())] == busy[("process_thread_count", ())]
+    assert calm[("system_thread_count", ())] == model.python_threads + model.pool_max_workers
+    assert calm[("process_memory_usage_bytes", ())] == 80 * MIB
+    assert 1 <= pool < model.pool_max_workers
+    # the next process starts from zero
+    again = _run(telemetry, Counters(), [_state()] * 6)[0]
+    assert again[("process_cpu_time_seconds_total", (("type", "user"),))] < last[("process_cpu_time_seconds_total", (("type", "user"),))]
+    assert sum(again[("cpython_gc_collections_total", (("generation", g),))] for g in "012") < collections
+
+
 @pytest.mark.parametrize(("where", "change", "message"), [
     ("services", lambda r: r["runtimes"]["java-agent"].update(services=["ad", "no-such-service"]), "not services of the app"),
     ("quantity", lambda r: r["runtimes"]["java-agent"]["metrics"][0].update(quantity="heap_used"), "unknown quantity"),
@@ -227,12 +367,24 @@ def test_cart_s_failed_requests_count_their_exceptions_by_type(shop: Shop) -> No
     ("model", lambda r: r["runtimes"]["java-agent"].pop("jvm"), "needs one runtime model"),
     ("generations", lambda r: r["runtimes"]["dotnet-cart"]["dotnet"]["heap"].pop(), "needs the generations"),
     ("scope", lambda r: r["runtimes"]["dotnet-cart"]["metrics"][0].update(scope={"version": "1"}), "missing 'name'"),
+    ("python quantity", lambda r: r["runtimes"]["python-recommendation"]["metrics"][0].update(quantity="goroutines"),
+     r"runtimes\.python-recommendation\.metrics\[0\]: unknown quantity"),
+    ("thresholds", lambda r: r["runtimes"]["python-recommendation"]["python"]["gc"].update(thresholds=[700, 10]),
+     r"runtimes\.python-recommendation\.python\.gc\.thresholds: needs three whole numbers"),
+    ("gen2", lambda r: r["runtimes"]["python-product-reviews"]["python"]["gc"].update(gen1_per_gen2=5),
+     r"runtimes\.python-product-reviews\.python\.gc\.gen1_per_gen2: at least the third threshold plus one \(11\)"),
+    ("garbage", lambda r: r["runtimes"]["python-recommendation"]["python"]["gc"].update(garbage_generations=[0.9, 0.2, 0.0]),
+     "garbage_generations: the shares must add up to 1"),
+    ("fds", lambda r: r["runtimes"]["python-load-generator"]["python"].update(fds="many"),
+     r"runtimes\.python-load-generator\.python\.fds: needs a number"),
+    ("switches", lambda r: r["runtimes"]["python-recommendation"]["python"].pop("context_switches"),
+     r"runtimes\.python-recommendation\.python: missing 'context_switches'"),
 ])
 def test_runtime_metric_definitions_are_checked_against_the_app(where: str, change: Any, message: str) -> None:
     raw = copy.deepcopy(runtime_metrics.raw(envs_dir() / "astronomy-shop"))
-    services = {"ad", "fraud-detection", "frontend", "payment", "checkout", "product-catalog", "cart", "accounting"}
-    assert {r.name for r in runtime_metrics.parse(raw, services)} == {"java-agent", "runtime-node-frontend", "runtime-node-payment",
-                                                                      "go-checkout", "go-product-catalog", "dotnet-cart", "dotnet-accounting"}
+    assert {r.name for r in runtime_metrics.parse(raw, SERVICES)} == {
+        "java-agent", "runtime-node-frontend", "runtime-node-payment", "go-checkout", "go-product-catalog", "dotnet-cart", "dotnet-accounting",
+        "python-recommendation", "python-product-reviews", "python-load-generator"}
     change(raw)
     with pytest.raises(runtime_metrics.RuntimeMetricsError, match=message):
-        runtime_metrics.parse(raw, services)
+        runtime_metrics.parse(raw, SERVICES)

@@ -35,6 +35,9 @@ _QUANTITIES = {
     "dotnet": frozenset({"cpus", "cpu_time", "working_set", "virtual_memory", "threads", "gc_collections", "allocated", "committed",
                          "heap_size", "heap_fragmentation", "gc_pause_time", "jit_il_bytes", "jit_methods", "jit_time",
                          "lock_contentions", "pool_threads", "work_items", "queue_length", "timers", "assemblies", "exceptions"}),
+    "python": frozenset({"context_switches", "cpu_time", "cpu_utilization", "rss", "virtual_memory", "fds", "threads", "memory",
+                         "gc_count", "gc_collections", "gc_collected", "gc_uncollectable", "runtime_cpu_utilization",
+                         "python_threads"}),
 }
 #: The CLR's heap generations as its runtime metrics name them (``gc.heap.generation``); collections are
 #: counted for the first three only.
@@ -42,6 +45,10 @@ _CLR_GENERATIONS = ("gen0", "gen1", "gen2", "loh", "poh")
 #: What Go's runtime/metrics report for "no limit" and GOGC=off, clamped to int64 by the instrumentation.
 _GO_UNSET = float(2**63 - 1)
 _GO_BYTE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+#: CPython's collector generations as gc.get_stats() and gc.get_count() index them (the attribute values)
+_CPYTHON_GENERATIONS = ("0", "1", "2")
+#: psutil's CPU times: /proc/<pid>/stat's clock ticks (USER_HZ) over the tick rate
+_CLOCK_TICKS = 100.0
 
 
 class RuntimeMetricsError(ValueError):
@@ -57,6 +64,8 @@ class MetricDef:
     buckets: tuple[float, ...] = ()
     #: the instrumentation scope (name, version) when not the runtime's (another library's meter)
     scope: tuple[str, str] | None = None
+    #: that scope's schema URL
+    schema_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,13 +165,50 @@ class DotnetDef:
 
 
 @dataclass(frozen=True)
+class PythonDef:
+    export_interval_s: float
+    #: gc.get_threshold(): net tracked allocations that trigger a collection, gen0 collections before a
+    #: gen1 one, gen1 collections before a gen2 one
+    thresholds: tuple[int, int, int]
+    #: gen1 collections between two gen2 ones (a gen2 collection also waits for the objects promoted since
+    #: the last one to reach a quarter of the old generation)
+    gen1_per_gen2: int
+    #: net allocations of GC-tracked objects (containers allocated less those freed) per request, and per
+    #: second without requests
+    tracked_per_request: float
+    tracked_per_s: float
+    #: the share of those that end as reference cycles (only the cyclic collector frees them), and the
+    #: shares of that garbage becoming unreachable in generation 0, 1 and 2
+    garbage_share: float
+    garbage_generations: tuple[float, float, float]
+    #: the gRPC server's ThreadPoolExecutor max_workers (0: no pool whose threads follow the requests)
+    pool_max_workers: int
+    #: threads the ``threading`` module knows outside that pool, and the process's native ones besides
+    python_threads: float
+    native_threads: float
+    #: open file descriptors while no request is in flight, and those each request in flight adds
+    fds: float
+    fds_per_inflight: float
+    #: the address space mapped but not resident, and each thread's stack reservation
+    virtual: float
+    stack_per_thread: float
+    #: the share of the CPU time spent in the kernel
+    system_share: float
+    voluntary_per_request: float
+    voluntary_per_s: float
+    involuntary_per_cpu_s: float
+
+
+@dataclass(frozen=True)
 class RuntimeDef:
     name: str
     services: tuple[str, ...]
     scope: tuple[str, str]
     export_interval_s: float
     metrics: tuple[MetricDef, ...]
-    model: JvmDef | NodeDef | GoDef | DotnetDef
+    model: JvmDef | NodeDef | GoDef | DotnetDef | PythonDef
+    #: the scope's schema URL ("" for a meter created without one), which the exporter serves as a label
+    schema_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -275,6 +321,49 @@ def _dotnet(raw: dict[str, Any], where: str) -> DotnetDef:
                      num("jit_il_kib") * 1024.0, num("jit_seconds"), num("timers"), num("assemblies"), exceptions)
 
 
+def _python(raw: dict[str, Any], where: str, interval: float) -> PythonDef:
+    def num(key: str, at: str = where, of: Any = raw) -> float:
+        value = _need(of, key, at)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.{key}: needs a number, not below zero")
+        return float(value)
+
+    def count(key: str, at: str = where, of: Any = raw) -> int:
+        value = _need(of, key, at)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.{key}: needs a whole number, not below zero")
+        return value
+
+    gc = _need(raw, "gc", where)
+    at = f"{where}.gc"
+    thresholds = _need(gc, "thresholds", at)
+    if not isinstance(thresholds, list) or len(thresholds) != 3 or any(
+            isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in thresholds):
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.thresholds: needs three whole numbers above zero (gc.get_threshold())")
+    gen1_per_gen2 = count("gen1_per_gen2", at, gc)
+    if gen1_per_gen2 <= thresholds[2]:
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.gen1_per_gen2: at least the third threshold plus one "
+                                  f"({thresholds[2] + 1}): a gen2 collection waits for that many gen1 ones")
+    shares = _need(gc, "garbage_generations", at)
+    if not isinstance(shares, list) or len(shares) != 3 or any(isinstance(x, bool) or not isinstance(x, int | float) or x < 0 for x in shares):
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.garbage_generations: needs three shares, one per generation")
+    if abs(sum(shares) - 1.0) > 1e-6:
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.garbage_generations: the shares must add up to 1")
+    garbage = num("garbage_share", at, gc)
+    if garbage > 1:
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {at}.garbage_share: a share of the tracked allocations, at most 1")
+    system = num("system_cpu_share")
+    if system > 1:
+        raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.system_cpu_share: a share of the CPU time, at most 1")
+    switches = _need(raw, "context_switches", where)
+    sw = f"{where}.context_switches"
+    return PythonDef(interval, (thresholds[0], thresholds[1], thresholds[2]), gen1_per_gen2, num("tracked_per_request", at, gc),
+                     num("tracked_per_second", at, gc), garbage, (float(shares[0]), float(shares[1]), float(shares[2])),
+                     count("pool_max_workers"), num("python_threads"), num("native_threads"), num("fds"), num("fds_per_inflight"),
+                     num("virtual_mi") * MIB, num("stack_kib_per_thread") * 1024.0, system, num("voluntary_per_request", sw, switches),
+                     num("voluntary_per_second", sw, switches), num("involuntary_per_cpu_second", sw, switches))
+
+
 def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
     quantity = str(_need(raw, "quantity", where))
     if quantity not in _QUANTITIES[kind]:
@@ -286,12 +375,17 @@ def _metric(raw: dict[str, Any], where: str, kind: str) -> MetricDef:
         raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}.histogram: bounds must increase")
     scope = raw.get("scope")
     return MetricDef(str(_need(raw, "name", where)), quantity, tuple(str(lb) for lb in raw.get("labels", ())), buckets,
-                     None if scope is None else _scope(scope, where))
+                     None if scope is None else _scope(scope, where), "" if scope is None else _schema_url(scope))
 
 
 def _scope(raw: Any, where: str) -> tuple[str, str]:
     """An instrumentation scope: its name, and its version ("" for a meter created without one)."""
     return str(_need(raw, "name", where)), str(_need(raw, "version", where) or "")
+
+
+def _schema_url(raw: Any) -> str:
+    """A scope's schema URL ("" for a meter created without one)."""
+    return str(raw.get("schema_url") or "") if isinstance(raw, dict) else ""
 
 
 def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
@@ -307,17 +401,19 @@ def parse(raw: Any, services: set[str]) -> tuple[RuntimeDef, ...]:
         if len(kinds) != 1:
             raise RuntimeMetricsError(f"runtime-metrics.yaml: {where}: needs one runtime model ({' or '.join(_QUANTITIES)})")
         kind, interval = kinds[0], float(_need(r, "export_interval_seconds", where))
-        model: JvmDef | NodeDef | GoDef | DotnetDef
+        model: JvmDef | NodeDef | GoDef | DotnetDef | PythonDef
         if kind == "jvm":
             model = _jvm(r[kind], f"{where}.jvm")
         elif kind == "node":
             model = _node(r[kind], f"{where}.node", interval)
         elif kind == "go":
             model = _go(r[kind], f"{where}.go")
+        elif kind == "python":
+            model = _python(r[kind], f"{where}.python", interval)
         else:
             model = _dotnet(r[kind], f"{where}.dotnet")
         metrics = tuple(_metric(m, f"{where}.metrics[{i}]", kind) for i, m in enumerate(_need(r, "metrics", where)))
-        out.append(RuntimeDef(name, tuple(r["services"]), _scope(scope, where), interval, metrics, model))
+        out.append(RuntimeDef(name, tuple(r["services"]), _scope(scope, where), interval, metrics, model, _schema_url(scope)))
     return tuple(out)
 
 
@@ -603,7 +699,146 @@ class DotnetProcess:
                     yield (key.removeprefix("exception:"),), float(math.floor(t[key] + 1e-9))
 
 
-Process = JvmProcess | NodeProcess | GoProcess | DotnetProcess
+def _poisson_tail(mean: float, k: int) -> float:
+    """P(N >= k) for N Poisson with ``mean``."""
+    if k <= 0:
+        return 1.0
+    term = cdf = math.exp(-mean)
+    for i in range(1, k):
+        term *= mean / i
+        cdf += term
+    return max(1.0 - cdf, 0.0)
+
+
+def _ticks(seconds: float) -> float:
+    """CPU seconds as psutil reads them: whole clock ticks."""
+    return math.floor(seconds * _CLOCK_TICKS + 1e-6) / _CLOCK_TICKS
+
+
+class PythonProcess:
+    """A CPython process as opentelemetry-instrumentation-system-metrics reads it through psutil (its
+    default configuration): the process's CPU, memory, threads, descriptors and context switches, and
+    CPython's collector, from its working set, CPU use and requests.
+
+    CPython 3.12's collector runs when the net allocations of GC-tracked objects pass the first
+    threshold; every (second threshold + 1)-th gen0 collection is followed by a gen1 one instead, and a
+    gen2 one replaces every ``gen1_per_gen2 + 1``-th gen1 one. ``gc.get_stats()`` counts a collection
+    under the oldest generation it collected, with the cyclic garbage it found; ``gc.get_count()`` is
+    the net allocations since the last collection, and the gen0 and gen1 collections since the last one
+    of the next generation."""
+
+    def __init__(self, d: PythonDef, s: ProcessState) -> None:
+        self.d, self.s = d, s
+
+    def collections(self) -> Iterator[tuple[tuple[str, ...], float, float]]:
+        """The collector's work is derived from the tracked allocations; no histogram."""
+        return iter(())
+
+    def advance(self, c: Counters, dt: float) -> None:
+        d, s, t = self.d, self.s, c.totals
+        rps = s.requests_per_s
+        for name, per_s in (("cpu", s.cpu_cores), ("tracked", rps * d.tracked_per_request + d.tracked_per_s),
+                            ("voluntary", rps * d.voluntary_per_request + d.voluntary_per_s),
+                            ("involuntary", s.cpu_cores * d.involuntary_per_cpu_s)):
+            t[name] = t.get(name, 0.0) + per_s * dt
+        # ThreadPoolExecutor starts a worker when a request finds none idle and never stops one: the pool
+        # grows to the most requests in flight at once. Requests in flight are Poisson (Little's law's
+        # mean); an arrival that finds k-1 others makes k: a level counts as reached once the arrivals
+        # expected to reach it add up to one.
+        arrivals = rps * dt
+        for k in range(1, d.pool_max_workers + 1) if arrivals > 0 else ():
+            reach = arrivals * _poisson_tail(max(s.inflight, 0.0), k - 1)
+            if reach <= 0:
+                break
+            t[f"reach:{k}"] = t.get(f"reach:{k}", 0.0) + reach
+
+    def pool(self, c: Counters) -> int:
+        """The pool's workers: the levels of concurrency the process has reached."""
+        return sum(1 for k in range(1, self.d.pool_max_workers + 1) if c.totals.get(f"reach:{k}", 0.0) >= 1.0)
+
+    def _gc(self, c: Counters) -> tuple[float, int, int, int]:
+        """Collections triggered (fractional), of them gen1-or-older slots, gen2 collections."""
+        t0, t1, _ = self.d.thresholds
+        triggered = c.totals.get("tracked", 0.0) / (t0 + 1)
+        n = math.floor(triggered + 1e-9)
+        m = n // (t1 + 2)
+        return triggered, n, m, m // (self.d.gen1_per_gen2 + 1)
+
+    def _cpu_times(self, c: Counters) -> tuple[float, float]:
+        """(user, system) CPU seconds, each counted in whole ticks as the kernel does."""
+        cpu = c.totals.get("cpu", 0.0)
+        return _ticks(cpu * (1.0 - self.d.system_share)), _ticks(cpu * self.d.system_share)
+
+    def exported(self, c: Counters) -> None:
+        """psutil's cpu_percent() measures from its last call: this export's."""
+        c.totals["cpu_mark"] = sum(self._cpu_times(c))
+        c.totals["cpu_mark_export"] = float(c.exports)
+
+    def points(self, quantity: str, c: Counters) -> Iterator[Point]:
+        d, s, t = self.d, self.s, c.totals
+        if quantity == "cpu_time":
+            user, system = self._cpu_times(c)
+            yield ("user",), user
+            yield ("system",), system
+        elif quantity == "context_switches":
+            yield ("involuntary",), float(math.floor(t.get("involuntary", 0.0)))
+            yield ("voluntary",), float(math.floor(t.get("voluntary", 0.0)))
+        elif quantity == "cpu_utilization":
+            # the first call only starts the measurement (0.0); each later one covers the interval since
+            # the last export, per CPU of the node (psutil.cpu_count())
+            cpus = s.node_cpus if s.node_cpus > 0 else 1.0
+            exports = c.exports - t.get("cpu_mark_export", 0.0)
+            if "cpu_mark" not in t or exports <= 0:
+                yield (), 0.0
+            else:
+                percent = round((sum(self._cpu_times(c)) - t["cpu_mark"]) / (exports * d.export_interval_s) * 100.0, 1)
+                yield (), percent / 100.0 / cpus
+        elif quantity == "runtime_cpu_utilization":
+            # the same psutil call, made again a few callbacks later in the same collection: CPU ticks
+            # are 10 ms, so it almost always sees none
+            yield (), 0.0
+        elif quantity == "rss":
+            yield (), float(round(s.working_set))
+        elif quantity == "virtual_memory":
+            yield (), self._virtual(c)
+        elif quantity == "memory":
+            yield ("rss",), float(round(s.working_set))
+            yield ("vms",), self._virtual(c)
+        elif quantity == "fds":
+            yield (), float(round(d.fds + d.fds_per_inflight * max(s.inflight, 0.0)))
+        elif quantity == "threads":
+            yield (), d.python_threads + d.native_threads + self.pool(c)
+        elif quantity == "python_threads":
+            yield (), d.python_threads + self.pool(c)
+        elif quantity == "gc_count":
+            triggered, n, m, _ = self._gc(c)
+            t0, t1, _ = d.thresholds
+            yield ("0",), float(math.floor((triggered - n) * (t0 + 1)))
+            yield ("1",), float(n % (t1 + 2))
+            yield ("2",), float(m % (d.gen1_per_gen2 + 1))
+        elif quantity == "gc_collections":
+            _, n, m, k = self._gc(c)
+            for generation, collections in zip(_CPYTHON_GENERATIONS, (n - m, m - k, k), strict=True):
+                yield (generation,), float(collections)
+        elif quantity == "gc_collected":
+            _, n, m, k = self._gc(c)
+            t1 = d.thresholds[1]
+            young, middle, old = (share * d.garbage_share * (d.thresholds[0] + 1) for share in d.garbage_generations)
+            at_gen1 = young + middle * (t1 + 2)
+            at_gen2 = at_gen1 + old * (t1 + 2) * (d.gen1_per_gen2 + 1)
+            for generation, found in zip(_CPYTHON_GENERATIONS, (young * (n - m), at_gen1 * (m - k), at_gen2 * k), strict=True):
+                yield (generation,), float(math.floor(found + 1e-9))
+        elif quantity == "gc_uncollectable":  # only gc.DEBUG_SAVEALL keeps cyclic garbage (Python 3.4+)
+            for generation in _CPYTHON_GENERATIONS:
+                yield (generation,), 0.0
+
+    def _virtual(self, c: Counters) -> float:
+        d = self.d
+        threads = d.python_threads + d.native_threads + self.pool(c)
+        return float(round(d.virtual + d.stack_per_thread * threads + self.s.working_set))
+
+
+Process = JvmProcess | NodeProcess | GoProcess | DotnetProcess | PythonProcess
 
 
 class RuntimeTelemetry:
@@ -626,6 +861,8 @@ class RuntimeTelemetry:
             proc = NodeProcess(r.model, s)
         elif isinstance(r.model, GoDef):
             proc = GoProcess(r.model, s)
+        elif isinstance(r.model, PythonDef):
+            proc = PythonProcess(r.model, s)
         else:
             proc = DotnetProcess(r.model, s)
         proc.advance(counters, dt)
@@ -641,17 +878,22 @@ class RuntimeTelemetry:
         counters.exports = due
         for m in r.metrics:
             scope = m.scope or r.scope
+            # the exporter serves the scope's schema URL as a label (none for a meter without one)
+            schema = m.schema_url if m.scope else r.schema_url
+            extra = (("otel_scope_schema_url", schema),) if schema else ()
             if m.buckets:
-                _histogram(m, counters, scope, push)
+                _histogram(m, counters, scope, extra, push)
                 continue
             for attrs, value in proc.points(m.quantity, counters):
-                push(m.name, tuple(zip(m.labels, attrs, strict=True)), value, scope)
+                push(m.name, (*zip(m.labels, attrs, strict=True), *extra), value, scope)
+        if isinstance(proc, PythonProcess):
+            proc.exported(counters)
 
 
-def _histogram(m: MetricDef, c: Counters, scope: tuple[str, str], push: Push) -> None:
+def _histogram(m: MetricDef, c: Counters, scope: tuple[str, str], extra: tuple[tuple[str, str], ...], push: Push) -> None:
     """The collections so far as the exporter serves a histogram: whole collections per cumulative bucket."""
     for key, counts in sorted(c.gc.items()):
-        attrs = tuple(zip(m.labels, key, strict=True))
+        attrs = (*zip(m.labels, key, strict=True), *extra)
         running = 0.0
         for bound, n in zip((*m.buckets, math.inf), counts[:-1], strict=True):
             running += n
