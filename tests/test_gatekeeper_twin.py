@@ -110,3 +110,38 @@ def test_bad_rego_is_refused_and_reported_when_the_webhook_is_down(twin: PolicyT
     assert status["created"] is False
     assert {e["code"] for p in status["byPod"] for e in p["errors"]} == {"ingest_error"}
     assert twin.kubectl("get", "crd", "k8sbroken.constraints.gatekeeper.sh", check=False).returncode == 1
+
+
+def test_misspelled_fields_are_refused_or_pruned_as_the_crds_say(twin: PolicyTwin) -> None:
+    """ConstraintTemplate's spec and the generated constraint CRDs' spec are Gatekeeper's structural schemas:
+    kubectl's strict validation refuses a field Gatekeeper does not have, ``--validate=false`` drops it, and
+    the stored objects show the schemas' defaults."""
+    misspelled = template("K8sOwnerLabel", REQUIRED_LABELS.replace("k8srequiredlabels", "k8sownerlabel"))
+    misspelled["spec"]["targets"][0]["regoo"] = misspelled["spec"]["targets"][0].pop("rego")
+    misspelled["spec"]["crd"]["spec"]["name"] = {"kind": "K8sOwnerLabel"}
+    refused = twin.apply(misspelled, check=False)
+    assert refused.returncode == 1 and "strict decoding error" in refused.stderr
+    assert 'unknown field "spec.targets[0].regoo"' in refused.stderr
+    assert 'unknown field "spec.crd.spec.name"' in refused.stderr
+    misspelled["spec"]["targets"][0]["rego"] = misspelled["spec"]["targets"][0].pop("regoo")
+    twin.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(misspelled))
+    stored = json.loads(twin.kubectl("get", "constrainttemplate", "k8sownerlabel", "-o", "json").stdout)
+    assert "name" not in stored["spec"]["crd"]["spec"] and "regoo" not in stored["spec"]["targets"][0]
+    assert stored["spec"]["crd"]["spec"]["validation"]["legacySchema"] is False  # v1's default
+    twin.run(10)
+    crd = json.loads(twin.kubectl("get", "crd", "k8sownerlabel.constraints.gatekeeper.sh", "-o", "json").stdout)
+    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert sorted(spec_schema["properties"]) == ["enforcementAction", "match", "parameters", "scopedEnforcementActions"]
+
+    wrong = constraint("owner-misspelled", "warn")
+    wrong["kind"] = "K8sOwnerLabel"
+    wrong["spec"]["match"]["kind"] = wrong["spec"]["match"].pop("kinds")
+    wrong["spec"]["parameter"] = wrong["spec"].pop("parameters")
+    del wrong["spec"]["enforcementAction"]
+    refused = twin.apply(wrong, check=False)
+    assert refused.returncode == 1 and "strict decoding error" in refused.stderr
+    assert 'unknown field "spec.match.kind"' in refused.stderr and 'unknown field "spec.parameter"' in refused.stderr
+    twin.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(wrong))
+    stored = json.loads(twin.kubectl("get", "k8sownerlabel", "owner-misspelled", "-o", "json").stdout)
+    assert stored["spec"] == {"enforcementAction": "deny", "match": {"namespaces": [NS]}}  # the default action
+    twin.kubectl("delete", "constrainttemplate", "k8sownerlabel")

@@ -5,11 +5,13 @@ facts from open-policy-agent/gatekeeper v3.17.2. While ``gatekeeper-controller-m
 each ConstraintTemplate is compiled and turned into the constraint CRD
 ``<kind lower case>.constraints.gatekeeper.sh`` (frameworks ``crds.CreateCRD``: cluster-scoped,
 versions v1beta1 (storage) and v1alpha1, categories constraint/constraints, label
-``gatekeeper.sh/constraint: "yes"``, printer columns enforcement-action and total-violations, the
-template's parameter schema under ``spec.parameters``); its status gets ``created`` and one ``byPod``
-entry per running Gatekeeper pod (id, observedGeneration, operations from the pod's ``--operation``
-flags, templateUID, and ``ingest_error`` errors for a template that does not compile). Deleting a
-template deletes its CRD and so its constraints.
+``gatekeeper.sh/constraint: "yes"``, printer columns enforcement-action and total-violations; the spec
+schema of ``crds.CreateSchema``: ``match`` (``gatekeeper_match.yaml``), ``enforcementAction`` (default
+``deny``), ``scopedEnforcementActions``, and the template's parameter schema under ``spec.parameters``,
+made to preserve unknown fields when the template says ``legacySchema: true``); its status gets
+``created`` and one ``byPod`` entry per running Gatekeeper pod (id, observedGeneration, operations from
+the pod's ``--operation`` flags, templateUID, and ``ingest_error`` errors for a template that does not
+compile). Deleting a template deletes its CRD and so its constraints.
 
 The webhook ``validation.gatekeeper.sh`` (``gatekeeper-webhook-service``, path ``/v1/admit``) reviews
 CREATE and UPDATE requests against every constraint (pkg/webhook/policy.go): violations of
@@ -24,10 +26,13 @@ Config's ``match`` (processes ``webhook``/``*``) are not reviewed. Rego and matc
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, TypeVar
 
+from itbench_gym.lang import yamltext
 from itbench_gym.policy.gatekeeper import (
     Constraint,
     ConstraintEvaluator,
@@ -269,6 +274,40 @@ class GatekeeperWebhook:
         return AdmissionResponse(True)
 
 
+#: ``spec.scopedEnforcementActions`` of a constraint (frameworks ``crds.CreateSchema``)
+_SCOPED_ACTIONS: Obj = {"type": "array", "items": {"type": "object", "properties": {
+    "action": {"type": "string"},
+    "enforcementPoints": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}}}
+
+
+@lru_cache(maxsize=1)
+def _match_data() -> Obj:
+    data: Obj = yamltext.load(Path(__file__).with_name("gatekeeper_match.yaml").read_text(encoding="utf-8"))
+    return data
+
+
+def _match_schema() -> Obj:
+    """A constraint's ``spec.match`` schema (a copy: the file's anchors share their nodes)."""
+    return clone(_match_data())
+
+
+def _preserving(schema: Mapping[str, Any]) -> Obj:
+    """frameworks ``schema.AddPreserveUnknownFields``: every object (or untyped) node preserves unknown
+    fields, an array without items gets preserving ones."""
+    out: Obj = dict(schema)
+    kind = out.get("type") or ""
+    if kind in ("", "object"):
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    elif kind == "array" and not isinstance(out.get("items"), Mapping):
+        out["items"] = {"x-kubernetes-preserve-unknown-fields": True}
+    if isinstance(out.get("properties"), Mapping):
+        out["properties"] = {k: _preserving(v) if isinstance(v, Mapping) else v for k, v in out["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = _preserving(out[key])
+    return out
+
+
 def _denied(message: str) -> AdmissionResponse:
     return AdmissionResponse(False, {"code": 403, "reason": "Forbidden", "message": message})
 
@@ -342,15 +381,23 @@ class GatekeeperTemplateController(Controller):
         return entry
 
     def _ensure_crd(self, obj: Obj, template: ConstraintTemplate) -> None:
-        names = ((obj.get("spec") or {}).get("crd") or {}).get("spec", {}).get("names") or {}
-        parameters: Obj = dict(template.parameters_schema or {"x-kubernetes-preserve-unknown-fields": True})
+        """The constraint CRD as frameworks ``crds.CreateSchema``/``CreateCRD`` make it (Gatekeeper v3.17.2)."""
+        crd_spec = ((obj.get("spec") or {}).get("crd") or {}).get("spec") or {}
+        names = crd_spec.get("names") or {}
+        # the template as Gatekeeper reads it (v1beta1 conversion): a legacy schema preserves unknown fields
+        # at every level, and stands for any parameters when the template has none; otherwise no schema, no
+        # parameters field
+        spec_props: Obj = {"match": _match_schema(), "enforcementAction": {"type": "string", "default": "deny"},
+                           "scopedEnforcementActions": clone(_SCOPED_ACTIONS)}
+        parameters = clone(dict(template.parameters_schema)) if template.parameters_schema is not None else None
+        if (crd_spec.get("validation") or {}).get("legacySchema") is True:
+            spec_props["parameters"] = _preserving(parameters or {})
+        elif parameters is not None:
+            spec_props["parameters"] = parameters
         schema = {"type": "object", "properties": {
-            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-            "spec": {"type": "object", "properties": {
-                "enforcementAction": {"type": "string"},
-                "match": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "parameters": parameters}},
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}},
+            "spec": {"type": "object", "properties": spec_props},
+            "status": {"x-kubernetes-preserve-unknown-fields": True}}}
         columns = [
             {"name": "enforcement-action", "type": "string", "description": "Type of enforcement action",
              "jsonPath": ".spec.enforcementAction"},
