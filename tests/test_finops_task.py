@@ -114,6 +114,24 @@ def test_removing_the_budget_alert_fails(env: ITBenchEnv) -> None:
     assert "budget alert MemorySpend removed from PrometheusRule otel-demo/finops-budget-alerts" in evaluation["mitigation"]["reasons"]
 
 
+def test_a_misspelled_budget_rule_is_refused_or_pruned_as_the_crd_says(env: ITBenchEnv) -> None:
+    """PrometheusRule's spec has the operator's structural schema. ``kubectl patch`` asks for no field
+    validation, so the API server's default warns of an unknown field and drops it: a rule whose
+    ``expr`` is misspelled has none and is refused, and the budget stays as it was; an extra field is
+    dropped from a rule that is otherwise whole."""
+    env.reset(seed=0)
+    memory = '"expr": "sum by (namespace) (container_namespace_node:container_memory'
+    observation, *_ = env.step(_budget_patch(0.06).replace(memory, memory.replace('"expr"', '"exp"')))
+    assert observation["exit_status"] == 1 and "spec.groups[0].rules[1].expr: Required value" in observation["text"], observation["text"]
+    observation, *_ = env.step("kubectl -n otel-demo get prometheusrule finops-budget-alerts -o jsonpath={.spec.groups[0].rules[1].expr}")
+    assert observation["exit_status"] == 0 and "> 0.06" not in observation["text"] and "memory" in observation["text"]
+    observation, *_ = env.step(_budget_patch(0.06).replace(memory, '"severty": "warning", ' + memory))
+    assert observation["exit_status"] == 0 and 'Warning: unknown field "spec.groups[0].rules[1].severty"' in observation["text"], observation["text"]
+    observation, *_ = env.step("kubectl -n otel-demo get prometheusrule finops-budget-alerts -o json")
+    rule = json.loads(observation["text"])["spec"]["groups"][0]["rules"][1]
+    assert "severty" not in rule and rule["expr"].endswith("> 0.06")
+
+
 def test_deleting_an_autoscaler_fails(env: ITBenchEnv) -> None:
     evaluation = _submit(env, "kubectl -n otel-demo delete hpa frontend", SETTLE)
     assert not evaluation["mitigation"]["passed"]
