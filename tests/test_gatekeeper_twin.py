@@ -144,4 +144,8 @@ def test_misspelled_fields_are_refused_or_pruned_as_the_crds_say(twin: PolicyTwi
     twin.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(wrong))
     stored = json.loads(twin.kubectl("get", "k8sownerlabel", "owner-misspelled", "-o", "json").stdout)
     assert stored["spec"] == {"enforcementAction": "deny", "match": {"namespaces": [NS]}}  # the default action
+    long_name = constraint("owner-" + "x" * 58, "warn")  # 64 characters: a constraint's name is a label value
+    long_name["kind"] = "K8sOwnerLabel"
+    refused = twin.apply(long_name, check=False)
+    assert refused.returncode == 1 and "metadata.name: Too long: may not be longer than 63" in refused.stderr, refused.stderr
     twin.kubectl("delete", "constrainttemplate", "k8sownerlabel")

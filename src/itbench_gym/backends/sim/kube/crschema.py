@@ -1,7 +1,7 @@
 """A custom resource checked against its CRD's ``openAPIV3Schema``, as the API server does on every write.
 
 The apiextensions API server validates a custom object's fields (everything but ``apiVersion``, ``kind``
-and ``metadata``, which it checks itself) against the structural schema of the version it is written
+and ``metadata``, which it checks itself, but the name and generateName a schema may restrict) against the structural schema of the version it is written
 in and refuses the write with ``422 Invalid``, one cause per broken field, worded as kube-openapi words
 them: ``spec.port: Invalid value: "string": spec.port in body must be of type integer: "string"``,
 ``spec.target: Unsupported value: "Foo": supported values: "Request", "Response"``,
@@ -33,9 +33,16 @@ _META_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
 
 
 def schema_causes(schema: Mapping[str, Any], obj: Mapping[str, Any]) -> list[Cause]:
-    """Every field of ``obj`` that breaks ``schema`` (a CRD version's ``openAPIV3Schema``)."""
+    """Every field of ``obj`` that breaks ``schema`` (a CRD version's ``openAPIV3Schema``); of the
+    metadata, the name and generateName, the only fields a CRD's schema may restrict (Gatekeeper's
+    constraint names: at most 63 characters)."""
     causes: list[Cause] = []
     _object(schema, {k: v for k, v in obj.items() if k not in _META_FIELDS}, "", causes)
+    meta_schema = ((schema.get("properties") or {}).get("metadata") or {}).get("properties") or {}
+    meta = obj.get("metadata") or {}
+    for name in ("name", "generateName"):
+        if isinstance(meta_schema.get(name), Mapping) and isinstance(meta, Mapping) and name in meta:
+            _check(meta_schema[name], meta[name], f"metadata.{name}", causes)
     return causes
 
 
